@@ -1,0 +1,142 @@
+"""The agent contract: how to launch an agent CLI and how to read what it prints.
+
+An adapter is stateless and builds a Launch (argv, environment, stdin) for one attempt. A Decoder,
+one per attempt, turns the agent's stdout lines into AgentEvents and keeps the attempt's cumulative
+usage; the engine diffs successive totals for budgets, so adapters never have to produce deltas.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..events import EventKind
+from ..spec import CandidateSpec, Price
+from ..usage import Usage
+
+
+@dataclass(frozen=True)
+class Launch:
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    # Bytes written to the agent's stdin before it is closed; None closes stdin at once
+    # (Codex blocks on an open, empty stdin).
+    stdin: bytes | None = None
+
+
+@dataclass(frozen=True)
+class LaunchContext:
+    directory: Path  # the worktree the agent runs in
+    git_common_dir: Path  # the repository's .git (some agents need it writable to commit)
+    race_file_dir: Path | None = None  # resolves relative paths given in the race file
+
+
+@dataclass(frozen=True)
+class AgentEvent:
+    kind: EventKind
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Quota:
+    message: str
+    reset_at: str | None = None  # ISO-8601, UTC
+
+    def to_json(self) -> dict:
+        return {"message": self.message, "reset_at": self.reset_at}
+
+
+@dataclass(frozen=True)
+class AgentOutcome:
+    ok: bool
+    reason: str | None = None  # why it failed, one line
+    quota: Quota | None = None
+    result: str | None = None  # the agent's final text, when it gives one
+
+
+class Decoder:
+    """Per-attempt reader of an agent's output. Subclasses override decode_line()."""
+
+    def __init__(self, candidate: CandidateSpec, prices: Mapping[str, Price] | None = None) -> None:
+        self.candidate = candidate
+        self.prices = prices or {}
+        self.usage = Usage()
+        self.quota: Quota | None = None
+        self.result: str | None = None
+        self.failure: str | None = None
+
+    def decode_line(self, line: str) -> list[AgentEvent] | None:
+        """Events for one stdout line, or None when the line is plain log text."""
+        return None
+
+    def decode_stderr(self, line: str) -> list[AgentEvent] | None:
+        """Stderr is log text; adapters may also read quota messages from it."""
+        return None
+
+    def decode(self, lines: list[str], stream: str = "stdout") -> list[AgentEvent]:
+        """Events for a batch of lines; runs of plain lines become one LOG event."""
+        events: list[AgentEvent] = []
+        plain: list[str] = []
+        decode_one = self.decode_line if stream == "stdout" else self.decode_stderr
+        for line in lines:
+            decoded = decode_one(line)
+            if decoded is None:
+                plain.append(line)
+                continue
+            if plain:
+                events.append(AgentEvent(EventKind.LOG, {"stream": stream, "lines": plain}))
+                plain = []
+            events.extend(decoded)
+        if plain:
+            events.append(AgentEvent(EventKind.LOG, {"stream": stream, "lines": plain}))
+        return events
+
+    def finish(self, exit_code: int, stderr_tail: str) -> AgentOutcome:
+        """The outcome once the process has exited; may replace self.usage with final figures."""
+        if self.quota is not None:
+            return AgentOutcome(False, f"quota: {self.quota.message}", self.quota, self.result)
+        if exit_code != 0:
+            detail = self.failure or _last_line(stderr_tail)
+            reason = f"agent exited with code {exit_code}" + (f": {detail}" if detail else "")
+            return AgentOutcome(False, reason, None, self.result)
+        return AgentOutcome(True, None, None, self.result)
+
+
+class AgentAdapter(ABC):
+    kind: str
+    program: str | None = None  # the executable looked up on PATH (doctor, clear errors)
+    # Commit the agent's uncommitted edits after it exits, recorded as done on its behalf
+    # (agents whose own sandbox cannot write a linked worktree's git metadata).
+    commits_on_behalf: bool = False
+
+    @abstractmethod
+    def launch(self, candidate: CandidateSpec, brief: str, context: LaunchContext) -> Launch: ...
+
+    def decoder(self, candidate: CandidateSpec, prices: Mapping[str, Price] | None = None) -> Decoder:
+        return Decoder(candidate, prices)
+
+    def version_argv(self) -> tuple[str, ...] | None:
+        """Command printing the program's version, for `doctor`."""
+        return (self.program, "--version") if self.program else None
+
+
+def parse_json_object(line: str) -> dict | None:
+    """The line as a JSON object, or None if it is not one (cheap for plain text)."""
+    stripped = line.lstrip()
+    if not stripped.startswith("{"):
+        return None
+    try:
+        value = json.loads(stripped)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _last_line(text: str) -> str:
+    for line in reversed(text.strip().splitlines()):
+        if line.strip():
+            return line.strip()[:300]
+    return ""

@@ -1,0 +1,74 @@
+"""The generic command agent: any program speaking the command-agent protocol (DESIGN.md).
+
+The brief arrives on stdin (then EOF) and in OUTPOST_BRIEF. Stdout lines that are JSON objects with
+a known `kind` are events; usage lines are deltas. Every other line is log text.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..events import EventKind
+from ..spec import CandidateSpec
+from ..usage import Usage
+from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext, Quota, parse_json_object
+
+
+def _count(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return 0
+    return max(0, int(value))
+
+
+def _cost(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return 0.0
+    return max(0.0, float(value))
+
+
+class ProtocolDecoder(Decoder):
+    def decode_line(self, line: str) -> list[AgentEvent] | None:
+        message = parse_json_object(line)
+        if message is None:
+            return None
+        kind = message.get("kind")
+        if kind == "usage":
+            self.usage = self.usage + Usage(
+                input=_count(message.get("input")),
+                cached=_count(message.get("cached")),
+                cache_write=_count(message.get("cache_write")),
+                output=_count(message.get("output")),
+                cost_usd=_cost(message.get("cost_usd")),
+            )
+            return []  # the engine emits USAGE from the changed total
+        if kind == "text":
+            text = str(message.get("text", ""))
+            self.result = text
+            return [AgentEvent(EventKind.TEXT, {"text": text})]
+        if kind == "tool":
+            return [AgentEvent(EventKind.TOOL, {"name": str(message.get("name", "?")),
+                                                "input": _short(message.get("input", ""))})]
+        if kind == "quota":
+            reset_at = message.get("reset_at")
+            self.quota = Quota(str(message.get("message") or "quota reached"),
+                               str(reset_at) if reset_at else None)
+            return [AgentEvent(EventKind.QUOTA, self.quota.to_json())]
+        return None
+
+
+def _short(value: object, limit: int = 2000) -> str:
+    text = value if isinstance(value, str) else str(value)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+class CommandAgent(AgentAdapter):
+    kind = "command"
+
+    def launch(self, candidate: CandidateSpec, brief: str, context: LaunchContext) -> Launch:
+        if not candidate.command:
+            raise ValueError(f"candidate {candidate.key!r}: agent 'command' needs a command")
+        return Launch(argv=tuple(candidate.command), env={"OUTPOST_BRIEF": brief},
+                      stdin=brief.encode())
+
+    def decoder(self, candidate: CandidateSpec, prices=None) -> Decoder:
+        return ProtocolDecoder(candidate, prices)

@@ -1,0 +1,77 @@
+"""The one event stream every consumer reads: flight log, progress printer, live model, UI.
+
+Events are plain frozen records with a kind, a timestamp and a payload. Consumers subscribe with a
+callable; delivery is synchronous and in order, so a consumer must be cheap (the UI only updates a
+model here and renders on its own timer).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Callable, Mapping
+
+
+class EventKind(StrEnum):
+    RACE_STARTED = "race-started"
+    ADMITTED = "admitted"
+    WORKTREE_READY = "worktree-ready"
+    AGENT_STARTED = "agent-started"
+    LOG = "log"  # payload: lines (a batch, one per output line), stream ("stdout" | "stderr")
+    TEXT = "text"  # the agent's own words
+    TOOL = "tool"  # payload: name, input
+    TOOL_RESULT = "tool-result"
+    FILE_CHANGE = "file-change"
+    USAGE = "usage"  # payload: delta (usage this report), total (the attempt so far)
+    RETRY = "retry"  # transient rate limit: the agent backs off by itself
+    QUOTA = "quota"  # payload: message, reset_at
+    AGENT_EXITED = "agent-exited"  # payload: exit_code, reason
+    VALIDATION_STARTED = "validation-started"
+    VALIDATION_FINISHED = "validation-finished"  # payload: status, exit_code
+    SCORED = "scored"
+    SETTLED = "settled"  # payload: status, reason, commit
+    CLEANUP = "cleanup"  # payload: retained_directory, cleanup
+    BUDGET_EXHAUSTED = "budget-exhausted"
+    OPERATOR = "operator"  # payload: action (cancel | accept | abort)
+    RACE_FINISHED = "race-finished"  # payload: status, winner
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    kind: EventKind
+    key: str | None = None
+    attempt: int | None = None
+    data: Mapping[str, Any] = field(default_factory=dict)
+    at: float = field(default_factory=time.time)
+
+    def to_json(self) -> dict:
+        out: dict[str, Any] = {"at": round(self.at, 6), "kind": str(self.kind)}
+        if self.key is not None:
+            out["key"] = self.key
+            out["attempt"] = self.attempt
+        out.update(self.data)
+        return out
+
+
+Subscriber = Callable[[Event], None]
+
+
+class EventBus:
+    """Fan-out of events to subscribers, in subscription order."""
+
+    def __init__(self) -> None:
+        self._subscribers: list[Subscriber] = []
+
+    def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
+        self._subscribers.append(subscriber)
+        return lambda: self._subscribers.remove(subscriber)
+
+    def publish(self, event: Event) -> None:
+        for subscriber in tuple(self._subscribers):
+            subscriber(event)
+
+    def emit(self, kind: EventKind, key: str | None = None, attempt: int | None = None, **data: Any) -> Event:
+        event = Event(kind, key, attempt, data)
+        self.publish(event)
+        return event

@@ -1,0 +1,98 @@
+"""The sandbox contract shared by every provider.
+
+A provider acquires one sandbox per attempt around the attempt's host worktree. Commands run in it
+with output streamed to the engine in batches of lines, a timeout, and cancellation through anyio:
+when the calling task is cancelled, `run` stops the command (TERM to its process group, KILL after a
+short grace) before it re-raises, so no process outlives the attempt.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Awaitable, Callable, Mapping, Sequence
+
+from ..spec import SandboxSpec
+
+# Called with ("stdout" | "stderr", [line, ...]) as output arrives, lines without their newline.
+LineSink = Callable[[str, list[str]], None]
+
+
+class SandboxError(Exception):
+    """A sandbox could not be created or used; the message is one line for the operator."""
+
+
+@dataclass(frozen=True)
+class Completed:
+    exit_code: int  # negative: killed by that signal
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    timed_out: bool = False
+    duration: float = 0.0
+
+
+@dataclass
+class SandboxContext:
+    repository: Path  # the host checkout
+    directory: Path  # the attempt's host worktree
+    git_common_dir: Path  # the repository's .git, which a worktree's .git file points into
+    race_id: str
+    key: str
+    attempt: int
+    env: Mapping[str, str] = field(default_factory=dict)
+    # Durable races: called with a resource id *before* the resource exists, so that a crash
+    # between allocation and the next checkpoint still leaves a record to recover from.
+    register_resource: Callable[[str], Awaitable[None]] | None = None
+
+
+class Sandbox(ABC):
+    directory: Path
+
+    @abstractmethod
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+        on_output: LineSink | None = None,
+        timeout: float | None = None,
+        tail_bytes: int = 64 * 1024,
+    ) -> Completed:
+        """Run argv in the worktree; a non-zero exit is returned, not raised.
+
+        Raises SandboxError when the program cannot be started (not found, not executable).
+        """
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Stop anything still running and free the sandbox; the worktree is left alone."""
+
+
+class SandboxProvider(ABC):
+    name: str
+
+    @abstractmethod
+    async def acquire(self, context: SandboxContext) -> Sandbox: ...
+
+    @abstractmethod
+    async def recover(self, resource_id: str) -> bool:
+        """Stop and remove a resource left by a crashed coordinator; True if one was found.
+
+        Must be idempotent and must never touch repository data.
+        """
+
+    def owns(self, resource_id: str) -> bool:
+        """Whether this provider can recover that resource id."""
+        return False
+
+
+def provider_for(spec: SandboxSpec) -> SandboxProvider:
+    if spec.provider == "local":
+        from .local import LocalProvider
+
+        return LocalProvider()
+    from .container import ContainerProvider
+
+    return ContainerProvider(spec)

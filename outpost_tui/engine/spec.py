@@ -1,0 +1,149 @@
+"""The race specification: what the race file (or the Python API) asks for, immutable.
+
+`load_race()` in `racefile.py` builds a RaceSpec from TOML with precise errors; the Python API builds
+one directly. Everything the engine reads about a race comes from here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Awaitable, Callable, Literal, Mapping
+
+KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+MAX_CANDIDATES = 64
+
+Mode = Literal["race", "fallback"]
+Select = Literal["first", "best"]
+Provider = Literal["local", "docker", "podman"]
+
+# A validation or score callable receives a ValidationContext (see validation.py) and returns a bool
+# (validate) or a number (score), directly or as an awaitable.
+Check = Callable[[Any], "bool | float | Awaitable[bool | float]"]
+
+
+def valid_key(key: str) -> bool:
+    return bool(KEY_PATTERN.fullmatch(key))
+
+
+def frozen_map(data: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return MappingProxyType(dict(data or {}))
+
+
+@dataclass(frozen=True)
+class TokenLimits:
+    input: int | None = None
+    cached: int | None = None
+    cache_write: int | None = None
+    output: int | None = None
+
+    def items(self) -> list[tuple[str, int]]:
+        return [(name, limit) for name, limit in
+                (("input", self.input), ("cached", self.cached),
+                 ("cache_write", self.cache_write), ("output", self.output)) if limit is not None]
+
+
+@dataclass(frozen=True)
+class BudgetSpec:
+    attempts: int | None = None
+    tokens: TokenLimits = field(default_factory=TokenLimits)
+    cost_usd: float | None = None
+    # Seconds an agent may run before it is stopped and its attempt fails.
+    candidate_timeout: float | None = None
+
+
+@dataclass(frozen=True)
+class ValidateSpec:
+    command: tuple[str, ...] | None = None
+    timeout: float | None = 600.0
+    require_commits: bool = True
+    # Python API only: a callable used instead of (or when there is no) command.
+    check: Check | None = None
+
+
+@dataclass(frozen=True)
+class ScoreSpec:
+    command: tuple[str, ...] | None = None
+    timeout: float | None = 600.0
+    check: Check | None = None
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    provider: Provider = "local"
+    image: str | None = None
+    network: str = "none"
+    # Docker API endpoint (unix://, tcp://, ssh://); default: DOCKER_HOST, then the usual sockets.
+    endpoint: str | None = None
+    memory: str | None = None  # e.g. "2g"
+    cpus: float | None = None
+    pids: int | None = None
+
+
+@dataclass(frozen=True)
+class DurabilitySpec:
+    enabled: bool = False
+    version: str = "1"
+    # The only resume mode: authorises replaying an interrupted race.
+    resume: Literal["retry-incomplete"] | None = None
+
+
+@dataclass(frozen=True)
+class Price:
+    """USD per million tokens, per dimension."""
+
+    input: float = 0.0
+    cached: float = 0.0
+    cache_write: float = 0.0
+    output: float = 0.0
+
+
+@dataclass(frozen=True)
+class CandidateSpec:
+    key: str
+    agent: str
+    brief: str
+    model: str | None = None
+    command: tuple[str, ...] | None = None  # agent = "command"
+    script: Path | None = None  # agent = "demo": the scripted session it plays
+    env: Mapping[str, str] = field(default_factory=frozen_map)
+    timeout: float | None = None
+    max_turns: int | None = None
+    allowed_tools: tuple[str, ...] | None = None
+    args: tuple[str, ...] = ()  # extra arguments appended to an agent CLI's command line
+
+
+@dataclass(frozen=True)
+class RaceSpec:
+    repository: Path
+    candidates: tuple[CandidateSpec, ...]
+    name: str = "race"
+    base: str = "HEAD"
+    mode: Mode = "race"
+    select: Select = "first"
+    concurrency: int | None = None  # None: every candidate at once (race), 1 (fallback)
+    run_id: str | None = None
+    budget: BudgetSpec = field(default_factory=BudgetSpec)
+    validate: ValidateSpec = field(default_factory=ValidateSpec)
+    score: ScoreSpec | None = None
+    sandbox: SandboxSpec = field(default_factory=SandboxSpec)
+    durability: DurabilitySpec = field(default_factory=DurabilitySpec)
+    prices: Mapping[str, Price] = field(default_factory=frozen_map)
+    # Seconds to wait for a sandbox to close before reporting cleanup "pending".
+    cleanup_timeout: float = 30.0
+    path: Path | None = None  # the race file, when there is one
+
+    @property
+    def effective_concurrency(self) -> int:
+        if self.mode == "fallback":
+            return 1
+        limit = self.concurrency or len(self.candidates)
+        return max(1, min(limit, len(self.candidates)))
+
+    def candidate(self, key: str) -> CandidateSpec:
+        for candidate in self.candidates:
+            if candidate.key == key:
+                return candidate
+        raise KeyError(key)

@@ -1,0 +1,68 @@
+"""Token usage and cost, normalised across agents.
+
+`input` is always *uncached* input: agents that count cached tokens inside their input
+(Codex, Gemini) are normalised by their adapter before a Usage is built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+TOKEN_DIMENSIONS = ("input", "cached", "cache_write", "output")
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    input: int = 0
+    cached: int = 0
+    cache_write: int = 0
+    output: int = 0
+    cost_usd: float = 0.0
+    # False when some of the work was not counted (a crash, an agent that reports nothing):
+    # the figures are then a lower bound.
+    complete: bool = True
+    # True when cost_usd comes from a price table rather than from the agent itself.
+    estimated: bool = False
+
+    def __add__(self, other: "Usage") -> "Usage":
+        return Usage(
+            input=self.input + other.input,
+            cached=self.cached + other.cached,
+            cache_write=self.cache_write + other.cache_write,
+            output=self.output + other.output,
+            cost_usd=round(self.cost_usd + other.cost_usd, 10),
+            complete=self.complete and other.complete,
+            estimated=self.estimated or other.estimated,
+        )
+
+    def __sub__(self, other: "Usage") -> "Usage":
+        """The delta from `other` to self, never negative in any dimension."""
+        return Usage(
+            input=max(0, self.input - other.input),
+            cached=max(0, self.cached - other.cached),
+            cache_write=max(0, self.cache_write - other.cache_write),
+            output=max(0, self.output - other.output),
+            cost_usd=max(0.0, round(self.cost_usd - other.cost_usd, 10)),
+            complete=self.complete,
+            estimated=self.estimated,
+        )
+
+    @property
+    def tokens(self) -> int:
+        return self.input + self.cached + self.cache_write + self.output
+
+    def is_zero(self) -> bool:
+        return self.tokens == 0 and self.cost_usd == 0
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict | None) -> "Usage":
+        if not data:
+            return cls()
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+ZERO = Usage()

@@ -1,0 +1,14 @@
+"""Exit codes of the command line (documented in `outpost-tui --help`)."""
+
+WINNER = 0
+NO_WINNER = 1
+BAD_INPUT = 2  # bad race file or arguments
+# Recovery and durable-run errors, each distinct so scripts can tell them apart.
+OWNED = 3  # the run is owned by a coordinator: stop it and recover
+REVISION_CHANGED = 4  # the saved state changed since it was read
+IDENTITY_MISMATCH = 5  # the race file differs from the saved run: use a new run id
+CORRUPT_CHECKPOINT = 6  # the saved state is garbled or truncated (left untouched)
+UNKNOWN_RUN = 7
+STORAGE_UNWRITABLE = 8
+MISSING_REQUIREMENT = 9  # doctor: something the race needs is missing
+INTERRUPTED = 130  # Ctrl-C outside a race
