@@ -28,7 +28,7 @@ def valid_key(key: str) -> bool:
     return bool(KEY_PATTERN.fullmatch(key))
 
 
-def frozen_map(data: Mapping[str, Any] | None) -> Mapping[str, Any]:
+def frozen_map(data: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
     return MappingProxyType(dict(data or {}))
 
 

@@ -1,0 +1,110 @@
+"""`outpost-tui check RACE.toml`: validate a race file without running it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from typing import Any
+
+from .. import exitcodes
+from ..engine.racefile import RaceFileError, load_race
+from ..engine.spec import RaceSpec
+
+EPILOG = """\
+examples:
+  outpost-tui check race.toml          print a summary, or the one line that is wrong
+  outpost-tui check race.toml --json   {"ok": true, ...} on stdout
+
+exit codes: 0 the race file is valid, 2 it is not (the error names file, line and key)
+"""
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "check", help="validate a race file without running it",
+        description="Validate a race file (syntax, keys, types, the repository, agents and paths)\n"
+                    "without running anything or writing anything.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("race", metavar="RACE.toml", help="the race file to check")
+    parser.add_argument("--json", action="store_true",
+                        help="print the result as one JSON document on stdout")
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    try:
+        spec = load_race(args.race)
+    except RaceFileError as error:
+        if args.json:
+            print(json.dumps({"ok": False, "error": {
+                "path": error.path, "line": error.line, "key": error.key,
+                "message": error.message}}))
+        print(f"outpost-tui: {error}", file=sys.stderr)
+        return exitcodes.BAD_INPUT
+    if args.json:
+        print(json.dumps({"ok": True, **summary(spec)}, indent=2))
+    else:
+        print(render(args.race, spec))
+    return 0
+
+
+def summary(spec: RaceSpec) -> dict[str, Any]:
+    budget = spec.budget
+    return {
+        "path": str(spec.path) if spec.path else None,
+        "name": spec.name,
+        "mode": spec.mode,
+        "select": spec.select,
+        "concurrency": spec.effective_concurrency,
+        "repository": str(spec.repository),
+        "base": spec.base,
+        "run_id": spec.run_id,
+        "candidates": [{"key": candidate.key, "agent": candidate.agent, "model": candidate.model}
+                       for candidate in spec.candidates],
+        "budget": {"attempts": budget.attempts, "tokens": dict(budget.tokens.items()),
+                   "cost_usd": budget.cost_usd, "candidate_timeout": budget.candidate_timeout},
+        "validate": {"command": list(spec.validate.command) if spec.validate.command else None,
+                     "timeout": spec.validate.timeout,
+                     "require_commits": spec.validate.require_commits},
+        "sandbox": {"provider": spec.sandbox.provider, "image": spec.sandbox.image,
+                    "network": spec.sandbox.network},
+        "durable": spec.durability.enabled,
+    }
+
+
+def render(shown_path: str, spec: RaceSpec) -> str:
+    mode = f"{spec.mode}, select {spec.select}, up to {spec.effective_concurrency} at once"
+    rows = [
+        ("race", f"{spec.name} ({mode})"),
+        ("repository", f"{spec.repository} @ {spec.base}"),
+        ("candidates", f"{len(spec.candidates)}: " + ", ".join(
+            f"{c.key} ({c.agent}{', ' + c.model if c.model else ''})" for c in spec.candidates)),
+        ("budget", _budget_text(spec)),
+        ("validate", (shlex.join(spec.validate.command) if spec.validate.command else "none")
+         + (f" (timeout {_seconds(spec.validate.timeout)})" if spec.validate.timeout else "")),
+        ("sandbox", spec.sandbox.provider + (f" {spec.sandbox.image}" if spec.sandbox.image else "")
+         + f", network {spec.sandbox.network}"),
+    ]
+    if spec.durability.enabled:
+        rows.append(("durable", f"yes (run id {spec.run_id or 'generated'})"))
+    width = max(len(label) for label, _ in rows)
+    return "\n".join([f"{shown_path}: ok"] + [f"  {label:<{width}}  {text}" for label, text in rows])
+
+
+def _budget_text(spec: RaceSpec) -> str:
+    budget = spec.budget
+    parts = []
+    if budget.attempts is not None:
+        parts.append(f"{budget.attempts} attempts")
+    parts += [f"{name} tokens <= {limit:,}" for name, limit in budget.tokens.items()]
+    if budget.cost_usd is not None:
+        parts.append(f"${budget.cost_usd:.2f}")
+    if budget.candidate_timeout is not None:
+        parts.append(f"{_seconds(budget.candidate_timeout)} per candidate")
+    return ", ".join(parts) or "unlimited"
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g}s"

@@ -1,0 +1,124 @@
+"""`outpost-tui run RACE.toml --headless [--json]`: run a race without the app."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from pathlib import Path
+
+import anyio
+
+from .. import exitcodes
+from ..engine.coordinator import Race, RaceError
+from ..engine.events import EventBus
+from ..engine.result import RaceResult
+from ..engine.statuses import RaceStatus
+from ..progress import ProgressPrinter
+
+EPILOG = """\
+examples:
+  outpost-tui run race.toml --headless          progress on stderr, summary at the end
+  outpost-tui run race.toml --headless --json   the result as one JSON document on stdout
+
+exit codes: 0 a winner, 1 no winner, 2 bad race file or arguments (one line, no traceback),
+3-8 durable-run errors (see `outpost-tui --help`). Ctrl-C aborts the race cleanly (status aborted).
+"""
+
+USAGE_EVERY = 5.0
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "run", help="run a race (headless: for scripts and CI)", epilog=EPILOG,
+        description="Run a race file. With --headless, progress goes to stderr and the result "
+                    "to stdout; without it, the app opens on the race and starts it.",
+        formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
+    parser.add_argument("race_file", metavar="RACE.toml", help="the race file")
+    parser.add_argument("--headless", action="store_true", help="run without the app")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    parser.add_argument("--verbose", "-v", action="store_true", help="also print every tool call")
+    parser.add_argument("--resume", action="store_true",
+                        help="authorise replaying an interrupted durable race (retry-incomplete)")
+    parser.set_defaults(handler=_handle)
+
+
+def _handle(args) -> int:
+    if not args.headless:
+        try:
+            from ..ui import launch
+        except ModuleNotFoundError:
+            print("outpost-tui: this build has no app yet; run with --headless", file=sys.stderr)
+            return exitcodes.BAD_INPUT
+        return launch(race_file=args.race_file, start=True)
+    return run_headless(args.race_file, json_output=args.json, verbose=args.verbose,
+                        resume=args.resume)
+
+
+def load_spec(path: str | Path, *, resume: bool = False):
+    """The race file's spec, or (None, exit code) after printing one line."""
+    from dataclasses import replace
+
+    from ..engine.racefile import RaceFileError, load_race
+
+    try:
+        spec = load_race(path)
+    except RaceFileError as error:
+        print(f"outpost-tui: {error}", file=sys.stderr)
+        return None, exitcodes.BAD_INPUT
+    if resume:
+        spec = replace(spec, durability=replace(spec.durability, resume="retry-incomplete"))
+    return spec, 0
+
+
+def run_headless(path: str | Path, *, json_output: bool = False, verbose: bool = False,
+                 resume: bool = False, stream=None) -> int:
+    spec, code = load_spec(path, resume=resume)
+    if spec is None:
+        return code
+    return run_spec_headless(spec, json_output=json_output, verbose=verbose, stream=stream)
+
+
+def run_spec_headless(spec, *, json_output: bool = False, verbose: bool = False, stream=None) -> int:
+    bus = EventBus()
+    race = Race(spec, bus=bus)
+    printer = ProgressPrinter(race.model, stream=stream, verbose=verbose)
+    bus.subscribe(printer)
+
+    async def main() -> RaceResult:
+        async with anyio.create_task_group() as group:
+            group.start_soon(_abort_on_signal, race)
+            group.start_soon(_usage_ticker, printer)
+            try:
+                return await race.run()
+            finally:
+                group.cancel_scope.cancel()
+
+    try:
+        result = anyio.run(main)
+    except RaceError as error:
+        print(f"outpost-tui: {error}", file=sys.stderr)
+        return getattr(error, "exit_code", exitcodes.BAD_INPUT)
+    except Exception as error:
+        code = getattr(error, "exit_code", None)
+        if code is None:
+            raise
+        print(f"outpost-tui: {error}", file=sys.stderr)
+        return code
+    if json_output:
+        json.dump(result.to_json(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+    return exitcodes.WINNER if result.status is RaceStatus.WINNER else exitcodes.NO_WINNER
+
+
+async def _abort_on_signal(race: Race) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            race.abort()
+
+
+async def _usage_ticker(printer: ProgressPrinter) -> None:
+    while True:
+        await anyio.sleep(USAGE_EVERY)
+        printer.tick()

@@ -1,0 +1,69 @@
+"""`outpost-tui sample`: list the sample races, or write one to a directory (and run it)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+
+from .. import exitcodes
+from ..samples import SampleError, materialise, samples
+
+EPILOG = """\
+examples:
+  outpost-tui sample                         list the samples
+  outpost-tui sample race /tmp/demo          write the 'race' sample to /tmp/demo
+  outpost-tui sample fallback /tmp/fb --run  write the 'fallback' sample and run it headless
+"""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "sample", help="list the sample races, or write one to a directory to try it",
+        description="Sample races run offline with scripted demo agents on a small repository.\n"
+                    "Writing one creates DIR/race.toml, its scripts, and DIR/project (a fresh git\n"
+                    "repository with one commit), so trying a sample never touches your own code.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("name", nargs="?", metavar="NAME", help="the sample to write")
+    parser.add_argument("directory", nargs="?", metavar="DIR",
+                        help="where to write it (must be new or empty)")
+    parser.add_argument("--run", action="store_true",
+                        help="run the race headless right after writing it")
+    parser.set_defaults(handler=handle, sample_parser=parser)
+
+
+def handle(args: argparse.Namespace) -> int:
+    try:
+        if args.name is None:
+            if args.run:
+                return _usage_error(args, "--run needs a sample NAME and a DIR")
+            return _list()
+        if args.directory is None:
+            return _usage_error(args, f"sample {args.name!r} needs a DIR to write it to")
+        path = materialise(args.name, args.directory)
+    except SampleError as error:
+        print(f"outpost-tui sample: {error}", file=sys.stderr)
+        return exitcodes.BAD_INPUT
+    print(f"Wrote sample {args.name!r}: {path}")
+    print(f"Run it with:\n  outpost-tui run {shlex.quote(str(path))} --headless")
+    if not args.run:
+        return exitcodes.WINNER
+    sys.stdout.flush()
+    from .run import run_headless  # the run machinery is only needed when asked to run
+
+    return run_headless(path, json_output=False)
+
+
+def _list() -> int:
+    known = samples()
+    width = max((len(sample.name) for sample in known), default=0)
+    for sample in known:
+        print(f"{sample.name:<{width}}  {sample.description}".rstrip())
+    print("\nWrite one with: outpost-tui sample NAME DIR  (add --run to run it at once)")
+    return exitcodes.WINNER
+
+
+def _usage_error(args: argparse.Namespace, message: str) -> int:
+    parser = args.sample_parser
+    print(f"outpost-tui sample: error: {message} (see `{parser.prog} --help`)", file=sys.stderr)
+    return exitcodes.BAD_INPUT

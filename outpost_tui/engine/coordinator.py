@@ -1,0 +1,562 @@
+"""The coordinator: admits candidates, runs their attempts, picks the winner, settles the race.
+
+Race mode admits up to `concurrency` candidates at once in declared order and keeps the first
+acceptable result, cancelling every other running attempt at once. Fallback mode is the same loop
+with one candidate at a time. Best mode runs them all and promotes the highest score at the end.
+Every transition is an event on the bus; durable races also save a checkpoint at each one.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+
+from . import git
+from .agents import LaunchContext, adapter_for
+from .attempt import Attempt
+from .budget import Accounting
+from .events import EventBus, EventKind
+from .flightlog import FlightLog, runs_directory
+from .model import RaceModel
+from .result import CandidateRecord, RaceResult
+from .sandbox import SandboxContext, SandboxError, SandboxProvider, provider_for
+from .spec import RaceSpec, valid_key
+from .statuses import CandidateStatus, Phase, RaceStatus
+from .usage import Usage
+from .validation import ValidationContext, score, validate
+
+CANCELLED_BY_WINNER = "cancelled: another candidate won"
+
+
+class RaceError(Exception):
+    """The race cannot start; the message is one line for the operator."""
+
+    exit_code = 2
+
+
+def new_race_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text[:500]
+
+
+class Race:
+    """One race. Create it, subscribe to `bus`, then `await race.run()`."""
+
+    def __init__(self, spec: RaceSpec, *, bus: EventBus | None = None,
+                 provider: SandboxProvider | None = None) -> None:
+        self.spec = spec
+        self.bus = bus or EventBus()
+        self.model = RaceModel([(c.key, c.agent) for c in spec.candidates])
+        self.bus.subscribe(self.model)
+        self._provider = provider
+        self.id: str | None = None
+        self.repository: Path | None = None
+        self.baseline: str | None = None
+        self.accounting = Accounting(spec.budget)
+        self.attempts: dict[str, Attempt] = {}  # the latest attempt of each candidate
+        self.previous: list[Attempt] = []  # superseded attempts (durable replays, quota reruns)
+        self._pending: deque[Attempt] = deque()
+        self._winner: Attempt | None = None
+        self._accepted_pending: list[Attempt] = []
+        self._aborted = False
+        self._admissions_closed = False
+        self._finished = False
+        self._durable: Any = None  # durable.DurableRun when [durability] is enabled
+        self._host_before: git.HostSnapshot | None = None
+        self._started_at: float | None = None
+
+    # ----------------------------------------------------------------- operator controls
+
+    def cancel(self, key: str) -> bool:
+        """Cancel one candidate: a running one is stopped, a waiting one will not start."""
+        attempt = self.attempts.get(key)
+        if attempt is None or self._finished or attempt.phase is Phase.SETTLED:
+            return False
+        attempt.cancel_reason = "cancelled by operator"
+        self.bus.emit(EventKind.OPERATOR, key, attempt.number, action="cancel")
+        if attempt.scope is not None:
+            attempt.scope.cancel()
+        return True
+
+    async def accept(self, key: str) -> str | None:
+        """Make a candidate the winner by hand; returns why not, or None when done."""
+        attempt = self.attempts.get(key)
+        if attempt is None:
+            return f"no candidate {key!r}"
+        if self._finished or self._aborted:
+            return "the race is over"
+        if self._winner is not None:
+            return f"{self._winner.key} has already won"
+        if attempt.directory is None and attempt.record.commit is None:
+            return f"{key} has not started"
+        if attempt.record.status in (CandidateStatus.FAILED,) and attempt.record.commit is None:
+            return f"{key} failed before it produced anything"
+        directory = attempt.directory
+        commits = (await anyio.to_thread.run_sync(git.commits_since, directory, self.baseline)
+                   if directory is not None and directory.exists() else
+                   [git.Commit(c["oid"], c["subject"]) for c in attempt.record.commits])
+        if not commits:
+            return f"{key} has no commits to accept"
+        self.bus.emit(EventKind.OPERATOR, key, attempt.number, action="accept")
+        if attempt.phase is Phase.SETTLED:
+            attempt.record.decided_by = "operator"
+            self._set_winner(attempt, "operator")
+            attempt.record.status = CandidateStatus.WINNER
+            attempt.record.error = None
+            self.bus.emit(EventKind.SETTLED, key, attempt.number, status="winner",
+                          reason="accepted by operator", commit=attempt.record.commit)
+            await self._save()
+        else:
+            attempt.operator_accept = True
+            if attempt.scope is not None:
+                attempt.scope.cancel()
+        return None
+
+    def abort(self) -> None:
+        """Stop the race: every running candidate is cancelled and nothing more starts."""
+        if self._finished or self._aborted:
+            return
+        self._aborted = True
+        self._admissions_closed = True
+        self.bus.emit(EventKind.OPERATOR, action="abort")
+        for attempt in self.attempts.values():
+            if attempt.scope is not None:
+                attempt.cancel_reason = attempt.cancel_reason or "cancelled: race aborted"
+                attempt.scope.cancel()
+
+    # ----------------------------------------------------------------------- the race
+
+    async def run(self) -> RaceResult:
+        self._check_spec()
+        spec = self.spec
+        try:
+            self.repository = await anyio.to_thread.run_sync(git.repository_root, spec.repository)
+            outpost_dir = await anyio.to_thread.run_sync(git.ensure_outpost_dir, self.repository)
+            self._git_common_dir = await anyio.to_thread.run_sync(git.git_common_dir, self.repository)
+            self.baseline = await anyio.to_thread.run_sync(git.resolve_commit, self.repository, spec.base)
+            self._host_before = await anyio.to_thread.run_sync(git.host_snapshot, self.repository)
+        except git.GitError as error:
+            raise RaceError(_one_line(error)) from None
+        self._started_at = time.time()
+        if self._provider is None:
+            self._provider = provider_for(spec.sandbox)
+
+        if spec.durability.enabled:
+            from .durable import DurableRun
+
+            self._durable = DurableRun(self, outpost_dir / "storage")
+            finished = await self._durable.open()
+            if finished is not None:
+                return finished
+        else:
+            self.id = new_race_id()
+            for index, candidate in enumerate(spec.candidates):
+                self._add_attempt(candidate, index, 1)
+
+        flight_log = FlightLog(runs_directory(outpost_dir) / self.id)
+        unsubscribe = self.bus.subscribe(flight_log)
+        try:
+            self.bus.emit(EventKind.RACE_STARTED, id=self.id, name=spec.name, mode=spec.mode,
+                          select=spec.select, baseline=self.baseline,
+                          candidates=[c.key for c in spec.candidates], run_id=spec.run_id)
+            if self._durable is not None:
+                await self._durable.reconcile()
+            await self._save()
+            self._pending.extend(a for a in self.attempts.values() if a.phase is Phase.WAITING)
+            async with anyio.create_task_group() as group:
+                if self._durable is not None:
+                    group.start_soon(self._durable.heartbeat)
+                async with anyio.create_task_group() as workers:
+                    for _ in range(spec.effective_concurrency):
+                        workers.start_soon(self._worker)
+                group.cancel_scope.cancel()
+            with anyio.CancelScope(shield=True):
+                result = await self._settle_race()
+        finally:
+            unsubscribe()
+            flight_log.close()
+        return result
+
+    def _check_spec(self) -> None:
+        spec = self.spec
+        if not spec.candidates:
+            raise RaceError("a race needs at least one candidate")
+        seen: set[str] = set()
+        for candidate in spec.candidates:
+            if not valid_key(candidate.key):
+                raise RaceError(f"candidate key {candidate.key!r} is invalid: use letters, digits, "
+                                "'_' and '-', starting with a letter or digit (at most 64)")
+            if candidate.key in seen:
+                raise RaceError(f"candidate key {candidate.key!r} is used twice")
+            seen.add(candidate.key)
+            adapter_for(candidate.agent)  # raises ValueError for an unknown agent
+        if (spec.select == "best") != (spec.score is not None):
+            raise RaceError("select = 'best' needs a score, and a score needs select = 'best'")
+
+    def _add_attempt(self, candidate, index: int, number: int) -> Attempt:
+        branch = git.branch_name(self.id, candidate.key, number)
+        record = CandidateRecord(key=candidate.key, attempt=number, agent=candidate.agent)
+        attempt = Attempt(candidate=candidate, index=index, number=number, branch=branch, record=record)
+        self.attempts[candidate.key] = attempt
+        return attempt
+
+    def _stopping(self) -> bool:
+        return (self._admissions_closed or self._aborted or self.accounting.stops_race
+                or (self._winner is not None and self.spec.select == "first"))
+
+    async def _worker(self) -> None:
+        while self._pending and not self._stopping():
+            attempt = self._pending.popleft()
+            if attempt.cancel_reason is not None:
+                attempt.record.error = attempt.cancel_reason + " before it started"
+                attempt.phase = Phase.SETTLED
+                self.bus.emit(EventKind.SETTLED, attempt.key, attempt.number, status="skipped",
+                              reason=attempt.record.error, commit=None)
+                continue
+            reason = self.accounting.admit()
+            if reason is not None:
+                self._pending.appendleft(attempt)
+                self._admissions_closed = True
+                self.bus.emit(EventKind.BUDGET_EXHAUSTED, reason=reason, stops_race=False)
+                return
+            await self._run_attempt(attempt)
+
+    async def _run_attempt(self, attempt: Attempt) -> None:
+        attempt.phase = Phase.RUNNING
+        attempt.cleanup = "pending"
+        attempt.record.started_at = time.time()
+        attempt.record.branch = attempt.branch
+        await self._save()  # saved before anything is allocated
+        self.bus.emit(EventKind.ADMITTED, attempt.key, attempt.number, branch=attempt.branch,
+                      agent=attempt.candidate.agent, attempts=self.accounting.attempts)
+        with anyio.CancelScope() as scope:
+            attempt.scope = scope
+            if attempt.cancel_reason is not None:
+                scope.cancel()
+            try:
+                await self._execute(attempt)
+            except (SandboxError, git.GitError, ValueError, OSError) as error:
+                attempt.record.error = _one_line(error)
+            except Exception as error:  # a bug must fail one candidate, not lose the race
+                attempt.record.error = f"internal error: {type(error).__name__}: {_one_line(error)}"
+        attempt.scope = None
+        with anyio.CancelScope(shield=True):
+            if attempt.operator_accept and self._winner is None:
+                await self._accept_by_operator(attempt)
+            await self._settle_attempt(attempt, cancelled=scope.cancelled_caught)
+
+    async def _execute(self, attempt: Attempt) -> None:
+        spec, candidate, record = self.spec, attempt.candidate, attempt.record
+        assert self.repository is not None and self.baseline is not None
+        directory = git.worktree_directory(self.repository, candidate.key, attempt.branch)
+        await anyio.to_thread.run_sync(git.add_worktree, self.repository, attempt.branch,
+                                       directory, self.baseline)
+        attempt.directory = directory
+        record.directory = str(directory)
+        await self._save()
+        self.bus.emit(EventKind.WORKTREE_READY, candidate.key, attempt.number, directory=str(directory))
+
+        env = {"TZ": "UTC", "OUTPOST_CANDIDATE": candidate.key, **candidate.env}
+        context = SandboxContext(repository=self.repository, directory=directory,
+                                 git_common_dir=self._git_common_dir, race_id=self.id,
+                                 key=candidate.key, attempt=attempt.number, env=env,
+                                 register_resource=self._registrar(attempt))
+        attempt.sandbox = await self._provider.acquire(context)
+
+        adapter = adapter_for(candidate.agent)
+        launch = adapter.launch(candidate, candidate.brief, LaunchContext(
+            directory=directory, git_common_dir=self._git_common_dir,
+            race_file_dir=spec.path.parent if spec.path else None))
+        decoder = adapter.decoder(candidate, spec.prices)
+        timeout = candidate.timeout or spec.budget.candidate_timeout
+        self.bus.emit(EventKind.AGENT_STARTED, candidate.key, attempt.number,
+                      program=launch.argv[0], timeout=timeout)
+
+        def on_output(stream: str, lines: list[str]) -> None:
+            for event in decoder.decode(lines, stream):
+                self.bus.emit(event.kind, candidate.key, attempt.number, **event.data)
+            if decoder.usage != attempt.usage_seen:
+                self._report_usage(attempt, decoder.usage)
+
+        done = await attempt.sandbox.run(launch.argv, env=launch.env, stdin=launch.stdin,
+                                         on_output=on_output, timeout=timeout)
+        outcome = decoder.finish(done.exit_code, done.stderr_tail)
+        self._report_usage(attempt, decoder.usage, final=True)
+        reason = f"agent timed out after {timeout:g}s" if done.timed_out else outcome.reason
+        self.bus.emit(EventKind.AGENT_EXITED, candidate.key, attempt.number,
+                      exit_code=done.exit_code, reason=reason, duration=round(done.duration, 3))
+        if outcome.quota is not None:
+            record.quota = outcome.quota.to_json()
+            self.bus.emit(EventKind.QUOTA, candidate.key, attempt.number, **record.quota)
+        if done.timed_out or not outcome.ok:
+            record.error = reason
+            return
+
+        if adapter.commits_on_behalf and await anyio.to_thread.run_sync(git.has_changes, directory):
+            message = f"{candidate.agent} ({candidate.key}): {candidate.brief.strip().splitlines()[0][:60]}"
+            if await anyio.to_thread.run_sync(git.commit_all, directory, message):
+                record.committed_on_behalf = True
+        commits = await anyio.to_thread.run_sync(git.commits_since, directory, self.baseline)
+
+        def on_check_output(stream: str, lines: list[str]) -> None:
+            self.bus.emit(EventKind.LOG, candidate.key, attempt.number, stream="validation", lines=lines)
+
+        self.bus.emit(EventKind.VALIDATION_STARTED, candidate.key, attempt.number, commits=len(commits))
+        check_context = ValidationContext(key=candidate.key, attempt=attempt.number,
+                                          directory=directory, branch=attempt.branch,
+                                          baseline=self.baseline, commits=commits,
+                                          sandbox=attempt.sandbox)
+        record.validation = await validate(spec.validate, check_context, on_check_output)
+        accepted = record.validation.status == "passed"
+        self.bus.emit(EventKind.VALIDATION_FINISHED, candidate.key, attempt.number,
+                      status=record.validation.status, exit_code=record.validation.exit_code,
+                      reason=record.validation.reason)
+        if accepted and spec.select == "best":
+            assert spec.score is not None
+            try:
+                record.score = await score(spec.score, check_context, on_check_output)
+            except (ValueError, SandboxError) as error:
+                record.error = _one_line(error)
+                accepted = False
+            else:
+                self.bus.emit(EventKind.SCORED, candidate.key, attempt.number, score=record.score)
+        # The winner's commit is HEAD read after validation: commits made while validating count.
+        record.commit = await anyio.to_thread.run_sync(git.head, directory)
+        record.commits = [c.to_json() for c in
+                          await anyio.to_thread.run_sync(git.commits_since, directory, self.baseline)]
+        attempt.accepted = accepted
+        attempt.phase = Phase.VALIDATED
+        await self._save()
+        if accepted and spec.select == "first":
+            await self._claim_victory(attempt)
+
+    async def _claim_victory(self, attempt: Attempt) -> None:
+        self._accepted_pending.append(attempt)
+        # Results that became acceptable in the same instant are all seen before the choice,
+        # so the earlier declared slot wins a tie.
+        await anyio.lowlevel.cancel_shielded_checkpoint()
+        if self._winner is None:
+            best = min(self._accepted_pending, key=lambda a: a.index)
+            self._set_winner(best, "validation")
+
+    async def _accept_by_operator(self, attempt: Attempt) -> None:
+        directory = attempt.directory
+        if directory is None:
+            return
+        record = attempt.record
+        record.commit = await anyio.to_thread.run_sync(git.head, directory)
+        record.commits = [c.to_json() for c in
+                          await anyio.to_thread.run_sync(git.commits_since, directory, self.baseline)]
+        attempt.accepted = True
+        self._set_winner(attempt, "operator")
+
+    def _set_winner(self, attempt: Attempt, decided_by: str) -> None:
+        self._winner = attempt
+        attempt.record.decided_by = decided_by
+        self._admissions_closed = True
+        for other in self.attempts.values():
+            if other is not attempt and other.scope is not None:
+                other.cancel_reason = other.cancel_reason or CANCELLED_BY_WINNER
+                other.scope.cancel()
+
+    def _registrar(self, attempt: Attempt):
+        async def register(resource_id: str) -> None:
+            attempt.record.resources.append(resource_id)
+            await self._save()
+
+        return register
+
+    def _report_usage(self, attempt: Attempt, total: Usage, *, final: bool = False) -> None:
+        delta = total - attempt.usage_seen
+        attempt.usage_seen = total if not final else attempt.usage_seen + delta
+        attempt.record.usage = total
+        if delta.is_zero() and not final:
+            return
+        reason = self.accounting.report(delta)
+        if not delta.is_zero():
+            self.bus.emit(EventKind.USAGE, attempt.key, attempt.number, delta=delta.to_json(),
+                          total=total.to_json(), race_total=self.accounting.usage.to_json())
+        if self._durable is not None:
+            self._durable.usage_changed()
+        if reason is not None:
+            self._admissions_closed = True
+            self.bus.emit(EventKind.BUDGET_EXHAUSTED, reason=reason, stops_race=True)
+            for other in self.attempts.values():
+                if other.scope is not None:
+                    other.cancel_reason = other.cancel_reason or f"cancelled: {reason}"
+                    other.scope.cancel()
+
+    async def _settle_attempt(self, attempt: Attempt, *, cancelled: bool) -> None:
+        record = attempt.record
+        if attempt.sandbox is not None:
+            with anyio.move_on_after(self.spec.cleanup_timeout) as deadline:
+                try:
+                    await attempt.sandbox.close()
+                except Exception as error:  # a provider failing to close: the attempt cannot win
+                    attempt.cleanup_failed = True
+                    record.error = f"cleanup failed: {_one_line(error)}"
+            if deadline.cancelled_caught:
+                attempt.cleanup_failed = True
+                record.error = f"cleanup did not finish within {self.spec.cleanup_timeout:g}s"
+        attempt.cleanup = "pending" if attempt.cleanup_failed else "done"
+        record.cleanup = attempt.cleanup
+
+        if attempt.cleanup_failed:
+            record.status = CandidateStatus.FAILED
+        elif attempt is self._winner:
+            record.status = CandidateStatus.WINNER
+        elif cancelled or attempt.cancel_reason is not None:
+            record.status = CandidateStatus.CANCELLED
+            record.error = record.error or attempt.cancel_reason or "cancelled"
+        elif record.quota is not None:
+            record.status = CandidateStatus.QUOTA
+        elif record.error is not None:
+            record.status = CandidateStatus.FAILED
+        else:
+            record.status = CandidateStatus.REJECTED
+            if not attempt.accepted:
+                record.error = record.validation.reason
+        await self._retain(attempt)
+        record.finished_at = time.time()
+        attempt.phase = Phase.SETTLED
+        await self._save()
+        self.bus.emit(EventKind.SETTLED, attempt.key, attempt.number, status=str(record.status),
+                      reason=record.error, commit=record.commit,
+                      retained_directory=record.retained_directory)
+
+    async def _retain(self, attempt: Attempt) -> None:
+        """Remove the worktree only when it is fully clean; the branch always stays."""
+        record, directory = attempt.record, attempt.directory
+        if directory is None or not directory.exists():
+            return
+        keep = (self.spec.durability.enabled or attempt.cleanup_failed
+                or record.status is CandidateStatus.FAILED)
+        if not keep:
+            try:
+                removed = await anyio.to_thread.run_sync(git.remove_worktree, self.repository, directory)
+            except git.GitError:
+                removed = False
+            if removed:
+                return
+        record.retained_directory = str(directory)
+
+    # ------------------------------------------------------------------ end of the race
+
+    def _select_best(self) -> None:
+        if (self.spec.select != "best" or self._winner is not None or self._aborted
+                or self.accounting.stops_race):
+            return
+        best: Attempt | None = None
+        for attempt in sorted(self.attempts.values(), key=lambda a: a.index):
+            record = attempt.record
+            if (record.status is CandidateStatus.REJECTED and attempt.accepted
+                    and record.cleanup == "done" and record.score is not None
+                    and (best is None or record.score > best.record.score)):
+                best = attempt
+        if best is not None:
+            self._set_winner(best, "score")
+            best.record.status = CandidateStatus.WINNER
+            self.bus.emit(EventKind.SETTLED, best.key, best.number, status="winner",
+                          reason=f"highest score {best.record.score:g}", commit=best.record.commit)
+
+    def _race_status(self) -> RaceStatus:
+        records = [a.record for a in self.attempts.values()]
+        if any(r.status is CandidateStatus.WINNER for r in records):
+            return RaceStatus.WINNER
+        if self._aborted:
+            return RaceStatus.ABORTED
+        if self.accounting.exhausted is not None:
+            return RaceStatus.BUDGET_EXHAUSTED
+        if any(r.status is CandidateStatus.QUOTA for r in records):
+            return RaceStatus.QUOTA
+        return RaceStatus.NO_WINNER
+
+    async def _settle_race(self) -> RaceResult:
+        self._select_best()
+        for attempt in self._pending:
+            if attempt.record.status is CandidateStatus.SKIPPED and attempt.record.error is None:
+                attempt.record.error = self._skip_reason()
+        self._pending.clear()
+        status = self._race_status()
+        records = [self.attempts[c.key].record for c in self.spec.candidates]
+        host_after: git.HostSnapshot | None = None
+        host_error = None
+        try:
+            host_after = await anyio.to_thread.run_sync(git.host_snapshot, self.repository)
+        except git.GitError as error:
+            host_error = _one_line(error)
+        winner = next((r for r in records if r.status is CandidateStatus.WINNER), None)
+        integration = None
+        if winner is not None:
+            check = await anyio.to_thread.run_sync(git.integration_check, self.repository,
+                                                   winner.branch, winner.commit)
+            integration = check.to_json()
+        result = RaceResult(
+            id=self.id, status=status, baseline=self.baseline, name=self.spec.name,
+            mode=self.spec.mode, select=self.spec.select, candidates=records,
+            previous_attempts=[a.record for a in self.previous],
+            attempts=self.accounting.attempts, usage=self._total_usage(),
+            integration=integration, host=self._host_json(host_after, host_error),
+            error=self.accounting.exhausted if status is RaceStatus.BUDGET_EXHAUSTED else None,
+            quota=self._race_quota(records) if status is RaceStatus.QUOTA else None,
+            run_id=self.spec.run_id, repository=str(self.repository),
+            started_at=self._started_at, finished_at=time.time(),
+        )
+        self._finished = True
+        if self._durable is not None:
+            await self._durable.finish(result)
+        self.bus.emit(EventKind.RACE_FINISHED, status=str(status),
+                      winner=winner.key if winner else None, result=result.to_json())
+        return result
+
+    def _skip_reason(self) -> str:
+        if self._winner is not None:
+            return f"not started: {self._winner.key} won"
+        if self._aborted:
+            return "not started: race aborted"
+        if self.accounting.exhausted:
+            return f"not started: {self.accounting.exhausted}"
+        return "not started"
+
+    def _total_usage(self) -> Usage:
+        total = Usage()
+        for attempt in [*self.previous, *self.attempts.values()]:
+            total = total + attempt.record.usage
+        return total
+
+    @staticmethod
+    def _race_quota(records: list[CandidateRecord]) -> dict | None:
+        quotas = [r.quota for r in records if r.quota]
+        timed = sorted((q for q in quotas if q.get("reset_at")), key=lambda q: q["reset_at"])
+        return timed[0] if timed else (quotas[0] if quotas else None)
+
+    def _host_json(self, after: git.HostSnapshot | None, error: str | None) -> dict:
+        before = self._host_before
+        changed = after is None or before is None or after != before
+        return {"before": before.to_json() if before else None,
+                "after": after.to_json() if after else None, "changed": changed, "error": error}
+
+    # ----------------------------------------------------------------------- durability
+
+    async def _save(self) -> None:
+        if self._durable is not None:
+            await self._durable.save()
+
+    def state(self) -> dict:
+        return {
+            "id": self.id,
+            "baseline": self.baseline,
+            "attempts": [a.to_state() for a in [*self.previous, *self.attempts.values()]],
+            "usage": {"attempts": self.accounting.attempts, **self._total_usage().to_json()},
+        }
+

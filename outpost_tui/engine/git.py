@@ -1,0 +1,600 @@
+"""Git for the race: baseline, candidate branches and worktrees, commits, integration check, retention.
+
+Every function is synchronous and spawns `git` through GitPython (the coordinator calls them in a
+worker thread). Each runs as few git processes as it can: a race's overhead is measured against the
+raw git work it wraps. Nothing here merges, pushes, deletes a branch or removes a worktree that holds
+any file git would not recreate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+import uuid
+from dataclasses import asdict, dataclass
+from functools import cache
+from pathlib import Path
+from typing import Sequence
+
+import git as gitpython
+
+from .spec import valid_key
+
+OUTPOST_DIR = ".outpost"
+WORKSPACES = "workspaces"
+RECOVERY = "recovery"
+EXCLUDE_LINE = "/.outpost/"
+BRANCH_PREFIX = "outpost/speculation"
+BOT_NAME = "outpost-tui"
+BOT_EMAIL = "outpost-tui@localhost"
+MERGE_TREE_TIMEOUT = 30.0
+MERGE_TREE_MAX_OUTPUT = 1024 * 1024
+MERGE_TREE_MIN_VERSION = (2, 38)
+
+# A race id becomes one ref component and one path component: no slashes, no "..", no ".lock".
+RACE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+SPECULATION_BRANCH = re.compile(r"^outpost/speculation/([^/]+)/([^/]+)/([0-9]+)$")
+
+# GitPython already forces LC_ALL=C; prompts would hang a worker thread forever.
+_ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+# status must not take the index lock: agents run git in their worktrees at the same time, and the
+# integration check promises not to touch the host's index.
+_STATUS = ("--no-optional-locks", "status")
+
+
+class GitError(Exception):
+    """A git operation failed; the message is one line naming the repository or path."""
+
+
+@dataclass(frozen=True)
+class HostSnapshot:
+    head: str
+    branch: str  # "HEAD" when detached
+    dirty: bool
+    fingerprint: str
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Commit:
+    oid: str
+    subject: str
+
+    def to_json(self) -> dict:
+        return {"oid": self.oid, "subject": self.subject}
+
+
+@dataclass(frozen=True)
+class Integration:
+    status: str  # "clean" | "conflict" | "blocked"
+    conflicts: tuple[str, ...] = ()
+    reason: str | None = None
+    host_head: str | None = None
+    candidate_commit: str | None = None
+
+    def to_json(self) -> dict:
+        return {
+            "status": self.status,
+            "conflicts": list(self.conflicts),
+            "reason": self.reason,
+            "host_head": self.host_head,
+            "candidate_commit": self.candidate_commit,
+        }
+
+
+# --- running git -----------------------------------------------------------------------------
+
+
+def _run(
+    directory: Path | str,
+    *args: str,
+    config: Sequence[str] = (),
+    timeout: float | None = None,
+    binary: bool = False,
+    strip: bool = True,
+) -> tuple[int, str | bytes, str]:
+    """Run git in `directory` and return (status, stdout, stderr) without raising on a non-zero exit.
+
+    `-C` pins the directory: GitPython silently falls back to the process's own working directory
+    when its cwd is missing, which would aim the command at whatever checkout the app runs in.
+    """
+    directory = os.path.abspath(directory)  # -C and the child's cwd would otherwise both apply
+    command = [gitpython.Git.GIT_PYTHON_GIT_EXECUTABLE or "git", "-C", directory]
+    for setting in config:
+        command += ["-c", setting]
+    command += args
+    try:
+        status, out, err = gitpython.Git(directory).execute(
+            command,
+            with_extended_output=True,
+            with_exceptions=False,
+            stdout_as_string=not binary,
+            strip_newline_in_stdout=strip,
+            kill_after_timeout=timeout,
+            env=_ENV,
+        )
+    except gitpython.GitCommandNotFound as error:
+        raise GitError(f"git is not installed or not on PATH (needed for {directory})") from error
+    return status, out, err
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            return line.removeprefix("fatal: ").removeprefix("error: ")
+    return "no message"
+
+
+def _failure(what: str, directory: Path | str, err: str) -> GitError:
+    return GitError(f"{what} failed in {directory}: {_first_line(err)}")
+
+
+def _check(what: str, directory: Path | str, *args: str, **options) -> str:
+    status, out, err = _run(directory, *args, **options)
+    if status != 0:
+        raise _failure(what, directory, err)
+    return out
+
+
+def _revision(value: str, role: str) -> str:
+    # A revision that starts with "-" would be read as an option.
+    if not value or value.startswith("-") or "\0" in value or "\n" in value:
+        raise GitError(f"invalid {role}: {value!r}")
+    return value
+
+
+@cache
+def _git_version() -> tuple[int, ...]:
+    status, out, _ = _run("/", "version")
+    numbers = re.findall(r"\d+", str(out).split(" ")[-1] if status == 0 else "")
+    return tuple(int(n) for n in numbers[:3])
+
+
+# --- repository layout -----------------------------------------------------------------------
+
+
+def repository_root(path: Path | str) -> Path:
+    """The top level of the checkout that contains `path`."""
+    path = Path(path).expanduser().absolute()
+    if not path.is_dir():
+        raise GitError(f"not a git repository: {path}")
+    status, out, _ = _run(path, "rev-parse", "--show-toplevel")
+    if status != 0 or not out:
+        raise GitError(f"not a git repository: {path}")
+    return Path(str(out))
+
+
+def git_common_dir(repo_root: Path | str) -> Path:
+    """The repository's shared .git directory (the same for every worktree of it)."""
+    root = Path(repo_root).absolute()
+    found = _common_dir_from_files(root)
+    if found is not None:
+        return found
+    out = _check("finding the .git directory", root, "rev-parse", "--git-common-dir")
+    return (root / str(out)).resolve()
+
+
+def _common_dir_from_files(root: Path) -> Path | None:
+    """Read the .git layout directly, as git itself does, to save a process per call."""
+    dot_git = root / ".git"
+    try:
+        if dot_git.is_dir():
+            git_dir = dot_git
+        elif dot_git.is_file():
+            text = dot_git.read_text(encoding="utf-8").strip()
+            if not text.startswith("gitdir:"):
+                return None
+            git_dir = (root / text.removeprefix("gitdir:").strip()).resolve()
+        else:
+            return None
+        common = git_dir / "commondir"
+        if common.is_file():
+            git_dir = git_dir / common.read_text(encoding="utf-8").strip()
+        git_dir = git_dir.resolve()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return git_dir if (git_dir / "objects").is_dir() else None
+
+
+def ensure_outpost_dir(repo_root: Path | str) -> Path:
+    """Create <repo>/.outpost (0700) and hide it from the host's git through info/exclude."""
+    root = Path(repo_root)
+    outpost = root / OUTPOST_DIR
+    try:
+        outpost.mkdir(mode=0o700)
+        os.chmod(outpost, 0o700)  # mkdir's mode passes through the umask; state dirs must be 0700
+    except FileExistsError:
+        if not outpost.is_dir():
+            raise GitError(f"{outpost} exists and is not a directory") from None
+    except OSError as error:
+        raise GitError(f"cannot create {outpost}: {error.strerror}") from error
+    exclude = git_common_dir(root) / "info" / "exclude"
+    try:
+        exclude.parent.mkdir(parents=True, exist_ok=True)
+        existing = exclude.read_text(encoding="utf-8", errors="surrogateescape") if exclude.exists() else ""
+        if EXCLUDE_LINE not in (line.strip() for line in existing.splitlines()):
+            separator = "" if not existing or existing.endswith("\n") else "\n"
+            # Appending keeps whatever the user or another tool wrote there.
+            with open(exclude, "a", encoding="utf-8", errors="surrogateescape") as handle:
+                handle.write(f"{separator}{EXCLUDE_LINE}\n")
+    except OSError as error:
+        raise GitError(f"cannot update {exclude}: {error.strerror}") from error
+    return outpost
+
+
+def _workspaces(repo_root: Path | str) -> Path:
+    return Path(repo_root) / OUTPOST_DIR / WORKSPACES
+
+
+def _inside(path: Path | str, parent: Path | str) -> bool:
+    real, base = os.path.realpath(path), os.path.realpath(parent)
+    return real != base and real.startswith(base + os.sep)
+
+
+# --- commits and the host ----------------------------------------------------------------------
+
+
+def resolve_commit(repo_root: Path | str, rev: str = "HEAD") -> str:
+    """The full object id of the commit `rev` names."""
+    _revision(rev, "revision")
+    status, out, _ = _run(repo_root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    if status != 0 or not out:
+        raise GitError(f"{rev!r} does not name a commit in {repo_root}")
+    return str(out)
+
+
+def _outpost_path(path: str) -> bool:
+    return path == OUTPOST_DIR or path.startswith(OUTPOST_DIR + "/")
+
+
+def host_snapshot(repo_root: Path | str) -> HostSnapshot:
+    """HEAD, branch, dirtiness and a fingerprint of the checkout's content (outside .outpost/).
+
+    One `status` call gives head, branch and every change; `diff` runs only when tracked files
+    changed, since otherwise it would print nothing.
+    """
+    root = Path(repo_root)
+    out = _check("git status", root, *_STATUS, "--porcelain=v2", "--branch", "--untracked-files=all", "-z")
+    head = branch = ""
+    tracked_changes = False
+    untracked: list[str] = []
+    entries = str(out).split("\0")
+    index = 0
+    while index < len(entries):
+        entry = entries[index]
+        index += 1
+        if entry.startswith("# branch.oid "):
+            head = entry.removeprefix("# branch.oid ")
+        elif entry.startswith("# branch.head "):
+            branch = entry.removeprefix("# branch.head ")
+        elif entry.startswith("? "):
+            if not _outpost_path(entry[2:]):
+                untracked.append(entry[2:])
+        elif entry[:2] in ("1 ", "2 ", "u "):
+            fields = {"1 ": 8, "2 ": 9, "u ": 10}[entry[:2]]
+            path = entry.split(" ", fields)[-1]
+            if entry.startswith("2 "):
+                index += 1  # a rename is followed by its original path
+            if not _outpost_path(path):
+                tracked_changes = True
+    if not head or head == "(initial)":
+        raise GitError(f"repository has no commits yet: {root}")
+    if branch == "(detached)":
+        branch = "HEAD"
+    digest = hashlib.sha256()
+    digest.update(head.encode() + b"\0")
+    if tracked_changes:
+        patch = _check("git diff", root, "diff", "HEAD", "--binary", "--no-color", "--no-ext-diff",
+                       "--no-textconv", "--", ".", f":(top,exclude){OUTPOST_DIR}",
+                       binary=True, strip=False)
+        digest.update(b"diff\0%d\0" % len(patch) + patch)
+    for path in sorted(untracked):
+        _hash_file(digest, root, path)
+    return HostSnapshot(head=head, branch=branch, dirty=tracked_changes or bool(untracked),
+                        fingerprint=digest.hexdigest())
+
+
+def _hash_file(digest, root: Path, path: str) -> None:
+    full = root / path
+    name = os.fsencode(path)
+    try:
+        info = os.lstat(full)
+        digest.update(b"file\0%d\0%s\0%o\0" % (len(name), name, info.st_mode))
+        if stat.S_ISLNK(info.st_mode):
+            digest.update(os.fsencode(os.readlink(full)))
+        elif stat.S_ISREG(info.st_mode):
+            with open(full, "rb") as handle:
+                for chunk in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(chunk)
+    except FileNotFoundError:
+        # Deleted between status and now: still part of what the snapshot saw.
+        digest.update(b"gone\0%d\0%s\0" % (len(name), name))
+    except OSError as error:
+        raise GitError(f"cannot read {full}: {error.strerror}") from error
+
+
+# --- branches and worktrees --------------------------------------------------------------------
+
+
+def branch_name(race_id: str, key: str, attempt: int) -> str:
+    if not valid_key(key):
+        raise ValueError(f"invalid candidate key {key!r}: use letters, digits, '_' or '-' (at most 64)")
+    if not RACE_ID_PATTERN.fullmatch(race_id) or ".." in race_id or race_id.endswith((".", ".lock")):
+        raise ValueError(f"invalid race id {race_id!r}: use letters, digits, '.', '_' or '-'")
+    if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
+        raise ValueError(f"invalid attempt {attempt!r}: attempts count from 1")
+    return f"{BRANCH_PREFIX}/{race_id}/{key}/{attempt}"
+
+
+def worktree_directory(repo_root: Path | str, key: str, branch: str) -> Path:
+    if not valid_key(key):
+        raise ValueError(f"invalid candidate key {key!r}: use letters, digits, '_' or '-' (at most 64)")
+    suffix = hashlib.sha256(branch.encode()).hexdigest()[:12]
+    return _workspaces(repo_root) / f"{key}-{suffix}"
+
+
+def _registered_worktrees(repo_root: Path | str) -> list[dict]:
+    out = _check("git worktree list", repo_root, "worktree", "list", "--porcelain")
+    worktrees: list[dict] = []
+    for line in str(out).splitlines():
+        word, _, value = line.partition(" ")
+        if word == "worktree":
+            worktrees.append({"path": value, "head": None, "branch": None,
+                              "locked": False, "prunable": False})
+        elif worktrees and word == "HEAD":
+            worktrees[-1]["head"] = value
+        elif worktrees and word == "branch":
+            worktrees[-1]["branch"] = value.removeprefix("refs/heads/")
+        elif worktrees and word in ("locked", "prunable"):
+            worktrees[-1][word] = True
+    return worktrees
+
+
+def _same_path(left: Path | str, right: Path | str) -> bool:
+    return os.path.realpath(left) == os.path.realpath(right)
+
+
+def add_worktree(repo_root: Path | str, branch: str, directory: Path | str, baseline: str) -> None:
+    """Create `branch` at `baseline`, checked out in `directory`; reuse it when a replay finds it."""
+    root = Path(repo_root)
+    target = Path(directory).absolute()
+    _revision(branch, "branch name")
+    _revision(baseline, "baseline")
+    ensure_outpost_dir(root)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as error:
+        raise GitError(f"cannot create {target.parent}: {error.strerror}") from error
+    # The usual case, a fresh attempt, costs exactly one process.
+    if not os.path.lexists(target):
+        status, _, err = _run(root, "worktree", "add", "--quiet", "-b", branch, str(target), baseline,
+                              config=("branch.autoSetupMerge=false",))
+        if status == 0:
+            return
+        first_error = err
+    else:
+        first_error = ""
+    registered = [w for w in _registered_worktrees(root) if _same_path(w["path"], target)]
+    if registered:
+        entry = registered[0]
+        if entry["branch"] == branch and os.path.isdir(target):
+            return  # a durable replay: the attempt's worktree is already there
+        if os.path.lexists(target):
+            raise GitError(f"{target} is a worktree of {entry['branch'] or 'a detached HEAD'}, not {branch}")
+        # Registered but its directory is gone: drop the stale record so the path can be reused.
+        _check("git worktree prune", root, "worktree", "prune")
+    if os.path.lexists(target):
+        _move_aside(root, target)
+    exists = _run(root, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}")[0] == 0
+    if exists:
+        args = ("worktree", "add", "--quiet", str(target), branch)
+    else:
+        args = ("worktree", "add", "--quiet", "-b", branch, str(target), baseline)
+    status, _, err = _run(root, *args, config=("branch.autoSetupMerge=false",))
+    if status != 0:
+        raise _failure(f"creating worktree {target} for {branch}", root, err or first_error)
+
+
+def _move_aside(root: Path, target: Path) -> Path:
+    recovery = root / OUTPOST_DIR / RECOVERY
+    destination = recovery / f"orphan-{target.name}-{uuid.uuid4().hex[:8]}"
+    try:
+        recovery.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.rename(target, destination)
+    except OSError as error:
+        raise GitError(f"cannot move stray directory {target} aside to {destination}: {error.strerror}") from error
+    return destination
+
+
+def head(directory: Path | str) -> str:
+    return str(_check("reading HEAD", directory, "rev-parse", "--verify", "HEAD"))
+
+
+def commits_since(directory: Path | str, baseline: str) -> list[Commit]:
+    """Commits on HEAD since `baseline`, oldest first."""
+    _revision(baseline, "baseline")
+    out = _check("listing commits", directory, "log", "--reverse", "--no-show-signature",
+                 "--format=%H %s", f"{baseline}..HEAD", "--")
+    commits = []
+    for line in str(out).splitlines():
+        oid, _, subject = line.partition(" ")
+        if oid:
+            commits.append(Commit(oid=oid, subject=subject))
+    return commits
+
+
+def has_changes(directory: Path | str) -> bool:
+    """Uncommitted tracked changes or untracked files that are not ignored."""
+    out = _check("git status", directory, *_STATUS, "--porcelain", "--untracked-files=normal")
+    return bool(str(out).strip())
+
+
+_IDENTITY_ERRORS = ("Please tell me who you are", "auto-detection is disabled", "empty ident name",
+                    "Author identity unknown", "Committer identity unknown")
+
+
+def commit_all(directory: Path | str, message: str) -> str | None:
+    """Commit everything left in the worktree on the agent's behalf; None when nothing changed.
+
+    The first attempt refuses guessed identities (user.useConfigOnly); only when the repository
+    has none configured does outpost-tui's own identity fill the gap, so a configured user keeps
+    authorship. Hooks are skipped: the agent's leftovers are judged by validation, not by the
+    user's pre-commit tooling.
+    """
+    _check("git add", directory, "add", "-A", "--", ".")
+    commit = ("commit", "--quiet", "--no-verify", "--no-gpg-sign", "--allow-empty-message", "-m", message)
+    status, _, err = _run(directory, *commit, config=("user.useConfigOnly=true",))
+    if status != 0 and any(marker in err for marker in _IDENTITY_ERRORS):
+        config = []
+        configured = str(_run(directory, "config", "--get-regexp", r"^user\.(name|email)$")[1])
+        names = {line.split(" ", 1)[0] for line in configured.splitlines()}
+        if "user.email" not in names:
+            config += [f"user.email={BOT_EMAIL}", f"user.name={BOT_NAME}"]
+        elif "user.name" not in names:
+            config += [f"user.name={BOT_NAME}"]
+        status, _, err = _run(directory, *commit, config=config)
+    if status != 0:
+        if _run(directory, "diff", "--cached", "--quiet")[0] == 0:
+            return None
+        raise _failure("committing on the agent's behalf", directory, err)
+    return head(directory)
+
+
+def is_clean(directory: Path | str) -> bool:
+    """Attached HEAD and no modified, untracked or ignored file: safe to remove."""
+    out = _check("git status", directory, *_STATUS, "--porcelain=v2", "--branch",
+                 "--untracked-files=normal", "--ignored")
+    for line in str(out).splitlines():
+        if line == "# branch.head (detached)":
+            return False
+        if line and not line.startswith("# "):
+            return False
+    return True
+
+
+def remove_worktree(repo_root: Path | str, directory: Path | str) -> bool:
+    """Remove a clean worktree under .outpost/workspaces; keep its branch. True when it is gone."""
+    root = Path(repo_root)
+    target = Path(directory).absolute()
+    if not _inside(target, _workspaces(root)):
+        return False
+    if not os.path.lexists(target):
+        # Already gone (removed by hand): only git's record of it is left to clear.
+        _check("git worktree prune", root, "worktree", "prune")
+        return True
+    if not is_clean(target):
+        return False
+    # Never --force: git re-checks cleanliness itself, which closes the gap since is_clean.
+    status, _, err = _run(root, "worktree", "remove", str(target))
+    if status != 0:
+        if os.path.lexists(target):
+            return False
+        raise _failure(f"removing worktree {target}", root, err)
+    return True
+
+
+# --- integration check -------------------------------------------------------------------------
+
+
+def integration_check(repo_root: Path | str, branch: str, expected_commit: str | None = None) -> Integration:
+    """Would merging `branch` into the host's current branch conflict? Touches no file and no index.
+
+    Not a lock: the host can move right after; re-check immediately before a manual merge.
+    """
+    root = Path(repo_root)
+    try:
+        before = host_snapshot(root)
+    except GitError as error:
+        return Integration("blocked", reason=str(error))
+    if before.dirty:
+        return Integration("blocked", reason="Host has uncommitted changes", host_head=before.head)
+    if before.branch == "HEAD":
+        return Integration("blocked", reason="Host HEAD is detached", host_head=before.head)
+    candidate = _candidate(root, branch)
+    if candidate is None:
+        return Integration("blocked", reason=f"Candidate branch not found: {branch}", host_head=before.head)
+    blocked = {"host_head": before.head, "candidate_commit": candidate}
+    if expected_commit is not None and expected_commit != candidate:
+        return Integration("blocked", reason="Candidate branch changed since validation", **blocked)
+    status, out, err = _run(root, "merge-tree", "--write-tree", "--name-only", "-z", before.head, candidate,
+                            config=("core.hooksPath=/dev/null",), timeout=MERGE_TREE_TIMEOUT)
+    if status not in (0, 1):
+        return Integration("blocked", reason=_merge_tree_failure(status, err), **blocked)
+    if len(out) >= MERGE_TREE_MAX_OUTPUT:
+        return Integration("blocked", reason="Git merge-tree preflight output exceeded 1 MiB", **blocked)
+    conflicts = _conflicts(str(out)) if status == 1 else ()
+    try:
+        after = host_snapshot(root)
+    except GitError as error:
+        return Integration("blocked", reason=str(error), **blocked)
+    if after != before or _candidate(root, branch) != candidate:
+        return Integration("blocked", reason="Repository changed during integration preflight", **blocked)
+    return Integration("clean" if status == 0 else "conflict", conflicts=conflicts, **blocked)
+
+
+def _candidate(root: Path, branch: str) -> str | None:
+    if not branch or branch.startswith("-"):
+        return None
+    status, out, _ = _run(root, "rev-parse", "--verify", "--quiet", f"{branch}^{{commit}}")
+    return str(out) if status == 0 and out else None
+
+
+def _merge_tree_failure(status: int, err: str) -> str:
+    if err.startswith("Timeout:"):
+        return f"Git merge-tree preflight timed out after {MERGE_TREE_TIMEOUT:g} s"
+    version = _git_version()
+    if version and version[:2] < MERGE_TREE_MIN_VERSION:
+        shown = ".".join(str(n) for n in version)
+        return f"Git merge-tree preflight needs git >= 2.38 (found {shown})"
+    return f"Git merge-tree preflight failed: {_first_line(err)}"
+
+
+def _conflicts(out: str) -> tuple[str, ...]:
+    # Layout: tree oid NUL, conflicted paths each NUL, an empty entry, then informational messages.
+    names: list[str] = []
+    for entry in out.split("\0")[1:]:
+        if not entry:
+            break
+        if entry not in names:
+            names.append(entry)
+    return tuple(names)
+
+
+# --- review ------------------------------------------------------------------------------------
+
+
+def diff(repo_root: Path | str, baseline: str, commit: str) -> str:
+    """The change a candidate made, as text for the diff view."""
+    _revision(baseline, "baseline")
+    _revision(commit, "commit")
+    return str(_check("git diff", repo_root, "diff", "--no-color", "--no-ext-diff", baseline, commit, "--",
+                      strip=False))
+
+
+def list_worktrees(repo_root: Path | str) -> list[dict]:
+    """Worktrees under .outpost/workspaces, with what their branch names say about them."""
+    workspaces = _workspaces(repo_root)
+    listed = []
+    for entry in _registered_worktrees(repo_root):
+        if not _inside(entry["path"], workspaces):
+            continue
+        present = os.path.isdir(entry["path"])
+        branch = entry["branch"]
+        match = SPECULATION_BRANCH.match(branch or "")
+        listed.append({
+            "path": entry["path"],
+            "branch": branch,
+            "head": entry["head"],
+            "clean": present and is_clean(entry["path"]),
+            "missing": not present,
+            "locked": entry["locked"],
+            "race_id": match.group(1) if match else None,
+            "key": match.group(2) if match else None,
+            "attempt": int(match.group(3)) if match else None,
+        })
+    return listed

@@ -1,0 +1,112 @@
+"""The live race model: per-candidate counters and a bounded ring of log lines.
+
+The engine updates it from events; a UI reads it on its own timer (never per event), and `version`
+tells a reader whether anything changed since it last looked. Memory is bounded whatever the agents
+print.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from .events import Event, EventKind
+from .usage import Usage
+
+LOG_RING = 2000
+
+
+@dataclass
+class CandidateModel:
+    key: str
+    agent: str
+    state: str = "waiting"  # waiting | starting | running | validating | scoring | <final status>
+    attempt: int = 0
+    branch: str | None = None
+    directory: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    lines: int = 0
+    tools: int = 0
+    last_tool: str | None = None
+    retrying: str | None = None
+    reason: str | None = None
+    quota: dict | None = None
+    commit: str | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    log: deque = field(default_factory=lambda: deque(maxlen=LOG_RING))
+    version: int = 0
+
+
+class RaceModel:
+    def __init__(self, keys_and_agents: list[tuple[str, str]]) -> None:
+        self.candidates = {key: CandidateModel(key, agent) for key, agent in keys_and_agents}
+        self.status: str | None = None
+        self.race_id: str | None = None
+        self.winner: str | None = None
+        self.usage = Usage()
+        self.attempts = 0
+        self.budget_reason: str | None = None
+        self.version = 0
+
+    def __call__(self, event: Event) -> None:
+        self.version += 1
+        if event.key is None:
+            self._race_event(event)
+            return
+        candidate = self.candidates.get(event.key)
+        if candidate is None:
+            return
+        candidate.version += 1
+        data = event.data
+        kind = event.kind
+        if kind is EventKind.LOG:
+            lines = data["lines"]
+            candidate.lines += len(lines)
+            candidate.log.extend(lines)
+            candidate.retrying = None
+        elif kind is EventKind.USAGE:
+            candidate.usage = Usage.from_json(data["total"])
+            self.usage = Usage.from_json(data["race_total"]) if "race_total" in data else self.usage
+        elif kind is EventKind.TOOL:
+            candidate.tools += 1
+            candidate.last_tool = data.get("name")
+            candidate.log.append(f"▸ {data.get('name')} {str(data.get('input', ''))[:200]}")
+        elif kind is EventKind.TEXT:
+            candidate.log.append(str(data.get("text", "")))
+        elif kind is EventKind.RETRY:
+            candidate.retrying = data.get("message") or "retrying"
+        elif kind is EventKind.QUOTA:
+            candidate.quota = dict(data)
+        elif kind is EventKind.ADMITTED:
+            candidate.state = "starting"
+            candidate.attempt = event.attempt or 0
+            candidate.branch = data.get("branch")
+            candidate.started_at = event.at
+            candidate.finished_at = None
+            candidate.usage = Usage()
+            candidate.reason = None
+            self.attempts = data.get("attempts", self.attempts)
+        elif kind is EventKind.WORKTREE_READY:
+            candidate.directory = data.get("directory")
+        elif kind is EventKind.AGENT_STARTED:
+            candidate.state = "running"
+        elif kind is EventKind.VALIDATION_STARTED:
+            candidate.state = "validating"
+        elif kind is EventKind.SCORED:
+            candidate.log.append(f"score: {data.get('score')}")
+        elif kind is EventKind.SETTLED:
+            candidate.state = str(data.get("status"))
+            candidate.reason = data.get("reason")
+            candidate.commit = data.get("commit")
+            candidate.finished_at = event.at
+
+    def _race_event(self, event: Event) -> None:
+        if event.kind is EventKind.RACE_STARTED:
+            self.race_id = event.data.get("id")
+            self.status = "running"
+        elif event.kind is EventKind.BUDGET_EXHAUSTED:
+            self.budget_reason = event.data.get("reason")
+        elif event.kind is EventKind.RACE_FINISHED:
+            self.status = event.data.get("status")
+            self.winner = event.data.get("winner")

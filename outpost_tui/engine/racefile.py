@@ -1,0 +1,802 @@
+"""The race file: TOML in, an immutable RaceSpec out, and back again.
+
+Every error is a RaceFileError naming the file, the line and the dotted key, in one line. tomllib
+gives no positions, so `_Locator` rescans the text to map each key path to the line it is on.
+Candidate keys are checked before anything else: a key ends up in paths and git refs.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import os
+import re
+import subprocess
+import tomllib
+from dataclasses import fields
+from pathlib import Path
+from typing import Any, Iterable
+
+import tomli_w
+
+from . import agents
+from .spec import (
+    KEY_PATTERN,
+    MAX_CANDIDATES,
+    BudgetSpec,
+    CandidateSpec,
+    DurabilitySpec,
+    Price,
+    RaceSpec,
+    SandboxSpec,
+    ScoreSpec,
+    TokenLimits,
+    ValidateSpec,
+    frozen_map,
+)
+
+RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+MEMORY_PATTERN = re.compile(r"^[0-9]+(\.[0-9]+)?[bkmgBKMG]?$")
+MAX_CONCURRENCY = 64
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+Path_ = tuple[str | int, ...]
+
+
+class RaceFileError(Exception):
+    """A race file that cannot be used: where (file, line, dotted key) and what is wrong."""
+
+    def __init__(self, path: str | Path | None, line: int | None, key: str | None, message: str):
+        self.path = str(path) if path is not None else None
+        self.line = line
+        self.key = key
+        self.message = message
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = ""
+        if self.path is not None:
+            where = self.path if self.line is None else f"{self.path}:{self.line}"
+        parts = [part for part in (where, self.key, " ".join(self.message.split())) if part]
+        return ": ".join(parts)
+
+
+def dotted(path: Iterable[str | int]) -> str:
+    text = ""
+    for part in path:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            name = part if _BARE_KEY.fullmatch(part) else json.dumps(part)
+            text += f".{name}" if text else name
+    return text
+
+
+# --- where keys are -------------------------------------------------------------------------------
+
+class _Locator:
+    """Line numbers of the key paths in a TOML text (tables, `[[arrays]]` by index, dotted keys).
+
+    It assumes text tomllib accepted; keys inside inline tables and arrays resolve to the line of
+    the nearest enclosing key, which is where they are written.
+    """
+
+    def __init__(self, text: str):
+        self.lines: dict[Path_, int] = {}
+        self.table: Path_ = ()
+        self._arrays: dict[Path_, int] = {}
+        self._scan(text)
+
+    def line(self, path: Iterable[str | int]) -> int | None:
+        path = tuple(path)
+        while path:
+            if path in self.lines:
+                return self.lines[path]
+            path = path[:-1]
+        return None
+
+    def _scan(self, text: str) -> None:
+        pos, line = 0, 1
+        while pos < len(text):
+            pos = _skip_blanks(text, pos)
+            char = text[pos] if pos < len(text) else "\n"
+            if char == "[":
+                double = text.startswith("[[", pos)
+                parts, pos = _read_key(text, pos + (2 if double else 1))
+                self.table = self._header(parts, double, line)
+                pos, line = _skip_value(text, pos, line)
+            elif char in "#\r\n":
+                pos, line = _skip_value(text, pos, line)
+            else:
+                parts, pos = _read_key(text, pos)
+                for size in range(1, len(parts) + 1):
+                    self.lines.setdefault(self.table + parts[:size], line)
+                pos, line = _skip_value(text, pos + 1, line)
+
+    def _header(self, parts: tuple[str, ...], double: bool, line: int) -> Path_:
+        path: Path_ = ()
+        for number, part in enumerate(parts):
+            path += (part,)
+            if double and number == len(parts) - 1:
+                index = self._arrays.get(path, -1) + 1
+                self._arrays[path] = index
+                self.lines.setdefault(path, line)
+                path += (index,)
+            elif path in self._arrays:
+                path += (self._arrays[path],)
+            self.lines.setdefault(path, line)
+        return path
+
+
+def _skip_blanks(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in " \t":
+        pos += 1
+    return pos
+
+
+def _read_key(text: str, pos: int) -> tuple[tuple[str, ...], int]:
+    """A dotted key starting at pos; returns its parts and the position after it."""
+    parts: list[str] = []
+    while True:
+        pos = _skip_blanks(text, pos)
+        char = text[pos]
+        if char == '"':
+            end = pos + 1
+            while text[end] != '"':
+                end += 2 if text[end] == "\\" else 1
+            raw = text[pos:end + 1]
+            try:
+                parts.append(json.loads(raw))
+            except ValueError:
+                parts.append(raw[1:-1])
+            pos = end + 1
+        elif char == "'":
+            end = text.index("'", pos + 1)
+            parts.append(text[pos + 1:end])
+            pos = end + 1
+        else:
+            match = re.compile(r"[A-Za-z0-9_-]+").match(text, pos)
+            if match is None:
+                raise ValueError(f"no key at offset {pos}")
+            parts.append(match.group())
+            pos = match.end()
+        pos = _skip_blanks(text, pos)
+        if pos < len(text) and text[pos] == ".":
+            pos += 1
+            continue
+        return tuple(parts), pos
+
+
+def _skip_value(text: str, pos: int, line: int) -> tuple[int, int]:
+    """Skip to just past the newline that ends the statement at pos (strings, arrays and comments
+    may span or contain anything); returns the new position and line number."""
+    depth = 0
+    while pos < len(text):
+        char = text[pos]
+        if char == "\n":
+            line += 1
+            pos += 1
+            if depth <= 0:
+                return pos, line
+        elif char == "#":
+            end = text.find("\n", pos)
+            pos = len(text) if end < 0 else end
+        elif char in "[{":
+            depth += 1
+            pos += 1
+        elif char in "]}":
+            depth -= 1
+            pos += 1
+        elif text.startswith('"""', pos) or text.startswith("'''", pos):
+            pos, line = _skip_multiline_string(text, pos, line)
+        elif char in "\"'":
+            pos += 1
+            while pos < len(text) and text[pos] != char:
+                pos += 2 if char == '"' and text[pos] == "\\" else 1
+            pos += 1
+        else:
+            pos += 1
+    return pos, line
+
+
+def _skip_multiline_string(text: str, pos: int, line: int) -> tuple[int, int]:
+    quote = text[pos] * 3
+    pos += 3
+    while pos < len(text) and not text.startswith(quote, pos):
+        if text[pos] == "\n":
+            line += 1
+        pos += 2 if quote == '"""' and text[pos] == "\\" and text[pos + 1:pos + 2] != "\n" else 1
+    pos += 3
+    # A closing delimiter may be preceded by up to two quotes that belong to the string.
+    for _ in range(2):
+        if text.startswith(quote[0], pos):
+            pos += 1
+    return pos, line
+
+
+# --- reading values -------------------------------------------------------------------------------
+
+_MISSING = object()
+
+
+def _toml_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        text = json.dumps(value)
+        return text if len(text) <= 40 else text[:37] + '..."'
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return ""
+
+
+def _describe(value: Any) -> str:
+    for kind, name in ((bool, "a boolean"), (int, "an integer"), (float, "a number"),
+                       (str, "a string"), (list, "an array"), (dict, "a table")):
+        if isinstance(value, kind):
+            shown = _toml_text(value)
+            return f"{name} ({shown})" if shown else name
+    return "a date/time"
+
+
+class _Reader:
+    """Typed access to the parsed TOML, failing with a located RaceFileError."""
+
+    def __init__(self, path: str | Path, locator: _Locator):
+        self.path = path
+        self.locator = locator
+
+    def error(self, where: Path_, message: str) -> RaceFileError:
+        return RaceFileError(self.path, self.locator.line(where), dotted(where), message)
+
+    def expect(self, where: Path_, value: Any, expected: str) -> RaceFileError:
+        return self.error(where, f"expected {expected}, found {_describe(value)}")
+
+    def table(self, where: Path_, value: Any, allowed: Iterable[str], hint: str = "") -> dict:
+        if not isinstance(value, dict):
+            raise self.expect(where, value, f"a table{hint}")
+        allowed = list(allowed)
+        for name in value:
+            if name not in allowed:
+                raise self.error(where + (name,), _unknown_key(name, allowed))
+        return value
+
+    def integer(self, where: Path_, value: Any, minimum: int | None = None,
+                maximum: int | None = None) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.expect(where, value, "an integer")
+        if minimum is not None and maximum is not None and not minimum <= value <= maximum:
+            raise self.error(where, f"must be between {minimum} and {maximum}, found {value}")
+        if minimum is not None and value < minimum:
+            raise self.error(where, f"must be {_at_least(minimum)}, found {value}")
+        return value
+
+    def number(self, where: Path_, value: Any, positive: bool = False) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.expect(where, value, "a number")
+        if not math.isfinite(value):
+            raise self.error(where, f"must be a finite number, found {value}")
+        if positive and value <= 0:
+            raise self.error(where, f"must be greater than 0, found {value}")
+        if value < 0:
+            raise self.error(where, f"must be 0 or more, found {value}")
+        return float(value)
+
+    def string(self, where: Path_, value: Any, choices: Iterable[str] | None = None) -> str:
+        if not isinstance(value, str):
+            raise self.expect(where, value, "a string")
+        if not value.strip():
+            raise self.error(where, "must not be empty")
+        if "\0" in value:
+            raise self.error(where, "must not contain a NUL character")
+        if choices is not None:
+            choices = list(choices)
+            if value not in choices:
+                raise self.error(where, _not_one_of(value, choices))
+        return value
+
+    def boolean(self, where: Path_, value: Any) -> bool:
+        if not isinstance(value, bool):
+            raise self.expect(where, value, "a boolean (true or false)")
+        return value
+
+    def strings(self, where: Path_, value: Any, expected: str = "a list of strings") -> tuple[str, ...]:
+        if not isinstance(value, list):
+            raise self.expect(where, value, expected)
+        for index, item in enumerate(value):
+            if not isinstance(item, str):
+                raise self.expect(where + (index,), item, "a string")
+            if "\0" in item:
+                raise self.error(where + (index,), "must not contain a NUL character")
+        return tuple(value)
+
+    def argv(self, where: Path_, value: Any) -> tuple[str, ...]:
+        argv = self.strings(where, value, 'a list of strings (argv), e.g. ["pytest", "-q"]')
+        if not argv:
+            raise self.error(where, 'must not be empty: give the program and its arguments, '
+                                    'e.g. ["pytest", "-q"]')
+        if not argv[0].strip():
+            raise self.error(where + (0,), "the program name must not be empty")
+        return argv
+
+    def string_map(self, where: Path_, value: Any) -> dict[str, str]:
+        if not isinstance(value, dict):
+            raise self.expect(where, value, "a table of strings")
+        for name, item in value.items():
+            if not name or "=" in name or "\0" in name:
+                raise self.error(where + (name,), "not a valid environment variable name")
+            if not isinstance(item, str):
+                raise self.expect(where + (name,), item, "a string")
+            if "\0" in item:
+                raise self.error(where + (name,), "must not contain a NUL character")
+        return dict(value)
+
+    def file(self, where: Path_, value: Any, base: Path) -> Path:
+        path = (base / Path(self.string(where, value)).expanduser()).resolve()
+        if not path.exists():
+            raise self.error(where, f"no such file: {path}")
+        if not path.is_file():
+            raise self.error(where, f"not a regular file: {path}")
+        return path
+
+
+def _at_least(minimum: int) -> str:
+    return "0 or more" if minimum == 0 else f"{minimum} or more"
+
+
+def _not_one_of(value: str, choices: list[str]) -> str:
+    message = f"{json.dumps(value)} is not one of: {', '.join(choices)}"
+    close = difflib.get_close_matches(value, choices, n=1)
+    return message + (f" (did you mean {json.dumps(close[0])}?)" if close else "")
+
+
+def _unknown_key(name: str, allowed: list[str]) -> str:
+    close = difflib.get_close_matches(name, allowed, n=1)
+    if close:
+        return f"unknown key {name!r} (did you mean {close[0]!r}?)"
+    for section, keys in _SECTION_KEYS.items():
+        if name in keys and name not in allowed:
+            return f"unknown key {name!r} (it belongs in [{section}])"
+    return f"unknown key {name!r} (expected one of: {', '.join(allowed)})"
+
+
+# --- the schema -----------------------------------------------------------------------------------
+
+_TOP_KEYS = ["race", "budget", "validate", "score", "sandbox", "durability", "prices", "candidates"]
+_SECTION_KEYS = {
+    "race": ["name", "repository", "base", "mode", "select", "concurrency", "run_id",
+             "cleanup_timeout"],
+    "budget": ["attempts", "tokens", "cost_usd", "candidate_timeout"],
+    "validate": ["command", "timeout", "require_commits"],
+    "score": ["command", "timeout"],
+    "sandbox": ["provider", "image", "network", "endpoint", "memory", "cpus", "pids"],
+    "durability": ["enabled", "version", "resume"],
+}
+_TOKEN_KEYS = ["input", "cached", "cache_write", "output"]
+_PRICE_KEYS = ["input", "cached", "cache_write", "output"]
+_CANDIDATE_KEYS = ["key", "agent", "brief", "brief_file", "model", "command", "script", "env",
+                   "timeout", "max_turns", "allowed_tools", "args"]
+
+
+def load_race(path: str | Path) -> RaceSpec:
+    """Read and check a race file; raise RaceFileError (one line: file, line, key) if it is bad."""
+    shown = str(path)
+    file = Path(path).expanduser()
+    try:
+        data = file.read_bytes()
+    except FileNotFoundError:
+        raise RaceFileError(shown, None, None, "no such file") from None
+    except IsADirectoryError:
+        raise RaceFileError(shown, None, None, "is a directory, not a race file") from None
+    except OSError as error:
+        raise RaceFileError(shown, None, None, f"cannot read: {error.strerror or error}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[:error.start].count(b"\n") + 1
+        raise RaceFileError(shown, line, None, "not UTF-8 text") from None
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise _syntax_error(shown, text, str(error)) from None
+    reader = _Reader(shown, _Locator(text))
+    return _build(reader, document, file.resolve())
+
+
+def _syntax_error(shown: str, text: str, message: str) -> RaceFileError:
+    match = re.search(r"\s*\(at line (\d+), column (\d+)\)$", message)
+    if match:
+        line, column = int(match.group(1)), int(match.group(2))
+        message = f"{message[:match.start()]} (column {column})"
+    else:
+        line = text.count("\n") + (0 if text.endswith("\n") else 1)
+        message = re.sub(r"\s*\(at end of document\)$", " (at the end of the file)", message)
+    message = message.replace("Cannot overwrite a value", "this key is already defined")
+    message = re.sub(r"^Cannot declare \((.*)\) twice", r"table (\1) is declared twice", message)
+    return RaceFileError(shown, max(line, 1), _key_on_line(text, line),
+                         f"invalid TOML: {message[:1].lower()}{message[1:]}")
+
+
+def _key_on_line(text: str, line: int) -> str | None:
+    """Best effort: the key a syntax error is on, from the valid text before it."""
+    lines = text.split("\n")
+    try:
+        locator = _Locator("\n".join(lines[:line - 1]) + "\n")
+        current = lines[line - 1] if line - 1 < len(lines) else ""
+        stripped = current.lstrip(" \t")
+        if stripped.startswith("["):
+            double = stripped.startswith("[[")
+            parts, _ = _read_key(stripped, 2 if double else 1)
+            return dotted(locator._header(parts, double, line))
+        if stripped and stripped[0] not in "#":
+            parts, _ = _read_key(stripped, 0)
+            return dotted(locator.table + parts)
+        return dotted(locator.table) or None
+    except (ValueError, IndexError):
+        return None
+
+
+def _build(reader: _Reader, document: dict, file: Path) -> RaceSpec:
+    reader.table((), document, _TOP_KEYS)
+    base_dir = file.parent
+    raw_candidates = _candidate_tables(reader, document.get("candidates", _MISSING))
+
+    race = _race(reader, document.get("race", _MISSING), base_dir)
+    score = _score(reader, document.get("score", _MISSING))
+    if race["select"] == "best" and score is None:
+        raise reader.error(("race", "select"), 'select = "best" needs a [score] table with a command')
+    if race["select"] != "best" and score is not None:
+        raise reader.error(("score",), '[score] is only used with select = "best" in [race]')
+    return RaceSpec(
+        candidates=tuple(_candidate(reader, index, table, base_dir)
+                         for index, table in enumerate(raw_candidates)),
+        budget=_budget(reader, document.get("budget", _MISSING)),
+        validate=_validate(reader, document.get("validate", _MISSING)),
+        score=score,
+        sandbox=_sandbox(reader, document.get("sandbox", _MISSING)),
+        durability=_durability(reader, document.get("durability", _MISSING)),
+        prices=_prices(reader, document.get("prices", _MISSING)),
+        path=file,
+        **race,
+    )
+
+
+def _section(reader: _Reader, name: str, value: Any) -> dict:
+    if value is _MISSING:
+        return {}
+    return reader.table((name,), value, _SECTION_KEYS[name])
+
+
+def _race(reader: _Reader, value: Any, base_dir: Path) -> dict:
+    if value is _MISSING:
+        raise reader.error(("race",), "missing [race] table (it needs at least `repository`)")
+    table = _section(reader, "race", value)
+    at = lambda name: ("race", name)  # noqa: E731
+    out: dict[str, Any] = {}
+    if "name" in table:
+        out["name"] = reader.string(at("name"), table["name"])
+    if "repository" not in table:
+        raise reader.error(("race",), "missing key 'repository' (the git repository to race on, "
+                                      "relative to the race file)")
+    if "mode" in table:
+        out["mode"] = reader.string(at("mode"), table["mode"], ["race", "fallback"])
+    out["select"] = reader.string(at("select"), table["select"], ["first", "best"]) \
+        if "select" in table else "first"
+    if "concurrency" in table:
+        out["concurrency"] = reader.integer(at("concurrency"), table["concurrency"], 1, MAX_CONCURRENCY)
+    if "run_id" in table:
+        run_id = reader.string(at("run_id"), table["run_id"])
+        if not RUN_ID_PATTERN.fullmatch(run_id):
+            raise reader.error(at("run_id"), f"invalid run id {json.dumps(run_id)}: use letters, digits, "
+                                             "'.', '_' and '-', starting with a letter or digit "
+                                             "(at most 128 characters)")
+        out["run_id"] = run_id
+    if "cleanup_timeout" in table:
+        out["cleanup_timeout"] = reader.number(at("cleanup_timeout"), table["cleanup_timeout"], True)
+    base = reader.string(at("base"), table["base"]) if "base" in table else "HEAD"
+    if base.startswith("-"):
+        raise reader.error(at("base"), f"invalid base {json.dumps(base)}: must not start with '-'")
+    if base != "HEAD":
+        out["base"] = base
+    out["repository"] = _repository(reader, table["repository"], base_dir, base, "base" in table)
+    return out
+
+
+def _git(directory: Path, *args: str) -> subprocess.CompletedProcess:
+    # Variables a git hook may have set would point git at another repository.
+    env = {name: value for name, value in os.environ.items()
+           if name not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR")}
+    return subprocess.run(["git", "-C", str(directory), *args], capture_output=True, text=True,
+                          env=env, stdin=subprocess.DEVNULL, timeout=60)
+
+
+def _repository(reader: _Reader, value: Any, base_dir: Path, base: str,
+                explicit_base: bool) -> Path:
+    where = ("race", "repository")
+    directory = (base_dir / Path(reader.string(where, value)).expanduser()).resolve()
+    if not directory.exists():
+        raise reader.error(where, f"no such directory: {directory}")
+    if not directory.is_dir():
+        raise reader.error(where, f"not a directory: {directory}")
+    try:
+        toplevel = _git(directory, "rev-parse", "--show-toplevel")
+    except FileNotFoundError:
+        raise reader.error(where, "git is not installed (or not on PATH)") from None
+    if toplevel.returncode != 0:
+        detail = (toplevel.stderr.strip().splitlines() or [""])[0]
+        raise reader.error(where, f"not a git repository: {directory}"
+                                  + (f" ({detail})" if detail else ""))
+    commit = _git(directory, "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}")
+    if commit.returncode != 0:
+        if explicit_base:
+            raise reader.error(("race", "base"), f"{json.dumps(base)} is not a commit in {directory}")
+        raise reader.error(where, f"the repository has no commits yet: {directory} "
+                                  "(the race starts from its HEAD)")
+    return directory
+
+
+def _budget(reader: _Reader, value: Any) -> BudgetSpec:
+    table = _section(reader, "budget", value)
+    at = lambda *names: ("budget", *names)  # noqa: E731
+    out: dict[str, Any] = {}
+    if "attempts" in table:
+        out["attempts"] = reader.integer(at("attempts"), table["attempts"], 0)
+    if "tokens" in table:
+        tokens = reader.table(at("tokens"), table["tokens"], _TOKEN_KEYS,
+                              " like { input = 100000, output = 20000 }")
+        out["tokens"] = TokenLimits(**{name: reader.integer(at("tokens", name), limit, 0)
+                                       for name, limit in tokens.items()})
+    if "cost_usd" in table:
+        out["cost_usd"] = reader.number(at("cost_usd"), table["cost_usd"])
+    if "candidate_timeout" in table:
+        out["candidate_timeout"] = reader.number(at("candidate_timeout"), table["candidate_timeout"], True)
+    return BudgetSpec(**out)
+
+
+def _validate(reader: _Reader, value: Any) -> ValidateSpec:
+    table = _section(reader, "validate", value)
+    out: dict[str, Any] = {}
+    if "command" in table:
+        out["command"] = reader.argv(("validate", "command"), table["command"])
+    if "timeout" in table:
+        out["timeout"] = reader.number(("validate", "timeout"), table["timeout"], True)
+    if "require_commits" in table:
+        out["require_commits"] = reader.boolean(("validate", "require_commits"), table["require_commits"])
+    return ValidateSpec(**out)
+
+
+def _score(reader: _Reader, value: Any) -> ScoreSpec | None:
+    if value is _MISSING:
+        return None
+    table = _section(reader, "score", value)
+    if "command" not in table:
+        raise reader.error(("score",), "missing key 'command' (the argv that prints a score)")
+    out: dict[str, Any] = {"command": reader.argv(("score", "command"), table["command"])}
+    if "timeout" in table:
+        out["timeout"] = reader.number(("score", "timeout"), table["timeout"], True)
+    return ScoreSpec(**out)
+
+
+def _sandbox(reader: _Reader, value: Any) -> SandboxSpec:
+    table = _section(reader, "sandbox", value)
+    at = lambda name: ("sandbox", name)  # noqa: E731
+    out: dict[str, Any] = {}
+    for name in ("image", "network", "endpoint"):
+        if name in table:
+            out[name] = reader.string(at(name), table[name])
+    if "provider" in table:
+        out["provider"] = reader.string(at("provider"), table["provider"], ["local", "docker", "podman"])
+        if out["provider"] != "local" and "image" not in out:
+            raise reader.error(("sandbox",), f"missing key 'image' (provider = "
+                                             f"{json.dumps(out['provider'])} needs a container image)")
+    if "memory" in table:
+        memory = reader.string(at("memory"), table["memory"])
+        if not MEMORY_PATTERN.fullmatch(memory):
+            raise reader.error(at("memory"), f"invalid memory size {json.dumps(memory)}: "
+                                             'use a number with an optional unit b, k, m or g, e.g. "2g"')
+        out["memory"] = memory
+    if "cpus" in table:
+        out["cpus"] = reader.number(at("cpus"), table["cpus"], True)
+    if "pids" in table:
+        out["pids"] = reader.integer(at("pids"), table["pids"], 1)
+    return SandboxSpec(**out)
+
+
+def _durability(reader: _Reader, value: Any) -> DurabilitySpec:
+    table = _section(reader, "durability", value)
+    out: dict[str, Any] = {}
+    if "enabled" in table:
+        out["enabled"] = reader.boolean(("durability", "enabled"), table["enabled"])
+    if "version" in table:
+        out["version"] = reader.string(("durability", "version"), table["version"])
+    if "resume" in table:
+        out["resume"] = reader.string(("durability", "resume"), table["resume"], ["retry-incomplete"])
+    return DurabilitySpec(**out)
+
+
+def _prices(reader: _Reader, value: Any) -> Any:
+    if value is _MISSING:
+        return frozen_map({})
+    if not isinstance(value, dict):
+        raise reader.expect(("prices",), value, 'a table of models, e.g. [prices."model-name"]')
+    prices = {}
+    for model, price in value.items():
+        where = ("prices", model)
+        table = reader.table(where, price, _PRICE_KEYS, " of USD per million tokens")
+        prices[model] = Price(**{name: reader.number(where + (name,), amount)
+                                 for name, amount in table.items()})
+    return frozen_map(prices)
+
+
+def _candidate_tables(reader: _Reader, value: Any) -> list[dict]:
+    """The [[candidates]] tables, with their keys checked (before any key reaches a path or ref)."""
+    if value is _MISSING or value == []:
+        raise reader.error(("candidates",), "no candidates: add at least one [[candidates]] table")
+    if not isinstance(value, list):
+        raise reader.expect(("candidates",), value, "an array of tables ([[candidates]])")
+    if len(value) > MAX_CANDIDATES:
+        raise reader.error(("candidates", MAX_CANDIDATES),
+                           f"too many candidates ({len(value)}): at most {MAX_CANDIDATES}")
+    seen: dict[str, int] = {}
+    for index, table in enumerate(value):
+        where = ("candidates", index)
+        reader.table(where, table, _CANDIDATE_KEYS)
+        if "key" not in table:
+            raise reader.error(where, "missing key 'key' (the candidate's name, e.g. key = \"claude-1\")")
+        key = table["key"]
+        if not isinstance(key, str):
+            raise reader.expect(where + ("key",), key, "a string")
+        if not KEY_PATTERN.fullmatch(key):
+            raise reader.error(where + ("key",), f"invalid key {json.dumps(key)}: use letters, digits, "
+                                                 "'_' and '-', starting with a letter or digit "
+                                                 "(at most 64 characters)")
+        if key in seen:
+            raise reader.error(where + ("key",), f"duplicate key {json.dumps(key)} "
+                                                 f"(already used by candidates[{seen[key]}])")
+        seen[key] = index
+    return value
+
+
+def _candidate(reader: _Reader, index: int, table: dict, base_dir: Path) -> CandidateSpec:
+    at = lambda name: ("candidates", index, name)  # noqa: E731
+    where = ("candidates", index)
+    if "agent" not in table:
+        raise reader.error(where, f"missing key 'agent' (one of: {', '.join(agents.known_agents())})")
+    agent = reader.string(at("agent"), table["agent"], agents.known_agents())
+    out: dict[str, Any] = {"key": table["key"], "agent": agent}
+
+    if "brief" in table and "brief_file" in table:
+        raise reader.error(at("brief_file"), "give either brief or brief_file, not both")
+    if "brief" in table:
+        out["brief"] = reader.string(at("brief"), table["brief"])
+    elif "brief_file" in table:
+        out["brief"] = _read_brief(reader, at("brief_file"), table["brief_file"], base_dir)
+    else:
+        raise reader.error(where, "missing key 'brief' (the task, as text; or brief_file = a path)")
+
+    if "model" in table:
+        out["model"] = reader.string(at("model"), table["model"])
+    if agent == "command":
+        if "command" not in table:
+            raise reader.error(where, "missing key 'command' (agent = \"command\" needs the argv to run, "
+                                      'e.g. ["python", "agent.py"])')
+        out["command"] = reader.argv(at("command"), table["command"])
+    elif "command" in table:
+        raise reader.error(at("command"), f'command is only for agent = "command" '
+                                          f"(this candidate's agent is {json.dumps(agent)})")
+    if "script" in table:
+        out["script"] = reader.file(at("script"), table["script"], base_dir)
+    elif agent == "demo":
+        raise reader.error(where, "missing key 'script' (agent = \"demo\" plays a scripted session file)")
+    if "env" in table:
+        out["env"] = frozen_map(reader.string_map(at("env"), table["env"]))
+    if "timeout" in table:
+        out["timeout"] = reader.number(at("timeout"), table["timeout"], True)
+    if "max_turns" in table:
+        out["max_turns"] = reader.integer(at("max_turns"), table["max_turns"], 1)
+    if "allowed_tools" in table:
+        out["allowed_tools"] = reader.strings(at("allowed_tools"), table["allowed_tools"])
+    if "args" in table:
+        out["args"] = reader.strings(at("args"), table["args"])
+    return CandidateSpec(**out)
+
+
+def _read_brief(reader: _Reader, where: Path_, value: Any, base_dir: Path) -> str:
+    path = reader.file(where, value, base_dir)
+    try:
+        brief = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise reader.error(where, f"not UTF-8 text: {path}") from None
+    except OSError as error:
+        raise reader.error(where, f"cannot read {path}: {error.strerror or error}") from None
+    if not brief.strip():
+        raise reader.error(where, f"the brief file is empty: {path}")
+    return brief
+
+
+# --- writing --------------------------------------------------------------------------------------
+
+def dump_race(spec: RaceSpec, relative_to: Path | None = None) -> str:
+    """The race file for spec, which load_race reads back to an equal spec (Python-only callables
+    are left out). Paths inside relative_to (default: the race file's directory) are written
+    relative to it."""
+    if relative_to is None and spec.path is not None:
+        relative_to = spec.path.parent
+    where = Path(relative_to).resolve() if relative_to is not None else None
+
+    def path_text(path: Path) -> str:
+        path = Path(path).resolve()
+        if where is not None and path.is_relative_to(where):
+            return path.relative_to(where).as_posix() or "."
+        return str(path)
+
+    race: dict[str, Any] = {"name": spec.name, "repository": path_text(spec.repository)}
+    race.update(_changed(spec, ("base", "mode", "select", "concurrency", "run_id", "cleanup_timeout")))
+    sections: list[tuple[str, dict]] = [("race", race)]
+
+    budget = _changed(spec.budget, ("attempts", "cost_usd", "candidate_timeout"))
+    tokens = dict(spec.budget.tokens.items())
+    if tokens:
+        budget["tokens"] = tokens
+    sections.append(("budget", budget))
+    _no_none(spec.validate, "validate", "timeout")
+    validate = _changed(spec.validate, ("timeout", "require_commits"))
+    if spec.validate.command is not None:
+        validate = {"command": list(spec.validate.command), **validate}
+    sections.append(("validate", validate))
+    if spec.score is not None and spec.score.command is not None:
+        _no_none(spec.score, "score", "timeout")
+        sections.append(("score", {"command": list(spec.score.command),
+                                   **_changed(spec.score, ("timeout",))}))
+    sections.append(("sandbox", _changed(spec.sandbox, ("provider", "image", "network", "endpoint",
+                                                        "memory", "cpus", "pids"))))
+    sections.append(("durability", _changed(spec.durability, ("enabled", "version", "resume"))))
+    prices = {model: _changed(price, _PRICE_KEYS) for model, price in spec.prices.items()}
+    if prices:
+        sections.append(("prices", prices))
+
+    chunks = [tomli_w.dumps({name: table}, multiline_strings=True)
+              for name, table in sections if table]
+    for candidate in spec.candidates:
+        chunks.append("[[candidates]]\n" + _dump_candidate(candidate, path_text))
+    return "\n".join(chunk.strip("\n") + "\n" for chunk in chunks)
+
+
+def _dump_candidate(candidate: CandidateSpec, path_text: Any) -> str:
+    table: dict[str, Any] = {"key": candidate.key, "agent": candidate.agent}
+    if candidate.model is not None:
+        table["model"] = candidate.model
+    if candidate.command is not None:
+        table["command"] = list(candidate.command)
+    if candidate.script is not None:
+        table["script"] = path_text(candidate.script)
+    for name in ("timeout", "max_turns"):
+        if getattr(candidate, name) is not None:
+            table[name] = getattr(candidate, name)
+    if candidate.allowed_tools is not None:
+        table["allowed_tools"] = list(candidate.allowed_tools)
+    if candidate.args:
+        table["args"] = list(candidate.args)
+    table["brief"] = candidate.brief
+    text = tomli_w.dumps(table, multiline_strings=True)
+    if candidate.env:
+        # A sub-table header after [[candidates]] belongs to that candidate.
+        text += "\n[candidates.env]\n" + tomli_w.dumps(dict(candidate.env))
+    return text
+
+
+def _changed(obj: Any, names: Iterable[str]) -> dict[str, Any]:
+    """The named fields of a dataclass that differ from their defaults (None is never written)."""
+    defaults = {field.name: field.default for field in fields(obj)}
+    out = {}
+    for name in names:
+        value = getattr(obj, name)
+        if value is not None and value != defaults.get(name):
+            out[name] = value
+    return out
+
+
+def _no_none(obj: Any, section: str, name: str) -> None:
+    if getattr(obj, name) is None:
+        raise ValueError(f"{section}.{name} = None (no limit) cannot be written in a race file")

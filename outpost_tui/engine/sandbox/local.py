@@ -1,0 +1,222 @@
+"""Local sandbox: commands are child processes in their own process group, in the worktree.
+
+Cancellation and timeouts signal the whole group (TERM, then KILL after a short grace), and after
+every command the group is swept with KILL, so nothing the agent started in the background survives
+its attempt.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from typing import Mapping, Sequence
+
+import anyio
+import psutil
+from anyio.abc import Process
+
+from .base import Completed, LineSink, Sandbox, SandboxContext, SandboxError, SandboxProvider
+from .lines import LineSplitter, Tail
+
+TERM_GRACE = 2.0
+READ_CHUNK = 256 * 1024
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+async def stop_group(process: Process, grace: float = TERM_GRACE) -> None:
+    """TERM the process group, KILL it after `grace`, and reap the leader."""
+    pgid = process.pid
+    _signal_group(pgid, signal.SIGTERM)
+    with anyio.move_on_after(grace):
+        await process.wait()
+    if process.returncode is None:
+        _signal_group(pgid, signal.SIGKILL)
+        await process.wait()
+    # Children that ignored TERM or were started in the background die with the group.
+    _signal_group(pgid, signal.SIGKILL)
+
+
+class LocalSandbox(Sandbox):
+    def __init__(self, context: SandboxContext) -> None:
+        self.context = context
+        self.directory = context.directory
+        self._running: set[Process] = set()
+
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+        on_output: LineSink | None = None,
+        timeout: float | None = None,
+        tail_bytes: int = 64 * 1024,
+    ) -> Completed:
+        full_env = {**os.environ, **self.context.env, **(env or {})}
+        program = argv[0]
+        if os.sep not in program and shutil.which(program, path=full_env.get("PATH")) is None:
+            raise SandboxError(f"agent program {program!r} not found on PATH")
+        started = time.monotonic()
+        try:
+            process = await anyio.open_process(
+                list(argv),
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=self.directory,
+                env=full_env,
+                start_new_session=True,
+            )
+        except (FileNotFoundError, NotADirectoryError):
+            raise SandboxError(f"agent program {program!r} not found") from None
+        except PermissionError:
+            raise SandboxError(f"agent program {program!r} is not executable (permission denied)") from None
+        self._running.add(process)
+        if self.context.register_resource is not None:
+            with anyio.CancelScope(shield=True):
+                await self.context.register_resource(resource_id_for(process.pid))
+        tails = {"stdout": Tail(tail_bytes), "stderr": Tail(tail_bytes)}
+        timed_out = False
+        try:
+            async with anyio.create_task_group() as group:
+                if stdin is not None:
+                    group.start_soon(_feed_stdin, process, stdin)
+                group.start_soon(_pump, process.stdout, "stdout", tails["stdout"], on_output)
+                group.start_soon(_pump, process.stderr, "stderr", tails["stderr"], on_output)
+                with anyio.move_on_after(timeout) as deadline:
+                    await process.wait()
+                if deadline.cancelled_caught:
+                    timed_out = True
+                    with anyio.CancelScope(shield=True):
+                        await stop_group(process)
+                else:
+                    # The leader is gone; sweep whatever it left in its group so the pipes close.
+                    _signal_group(process.pid, signal.SIGKILL)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                if process.returncode is None:
+                    await stop_group(process)
+                else:
+                    _signal_group(process.pid, signal.SIGKILL)
+            raise
+        finally:
+            self._running.discard(process)
+        return Completed(
+            exit_code=process.returncode if process.returncode is not None else -signal.SIGKILL,
+            stdout_tail=tails["stdout"].text(),
+            stderr_tail=tails["stderr"].text(),
+            timed_out=timed_out,
+            duration=time.monotonic() - started,
+        )
+
+    async def close(self) -> None:
+        for process in list(self._running):
+            with anyio.CancelScope(shield=True):
+                await stop_group(process)
+
+
+async def _feed_stdin(process: Process, data: bytes) -> None:
+    assert process.stdin is not None
+    try:
+        await process.stdin.send(data)
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError, BrokenPipeError):
+        pass  # the agent closed its stdin without reading it all; that is its choice
+    finally:
+        try:
+            await process.stdin.aclose()
+        except (anyio.BrokenResourceError, BrokenPipeError, OSError):
+            pass
+
+
+async def _pump(stream, name: str, tail: Tail, on_output: LineSink | None) -> None:
+    splitter = LineSplitter()
+    try:
+        while True:
+            try:
+                chunk = await stream.receive(READ_CHUNK)
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                break
+            tail.add(chunk)
+            if on_output is not None:
+                lines = splitter.feed(chunk)
+                if lines:
+                    on_output(name, lines)
+    finally:
+        if on_output is not None:
+            rest = splitter.flush()
+            if rest:
+                on_output(name, rest)
+
+
+class LocalProvider(SandboxProvider):
+    name = "local"
+
+    async def acquire(self, context: SandboxContext) -> Sandbox:
+        return LocalSandbox(context)
+
+    def owns(self, resource_id: str) -> bool:
+        return resource_id.startswith("pgid:")
+
+    async def recover(self, resource_id: str) -> bool:
+        """Kill a process group left by a crashed coordinator: `pgid:<pid>:<create_time>`.
+
+        The leader's start time guards against a reused pid killing an unrelated group.
+        """
+        try:
+            _, pid_text, started_text = resource_id.split(":", 2)
+            pgid, started = int(pid_text), float(started_text)
+        except ValueError:
+            return False
+        members = [p for p in psutil.process_iter() if _pgid(p.pid) == pgid]
+        if not members:
+            return False
+        leader = next((p for p in members if p.pid == pgid), None)
+        try:
+            if leader is not None:
+                if abs(leader.create_time() - started) > 1.0:
+                    return False  # the pid was reused by an unrelated group
+            elif any(p.create_time() < started - 1.0 for p in members):
+                return False  # older than the recorded leader: not its children
+        except psutil.Error:
+            return False
+        _signal_group(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + TERM_GRACE
+        while _group_alive(pgid) and time.monotonic() < deadline:
+            await anyio.sleep(0.02)
+        _signal_group(pgid, signal.SIGKILL)
+        return True
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except (ProcessLookupError, PermissionError):
+        return None
+
+
+def resource_id_for(pid: int) -> str:
+    try:
+        started = psutil.Process(pid).create_time()
+    except psutil.Error:
+        started = time.time()
+    return f"pgid:{pid}:{started:.3f}"
+

@@ -1,0 +1,133 @@
+"""The sample races shipped with outpost-tui, and how to put one somewhere it can run.
+
+A sample is a directory of `sample-races/` holding a race.toml, the demo scripts it refers to and a
+`sample.toml` describing it (`project`, `description`). Materialising copies the race next to a
+fresh git repository made from `sample-races/projects/<project>/`, so a race never touches the
+checkout the samples come from.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+PROJECTS = "projects"
+METADATA = "sample.toml"
+RACE_FILE = "race.toml"
+IDENTITY = ("-c", "user.name=outpost-tui sample", "-c", "user.email=sample@outpost.invalid")
+# Git variables that would point our git calls at some other repository than the one we create.
+GIT_LOCATION_VARIABLES = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
+                          "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE")
+SKIPPED = shutil.ignore_patterns("__pycache__", "*.pyc", ".git", ".outpost", METADATA)
+
+
+class SampleError(Exception):
+    """A sample cannot be listed or materialised; the message is one line."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    name: str
+    description: str
+    project: str
+    directory: Path
+
+
+def samples_root() -> Path:
+    # The package is installed editable (or run from a checkout), so the samples sit beside it.
+    root = Path(__file__).resolve().parent.parent / "sample-races"
+    if not root.is_dir():
+        raise SampleError(f"sample races not found: expected them in {root} "
+                          "(install outpost-tui from its source checkout with `pip install -e .`)")
+    return root
+
+
+def _describe(directory: Path) -> Sample:
+    metadata_path = directory / METADATA
+    try:
+        metadata = tomllib.loads(metadata_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        metadata = {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise SampleError(f"{metadata_path}: unreadable sample description: {error}") from None
+    project = metadata.get("project", "calc")
+    description = metadata.get("description", "")
+    if not isinstance(project, str) or not isinstance(description, str):
+        raise SampleError(f"{metadata_path}: 'project' and 'description' must be strings")
+    return Sample(directory.name, description, project, directory)
+
+
+def samples() -> list[Sample]:
+    root = samples_root()
+    return [_describe(entry) for entry in sorted(root.iterdir())
+            if entry.name != PROJECTS and (entry / RACE_FILE).is_file()]
+
+
+def list_samples() -> list[str]:
+    return [sample.name for sample in samples()]
+
+
+def find_sample(name: str) -> Sample:
+    known = samples()
+    for sample in known:
+        if sample.name == name:
+            return sample
+    names = ", ".join(sample.name for sample in known) or "none"
+    raise SampleError(f"unknown sample {name!r} (available: {names})")
+
+
+def materialise(name: str, target_dir: str | os.PathLike[str]) -> Path:
+    """Writes sample `name` into target_dir (absent or empty) and returns its race file's path."""
+    sample = find_sample(name)
+    project = samples_root() / PROJECTS / sample.project
+    if not project.is_dir():
+        raise SampleError(f"sample {name!r} needs project {sample.project!r}, "
+                          f"which is missing from {project.parent}")
+    target = Path(target_dir).expanduser().absolute()
+    created = not target.exists()
+    if not created:
+        if not target.is_dir():
+            raise SampleError(f"{target} exists and is not a directory")
+        if any(target.iterdir()):
+            raise SampleError(f"{target} is not empty; choose a new or empty directory")
+    try:
+        shutil.copytree(sample.directory, target, ignore=SKIPPED, dirs_exist_ok=True)
+        shutil.copytree(project, target / "project", ignore=SKIPPED)
+        _init_repository(target / "project", f"{sample.project}: sample project for outpost-tui")
+    except BaseException:
+        # Only what we wrote is removed: the directory was absent or empty before.
+        if created:
+            shutil.rmtree(target, ignore_errors=True)
+        else:
+            for entry in target.iterdir():
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    entry.unlink(missing_ok=True)
+        raise
+    return target / RACE_FILE
+
+
+def _init_repository(directory: Path, message: str) -> None:
+    env = {key: value for key, value in os.environ.items() if key not in GIT_LOCATION_VARIABLES}
+    steps = (
+        ("init", ("git", "init", "-q", "-b", "main")),
+        ("add", ("git", "add", "-A")),
+        ("commit", ("git", *IDENTITY, "-c", "commit.gpgsign=false", "commit", "-q", "--no-verify",
+                    "-m", message)),
+    )
+    for name, argv in steps:
+        try:
+            result = subprocess.run(argv, cwd=directory, env=env, stdin=subprocess.DEVNULL,
+                                    capture_output=True, text=True, errors="replace")
+        except FileNotFoundError:
+            raise SampleError("git is not installed; it is needed to create the sample "
+                              "repository") from None
+        if result.returncode != 0:
+            lines = (result.stderr or result.stdout).strip().splitlines()
+            detail = lines[-1] if lines else f"exit {result.returncode}"
+            raise SampleError(f"git {name} failed in {directory}: {detail}")

@@ -1,0 +1,403 @@
+"""engine/git.py against real repositories in temporary directories."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from outpost_tui.engine import git as g
+
+
+@pytest.fixture(autouse=True)
+def isolated_git_config(tmp_path_factory, monkeypatch):
+    # The machine's global identity would hide the "no identity configured" path.
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL",
+                 "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "EMAIL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def run(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def make_repo(path: Path, identity: bool = True) -> Path:
+    path.mkdir()
+    run(path, "init", "-q", "-b", "main")
+    if identity:
+        run(path, "config", "user.name", "Test User")
+        run(path, "config", "user.email", "test@example.com")
+    (path / "base.txt").write_text("base\n")
+    run(path, "add", "base.txt")
+    ident = [] if identity else ["-c", "user.name=Setup", "-c", "user.email=setup@example.com"]
+    run(path, *ident, "commit", "-q", "-m", "base")
+    return path
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    return make_repo(tmp_path / "repo")
+
+
+def commit_file(cwd: Path, name: str, text: str, message: str) -> str:
+    (cwd / name).write_text(text)
+    run(cwd, "add", name)
+    run(cwd, "commit", "-q", "-m", message)
+    return run(cwd, "rev-parse", "HEAD")
+
+
+def new_worktree(repo: Path, key: str = "alpha", attempt: int = 1) -> tuple[str, Path, str]:
+    branch = g.branch_name("race1", key, attempt)
+    directory = g.worktree_directory(repo, key, branch)
+    baseline = g.resolve_commit(repo)
+    g.add_worktree(repo, branch, directory, baseline)
+    return branch, directory, baseline
+
+
+# --- layout --------------------------------------------------------------------------------
+
+
+def test_repository_root_from_subdirectory_and_refusal(repo, tmp_path):
+    (repo / "sub" / "deeper").mkdir(parents=True)
+    assert g.repository_root(repo / "sub" / "deeper") == repo.resolve()
+    outside = tmp_path / "plain"
+    outside.mkdir()
+    with pytest.raises(g.GitError, match=r"^not a git repository: .*plain$"):
+        g.repository_root(outside)
+    with pytest.raises(g.GitError, match="not a git repository"):
+        g.repository_root(tmp_path / "missing")
+
+
+def test_git_common_dir_is_shared_by_worktrees(repo):
+    assert g.git_common_dir(repo) == (repo / ".git").resolve()
+    _, directory, _ = new_worktree(repo)
+    assert g.git_common_dir(directory) == (repo / ".git").resolve()
+
+
+def test_ensure_outpost_dir_is_private_and_excluded_once(repo):
+    exclude = repo / ".git" / "info" / "exclude"
+    exclude.unlink()
+    exclude.parent.rmdir()
+    exclude.parent.mkdir()
+    exclude.write_text("*.log")  # existing content without a final newline
+    (repo / "scratch.log").write_text("kept ignored\n")
+    outpost = g.ensure_outpost_dir(repo)
+    g.ensure_outpost_dir(repo)
+    assert outpost == repo / ".outpost"
+    assert stat.S_IMODE(outpost.stat().st_mode) == 0o700
+    assert exclude.read_text() == "*.log\n/.outpost/\n"
+    (outpost / "state.json").write_text("{}")
+    assert run(repo, "status", "--porcelain", "--untracked-files=all") == ""
+
+
+def test_ensure_outpost_dir_creates_missing_info_directory(repo):
+    info = repo / ".git" / "info"
+    for child in info.iterdir():
+        child.unlink()
+    info.rmdir()
+    g.ensure_outpost_dir(repo)
+    assert (info / "exclude").read_text().splitlines().count("/.outpost/") == 1
+
+
+# --- commits and snapshots -----------------------------------------------------------------------
+
+
+def test_resolve_commit(repo):
+    oid = run(repo, "rev-parse", "HEAD")
+    assert g.resolve_commit(repo) == oid
+    assert g.resolve_commit(repo, "main") == oid
+    with pytest.raises(g.GitError, match="'nope' does not name a commit"):
+        g.resolve_commit(repo, "nope")
+    with pytest.raises(g.GitError, match="invalid revision"):
+        g.resolve_commit(repo, "--all")
+
+
+def test_host_snapshot_tracks_content_and_ignores_outpost(repo):
+    clean = g.host_snapshot(repo)
+    assert clean.head == run(repo, "rev-parse", "HEAD")
+    assert clean.branch == "main" and not clean.dirty
+    assert g.host_snapshot(repo) == clean  # deterministic
+    # .outpost is never part of the host's state, even before it is excluded.
+    (repo / ".outpost" / "runs").mkdir(parents=True)
+    (repo / ".outpost" / "runs" / "x.jsonl").write_text("{}\n")
+    assert g.host_snapshot(repo) == clean
+
+    (repo / "new.txt").write_text("one\n")
+    untracked = g.host_snapshot(repo)
+    assert untracked.dirty and untracked.fingerprint != clean.fingerprint
+    (repo / "new.txt").write_text("two\n")
+    assert g.host_snapshot(repo).fingerprint != untracked.fingerprint
+    (repo / "new.txt").chmod(0o755)
+    assert g.host_snapshot(repo).fingerprint not in (untracked.fingerprint, clean.fingerprint)
+    (repo / "new.txt").unlink()
+
+    (repo / "base.txt").write_text("edited\n")
+    edited = g.host_snapshot(repo)
+    assert edited.dirty and edited.fingerprint != clean.fingerprint
+    (repo / "base.txt").write_text("edited again\n")
+    assert g.host_snapshot(repo).fingerprint != edited.fingerprint
+    run(repo, "checkout", "-q", "base.txt")
+    assert g.host_snapshot(repo) == clean
+
+    run(repo, "checkout", "-q", "--detach")
+    detached = g.host_snapshot(repo)
+    assert detached.branch == "HEAD" and detached.head == clean.head
+    assert detached.to_json() == {"head": clean.head, "branch": "HEAD", "dirty": False,
+                                  "fingerprint": clean.fingerprint}
+
+
+# --- branches and worktrees --------------------------------------------------------------------
+
+
+def test_branch_name_and_directory(repo):
+    branch = g.branch_name("race1", "alpha", 2)
+    assert branch == "outpost/speculation/race1/alpha/2"
+    directory = g.worktree_directory(repo, "alpha", branch)
+    assert directory.parent == repo / ".outpost" / "workspaces"
+    assert directory.name.startswith("alpha-") and len(directory.name) == len("alpha-") + 12
+    assert g.worktree_directory(repo, "alpha", g.branch_name("race1", "alpha", 3)) != directory
+    for bad_key in ("../x", "a/b", "", "-x", "x" * 65):
+        with pytest.raises(ValueError, match="invalid candidate key"):
+            g.branch_name("race1", bad_key, 1)
+        with pytest.raises(ValueError, match="invalid candidate key"):
+            g.worktree_directory(repo, bad_key, branch)
+    for bad_race in ("a/b", "..", "a..b", "x.lock"):
+        with pytest.raises(ValueError, match="invalid race id"):
+            g.branch_name(bad_race, "alpha", 1)
+    with pytest.raises(ValueError, match="invalid attempt"):
+        g.branch_name("race1", "alpha", 0)
+
+
+def test_worktrees_keep_host_clean_and_baseline_pinned(repo):
+    baseline = g.resolve_commit(repo)
+    first = new_worktree(repo, "alpha")
+    second = new_worktree(repo, "beta")
+    for branch, directory, _ in (first, second):
+        assert directory.is_dir()
+        assert g.head(directory) == baseline
+        assert run(directory, "rev-parse", "--abbrev-ref", "HEAD") == branch
+        # autoSetupMerge=false: the candidate branch tracks nothing.
+        assert subprocess.run(["git", "config", f"branch.{branch}.merge"], cwd=repo).returncode == 1
+    assert run(repo, "status", "--porcelain", "--untracked-files=all") == ""
+    assert not g.host_snapshot(repo).dirty
+
+    moved = commit_file(repo, "host.txt", "host\n", "host moves on")
+    assert moved != baseline
+    assert g.head(first[1]) == baseline
+    assert not (first[1] / "host.txt").exists()
+
+
+def test_add_worktree_reuses_a_registered_worktree(repo):
+    branch, directory, baseline = new_worktree(repo)
+    commit_file(directory, "work.txt", "work\n", "candidate work")
+    (directory / "notes.txt").write_text("uncommitted\n")
+    g.add_worktree(repo, branch, directory, baseline)  # a durable replay
+    assert (directory / "notes.txt").read_text() == "uncommitted\n"
+    assert [c.subject for c in g.commits_since(directory, baseline)] == ["candidate work"]
+    assert not (repo / ".outpost" / "recovery").exists()
+
+
+def test_add_worktree_moves_a_stray_directory_aside(repo):
+    branch = g.branch_name("race1", "alpha", 1)
+    directory = g.worktree_directory(repo, "alpha", branch)
+    directory.mkdir(parents=True)
+    (directory / "precious.txt").write_text("keep me\n")
+    g.add_worktree(repo, branch, directory, g.resolve_commit(repo))
+    assert g.head(directory) == g.resolve_commit(repo)
+    orphans = list((repo / ".outpost" / "recovery").iterdir())
+    assert len(orphans) == 1
+    assert orphans[0].name.startswith(f"orphan-{directory.name}-")
+    assert (orphans[0] / "precious.txt").read_text() == "keep me\n"
+
+
+def test_add_worktree_recreates_a_worktree_whose_directory_vanished(repo):
+    branch, directory, baseline = new_worktree(repo)
+    work = commit_file(directory, "work.txt", "work\n", "candidate work")
+    # Simulate a directory deleted by hand: git still has the worktree registered.
+    subprocess.run(["rm", "-rf", str(directory)], check=True)
+    g.add_worktree(repo, branch, directory, baseline)
+    assert g.head(directory) == work  # the existing branch is checked out again, not reset
+
+
+def test_commits_since_and_head(repo):
+    branch, directory, baseline = new_worktree(repo)
+    assert g.commits_since(directory, baseline) == []
+    one = commit_file(directory, "a.txt", "a\n", "first change")
+    two = commit_file(directory, "b.txt", "b\n", "second: with spaces")
+    assert g.head(directory) == two
+    commits = g.commits_since(directory, baseline)
+    assert [(c.oid, c.subject) for c in commits] == [(one, "first change"), (two, "second: with spaces")]
+    assert commits[0].to_json() == {"oid": one, "subject": "first change"}
+
+
+def test_has_changes_and_commit_all(repo):
+    _, directory, baseline = new_worktree(repo)
+    assert not g.has_changes(directory)
+    assert g.commit_all(directory, "nothing") is None
+    assert g.head(directory) == baseline
+    (directory / ".gitignore").write_text("*.tmp\n")
+    run(directory, "add", ".gitignore")
+    run(directory, "commit", "-q", "-m", "ignore tmp")
+    (directory / "cache.tmp").write_text("ignored\n")
+    assert not g.has_changes(directory)
+    (directory / "new.txt").write_text("new\n")
+    (directory / "base.txt").write_text("changed\n")
+    assert g.has_changes(directory)
+    oid = g.commit_all(directory, "outpost: uncommitted work")
+    assert oid == g.head(directory)
+    assert run(directory, "log", "-1", "--format=%s|%an|%ae") == "outpost: uncommitted work|Test User|test@example.com"
+    assert set(run(directory, "show", "--name-only", "--format=", oid).split()) == {"new.txt", "base.txt"}
+    assert not g.has_changes(directory)
+    assert (directory / "cache.tmp").exists()
+
+
+def test_commit_all_uses_its_own_identity_only_when_none_is_configured(tmp_path):
+    bare = make_repo(tmp_path / "anon", identity=False)
+    (bare / "x.txt").write_text("x\n")
+    oid = g.commit_all(bare, "on behalf")
+    assert run(bare, "log", "-1", "--format=%an <%ae>|%cn <%ce>", oid) == \
+        "outpost-tui <outpost-tui@localhost>|outpost-tui <outpost-tui@localhost>"
+    assert subprocess.run(["git", "config", "user.email"], cwd=bare).returncode == 1  # not persisted
+
+    run(bare, "config", "user.email", "only-email@example.com")
+    (bare / "y.txt").write_text("y\n")
+    g.commit_all(bare, "partial identity")
+    assert run(bare, "log", "-1", "--format=%an <%ae>") == "outpost-tui <only-email@example.com>"
+
+
+def test_is_clean(repo):
+    _, directory, _ = new_worktree(repo)
+    assert g.is_clean(directory)
+    (directory / "untracked.txt").write_text("x\n")
+    assert not g.is_clean(directory)
+    (directory / "untracked.txt").unlink()
+
+    (directory / ".gitignore").write_text("build/\n")
+    run(directory, "add", ".gitignore")
+    run(directory, "commit", "-q", "-m", "ignore build")
+    assert g.is_clean(directory)
+    (directory / "build").mkdir()
+    (directory / "build" / "out.o").write_text("object\n")
+    assert not g.is_clean(directory)
+    (directory / "build" / "out.o").unlink()
+    (directory / "build").rmdir()
+
+    (directory / "base.txt").write_text("modified\n")
+    assert not g.is_clean(directory)
+    run(directory, "checkout", "-q", "base.txt")
+    assert g.is_clean(directory)
+
+    run(directory, "checkout", "-q", "--detach")
+    assert not g.is_clean(directory)
+
+
+def test_remove_worktree_refuses_dirty_and_keeps_branch(repo, tmp_path):
+    branch, directory, _ = new_worktree(repo)
+    work = commit_file(directory, "work.txt", "work\n", "work")
+    (directory / "scratch.txt").write_text("unsaved\n")
+    assert g.remove_worktree(repo, directory) is False
+    assert (directory / "scratch.txt").read_text() == "unsaved\n"
+
+    (directory / "scratch.txt").unlink()
+    assert g.remove_worktree(repo, directory) is True
+    assert not directory.exists()
+    assert g.resolve_commit(repo, branch) == work
+    assert str(directory) not in run(repo, "worktree", "list", "--porcelain")
+
+    # Only worktrees under .outpost/workspaces are ever removed.
+    elsewhere = tmp_path / "elsewhere"
+    run(repo, "worktree", "add", "-q", "-b", "other", str(elsewhere))
+    assert g.remove_worktree(repo, elsewhere) is False
+    assert elsewhere.is_dir()
+
+
+# --- integration check -------------------------------------------------------------------------
+
+
+def test_integration_clean_and_conflict(repo):
+    branch, directory, _ = new_worktree(repo)
+    candidate = commit_file(directory, "feature.txt", "feature\n", "feature")
+    result = g.integration_check(repo, branch, expected_commit=candidate)
+    assert result == g.Integration("clean", host_head=g.resolve_commit(repo), candidate_commit=candidate)
+    assert result.to_json()["status"] == "clean" and result.to_json()["conflicts"] == []
+
+    commit_file(directory, "base.txt", "candidate side\n", "candidate edits base")
+    commit_file(repo, "base.txt", "host side\n", "host edits base")
+    commit_file(directory, "other.txt", "x\n", "unrelated")
+    index = repo / ".git" / "index"
+    index_before = (index.read_bytes(), index.stat().st_mtime_ns)
+    conflict = g.integration_check(repo, branch)
+    assert conflict.status == "conflict"
+    assert conflict.conflicts == ("base.txt",)
+    assert conflict.reason is None
+    # Never touches the host's files or index.
+    assert (index.read_bytes(), index.stat().st_mtime_ns) == index_before
+    assert (repo / "base.txt").read_text() == "host side\n"
+    assert run(repo, "status", "--porcelain", "--untracked-files=all") == ""
+    assert not (repo / "feature.txt").exists()
+
+
+def test_integration_blocked(repo):
+    branch, directory, _ = new_worktree(repo)
+    validated = commit_file(directory, "feature.txt", "feature\n", "feature")
+
+    (repo / "stray.txt").write_text("dirty\n")
+    assert g.integration_check(repo, branch).reason == "Host has uncommitted changes"
+    (repo / "stray.txt").unlink()
+
+    run(repo, "checkout", "-q", "--detach")
+    detached = g.integration_check(repo, branch)
+    assert (detached.status, detached.reason) == ("blocked", "Host HEAD is detached")
+    run(repo, "checkout", "-q", "main")
+
+    commit_file(directory, "later.txt", "later\n", "after validation")
+    moved = g.integration_check(repo, branch, expected_commit=validated)
+    assert (moved.status, moved.reason) == ("blocked", "Candidate branch changed since validation")
+
+    missing = g.integration_check(repo, "outpost/speculation/race1/ghost/1")
+    assert missing.status == "blocked"
+    assert "outpost/speculation/race1/ghost/1" in missing.reason
+
+
+def test_integration_blocked_when_merge_tree_fails(repo):
+    run(repo, "checkout", "-q", "--orphan", "unrelated")
+    commit_file(repo, "other.txt", "other\n", "unrelated root")
+    run(repo, "checkout", "-q", "main")
+    result = g.integration_check(repo, "unrelated")
+    assert result.status == "blocked"
+    assert result.reason == "Git merge-tree preflight failed: refusing to merge unrelated histories"
+    assert result.candidate_commit == g.resolve_commit(repo, "unrelated")
+
+
+def test_relative_paths_are_taken_from_the_current_directory(repo, monkeypatch):
+    monkeypatch.chdir(repo.parent)
+    assert g.resolve_commit("repo") == run(repo, "rev-parse", "HEAD")
+    assert g.is_clean("repo")
+    assert g.repository_root("repo") == repo.resolve()
+
+
+# --- review ------------------------------------------------------------------------------------
+
+
+def test_diff_and_list_worktrees(repo):
+    branch, directory, baseline = new_worktree(repo, "alpha", 2)
+    candidate = commit_file(directory, "base.txt", "base\nmore\n", "extend")
+    text = g.diff(repo, baseline, candidate)
+    assert "diff --git a/base.txt b/base.txt" in text and "+more\n" in text and text.endswith("\n")
+
+    _, other, _ = new_worktree(repo, "beta", 1)
+    (other / "junk.txt").write_text("junk\n")
+    listed = {entry["key"]: entry for entry in g.list_worktrees(repo)}
+    assert set(listed) == {"alpha", "beta"}  # the host checkout itself is not listed
+    alpha = listed["alpha"]
+    assert os.path.realpath(alpha["path"]) == os.path.realpath(directory)
+    assert (alpha["branch"], alpha["head"], alpha["clean"]) == (branch, candidate, True)
+    assert (alpha["race_id"], alpha["attempt"]) == ("race1", 2)
+    assert listed["beta"]["clean"] is False
