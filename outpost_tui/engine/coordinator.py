@@ -318,6 +318,10 @@ class Race:
                                           sandbox=attempt.sandbox)
         record.validation = await validate(spec.validate, check_context, on_check_output)
         accepted = record.validation.status == "passed"
+        if accepted and spec.select == "first":
+            # Registered as soon as validation passes, so a tie with an earlier slot whose
+            # result became acceptable at the same moment is seen when the winner is chosen.
+            self._accepted_pending.append(attempt)
         self.bus.emit(EventKind.VALIDATION_FINISHED, candidate.key, attempt.number,
                       status=record.validation.status, exit_code=record.validation.exit_code,
                       reason=record.validation.reason)
@@ -341,10 +345,8 @@ class Race:
             await self._claim_victory(attempt)
 
     async def _claim_victory(self, attempt: Attempt) -> None:
-        self._accepted_pending.append(attempt)
-        # Results that became acceptable in the same instant are all seen before the choice,
-        # so the earlier declared slot wins a tie.
-        await anyio.lowlevel.cancel_shielded_checkpoint()
+        # Let results that became acceptable in the same instant arrive before the choice.
+        await anyio.lowlevel.checkpoint()
         if self._winner is None:
             best = min(self._accepted_pending, key=lambda a: a.index)
             self._set_winner(best, "validation")

@@ -10,6 +10,7 @@ Three sources, all through the engine's Docker-compatible API:
 
 from __future__ import annotations
 
+import filecmp
 import json
 import os
 import platform
@@ -40,7 +41,11 @@ OPTIONAL_PROGRAMS = (
 )
 # Parts of the standard library no agent or test run needs; skipping them halves the image.
 STDLIB_SKIP = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "site-packages",
-               "dist-packages", "lib2to3", "pydoc_data", "config-3.11-x86_64-linux-gnu"}
+               "dist-packages", "lib2to3", "pydoc_data", "__phello__"}
+
+# git's network helpers (and their curl/TLS libraries) are a third of the image; sandboxes have no
+# network unless the race file asks, and an image for networked agents is better built from a distro.
+GIT_SKIP = re.compile(r"git-(remote-(http|ftp)s?|http-\w+|imap-send|daemon)|scalar")
 
 Progress = Callable[[str], None]
 
@@ -207,11 +212,18 @@ class _Archive:
         else:
             self.tar.addfile(info)
 
-    def host_tree(self, top: str, skip: set[str] = frozenset()) -> list[Path]:
-        """Copy a directory tree; returns its ELF candidates (regular files) for ldd."""
+    def host_tree(self, top: str, skip: set[str] = frozenset(),
+                  skip_file: re.Pattern[str] | None = None,
+                  same_as: dict[str, str] | None = None) -> list[Path]:
+        """Copy a directory tree; returns its ELF candidates (regular files) for ldd.
+
+        `same_as` maps a file name to a host file already copied with identical content, which
+        becomes a symbolic link instead of a second copy.
+        """
         regular: list[Path] = []
         for root, dirs, files in os.walk(top):
-            dirs[:] = sorted(d for d in dirs if d not in skip)
+            # config-3.X-<platform> holds the static library for embedding: tens of megabytes
+            dirs[:] = sorted(d for d in dirs if d not in skip and not d.startswith("config-"))
             self.directory(_in_image(root))
             for directory in dirs:
                 full = os.path.join(root, directory)
@@ -219,6 +231,12 @@ class _Archive:
                     self.host_file(full)
             for name in sorted(files):
                 full = os.path.join(root, name)
+                if skip_file and skip_file.fullmatch(name):
+                    continue
+                twin = (same_as or {}).get(name)
+                if twin and not os.path.islink(full) and filecmp.cmp(full, twin, shallow=False):
+                    self.symlink(_in_image(full), "/" + _in_image(twin))
+                    continue
                 self.host_file(full)
                 if not os.path.islink(full) and (name.endswith(".so") or ".so." in name
                                                  or os.access(full, os.X_OK)):
@@ -229,9 +247,13 @@ class _Archive:
         self.tar.close()
 
 
-def host_rootfs(archive: Path, *, progress: Progress | None = None,
-                python: str | None = None, with_git: bool = True) -> Rootfs:
-    """Write a root filesystem archive holding this machine's python3, git and basic tools."""
+def host_rootfs(archive: Path, *, progress: Progress | None = None, python: str | None = None,
+                with_python: bool = True, with_git: bool = True,
+                with_tools: bool = True) -> Rootfs:
+    """Write a root filesystem archive holding this machine's python3, git and basic tools.
+
+    Without python, git and tools it is a shell and `sleep` only: a tiny image for tests.
+    """
     say = progress or (lambda text: None)
     out = _Archive(archive)
     report = Rootfs(archive)
@@ -245,7 +267,7 @@ def host_rootfs(archive: Path, *, progress: Progress | None = None,
         elf: list[Path] = []
 
         programs: list[str] = []
-        for name in (*REQUIRED_PROGRAMS, *OPTIONAL_PROGRAMS):
+        for name in (*REQUIRED_PROGRAMS, *(OPTIONAL_PROGRAMS if with_tools else ())):
             found = shutil.which(name, path="/usr/bin:/bin:/usr/sbin:/sbin")
             if not found:
                 if name in REQUIRED_PROGRAMS:
@@ -259,18 +281,18 @@ def host_rootfs(archive: Path, *, progress: Progress | None = None,
             programs.append(name)
         report.programs = programs
 
-        interpreter = python or _host_python()
-        layout = _python_layout(interpreter)
-        say(f"python {layout['version']} from {layout['executable']}")
-        out.host_file(layout["executable"])
-        elf.append(Path(layout["executable"]))
-        for alias in ("python3", f"python{layout['version']}"):
-            if f"usr/bin/{alias}" != _in_image(layout["executable"]):
-                out.symlink(f"usr/bin/{alias}", "/" + _in_image(layout["executable"]))
-        elf += out.host_tree(layout["stdlib"], STDLIB_SKIP)
-        if layout["dynload"] and not layout["dynload"].startswith(layout["stdlib"]):
-            elf += out.host_tree(layout["dynload"])
-        report.python = layout["version"]
+        if with_python:
+            layout = _python_layout(python or _host_python())
+            say(f"python {layout['version']} from {layout['executable']}")
+            out.host_file(layout["executable"])
+            elf.append(Path(layout["executable"]))
+            for alias in ("python3", f"python{layout['version']}"):
+                if f"usr/bin/{alias}" != _in_image(layout["executable"]):
+                    out.symlink(f"usr/bin/{alias}", "/" + _in_image(layout["executable"]))
+            elf += out.host_tree(layout["stdlib"], STDLIB_SKIP)
+            if layout["dynload"] and not layout["dynload"].startswith(layout["stdlib"]):
+                elf += out.host_tree(layout["dynload"])
+            report.python = layout["version"]
 
         if with_git:
             git, exec_path = _host_git()
@@ -279,7 +301,7 @@ def host_rootfs(archive: Path, *, progress: Progress | None = None,
             elf.append(Path(git))
             if _in_image(git) != "usr/bin/git":
                 out.symlink("usr/bin/git", "/" + _in_image(git))
-            elf += out.host_tree(exec_path)
+            elf += out.host_tree(exec_path, skip_file=GIT_SKIP, same_as={"git": git})
             if os.path.isdir("/usr/share/git-core/templates"):
                 out.host_tree("/usr/share/git-core/templates")
             report.git = git
@@ -329,12 +351,32 @@ def import_rootfs(client, archive: Path, tag: str, command: Iterable[str] = KEEP
     from docker.errors import APIError
 
     try:
-        client.api.import_image_from_file(str(archive), repository=repository, tag=version,
-                                          changes=changes)
-        return client.images.get(tag).id
+        # Imported untagged, then tagged: Podman's compat API ignores the import's tag parameter
+        response = client.api.import_image_from_file(str(archive), changes=changes)
+        image_id = _imported_id(response)
+        client.images.get(image_id).tag(repository, version)
+        return image_id
     except APIError as error:
         raise ImageError(f"importing {archive} as {tag} failed: {error.explanation or error}") \
             from None
+
+
+def _imported_id(response: str | bytes) -> str:
+    text = response.decode() if isinstance(response, bytes) else str(response)
+    found = None
+    for line in text.splitlines():
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue
+        if "error" in message:
+            raise ImageError(f"import failed: {str(message['error']).strip()}")
+        for value in (message.get("id"), message.get("status")):
+            if isinstance(value, str) and value.startswith("sha256:"):
+                found = value
+    if found is None:
+        raise ImageError(f"the engine did not say which image it imported: {text.strip()[:200]}")
+    return found
 
 
 def build_dockerfile(client, directory: Path, tag: str, progress: Progress | None = None) -> str:

@@ -104,7 +104,7 @@ class _Locator:
             if char == "[":
                 double = text.startswith("[[", pos)
                 parts, pos = _read_key(text, pos + (2 if double else 1))
-                self.table = self._header(parts, double, line)
+                self.table = self.header(parts, double, line)
                 pos, line = _skip_value(text, pos, line)
             elif char in "#\r\n":
                 pos, line = _skip_value(text, pos, line)
@@ -114,7 +114,8 @@ class _Locator:
                     self.lines.setdefault(self.table + parts[:size], line)
                 pos, line = _skip_value(text, pos + 1, line)
 
-    def _header(self, parts: tuple[str, ...], double: bool, line: int) -> Path_:
+    def header(self, parts: tuple[str, ...], double: bool, line: int) -> Path_:
+        """Enter the table a header names (an `[[array]]` header adds an element); its path."""
         path: Path_ = ()
         for number, part in enumerate(parts):
             path += (part,)
@@ -135,6 +136,15 @@ def _skip_blanks(text: str, pos: int) -> int:
     return pos
 
 
+_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|.)")
+_ESCAPES = {"b": "\b", "t": "\t", "n": "\n", "f": "\f", "r": "\r", '"': '"', "\\": "\\"}
+
+
+def _unescape(match: re.Match) -> str:
+    code = match.group(1)
+    return chr(int(code[1:], 16)) if len(code) > 1 else _ESCAPES.get(code, code)
+
+
 def _read_key(text: str, pos: int) -> tuple[tuple[str, ...], int]:
     """A dotted key starting at pos; returns its parts and the position after it."""
     parts: list[str] = []
@@ -145,11 +155,7 @@ def _read_key(text: str, pos: int) -> tuple[tuple[str, ...], int]:
             end = pos + 1
             while text[end] != '"':
                 end += 2 if text[end] == "\\" else 1
-            raw = text[pos:end + 1]
-            try:
-                parts.append(json.loads(raw))
-            except ValueError:
-                parts.append(raw[1:-1])
+            parts.append(_ESCAPE.sub(_unescape, text[pos + 1:end]))
             pos = end + 1
         elif char == "'":
             end = text.index("'", pos + 1)
@@ -332,11 +338,25 @@ class _Reader:
                 raise self.error(where + (name,), "must not contain a NUL character")
         return dict(value)
 
+    def resolve_path(self, where: Path_, value: Any, base: Path) -> tuple[Path, str]:
+        """A path relative to base, resolved, and what is there: file, directory, other or missing."""
+        text = self.string(where, value)
+        try:
+            path = (base / Path(text).expanduser()).resolve()
+            if path.is_dir():
+                return path, "directory"
+            if path.is_file():
+                return path, "file"
+            return path, "other" if path.exists() else "missing"
+        except (OSError, RuntimeError) as error:  # RuntimeError: a symlink loop, or no home for ~
+            raise self.error(where, f"cannot use {text}: {getattr(error, 'strerror', None) or error}") \
+                from None
+
     def file(self, where: Path_, value: Any, base: Path) -> Path:
-        path = (base / Path(self.string(where, value)).expanduser()).resolve()
-        if not path.exists():
+        path, kind = self.resolve_path(where, value, base)
+        if kind == "missing":
             raise self.error(where, f"no such file: {path}")
-        if not path.is_file():
+        if kind != "file":
             raise self.error(where, f"not a regular file: {path}")
         return path
 
@@ -400,7 +420,12 @@ def load_race(path: str | Path) -> RaceSpec:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise _syntax_error(shown, text, str(error)) from None
-    reader = _Reader(shown, _Locator(text))
+    try:
+        locator = _Locator(text)
+    except (ValueError, IndexError):
+        # Line numbers are a courtesy: a text the scanner misreads still gets keyed errors.
+        locator = _Locator("")
+    reader = _Reader(shown, locator)
     return _build(reader, document, file.resolve())
 
 
@@ -409,11 +434,14 @@ def _syntax_error(shown: str, text: str, message: str) -> RaceFileError:
     if match:
         line, column = int(match.group(1)), int(match.group(2))
         message = f"{message[:match.start()]} (column {column})"
+        word = re.match(r"[A-Za-z_][A-Za-z0-9_.-]*", (text.split("\n")[line - 1:] or [""])[0][column - 1:])
+        if message.startswith("Invalid value") and word:
+            message += f': text needs quotes, e.g. "{word.group()}"'
     else:
         line = text.count("\n") + (0 if text.endswith("\n") else 1)
         message = re.sub(r"\s*\(at end of document\)$", " (at the end of the file)", message)
     message = message.replace("Cannot overwrite a value", "this key is already defined")
-    message = re.sub(r"^Cannot declare \((.*)\) twice", r"table (\1) is declared twice", message)
+    message = re.sub(r"^Cannot declare \(.*\) twice", "this table is already declared", message)
     return RaceFileError(shown, max(line, 1), _key_on_line(text, line),
                          f"invalid TOML: {message[:1].lower()}{message[1:]}")
 
@@ -428,7 +456,7 @@ def _key_on_line(text: str, line: int) -> str | None:
         if stripped.startswith("["):
             double = stripped.startswith("[[")
             parts, _ = _read_key(stripped, 2 if double else 1)
-            return dotted(locator._header(parts, double, line))
+            return dotted(locator.header(parts, double, line))
         if stripped and stripped[0] not in "#":
             parts, _ = _read_key(stripped, 0)
             return dotted(locator.table + parts)
@@ -439,6 +467,10 @@ def _key_on_line(text: str, line: int) -> str | None:
 
 def _build(reader: _Reader, document: dict, file: Path) -> RaceSpec:
     reader.table((), document, _TOP_KEYS)
+    # Misspelt keys first: a misplaced key otherwise shows up as a confusing "missing" error.
+    for name in _SECTION_KEYS:
+        if name in document:
+            _section(reader, name, document[name])
     base_dir = file.parent
     raw_candidates = _candidate_tables(reader, document.get("candidates", _MISSING))
 
@@ -472,7 +504,9 @@ def _race(reader: _Reader, value: Any, base_dir: Path) -> dict:
     if value is _MISSING:
         raise reader.error(("race",), "missing [race] table (it needs at least `repository`)")
     table = _section(reader, "race", value)
-    at = lambda name: ("race", name)  # noqa: E731
+    def at(name: str) -> Path_:
+        return ("race", name)
+
     out: dict[str, Any] = {}
     if "name" in table:
         out["name"] = reader.string(at("name"), table["name"])
@@ -503,31 +537,33 @@ def _race(reader: _Reader, value: Any, base_dir: Path) -> dict:
     return out
 
 
-def _git(directory: Path, *args: str) -> subprocess.CompletedProcess:
+def _git(reader: _Reader, where: Path_, directory: Path, *args: str) -> subprocess.CompletedProcess:
     # Variables a git hook may have set would point git at another repository.
     env = {name: value for name, value in os.environ.items()
            if name not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR")}
-    return subprocess.run(["git", "-C", str(directory), *args], capture_output=True, text=True,
-                          env=env, stdin=subprocess.DEVNULL, timeout=60)
+    try:
+        return subprocess.run(["git", "-C", str(directory), *args], capture_output=True, text=True,
+                              env=env, stdin=subprocess.DEVNULL, timeout=60)
+    except FileNotFoundError:
+        raise reader.error(where, "git is not installed (or not on PATH)") from None
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise reader.error(where, f"cannot run git in {directory}: {error}") from None
 
 
 def _repository(reader: _Reader, value: Any, base_dir: Path, base: str,
                 explicit_base: bool) -> Path:
     where = ("race", "repository")
-    directory = (base_dir / Path(reader.string(where, value)).expanduser()).resolve()
-    if not directory.exists():
+    directory, kind = reader.resolve_path(where, value, base_dir)
+    if kind == "missing":
         raise reader.error(where, f"no such directory: {directory}")
-    if not directory.is_dir():
+    if kind != "directory":
         raise reader.error(where, f"not a directory: {directory}")
-    try:
-        toplevel = _git(directory, "rev-parse", "--show-toplevel")
-    except FileNotFoundError:
-        raise reader.error(where, "git is not installed (or not on PATH)") from None
+    toplevel = _git(reader, where, directory, "rev-parse", "--show-toplevel")
     if toplevel.returncode != 0:
         detail = (toplevel.stderr.strip().splitlines() or [""])[0]
         raise reader.error(where, f"not a git repository: {directory}"
                                   + (f" ({detail})" if detail else ""))
-    commit = _git(directory, "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}")
+    commit = _git(reader, where, directory, "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}")
     if commit.returncode != 0:
         if explicit_base:
             raise reader.error(("race", "base"), f"{json.dumps(base)} is not a commit in {directory}")
@@ -538,7 +574,9 @@ def _repository(reader: _Reader, value: Any, base_dir: Path, base: str,
 
 def _budget(reader: _Reader, value: Any) -> BudgetSpec:
     table = _section(reader, "budget", value)
-    at = lambda *names: ("budget", *names)  # noqa: E731
+    def at(*names: str) -> Path_:
+        return ("budget", *names)
+
     out: dict[str, Any] = {}
     if "attempts" in table:
         out["attempts"] = reader.integer(at("attempts"), table["attempts"], 0)
@@ -580,7 +618,9 @@ def _score(reader: _Reader, value: Any) -> ScoreSpec | None:
 
 def _sandbox(reader: _Reader, value: Any) -> SandboxSpec:
     table = _section(reader, "sandbox", value)
-    at = lambda name: ("sandbox", name)  # noqa: E731
+    def at(name: str) -> Path_:
+        return ("sandbox", name)
+
     out: dict[str, Any] = {}
     for name in ("image", "network", "endpoint"):
         if name in table:
@@ -659,12 +699,15 @@ def _candidate_tables(reader: _Reader, value: Any) -> list[dict]:
 
 
 def _candidate(reader: _Reader, index: int, table: dict, base_dir: Path) -> CandidateSpec:
-    at = lambda name: ("candidates", index, name)  # noqa: E731
+    def at(name: str) -> Path_:
+        return ("candidates", index, name)
+
     where = ("candidates", index)
     if "agent" not in table:
         raise reader.error(where, f"missing key 'agent' (one of: {', '.join(agents.known_agents())})")
     agent = reader.string(at("agent"), table["agent"], agents.known_agents())
-    out: dict[str, Any] = {"key": table["key"], "agent": agent}
+    # env is always passed: spec.frozen_map has no default argument, so its default_factory fails.
+    out: dict[str, Any] = {"key": table["key"], "agent": agent, "env": frozen_map({})}
 
     if "brief" in table and "brief_file" in table:
         raise reader.error(at("brief_file"), "give either brief or brief_file, not both")
@@ -756,8 +799,7 @@ def dump_race(spec: RaceSpec, relative_to: Path | None = None) -> str:
     if prices:
         sections.append(("prices", prices))
 
-    chunks = [tomli_w.dumps({name: table}, multiline_strings=True)
-              for name, table in sections if table]
+    chunks = [_toml({name: table}) for name, table in sections if table]
     for candidate in spec.candidates:
         chunks.append("[[candidates]]\n" + _dump_candidate(candidate, path_text))
     return "\n".join(chunk.strip("\n") + "\n" for chunk in chunks)
@@ -779,11 +821,27 @@ def _dump_candidate(candidate: CandidateSpec, path_text: Any) -> str:
     if candidate.args:
         table["args"] = list(candidate.args)
     table["brief"] = candidate.brief
-    text = tomli_w.dumps(table, multiline_strings=True)
+    text = _toml(table)
     if candidate.env:
         # A sub-table header after [[candidates]] belongs to that candidate.
-        text += "\n[candidates.env]\n" + tomli_w.dumps(dict(candidate.env))
+        text += "\n[candidates.env]\n" + _toml(dict(candidate.env))
     return text
+
+
+def _toml(table: dict[str, Any]) -> str:
+    # Multi-line strings keep briefs readable, but TOML normalises their line endings: a string
+    # with a carriage return must be written escaped to come back the same.
+    return tomli_w.dumps(table, multiline_strings=not _has_carriage_return(table))
+
+
+def _has_carriage_return(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\r" in value
+    if isinstance(value, dict):
+        return any(_has_carriage_return(key) or _has_carriage_return(item) for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_has_carriage_return(item) for item in value)
+    return False
 
 
 def _changed(obj: Any, names: Iterable[str]) -> dict[str, Any]:

@@ -69,6 +69,10 @@ class StorageUnwritable(TransportError):
     exit_code = exitcodes.STORAGE_UNWRITABLE
 
 
+class ObjectTooLarge(TransportError):
+    """An object over the transport's size limit (default 16 MiB); nothing was written."""
+
+
 class InvalidKey(TransportError):
     exit_code = exitcodes.BAD_INPUT
 
@@ -172,15 +176,13 @@ class LocalTransport(Transport):
     def _os_errors(self, action: str) -> Iterator[None]:
         try:
             yield
-        except PermissionError as error:
-            raise StorageUnwritable(f"storage {self.directory} is not {action}: "
-                                    f"{error.strerror} ({error.filename or self.directory})") from None
         except OSError as error:
-            if error.errno in _UNWRITABLE:
-                raise StorageUnwritable(f"storage {self.directory} is not {action}: "
-                                        f"{error.strerror} ({error.filename or self.directory})") from None
-            raise TransportError(f"storage {self.directory}: {_one_line(error.strerror or error)} "
-                                 f"({error.filename or self.directory})") from None
+            # Names under dir_fd are relative and would mislead; only an absolute one says where.
+            where = f" ({error.filename})" if os.path.isabs(str(error.filename or "")) else ""
+            reason = _one_line(error.strerror or error)
+            if isinstance(error, PermissionError) or error.errno in _UNWRITABLE:
+                raise StorageUnwritable(f"storage {self.directory} is not {action}: {reason}{where}") from None
+            raise TransportError(f"storage {self.directory}: {reason}{where}") from None
 
     def _refuse_symlink(self, dir_fd: int, name: str, path: Path, error: OSError) -> None:
         """Turn the error of a no-follow open into a clear refusal when `name` is a symlink."""
@@ -190,7 +192,7 @@ class LocalTransport(Transport):
             raise error from None
         if stat.S_ISLNK(mode):
             raise TransportError(f"refusing symlink {path} in storage {self.directory}") from None
-        if error.errno == errno.ENOTDIR or not stat.S_ISDIR(mode):
+        if error.errno == errno.ENOTDIR:
             raise TransportError(f"{path} in storage {self.directory} is not a directory") from None
         raise error
 
@@ -205,6 +207,7 @@ class LocalTransport(Transport):
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(path, 0o700)
                     os.chmod(path, 0o700)  # mkdir's mode is filtered by the umask
+        # The directory itself may be a symlink: the operator chose it. Only what is below is checked.
         try:
             return os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except FileNotFoundError:
@@ -221,30 +224,31 @@ class LocalTransport(Transport):
         try:
             for name in dirs:
                 path = path / name
-                created = False
-                if create:
-                    try:
+                child = self._open_dir(fd, name, path)
+                if child is None:
+                    if not create:
+                        os.close(fd)
+                        return None
+                    with contextlib.suppress(FileExistsError):  # a concurrent writer made it
                         os.mkdir(name, 0o700, dir_fd=fd)
-                        created = True
-                    except FileExistsError:
-                        pass
-                try:
-                    child = os.open(name, _DIR_FLAGS, dir_fd=fd)
-                except FileNotFoundError:
-                    if create:
-                        raise
-                    os.close(fd)
-                    return None
-                except OSError as error:
-                    self._refuse_symlink(fd, name, path, error)
-                    raise
-                if created:
-                    os.fchmod(child, 0o700)
+                    child = self._open_dir(fd, name, path)
+                    if child is None:
+                        raise FileNotFoundError(errno.ENOENT, "removed while being created", str(path))
+                    os.fchmod(child, 0o700)  # mkdir's mode is filtered by the umask
                 os.close(fd)
                 fd = child
             return fd
         except BaseException:
             os.close(fd)
+            raise
+
+    def _open_dir(self, dir_fd: int, name: str, path: Path) -> int | None:
+        try:
+            return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+        except FileNotFoundError:
+            return None
+        except OSError as error:
+            self._refuse_symlink(dir_fd, name, path, error)
             raise
 
     # ---- headers ----
@@ -319,7 +323,7 @@ class LocalTransport(Transport):
                 # One fd: a concurrent replace swaps the directory entry, not this file's content.
                 header = self._header(fd, key, path)
                 if header.size > self.max_bytes:
-                    raise TransportError(f"{path}: object is {header.size} bytes, over the "
+                    raise ObjectTooLarge(f"{path}: object is {header.size} bytes, over the "
                                          f"{self.max_bytes}-byte limit")
                 data = os.pread(fd, header.size + 1, HEADER_SIZE)
             finally:
@@ -333,7 +337,7 @@ class LocalTransport(Transport):
         dirs, name = self._parts(key)
         path = self.object_path(key)
         if len(data) > self.max_bytes:
-            raise TransportError(f"{path}: {len(data)} bytes exceed the {self.max_bytes}-byte limit "
+            raise ObjectTooLarge(f"{path}: {len(data)} bytes exceed the {self.max_bytes}-byte limit "
                                  f"of storage {self.directory}")
         with self._os_errors("writable"):
             dir_fd = self._open_dirs(dirs, create=True)

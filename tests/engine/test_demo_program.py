@@ -129,7 +129,7 @@ write = { path = "notes/todo.txt", content = "fix add\\n" }
 [[steps]]
 replace = { path = "calc.py", old = "a - b", new = "a + b" }
 [[steps]]
-run = ["python3", "-c", "import calc, sys; print('add', calc.add(2, 3)); print('warn', file=sys.stderr)"]
+run = ["python3", "-c", "import calc,sys;print('add', calc.add(2, 3)); print('w', file=sys.stderr)"]
 check = true
 [[steps]]
 commit = "Fix add"
@@ -141,7 +141,7 @@ say = "done"
     assert (repo / "notes/todo.txt").read_text() == "fix add\n"
     lines = stdout_lines(result)
     # The subprocess's stdout and stderr arrive as log lines, followed by its exit code.
-    assert lines[:3] == ["add 5", "warn", "[exit 0] python3 -c " + lines[2].split(" -c ", 1)[1]]
+    assert lines[:3] == ["add 5", "w", "[exit 0] python3 -c " + lines[2].split(" -c ", 1)[1]]
     assert commits(repo) == ["Fix add", "initial"]
     assert git(repo, "status", "--porcelain") == ""
     assert git(repo, "show", "--format=", "--name-only", "HEAD").split() == ["calc.py",
@@ -159,7 +159,8 @@ write = { path = "a.txt", content = "a" }
 commit = "With identity"
 """)
     assert result.returncode == 0, result.stderr
-    assert git(repo, "log", "-1", "--format=%an <%ae>") == "Configured Person <configured@example.invalid>\n"
+    assert (git(repo, "log", "-1", "--format=%an <%ae>")
+            == "Configured Person <configured@example.invalid>\n")
 
 
 def test_commit_works_without_any_git_identity(tmp_path, repo):
@@ -205,7 +206,8 @@ say = "not reached"
 
 
 def test_replace_of_missing_file_exits_3(tmp_path, repo):
-    result = play(tmp_path, repo, '[[steps]]\nreplace = { path = "nope.py", old = "a", new = "b" }\n')
+    script = '[[steps]]\nreplace = { path = "nope.py", old = "a", new = "b" }\n'
+    result = play(tmp_path, repo, script)
     assert result.returncode == 3
     assert b"nope.py does not exist" in result.stderr
 
@@ -261,7 +263,8 @@ def test_quota_without_reset_time(tmp_path, repo):
 
 
 def test_exit_step_ends_with_its_code(tmp_path, repo):
-    result = play(tmp_path, repo, '[[steps]]\nsay = "a"\n[[steps]]\nexit = 7\n[[steps]]\nsay = "b"\n')
+    script = '[[steps]]\nsay = "a"\n[[steps]]\nexit = 7\n[[steps]]\nsay = "b"\n'
+    result = play(tmp_path, repo, script)
     assert result.returncode == 7
     assert [m["text"] for m in messages(result)] == ["a"]
 
@@ -294,7 +297,8 @@ def test_bad_script_is_one_line_on_stderr_and_exit_2(tmp_path, repo, script, fra
 
 
 def test_bad_pace_in_the_environment_is_exit_2(tmp_path, repo):
-    result = play(tmp_path, repo, '[[steps]]\nsay = "a"\n', env=base_env(OUTPOST_DEMO_PACE="fast"))
+    result = play(tmp_path, repo, '[[steps]]\nsay = "a"\n',
+                  env=base_env(OUTPOST_DEMO_PACE="fast"))
     assert result.returncode == 2
     assert result.stderr.decode().count("\n") == 1 and b"OUTPOST_DEMO_PACE" in result.stderr
 

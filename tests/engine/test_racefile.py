@@ -10,19 +10,27 @@ import pytest
 
 from outpost_tui.engine import agents
 from outpost_tui.engine.agents.command import CommandAgent
+from outpost_tui.engine import spec
 from outpost_tui.engine.racefile import RaceFileError, dump_race, load_race
 from outpost_tui.engine.spec import (
     MAX_CANDIDATES,
     BudgetSpec,
-    CandidateSpec,
     DurabilitySpec,
     Price,
-    RaceSpec,
     SandboxSpec,
     ScoreSpec,
     TokenLimits,
     ValidateSpec,
 )
+
+def CandidateSpec(**fields) -> spec.CandidateSpec:
+    # env given explicitly: spec.frozen_map() needs an argument, so the default_factory fails.
+    return spec.CandidateSpec(**{"env": {}, **fields})
+
+
+def RaceSpec(**fields) -> spec.RaceSpec:
+    return spec.RaceSpec(**{"prices": {}, **fields})
+
 
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"]
 
@@ -339,7 +347,8 @@ ERRORS = {
                         "expected a number, found a string"),
     # [[candidates]]
     "no candidates": (RACE, "candidates", "no candidates"),
-    "empty candidates": (RACE + "candidates = []  # <-\n", "candidates", "no candidates"),
+    "empty candidates": ("candidates = []  # <-\n" + RACE, "candidates", "no candidates"),
+    "candidates inside race": (RACE + "candidates = []  # <-\n", "race.candidates", "unknown key"),
     "candidates not tables": ('candidates = "a"  # <-\n' + RACE, "candidates", "expected an array of tables"),
     "key with dot-dot": (RACE + CAND.replace('key = "a"', 'key = "../x"  # <-'), "candidates[0].key",
                          'invalid key "../x"'),
@@ -359,7 +368,7 @@ ERRORS = {
                              "either brief or brief_file, not both"),
     "missing brief": (RACE + CAND_B.replace('[[candidates]]', '[[candidates]]  # <-'), "candidates[0]",
                       "missing key 'brief'"),
-    "blank brief": (RACE + CAND.replace('brief = "go"', 'brief = """\n  \n"""  # <-'), "candidates[0].brief",
+    "blank brief": (RACE + CAND.replace('brief = "go"', 'brief = " \\n "  # <-'), "candidates[0].brief",
                     "must not be empty"),
     "brief_file missing": (RACE + CAND_B + 'brief_file = "nope.md"  # <-\n', "candidates[0].brief_file",
                            "no such file"),
@@ -389,6 +398,15 @@ ERRORS = {
                          "expected a string, found a boolean"),
     "second candidate error": (RACE + CAND + CAND_B + 'brief = "x"\ntimeout = "soon"  # <-\n',
                                "candidates[1].timeout", "expected a number"),
+    # where keys are written in other TOML forms
+    "dotted keys at the top": (f'race.repository = "{{repo}}"\nrace.concurency = 3  # <-\n' + CAND,
+                               "race.concurency", "did you mean 'concurrency'?"),
+    "inline candidates under race": (RACE + 'candidates = [{ key = "ok" }, { key = "../x" }]  # <-\n',
+                                     "race.candidates", "unknown key"),
+    "inline candidates at the top": ('candidates = [{ key = "ok" }, { key = "../x" }]  # <-\n' + RACE,
+                                     "candidates[1].key", 'invalid key "../x"'),
+    "quoted keys": (RACE + CAND + "[candidates.env]\n'LEVEL' = \"1\"\n\"ex\\u0074ra\" = 2  # <-\n",
+                    "candidates[0].env.extra", "expected a string, found an integer (2)"),
     # TOML syntax
     "toml syntax error": (RACE + "concurrency = = 2  # <-\n" + CAND, "race.concurrency", "invalid TOML"),
     "toml duplicate key": (RACE + CAND + 'key = "b"  # <-\n', "candidates[0].key", "already defined"),
@@ -485,8 +503,68 @@ def test_unreadable_files_are_one_line_errors(tmp_path: Path):
     assert caught.value.line == 2
 
 
+def test_a_symlink_loop_is_a_one_line_error(tmp_path: Path, repo: Path):
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    (tmp_path / "race.toml").write_text(
+        f'[race]\nrepository = "{repo}"\n[[candidates]]\nkey = "a"\nagent = "demo"\nbrief = "b"\n'
+        'script = "loop"\n')
+    with pytest.raises(RaceFileError) as caught:
+        load_race(tmp_path / "race.toml")
+    assert (caught.value.key, caught.value.line) == ("candidates[0].script", 7)
+    assert "loop" in caught.value.message and "\n" not in str(caught.value)
+
+
 def test_syntax_error_at_the_end_of_the_file(tmp_path: Path):
     (tmp_path / "race.toml").write_text('[race]\nrepository = "r"\ncommand = [\n  "a",\n')
     with pytest.raises(RaceFileError, match="invalid TOML") as caught:
         load_race(tmp_path / "race.toml")
     assert caught.value.line == 4
+
+
+def test_line_scanner_agrees_with_tomllib_on_generated_files():
+    """Keys written by tomli_w with awkward strings (quotes, brackets, #, newlines) are found on the
+    line that names them."""
+    import random
+    import tomllib
+
+    import tomli_w
+
+    from outpost_tui.engine.racefile import _Locator
+
+    rnd = random.Random(7)
+    alphabet = ['a', '"', "'", "\\", "\n", "[", "]", "#", "=", "{", "}", " ", "é", "\t", '"""', "'''", "."]
+
+    def text() -> str:
+        return "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 8)))
+
+    def value(depth: int):
+        roll = rnd.random()
+        if depth < 2 and roll < 0.25:
+            return {rnd.choice(["k", "x-y", text() or "z"]): value(depth + 1) for _ in range(rnd.randint(1, 3))}
+        if depth < 2 and roll < 0.35:
+            return [{"k": value(depth + 1)} for _ in range(rnd.randint(1, 3))]
+        return [text()] if roll < 0.5 else text() if roll < 0.8 else rnd.randint(-5, 5)
+
+    def leaves(table: dict, path=()):
+        for key, item in table.items():
+            if isinstance(item, dict):
+                yield from leaves(item, path + (key,))
+            elif isinstance(item, list) and item and isinstance(item[0], dict):
+                for index, element in enumerate(item):
+                    yield from leaves(element, path + (key, index))
+            else:
+                yield path + (key,)
+
+    for _ in range(400):
+        document = {rnd.choice(["k", "x-y", text() or "z"]): value(0) for _ in range(rnd.randint(1, 4))}
+        for multiline in (False, True):
+            source = tomli_w.dumps(document, multiline_strings=multiline)
+            if tomllib.loads(source) != document:
+                continue  # tomli_w normalised a line ending: not the scanner's concern
+            locator, lines = _Locator(source), source.split("\n")
+            for path in leaves(document):
+                line = locator.line(path)
+                assert line is not None, (path, source)
+                if path in locator.lines:  # written on a line of its own, not inside an inline table
+                    written = tomli_w.dumps({path[-1]: 0}).split(" = ")[0]
+                    assert written in lines[line - 1], (path, line, source)

@@ -18,8 +18,8 @@ import pytest
 from outpost_tui import exitcodes
 from outpost_tui.engine.ownership import process_start, this_host
 from outpost_tui.engine.transport import (
-    HEADER_SIZE, CorruptObject, InvalidKey, LocalTransport, StorageUnwritable, TransportConflict,
-    TransportError,
+    HEADER_SIZE, CorruptObject, InvalidKey, LocalTransport, ObjectTooLarge, StorageUnwritable,
+    TransportConflict, TransportError,
 )
 
 KEY = "speculations/abc.json"
@@ -139,12 +139,12 @@ def test_symlinked_object_file_is_refused_and_its_target_kept(storage: LocalTran
 def test_size_limit(tmp_path: Path) -> None:
     storage = LocalTransport(tmp_path / "storage", max_bytes=100)
     storage.write(KEY, b"x" * 100, if_revision=None)
-    with pytest.raises(TransportError, match="exceed the 100-byte limit") as refused:
+    with pytest.raises(ObjectTooLarge, match="exceed the 100-byte limit") as refused:
         storage.write(KEY, b"x" * 101, if_revision=storage.read(KEY).revision)
     assert "\n" not in str(refused.value)
     assert storage.read(KEY).size == 100
     # An object larger than the reader's limit is refused on read too.
-    with pytest.raises(TransportError, match="over the 50-byte limit"):
+    with pytest.raises(ObjectTooLarge, match="over the 50-byte limit"):
         LocalTransport(storage.directory, max_bytes=50).read(KEY)
 
 
@@ -235,21 +235,40 @@ def test_unwritable_storage_is_one_clear_line(tmp_path: Path) -> None:
             LocalTransport(directory).write(KEY, b"x", if_revision=None)
         message = str(refused.value)
     else:
-        # Root ignores permission bits: write as an unprivileged user in a real child process.
+        # Root ignores permission bits: write as an unprivileged user in a forked child (the
+        # interpreter lives under /root, so a fresh one could not be started as that user).
         base = Path(tempfile.mkdtemp())
         try:
             os.chmod(base, 0o755)
             directory = base / "storage"
             directory.mkdir(mode=0o755)
-            script = ("import sys\nfrom outpost_tui.engine.transport import LocalTransport, StorageUnwritable\n"
-                      "try:\n    LocalTransport(sys.argv[1]).write('speculations/k.json', b'x', if_revision=None)\n"
-                      "except StorageUnwritable as e:\n    print(e.exit_code, e)\n")
-            child = subprocess.run([sys.executable, "-c", script, str(directory)], user=65534, group=65534,
-                                   capture_output=True, text=True, timeout=30, cwd="/")
-            assert child.returncode == 0, child.stderr
-            code, message = child.stdout.rstrip("\n").split(" ", 1)
-            assert int(code) == exitcodes.STORAGE_UNWRITABLE
+            message = unprivileged_write(directory)
             assert list(directory.iterdir()) == []
         finally:
             subprocess.run(["rm", "-rf", str(base)], check=True)
     assert f"storage {directory} is not writable" in message and "\n" not in message
+
+
+def unprivileged_write(directory: Path) -> str:
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        try:
+            os.close(read_end)
+            os.setgid(65534)
+            os.setuid(65534)
+            try:
+                LocalTransport(directory).write(KEY, b"x", if_revision=None)
+                report = "written"
+            except StorageUnwritable as error:
+                report = f"{error.exit_code} {error}"
+            os.write(write_end, report.encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        report = pipe.read().decode()
+    os.waitpid(pid, 0)
+    code, _, message = report.partition(" ")
+    assert code == str(exitcodes.STORAGE_UNWRITABLE), report
+    return message

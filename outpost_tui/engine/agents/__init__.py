@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 from .base import AgentAdapter, AgentEvent, AgentOutcome, Decoder, Launch, LaunchContext, Quota
+from .aider import AiderAgent
+from .claude import ClaudeAgent
+from .codex import CodexAgent
 from .command import CommandAgent
 from .demo import DemoAgent
+from .gemini import GeminiAgent
+from .opencode import OpencodeAgent
 
 _ADAPTERS: dict[str, type[AgentAdapter]] = {
     CommandAgent.kind: CommandAgent,
     DemoAgent.kind: DemoAgent,
+    ClaudeAgent.kind: ClaudeAgent,
+    CodexAgent.kind: CodexAgent,
+    GeminiAgent.kind: GeminiAgent,
+    AiderAgent.kind: AiderAgent,
+    OpencodeAgent.kind: OpencodeAgent,
 }
 
 

@@ -455,7 +455,7 @@ def fail(message: str, code: int) -> int:
 def main(argv: list[str] | None = None) -> int:
     # An agent must stop at once when the engine cancels it: never inherit an ignored SIGTERM,
     # and let Ctrl-C end it quietly instead of with a KeyboardInterrupt traceback.
-    pass
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:

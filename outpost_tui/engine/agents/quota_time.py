@@ -3,8 +3,9 @@
 Agents print reset times as epoch seconds, local clock times with an optional IANA zone in
 parentheses ("4pm (America/Recife)", "Feb 16, 11am (Europe/Berlin)"), clock times in the child's
 local zone ("3:09 PM": agents are launched with TZ=UTC), full dates ("Aug 20th, 2026 11:50 AM",
-"2026-04-01 at 00:00 UTC") or durations ("in 2 hours 5 minutes"). A time without a date means its
-next occurrence after `now`; a date without a year means its next occurrence too.
+"2026-04-01 at 00:00 UTC") or durations ("in 2 hours 5 minutes", "after 2h52m39s"). A time
+without a date means its next occurrence after `now`; a date without a year means its next
+occurrence too.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ _MONTHS = {name: number for number, name in enumerate(
 
 # Phrases that introduce the reset time in a longer message; the time is what follows.
 _LEAD_INS = re.compile(
-    r"(?:\bresets?(?:\s+(?:at|on))?|\btry again (?:at|in)|\bregain access on|\bavailable again (?:at|in))"
+    r"(?:\bresets?(?:\s+(?:at|on|after|in))?|\btry again (?:at|in)|\bregain access on"
+    r"|\bavailable again (?:at|in))"
     r"\s+(?P<when>.+)$",
     re.IGNORECASE,
 )
@@ -32,7 +34,7 @@ _ISO = re.compile(
     re.IGNORECASE,
 )
 _DURATION_PART = re.compile(
-    r"(\d+(?:\.\d+)?)\s*(d(?:ays?)?|h(?:ours?|rs?)?|m(?:in(?:ute)?s?)?|s(?:ec(?:ond)?s?)?)\b",
+    r"(\d+(?:\.\d+)?)\s*(d(?:ays?)?|h(?:ours?|rs?)?|m(?:in(?:ute)?s?)?|s(?:ec(?:ond)?s?)?)(?![a-z])",
     re.IGNORECASE,
 )
 _DURATION = re.compile(

@@ -1,0 +1,321 @@
+"""Claude Code (`claude -p … --output-format stream-json --verbose`).
+
+Launch: the brief is the argument right after `-p` (a brief over ~100 KB, too long for one argv
+entry, goes on stdin instead, which `claude -p` reads when no prompt argument is given). Edits are
+approved by `--permission-mode acceptEdits`; every other tool must be allow-listed, as one
+comma-separated `--allowedTools` argument because the option is variadic.
+
+Usage: live tokens are summed over distinct assistant message ids (the lines of one API response
+repeat its id and usage; a step's output count can be a placeholder, so the highest seen is kept),
+priced from the table as an estimate. The `result` line is authoritative for the whole invocation:
+tokens from `modelUsage` (every model, subagents included), cost from `total_cost_usd`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Mapping
+
+from ..events import EventKind
+from ..spec import CandidateSpec, Price
+from ..usage import Usage
+from .agentcli import CliDecoder, as_argument, as_dict, as_list, count, log, money, short
+from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext
+from .prices import cost_of, price_for
+from .quota_time import from_epoch
+
+DEFAULT_ALLOWED_TOOLS = (
+    "Read", "Edit", "MultiEdit", "Write", "Glob", "Grep", "LS", "TodoWrite",
+    "Bash(git add:*)", "Bash(git commit:*)", "Bash(git status:*)", "Bash(git diff:*)",
+    "Bash(git log:*)", "Bash(python:*)", "Bash(python3:*)", "Bash(pytest:*)",
+)
+# One argv entry may not exceed 128 KiB on Linux (MAX_ARG_STRLEN).
+MAX_BRIEF_ARGUMENT = 100_000
+
+_QUOTA_TEXT = re.compile(
+    r"usage limit reached|hit your (?:\w+ )?limit|reached your specified API usage limits"
+    r"|credit balance is too low|rate_limit_error",
+    re.IGNORECASE,
+)
+_FILE_TOOLS = {"Edit": "update", "MultiEdit": "update", "NotebookEdit": "update", "Write": "write"}
+
+
+class ClaudeDecoder(CliDecoder):
+    program = "claude"
+    login_hint = "run `claude login` or set ANTHROPIC_API_KEY"
+    default_model = "claude-sonnet-4-5"
+    quota_pattern = _QUOTA_TEXT
+
+    def __init__(self, candidate: CandidateSpec, prices: Mapping[str, Price] | None = None) -> None:
+        super().__init__(candidate, prices)
+        self.session_id: str | None = None
+        self._steps: dict[str, tuple[Usage, str | None]] = {}  # message id -> (usage, model)
+        self._tools: dict[str, tuple[str, str | None]] = {}  # tool_use id -> (name, edited path)
+        self._final: Usage | None = None
+        self.permission_denials: list[str] = []
+
+    def decode_line(self, line: str) -> list[AgentEvent] | None:
+        stripped = line.lstrip()
+        if stripped.startswith("["):
+            # `--output-format json` with verbose on prints every message as one JSON array.
+            try:
+                messages = json.loads(stripped)
+            except ValueError:
+                messages = None
+            if isinstance(messages, list):
+                events: list[AgentEvent] = []
+                for message in messages:
+                    if isinstance(message, dict):
+                        events.extend(self.decode_message(message) or [])
+                return events
+        return super().decode_line(line)
+
+    def decode_message(self, message: dict) -> list[AgentEvent] | None:
+        kind = message.get("type")
+        if isinstance(message.get("session_id"), str):
+            self.session_id = message["session_id"]
+        if kind == "assistant":
+            return self._assistant(message)
+        if kind == "user":
+            return self._tool_results(message)
+        if kind == "system":
+            return self._system(message)
+        if kind == "rate_limit_event":
+            return self._rate_limit(as_dict(message.get("rate_limit_info")))
+        if kind == "result":
+            return self._result(message)
+        if kind == "stream_event":
+            return []  # partial deltas; the complete message follows as an assistant line
+        return None
+
+    # -- message kinds -------------------------------------------------------------------------
+    def _system(self, message: dict) -> list[AgentEvent] | None:
+        subtype = message.get("subtype")
+        if subtype == "init":
+            if isinstance(message.get("model"), str):
+                self.model = message["model"]
+            return [log(f"claude {message.get('claude_code_version') or ''} session "
+                        f"{message.get('session_id') or '?'}, model {self.model or '?'}, "
+                        f"permissions {message.get('permissionMode') or '?'}".replace("  ", " "))]
+        if subtype == "api_retry":
+            attempt = count(message.get("attempt"))
+            delay_ms = count(message.get("retry_delay_ms"))
+            status = message.get("error_status")
+            text = (f"API error {status or ''} ({message.get('error') or 'error'}); retrying in "
+                    f"{delay_ms} ms (attempt {attempt} of {message.get('max_retries') or '?'})")
+            return [AgentEvent(EventKind.RETRY, {"message": " ".join(text.split()),
+                                                 "retry": attempt, "delay_ms": delay_ms})]
+        return None
+
+    def _assistant(self, message: dict) -> list[AgentEvent]:
+        body = as_dict(message.get("message"))
+        content = as_list(body.get("content"))
+        error = message.get("error")
+        if error:
+            text = " ".join(str(block.get("text") or "") for block in content
+                            if isinstance(block, dict) and block.get("type") == "text").strip()
+            return self._assistant_error(str(error), text)
+        self._record_step(body)
+        events: list[AgentEvent] = []
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            kind = block.get("type")
+            if kind == "text" and block.get("text"):
+                events.append(AgentEvent(EventKind.TEXT, {"text": block["text"]}))
+            elif kind in ("tool_use", "server_tool_use"):
+                name = str(block.get("name") or "?")
+                tool_input = block.get("input") if isinstance(block.get("input"), dict) else {}
+                edited = tool_input.get("file_path") or tool_input.get("notebook_path")
+                if block.get("id"):
+                    self._tools[str(block["id"])] = (name, edited if name in _FILE_TOOLS else None)
+                events.append(AgentEvent(EventKind.TOOL, {"name": name, "input": short(tool_input)}))
+        return events
+
+    def _assistant_error(self, error: str, text: str) -> list[AgentEvent]:
+        # Synthetic messages (model "<synthetic>") that the CLI writes when an API call fails.
+        if error in ("rate_limit", "billing_error"):
+            return [log(text or error), *self.note_quota(text or error.replace("_", " "))]
+        self.errors.append(f"{error}: {text}" if text else error)
+        return [log(text or error)]
+
+    def _record_step(self, body: dict) -> None:
+        message_id, usage = body.get("id"), body.get("usage")
+        if not isinstance(message_id, str) or not message_id or not isinstance(usage, dict):
+            return
+        step = Usage(input=count(usage.get("input_tokens")),
+                     cached=count(usage.get("cache_read_input_tokens")),
+                     cache_write=count(usage.get("cache_creation_input_tokens")),
+                     output=count(usage.get("output_tokens")))
+        seen = self._steps.get(message_id)
+        if seen is not None:
+            before = seen[0]
+            step = Usage(input=max(before.input, step.input), cached=max(before.cached, step.cached),
+                         cache_write=max(before.cache_write, step.cache_write),
+                         output=max(before.output, step.output))
+        model = body.get("model") if isinstance(body.get("model"), str) else None
+        self._steps[message_id] = (step, model or self.model)
+        if self._final is None:
+            self.usage = self._live_usage()
+
+    def _live_usage(self) -> Usage:
+        total, cost = Usage(), 0.0
+        for step, model in self._steps.values():
+            total = total + step
+            price = price_for(model, self.prices) or price_for(self.model, self.prices)
+            cost += cost_of(step, price) if price else 0.0
+        return Usage(input=total.input, cached=total.cached, cache_write=total.cache_write,
+                     output=total.output, cost_usd=round(cost, 6), estimated=True)
+
+    def _tool_results(self, message: dict) -> list[AgentEvent]:
+        content = as_dict(message.get("message")).get("content")
+        if not isinstance(content, list):
+            return []  # the prompt echoed back
+        extra = message.get("tool_use_result") if isinstance(message.get("tool_use_result"), dict) else {}
+        events: list[AgentEvent] = []
+        for block in content:
+            if not isinstance(block, dict) or block.get("type") != "tool_result":
+                continue
+            name, edited = self._tools.get(str(block.get("tool_use_id")), ("?", None))
+            output = block.get("content")
+            if isinstance(output, list):
+                output = "\n".join(part.get("text", "") for part in output if isinstance(part, dict))
+            failed = bool(block.get("is_error"))
+            events.append(AgentEvent(EventKind.TOOL_RESULT, {"name": name, "output": short(output),
+                                                             "error": failed}))
+            if edited and not failed:
+                kind = _FILE_TOOLS[name]
+                if name == "Write" and extra.get("type") in ("create", "update"):
+                    kind = "add" if extra["type"] == "create" else "update"
+                events.append(AgentEvent(EventKind.FILE_CHANGE, {"path": str(edited), "change": kind}))
+        return events
+
+    def _rate_limit(self, info: dict) -> list[AgentEvent]:
+        status = info.get("status")
+        window = str(info.get("rateLimitType") or "usage").replace("_", " ")
+        if status == "rejected":
+            resets = info.get("resetsAt")
+            reset_at = from_epoch(resets) if isinstance(resets, (int, float)) else None
+            return self.note_quota(f"{window} limit reached", reset_at)
+        if status == "allowed_warning":
+            used = info.get("utilization")
+            share = f" at {round(used * 100)}%" if isinstance(used, (int, float)) else ""
+            return [log(f"rate limit warning: {window} window{share}")]
+        return []
+
+    def _result(self, message: dict) -> list[AgentEvent]:
+        text = message.get("result")
+        if isinstance(text, str):
+            self.result = text
+        self._final = self._final_usage(message)
+        self.usage = self._final
+        events: list[AgentEvent] = []
+        for denial in as_list(message.get("permission_denials")):
+            if isinstance(denial, dict):
+                described = f"{denial.get('tool_name', '?')} {short(denial.get('tool_input'), 200)}"
+                self.permission_denials.append(described)
+                events.append(log(f"permission denied: {described}"))
+        subtype = message.get("subtype")
+        if not message.get("is_error") and subtype in (None, "success"):
+            return events
+        self.failed = True
+        errors = [str(error) for error in as_list(message.get("errors"))]
+        detail = text if isinstance(text, str) and text else "; ".join(errors)
+        if message.get("api_error_status") == 429 or self.is_quota_text(detail):
+            events.extend(self.note_quota(detail or "rate limited (HTTP 429)"))
+        elif subtype == "error_max_turns":
+            turns = message.get("num_turns")
+            self.failure = "max turns reached" + (f" ({turns} turns)" if turns else "")
+        elif subtype == "error_max_budget_usd":
+            self.failure = "max budget reached (--max-budget-usd)"
+        else:
+            status = message.get("api_error_status")
+            prefix = f"API error {status}: " if status else ""
+            self.errors.append(prefix + (detail or str(subtype)))
+        return events
+
+    def _final_usage(self, message: dict) -> Usage:
+        per_model = message.get("modelUsage")
+        tokens = Usage()
+        if isinstance(per_model, dict) and per_model:
+            for figures in per_model.values():
+                if isinstance(figures, dict):
+                    tokens = tokens + Usage(input=count(figures.get("inputTokens")),
+                                            cached=count(figures.get("cacheReadInputTokens")),
+                                            cache_write=count(figures.get("cacheCreationInputTokens")),
+                                            output=count(figures.get("outputTokens")))
+        elif isinstance(message.get("usage"), dict):
+            usage = message["usage"]
+            tokens = Usage(input=count(usage.get("input_tokens")),
+                           cached=count(usage.get("cache_read_input_tokens")),
+                           cache_write=count(usage.get("cache_creation_input_tokens")),
+                           output=count(usage.get("output_tokens")))
+        else:
+            tokens = self._live_usage()
+        cost = money(message.get("total_cost_usd"))
+        if cost is None:
+            price = price_for(self.model, self.prices)
+            return Usage(input=tokens.input, cached=tokens.cached, cache_write=tokens.cache_write,
+                         output=tokens.output, cost_usd=cost_of(tokens, price) if price else 0.0,
+                         estimated=True)
+        return Usage(input=tokens.input, cached=tokens.cached, cache_write=tokens.cache_write,
+                     output=tokens.output, cost_usd=round(cost, 6), estimated=False)
+
+    def finalise_usage(self, exit_code: int) -> None:
+        if self._final is None:
+            # No result line (crash, kill): the live figures are only a lower bound.
+            live = self._live_usage()
+            self.usage = Usage(input=live.input, cached=live.cached, cache_write=live.cache_write,
+                               output=live.output, cost_usd=live.cost_usd, complete=False,
+                               estimated=True)
+
+
+class ClaudeAgent(AgentAdapter):
+    kind = "claude"
+    program = "claude"
+
+    def launch(self, candidate: CandidateSpec, brief: str, context: LaunchContext) -> Launch:
+        argv = [self.program, "-p"]
+        stdin = None
+        if len(brief.encode()) > MAX_BRIEF_ARGUMENT:
+            stdin = brief.encode()
+        else:
+            argv.append(as_argument(brief))
+        argv += ["--output-format", "stream-json", "--verbose", "--permission-mode", "acceptEdits"]
+        tools = DEFAULT_ALLOWED_TOOLS if candidate.allowed_tools is None else candidate.allowed_tools
+        if tools:
+            argv += ["--allowedTools", ",".join(tools)]
+        if candidate.max_turns:
+            argv += ["--max-turns", str(candidate.max_turns)]
+        if candidate.model:
+            argv += ["--model", candidate.model]
+        argv += list(candidate.args)
+        return Launch(argv=tuple(argv), env={"TZ": "UTC"}, stdin=stdin)
+
+    def decoder(self, candidate: CandidateSpec, prices: Mapping[str, Price] | None = None) -> Decoder:
+        return ClaudeDecoder(candidate, prices)
+
+    @staticmethod
+    def auth_status(env: Mapping[str, str], home: Path) -> tuple[bool | None, str]:
+        """Whether claude looks logged in, from files and variables only (spends no tokens)."""
+        for name in ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN"):
+            if env.get(name):
+                return True, f"{name} is set"
+        if env.get("CLAUDE_CODE_USE_BEDROCK") or env.get("CLAUDE_CODE_USE_VERTEX"):
+            return None, "uses Bedrock/Vertex credentials (not checked)"
+        config = Path(env["CLAUDE_CONFIG_DIR"]) if env.get("CLAUDE_CONFIG_DIR") else home / ".claude"
+        if (config / ".credentials.json").is_file():
+            return True, f"credentials in {config / '.credentials.json'}"
+        profile = home / ".claude.json"
+        try:
+            account = json.loads(profile.read_text()).get("oauthAccount")
+        except (OSError, ValueError, AttributeError):
+            account = None
+        if account:
+            if os.uname().sysname == "Darwin":
+                return True, f"account in {profile} (token in the macOS keychain)"
+            return None, f"account in {profile} but no {config / '.credentials.json'}"
+        return False, "no ANTHROPIC_API_KEY and no ~/.claude credentials: run `claude login`"

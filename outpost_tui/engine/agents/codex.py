@@ -1,0 +1,189 @@
+"""OpenAI Codex CLI (`codex exec --json`).
+
+Launch: the brief goes on stdin with `-` as the prompt argument, then stdin is closed. That keeps a
+brief that starts with '-' or reads like a subcommand ("resume …") from being parsed as one, and
+has no argv length limit. `--sandbox workspace-write` lets it edit the worktree; the repository's
+git dir is added as a writable root (`--add-dir`) so its own `git commit` can write a linked
+worktree's index and objects. Some versions still refuse, so the engine also commits leftover
+edits after it exits, recorded as done on its behalf (`commits_on_behalf`).
+
+Usage: `turn.completed` carries the thread's cumulative total, so the latest replaces the previous
+one; Codex counts cached tokens inside `input_tokens`, so uncached = input - cached. Codex reports
+no cost: it is priced from the table and marked estimated.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Mapping
+
+from ..events import EventKind
+from ..spec import CandidateSpec, Price
+from ..usage import Usage
+from .agentcli import CliDecoder, as_list, count, log, short
+from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext
+from .prices import with_estimated_cost
+
+_QUOTA_TEXT = re.compile(
+    r"hit your usage limit|out of credits|hit your spend cap|quota exceeded|insufficient_quota"
+    r"|exceeded retry limit, last status: 429|unexpected status 429",
+    re.IGNORECASE,
+)
+# Errors Codex recovers from by itself (it retries the stream or waits for capacity).
+_TRANSIENT = re.compile(r"at capacity|reconnecting|retrying|stream disconnected|temporarily unavailable",
+                        re.IGNORECASE)
+_RETRY_COUNT = re.compile(r"(\d+)\s*/\s*(\d+)")
+_RETRY_DELAY = re.compile(r"in\s+(\d+(?:\.\d+)?)\s*(ms|s)\b", re.IGNORECASE)
+
+
+class CodexDecoder(CliDecoder):
+    program = "codex"
+    login_hint = "run `codex login` or set OPENAI_API_KEY (or CODEX_API_KEY)"
+    default_model = "gpt-5-codex"
+    quota_pattern = _QUOTA_TEXT
+
+    def __init__(self, candidate: CandidateSpec, prices: Mapping[str, Price] | None = None) -> None:
+        super().__init__(candidate, prices)
+        self.thread_id: str | None = None
+        self.turn_completed = False
+        self._items_seen = 0
+        self._announced: set[str] = set()  # item ids whose TOOL event was already emitted
+
+    def decode_message(self, message: dict) -> list[AgentEvent] | None:
+        kind = message.get("type")
+        if kind == "thread.started":
+            self.thread_id = str(message.get("thread_id") or "") or None
+            return [log(f"codex thread {self.thread_id or '?'}")]
+        if kind == "turn.started":
+            return []
+        if kind in ("item.started", "item.updated", "item.completed"):
+            item = message.get("item")
+            if not isinstance(item, dict):
+                return None
+            self._items_seen += 1
+            return self._item(kind.split(".", 1)[1], item)
+        if kind == "turn.completed":
+            return self._turn_completed(message.get("usage"))
+        if kind == "turn.failed":
+            error = message.get("error") if isinstance(message.get("error"), dict) else {}
+            self.failed = True
+            return self._error(str(error.get("message") or "turn failed"), final=True)
+        if kind == "error":
+            return self._error(str(message.get("message") or "error"), final=False)
+        return None
+
+    def _item(self, stage: str, item: dict) -> list[AgentEvent]:
+        kind, item_id = item.get("type"), str(item.get("id") or "")
+        if kind == "command_execution":
+            return self._tool_item(stage, item_id, "shell", item.get("command"), item)
+        if kind == "mcp_tool_call":
+            name = f"{item.get('server') or 'mcp'}.{item.get('tool') or '?'}"
+            return self._tool_item(stage, item_id, name, item.get("arguments"), item)
+        if stage != "completed":
+            return []
+        if kind == "agent_message":
+            text = str(item.get("text") or "")
+            self.result = text
+            return [AgentEvent(EventKind.TEXT, {"text": text})]
+        if kind == "reasoning":
+            return [AgentEvent(EventKind.TEXT, {"text": str(item.get("text") or ""), "reasoning": True})]
+        if kind == "file_change":
+            if item.get("status") == "failed":
+                return [log(f"file change failed: {short(item.get('changes'), 300)}")]
+            return [AgentEvent(EventKind.FILE_CHANGE, {"path": str(change.get("path")),
+                                                       "change": str(change.get("kind") or "update")})
+                    for change in as_list(item.get("changes")) if isinstance(change, dict)]
+        if kind == "web_search":
+            return [AgentEvent(EventKind.TOOL, {"name": "web_search", "input": short(item.get("query"))})]
+        if kind == "todo_list":
+            steps = [f"[{'x' if step.get('completed') else ' '}] {step.get('text', '')}"
+                     for step in as_list(item.get("items")) if isinstance(step, dict)]
+            return [log("plan: " + "; ".join(steps))]
+        if kind == "error":
+            return [log(f"warning: {item.get('message') or ''}")]
+        return []
+
+    def _tool_item(self, stage: str, item_id: str, name: str, tool_input: object,
+                   item: dict) -> list[AgentEvent]:
+        events: list[AgentEvent] = []
+        if item_id not in self._announced:
+            self._announced.add(item_id)
+            events.append(AgentEvent(EventKind.TOOL, {"name": name, "input": short(tool_input)}))
+        if stage == "completed":
+            if "aggregated_output" in item:
+                output = item.get("aggregated_output")
+                exit_code = item.get("exit_code")
+                failed = item.get("status") in ("failed", "declined") or (
+                    isinstance(exit_code, int) and exit_code != 0)
+            else:
+                output = item.get("error") or item.get("result")
+                failed = bool(item.get("error")) or item.get("status") == "failed"
+            events.append(AgentEvent(EventKind.TOOL_RESULT, {"name": name, "output": short(output),
+                                                             "error": failed}))
+        return events
+
+    def _turn_completed(self, usage: object) -> list[AgentEvent]:
+        self.turn_completed = True
+        if isinstance(usage, dict):
+            total_input, cached = count(usage.get("input_tokens")), count(usage.get("cached_input_tokens"))
+            tokens = Usage(input=max(0, total_input - cached), cached=min(cached, total_input),
+                           output=count(usage.get("output_tokens")))
+            self.usage = with_estimated_cost(tokens, self.model, self.prices)
+        return []
+
+    def _error(self, message: str, final: bool) -> list[AgentEvent]:
+        if self.is_quota_text(message):
+            return [log(f"error: {message}"), *self.note_quota(message)]
+        if not final and _TRANSIENT.search(message):
+            attempt = _RETRY_COUNT.search(message)
+            delay = _RETRY_DELAY.search(message)
+            delay_ms = 0
+            if delay:
+                delay_ms = int(float(delay.group(1)) * (1 if delay.group(2).lower() == "ms" else 1000))
+            return [AgentEvent(EventKind.RETRY, {"message": message,
+                                                 "retry": int(attempt.group(1)) if attempt else 0,
+                                                 "delay_ms": delay_ms})]
+        self.errors.append(message)
+        return [log(f"error: {message}")]
+
+    def finalise_usage(self, exit_code: int) -> None:
+        if not self.turn_completed and self._items_seen:
+            # The turn did work but never reported its tokens: what we show is a lower bound.
+            usage = self.usage
+            self.usage = Usage(input=usage.input, cached=usage.cached, cache_write=usage.cache_write,
+                               output=usage.output, cost_usd=usage.cost_usd, complete=False,
+                               estimated=True)
+
+
+class CodexAgent(AgentAdapter):
+    kind = "codex"
+    program = "codex"
+    commits_on_behalf = True
+
+    def launch(self, candidate: CandidateSpec, brief: str, context: LaunchContext) -> Launch:
+        if candidate.max_turns:
+            raise ValueError(f"candidate {candidate.key!r}: codex has no max-turns limit; remove max_turns")
+        if candidate.allowed_tools is not None:
+            raise ValueError(f"candidate {candidate.key!r}: codex has no tool allow-list (its --sandbox "
+                             f"decides); remove allowed_tools")
+        argv = [self.program, "exec", "--json", "--sandbox", "workspace-write",
+                "--add-dir", str(context.git_common_dir)]
+        if candidate.model:
+            argv += ["-m", candidate.model]
+        argv += list(candidate.args)
+        argv.append("-")  # read the prompt from stdin
+        return Launch(argv=tuple(argv), env={"TZ": "UTC"}, stdin=brief.encode())
+
+    def decoder(self, candidate: CandidateSpec, prices: Mapping[str, Price] | None = None) -> Decoder:
+        return CodexDecoder(candidate, prices)
+
+    @staticmethod
+    def auth_status(env: Mapping[str, str], home: Path) -> tuple[bool | None, str]:
+        for name in ("CODEX_API_KEY", "OPENAI_API_KEY"):
+            if env.get(name):
+                return True, f"{name} is set"
+        codex_home = Path(env["CODEX_HOME"]) if env.get("CODEX_HOME") else home / ".codex"
+        if (codex_home / "auth.json").is_file():
+            return True, f"credentials in {codex_home / 'auth.json'}"
+        return False, "no OPENAI_API_KEY and no ~/.codex/auth.json: run `codex login`"

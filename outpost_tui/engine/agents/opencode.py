@@ -1,0 +1,151 @@
+"""opencode (`opencode run --format json --auto`).
+
+Launch: non-interactive `run` rejects permission requests unless `--auto` is given; the model is
+`provider/model`. opencode has no max-turns option and no tool list on its command line.
+
+Usage: each `step_finish` carries that step's tokens and cost, so they are added up. `tokens.input`
+already excludes cache reads and writes; reasoning tokens are billed as output. The cost is
+opencode's own (estimated=False).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import Mapping
+
+from ..events import EventKind
+from ..spec import CandidateSpec, Price
+from ..usage import Usage
+from .agentcli import CliDecoder, as_argument, count, log, money, short
+from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext
+from .quota_time import iso_utc
+
+_QUOTA_TEXT = re.compile(r"\b429\b|quota|rate limit|usage limit|insufficient_quota|credit balance",
+                         re.IGNORECASE)
+_FILE_TOOLS = {"edit": "update", "write": "write", "patch": "update", "multiedit": "update"}
+
+
+def retry_after(headers: object, now: datetime | None = None) -> str | None:
+    """The reset time from a `retry-after` header: seconds or an HTTP date."""
+    if not isinstance(headers, dict):
+        return None
+    value = next((str(v) for k, v in headers.items() if str(k).lower() == "retry-after"), None)
+    if not value:
+        return None
+    now = now or datetime.now(timezone.utc)
+    try:
+        return iso_utc(now + timedelta(seconds=float(value)))
+    except ValueError:
+        pass
+    try:
+        return iso_utc(parsedate_to_datetime(value))
+    except (TypeError, ValueError):
+        return None
+
+
+class OpencodeDecoder(CliDecoder):
+    program = "opencode"
+    login_hint = "run `opencode auth login` or set the provider's API key"
+    quota_pattern = _QUOTA_TEXT
+
+    def __init__(self, candidate: CandidateSpec, prices: Mapping[str, Price] | None = None) -> None:
+        super().__init__(candidate, prices)
+        self._announced: set[str] = set()
+
+    def decode_message(self, message: dict) -> list[AgentEvent] | None:
+        kind = message.get("type")
+        part = message.get("part") if isinstance(message.get("part"), dict) else {}
+        if kind in ("step_start", "done"):
+            return []
+        if kind == "text":
+            text = str(part.get("text") or "")
+            self.result = text
+            return [AgentEvent(EventKind.TEXT, {"text": text})]
+        if kind == "reasoning":
+            return [AgentEvent(EventKind.TEXT, {"text": str(part.get("text") or ""), "reasoning": True})]
+        if kind == "tool_use":
+            return self._tool(part)
+        if kind == "step_finish":
+            return self._step_finish(part)
+        if kind == "error":
+            return self._error(message.get("error"))
+        return None
+
+    def _tool(self, part: dict) -> list[AgentEvent]:
+        name = str(part.get("tool") or "?")
+        state = part.get("state") if isinstance(part.get("state"), dict) else {}
+        tool_input = state.get("input") if isinstance(state.get("input"), dict) else {}
+        call = str(part.get("callID") or part.get("id") or "")
+        events: list[AgentEvent] = []
+        if call not in self._announced:
+            self._announced.add(call)
+            events.append(AgentEvent(EventKind.TOOL, {"name": name, "input": short(tool_input)}))
+        status = state.get("status")
+        if status in ("completed", "error"):
+            failed = status == "error"
+            output = state.get("error") if failed else state.get("output")
+            events.append(AgentEvent(EventKind.TOOL_RESULT, {"name": name, "output": short(output),
+                                                             "error": failed}))
+            edited = tool_input.get("filePath") or tool_input.get("file_path")
+            if edited and not failed and name in _FILE_TOOLS:
+                events.append(AgentEvent(EventKind.FILE_CHANGE, {"path": str(edited),
+                                                                 "change": _FILE_TOOLS[name]}))
+        return events
+
+    def _step_finish(self, part: dict) -> list[AgentEvent]:
+        figures = part.get("tokens") if isinstance(part.get("tokens"), dict) else {}
+        cache = figures.get("cache") if isinstance(figures.get("cache"), dict) else {}
+        step = Usage(input=count(figures.get("input")), cached=count(cache.get("read")),
+                     cache_write=count(cache.get("write")),
+                     output=count(figures.get("output")) + count(figures.get("reasoning")),
+                     cost_usd=money(part.get("cost")) or 0.0)
+        self.usage = self.usage + step
+        return []
+
+    def _error(self, error: object) -> list[AgentEvent]:
+        self.failed = True
+        error = error if isinstance(error, dict) else {}
+        data = error.get("data") if isinstance(error.get("data"), dict) else {}
+        message = str(data.get("message") or error.get("message") or error.get("name") or "error")
+        if error.get("name") and error.get("name") != "APIError":
+            message = f"{error['name']}: {message}"
+        if data.get("statusCode") == 429 or self.is_quota_text(message):
+            reset_at = retry_after(data.get("responseHeaders"), self.clock())
+            return [log(f"error: {message}"), *self.note_quota(message, reset_at)]
+        self.errors.append(message)
+        return [log(f"error: {message}")]
+
+
+class OpencodeAgent(AgentAdapter):
+    kind = "opencode"
+    program = "opencode"
+
+    def launch(self, candidate: CandidateSpec, brief: str, context: LaunchContext) -> Launch:
+        if candidate.max_turns:
+            raise ValueError(f"candidate {candidate.key!r}: opencode has no max-turns option; "
+                             f"remove max_turns")
+        if candidate.allowed_tools is not None:
+            raise ValueError(f"candidate {candidate.key!r}: opencode takes no tool list on its command "
+                             f"line (configure permissions in opencode.json); remove allowed_tools")
+        argv = [self.program, "run", "--format", "json"]
+        if candidate.model:
+            argv += ["-m", candidate.model]
+        argv += ["--auto", *candidate.args, as_argument(brief)]
+        return Launch(argv=tuple(argv), env={"TZ": "UTC"}, stdin=None)
+
+    def decoder(self, candidate: CandidateSpec, prices: Mapping[str, Price] | None = None) -> Decoder:
+        return OpencodeDecoder(candidate, prices)
+
+    @staticmethod
+    def auth_status(env: Mapping[str, str], home: Path) -> tuple[bool | None, str]:
+        data = Path(env["XDG_DATA_HOME"]) if env.get("XDG_DATA_HOME") else home / ".local" / "share"
+        if (data / "opencode" / "auth.json").is_file():
+            return True, f"credentials in {data / 'opencode' / 'auth.json'}"
+        present = [name for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY",
+                                     "OPENROUTER_API_KEY") if env.get(name)]
+        if present:
+            return True, f"{', '.join(present)} set"
+        return None, "no ~/.local/share/opencode/auth.json and no provider key (free models need none)"

@@ -1,0 +1,666 @@
+"""Sandboxes in containers, through the Docker API of Docker or Podman.
+
+One container per attempt. The host worktree and the repository's git directory are mounted at
+their host paths, so the worktree's `.git` file (which holds an absolute host path) still resolves
+and git works inside. The container runs as the host user (files it writes belong to that user),
+with no network unless the race file asks, every capability dropped, no-new-privileges, an init
+process, and the race file's memory, CPU and pids limits. The host's Docker socket is never mounted.
+
+Commands run through exec with their output streamed back frame by frame. Each command is started by
+a small POSIX-sh wrapper (argv is passed as arguments, never interpolated) that records the pid of
+its process group in the container's /tmp, so cancellation and timeouts signal the whole group from a
+second exec: TERM, then KILL after a grace period. Closing removes the container.
+
+The Docker SDK is blocking: every call runs in a worker thread, and output comes back to the event
+loop through `anyio.from_thread`.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import tarfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+
+from ..images import DEFAULT_TAG, KEEP_ALIVE
+from ..spec import SandboxSpec
+from .base import Completed, LineSink, Sandbox, SandboxContext, SandboxError, SandboxProvider
+from .lines import LineSplitter, Tail
+
+RESOURCE_PREFIX = "container:"
+LABEL_RACE = "outpost.race"
+LABEL_KEY = "outpost.key"
+LABEL_ATTEMPT = "outpost.attempt"
+LABEL_REPOSITORY = "outpost.repository"
+# Seconds between TERM and KILL to a cancelled command's process group (outpost uses 500 ms).
+KILL_GRACE = 0.5
+# Seconds to wait for a killed command's output stream to end before giving up on it; a process
+# that escaped its group can hold the stream open until the container is removed.
+DRAIN_GRACE = 3.0
+SOCKETS = {
+    "docker": ("/var/run/docker.sock", "~/.docker/run/docker.sock"),
+    "podman": ("$XDG_RUNTIME_DIR/podman/podman.sock", "/run/podman/podman.sock"),
+}
+MARKER = "outpost-sandbox:"
+
+# $1 pid file, $2 stdin file or "", then argv; $OUTPOST_RUN is this script. The wrapper leads the
+# command's process group (runc makes every exec a session leader; elsewhere it re-executes itself
+# under setsid) and records it so that cancellation can signal the whole group. It checks that the
+# program exists (one clear error instead of a shell message that differs between images), unlinks
+# the stdin file once open, runs the command, then kills whatever the command left in the group, so
+# nothing an agent started in the background survives into validation.
+WRAPPER = f"""\
+p=$1 i=$2; shift 2
+pg() {{ g=; read -r l 2>/dev/null < "/proc/$1/stat" || return 1; set -- ${{l##*) }}; g=$3; }}
+if pg $$ && [ "$g" != $$ ] && command -v setsid >/dev/null 2>&1; then
+  exec setsid sh -c "$OUTPOST_RUN" "$0" "$p" "$i" "$@"
+fi
+unset OUTPOST_RUN
+echo $$ > "$p" || exit 125
+case $1 in
+  */*) [ -f "$1" ] || {{ echo "{MARKER} program not found: $1" >&2; exit 127; }}
+       [ -x "$1" ] || {{ echo "{MARKER} program not executable: $1" >&2; exit 126; }} ;;
+  *) command -v "$1" >/dev/null 2>&1 || {{ echo "{MARKER} program not found: $1" >&2; exit 127; }} ;;
+esac
+if [ -n "$i" ]; then exec 3< "$i"; rm -f "$i"; else exec 3< /dev/null; fi
+"$@" 0<&3 3<&-
+s=$?
+for f in /proc/[0-9]*; do
+  q=${{f#/proc/}}
+  [ "$q" != $$ ] && pg "$q" && [ "$g" = $$ ] && kill -s KILL "$q" 2>/dev/null
+done
+exit $s
+"""
+
+# $1 pid file, $2 signal. Waits briefly for the pid file: cancellation can arrive while the
+# command is still starting.
+KILLER = """\
+f=$1 n=0
+while [ ! -s "$f" ]; do n=$((n+1)); [ $n -gt 40 ] && exit 3; sleep 0.05; done
+g=$(cat "$f")
+kill -s "$2" -- "-$g" 2>/dev/null || kill -s "$2" "$g" 2>/dev/null || exit 4
+"""
+
+
+def _docker():
+    import docker  # imported lazily: local races never need it
+
+    return docker
+
+
+# -- the engine ---------------------------------------------------------------------------------
+
+def resolve_endpoint(explicit: str | None = None, provider: str | None = None) -> str | None:
+    """The engine to use: the race file's, DOCKER_HOST, then the usual sockets (named engine first)."""
+    if explicit:
+        return explicit
+    if os.environ.get("DOCKER_HOST"):
+        return os.environ["DOCKER_HOST"]
+    order = ["podman", "docker"] if provider == "podman" else ["docker", "podman"]
+    for engine in order:
+        for candidate in SOCKETS[engine]:
+            path = os.path.expanduser(os.path.expandvars(candidate))
+            if "$" not in path and Path(path).is_socket():
+                return f"unix://{path}"
+    return None
+
+
+def describe_endpoint(endpoint: str | None) -> str:
+    docker_host = os.environ.get("DOCKER_HOST")
+    where = endpoint or "no engine socket found"
+    return f"{where} (DOCKER_HOST={docker_host})" if docker_host else f"{where} (DOCKER_HOST unset)"
+
+
+def connect(endpoint: str | None = None, provider: str | None = None, *,
+            timeout: float = 60.0, pool: int = 128) -> tuple[Any, str]:
+    """A Docker API client and the endpoint it talks to; SandboxError when there is none."""
+    docker = _docker()
+    resolved = resolve_endpoint(endpoint, provider)
+    if resolved is None:
+        raise SandboxError(
+            "no container engine found: set DOCKER_HOST (e.g. unix:///run/podman/podman.sock, "
+            "ssh://user@host, tcp://host:2376) or [sandbox] endpoint, or start Docker or "
+            "`podman system service`")
+    # ssh:// goes through the ssh program (keys, agent and ~/.ssh/config as usual). The API version
+    # is negotiated from /_ping below: the SDK's own negotiation asks /version, which takes
+    # ~0.4 s on Podman, for every race.
+    options: dict[str, Any] = {"timeout": timeout, "max_pool_size": pool,
+                               "use_ssh_client": resolved.startswith("ssh://"),
+                               "version": docker.constants.MINIMUM_DOCKER_API_VERSION}
+    try:
+        if not endpoint and os.environ.get("DOCKER_HOST"):
+            client = docker.from_env(**options)  # also honours DOCKER_TLS_VERIFY / DOCKER_CERT_PATH
+        else:
+            client = docker.DockerClient(base_url=resolved, **options)
+        _negotiate(client)
+    except Exception as error:  # requests, urllib3, ssh and docker errors alike
+        raise SandboxError(f"cannot reach the container engine at {describe_endpoint(resolved)}: "
+                           f"{_first_line(error)}") from None
+    return client, resolved
+
+
+def _negotiate(client) -> None:
+    """Use the highest API version both the engine and the SDK speak."""
+    docker = _docker()
+    api = client.api
+    response = api._get(api.base_url + "/_ping")
+    response.raise_for_status()
+
+    def parts(version: str) -> tuple[int, ...]:
+        return tuple(int(part) for part in version.split("."))
+
+    server = response.headers.get("Api-Version")
+    newest = docker.constants.DEFAULT_DOCKER_API_VERSION
+    if server and re.fullmatch(r"\d+\.\d+", server):
+        api._version = server if parts(server) < parts(newest) else newest
+    else:
+        api._version = newest
+
+
+def container_name(race_id: str, key: str, attempt: int) -> str:
+    raw = f"outpost-{race_id}-{key}-{attempt}"
+    name = re.sub(r"[^a-zA-Z0-9_.-]+", "-", raw)
+    if len(name) > 200:
+        import hashlib
+
+        name = f"{name[:180]}-{hashlib.sha256(raw.encode()).hexdigest()[:12]}"
+    return name
+
+
+def _host_git_identity() -> dict[str, str]:
+    """The operator's global git identity, which a container's empty home would not have."""
+    identity: dict[str, str] = {}
+    for key in ("user.name", "user.email"):
+        try:
+            result = subprocess.run(["git", "config", "--global", "--get", key],
+                                    capture_output=True, text=True, timeout=10, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return identity
+        if result.returncode == 0 and result.stdout.strip():
+            identity[key.split(".")[1]] = result.stdout.strip()
+    return identity
+
+
+def _tar(files: Mapping[str, bytes], uid: int, gid: int) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for name, content in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.uid, info.gid = len(content), 0o600, uid, gid
+            info.mtime = int(time.time())
+            archive.addfile(info, io.BytesIO(content))
+    return buffer.getvalue()
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return (text.splitlines()[0] if text else type(error).__name__)[:300]
+
+
+def _remove_quietly(container) -> None:
+    try:
+        container.remove(force=True)
+    except Exception:  # already gone, or the engine is: replay finds it by label
+        pass
+
+
+def _memory(value: str | None) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip().lower()
+    if not re.fullmatch(r"\d+(\.\d+)?[bkmg]?", text):
+        raise SandboxError(f"[sandbox] memory {value!r} is not a size like 512m or 2g")
+    return text
+
+
+def _info(container) -> dict[str, Any]:
+    labels = container.labels or {}
+    attrs = container.attrs or {}
+    created = attrs.get("Created")
+    return {
+        "id": container.id,
+        "name": container.name,
+        "status": container.status,
+        "image": (attrs.get("Config") or {}).get("Image") or attrs.get("Image"),
+        "created": created if isinstance(created, str) else None,
+        "race": labels.get(LABEL_RACE),
+        "key": labels.get(LABEL_KEY),
+        "attempt": int(labels[LABEL_ATTEMPT]) if str(labels.get(LABEL_ATTEMPT, "")).isdigit() else None,
+        "repository": labels.get(LABEL_REPOSITORY),
+    }
+
+
+def list_containers(race_id: str | None = None, endpoint: str | None = None,
+                    repository: str | Path | None = None) -> list[dict[str, Any]]:
+    """Containers made by outpost-tui (every race, or one), running or not.
+
+    Returns [] when no engine is configured at all; raises SandboxError when one is configured but
+    cannot be reached. Each entry: id, name, status, image, created, race, key, attempt, repository.
+    """
+    if resolve_endpoint(endpoint) is None:
+        return []
+    client, _ = connect(endpoint, timeout=20)
+    filters = [f"{LABEL_RACE}={race_id}"] if race_id else [LABEL_RACE]
+    if repository is not None:
+        filters.append(f"{LABEL_REPOSITORY}={Path(repository).resolve()}")
+    try:
+        return [_info(container)
+                for container in client.containers.list(all=True, filters={"label": filters})]
+    finally:
+        client.close()
+
+
+def remove_race_containers(race_id: str, endpoint: str | None = None) -> int:
+    """Remove every container of a race (by label); returns how many were removed."""
+    docker = _docker()
+    if resolve_endpoint(endpoint) is None:
+        return 0
+    client, _ = connect(endpoint, timeout=30)
+    removed = 0
+    try:
+        for container in client.containers.list(all=True,
+                                                filters={"label": f"{LABEL_RACE}={race_id}"}):
+            try:
+                container.remove(force=True)
+                removed += 1
+            except docker.errors.NotFound:
+                continue
+    finally:
+        client.close()
+    return removed
+
+
+# -- the provider -------------------------------------------------------------------------------
+
+class ContainerProvider(SandboxProvider):
+    def __init__(self, spec: SandboxSpec, *, request_timeout: float = 60.0,
+                 user: tuple[int, int] | None = None) -> None:
+        """`user`: the uid and gid containers run as; the host user's by default, so that files
+        written in a worktree belong to whoever owns it."""
+        self.spec = spec
+        self.user = user or (os.getuid(), os.getgid())
+        self.name = spec.provider
+        self.image = spec.image or DEFAULT_TAG
+        self.request_timeout = request_timeout
+        self._client: Any = None
+        self.endpoint: str | None = None
+        self._pumps: anyio.CapacityLimiter | None = None
+        self._connecting: anyio.Lock | None = None
+
+    async def client(self) -> Any:
+        if self._connecting is None:
+            self._connecting = anyio.Lock()
+        async with self._connecting:  # candidates start together: one connection for all
+            if self._client is None:
+                self._client, self.endpoint = await anyio.to_thread.run_sync(
+                    lambda: connect(self.spec.endpoint, self.spec.provider,
+                                    timeout=self.request_timeout))
+        return self._client
+
+    def pumps(self) -> anyio.CapacityLimiter:
+        # Output pumps hold a thread for a command's whole run; their own limiter keeps them
+        # from starving the default pool that short engine calls and git use.
+        if self._pumps is None:
+            self._pumps = anyio.CapacityLimiter(512)
+        return self._pumps
+
+    def owns(self, resource_id: str) -> bool:
+        return resource_id.startswith(RESOURCE_PREFIX)
+
+    async def acquire(self, context: SandboxContext) -> "ContainerSandbox":
+        client = await self.client()
+        docker = _docker()
+        name = container_name(context.race_id, context.key, context.attempt)
+        if context.register_resource is not None:
+            await context.register_resource(RESOURCE_PREFIX + name)
+        uid, gid = self.user
+        directory = str(Path(context.directory).resolve())
+        git_dir = str(Path(context.git_common_dir).resolve())
+        labels = {LABEL_RACE: context.race_id, LABEL_KEY: context.key,
+                  LABEL_ATTEMPT: str(context.attempt),
+                  LABEL_REPOSITORY: str(Path(context.repository).resolve())}
+        environment = {"HOME": "/tmp", "LANG": "C.UTF-8", **dict(context.env)}
+        options: dict[str, Any] = dict(
+            name=name, labels=labels, detach=True, init=True, user=f"{uid}:{gid}",
+            cap_drop=["ALL"], security_opt=["no-new-privileges"],
+            network_mode="none" if self.spec.network in ("none", "", None) else self.spec.network,
+            volumes={directory: {"bind": directory, "mode": "rw"},
+                     git_dir: {"bind": git_dir, "mode": "rw"}},
+            working_dir=directory, environment=environment,
+        )
+        if self.spec.memory:
+            options["mem_limit"] = _memory(self.spec.memory)
+        if self.spec.cpus:
+            options["nano_cpus"] = int(float(self.spec.cpus) * 1e9)
+        if self.spec.pids:
+            options["pids_limit"] = int(self.spec.pids)
+        identity = await anyio.to_thread.run_sync(_host_git_identity)
+
+        timings: dict[str, float] = {}
+        made: list[Any] = []  # the container, as soon as it exists
+
+        def create():
+            started = time.monotonic()
+            try:
+                container = client.containers.create(self.image, list(KEEP_ALIVE), **options)
+            except docker.errors.ImageNotFound:
+                raise SandboxError(
+                    f"image {self.image!r} not found on {self.endpoint}: build one with "
+                    f"`outpost-tui image build --tag {self.image}`") from None
+            except docker.errors.APIError as error:
+                # Docker says 409; Podman 4 says 500 "name ... is already in use"
+                if error.status_code != 409 and "already in use" not in str(error.explanation):
+                    raise SandboxError(f"cannot create container {name}: "
+                                       f"{error.explanation or error}") from None
+                # a leftover of this very attempt (same race, key and attempt): replace it
+                old = client.containers.get(name)
+                if (old.labels or {}).get(LABEL_RACE) != context.race_id:
+                    raise SandboxError(f"a container named {name} exists and is not this race's") \
+                        from None
+                old.remove(force=True)
+                container = client.containers.create(self.image, list(KEEP_ALIVE), **options)
+            made.append(container)
+            timings["create"] = time.monotonic() - started
+            started = time.monotonic()
+            try:
+                container.start()
+            except docker.errors.APIError as error:
+                container.remove(force=True)
+                raise SandboxError(f"cannot start container {name} from {self.image}: "
+                                   f"{error.explanation or error}") from None
+            timings["start"] = time.monotonic() - started
+            if identity:
+                gitconfig = "[user]\n" + "".join(f"\t{k} = {v}\n" for k, v in identity.items())
+                try:
+                    container.put_archive("/tmp", _tar({".gitconfig": gitconfig.encode()}, uid, gid))
+                except docker.errors.APIError:
+                    pass  # an image without a writable /tmp: commits then need the repo's identity
+            return container
+
+        # (a cancellation cannot land inside: waiting for a worker thread is shielded, and the
+        # caller holds the sandbox before its next checkpoint)
+        try:
+            container = await anyio.to_thread.run_sync(create)
+        except SandboxError:
+            raise
+        except Exception as error:  # docker, requests and ssh errors alike
+            if made:  # created, then the engine failed us: nobody else would remove it
+                await anyio.to_thread.run_sync(_remove_quietly, made[0])
+            raise SandboxError(f"container engine at {describe_endpoint(self.endpoint)} failed: "
+                               f"{_first_line(error)}") from None
+        sandbox = ContainerSandbox(self, container, Path(directory), name, timings)
+        if not str(self.endpoint).startswith("unix://"):
+            # A remote engine mounts *its* paths: the worktree must exist there at the same path
+            try:
+                probe = await sandbox.run(["test", "-e", f"{directory}/.git"], timeout=30)
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await sandbox.close()
+                raise
+            if probe.exit_code != 0:
+                await sandbox.close()
+                raise SandboxError(
+                    f"the worktree {directory} is not visible to the engine at {self.endpoint}: "
+                    "a remote engine needs the repository at the same path (e.g. a shared filesystem)")
+        return sandbox
+
+    async def recover(self, resource_id: str) -> bool:
+        if not self.owns(resource_id):
+            return False
+        name = resource_id[len(RESOURCE_PREFIX):]
+        client = await self.client()
+        docker = _docker()
+
+        def remove() -> bool:
+            try:
+                container = client.containers.get(name)
+            except docker.errors.NotFound:
+                return False
+            if LABEL_RACE not in (container.labels or {}):
+                return False  # same name, not ours: never touch it
+            try:
+                container.remove(force=True)
+            except docker.errors.NotFound:
+                return False
+            return True
+
+        return await anyio.to_thread.run_sync(remove)
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            await anyio.to_thread.run_sync(client.close)
+
+
+# -- one sandbox --------------------------------------------------------------------------------
+
+@dataclass
+class _Stream:
+    """Output of one exec, fed from the pump thread on the event loop."""
+
+    on_output: LineSink | None
+    tail_bytes: int
+    splitters: dict[str, LineSplitter] = field(default_factory=lambda: {
+        "stdout": LineSplitter(), "stderr": LineSplitter()})
+    tails: dict[str, Tail] = field(default_factory=dict)
+    done: anyio.Event = field(default_factory=anyio.Event)
+    error: BaseException | None = None
+    sink_error: BaseException | None = None
+    # set when run() returns: a stream still draining after a kill must not report any more
+    closed: bool = False
+
+    def __post_init__(self) -> None:
+        self.tails = {"stdout": Tail(self.tail_bytes), "stderr": Tail(self.tail_bytes)}
+
+    def feed(self, stream: str, chunk: bytes) -> None:
+        if self.closed:
+            return
+        self.tails[stream].add(chunk)
+        lines = self.splitters[stream].feed(chunk)
+        if lines:
+            self._emit(stream, lines)
+
+    def _emit(self, stream: str, lines: list[str]) -> None:
+        if self.on_output is None or self.sink_error is not None or self.closed:
+            return
+        try:
+            self.on_output(stream, lines)
+        except Exception as error:  # reported after the command, not inside the pump thread
+            self.sink_error = error
+
+    def finish(self, error: BaseException | None) -> None:
+        self.error = error
+        for stream, splitter in self.splitters.items():
+            rest = splitter.flush()
+            if rest:
+                self._emit(stream, rest)
+        self.done.set()
+
+
+class ContainerSandbox(Sandbox):
+    def __init__(self, provider: ContainerProvider, container: Any, directory: Path, name: str,
+                 timings: dict[str, float]) -> None:
+        self.provider = provider
+        self.container = container
+        self.directory = directory
+        self.name = name
+        self.resource_id = RESOURCE_PREFIX + name
+        # create, start, first_exec, remove (seconds): the per-attempt overhead of a container
+        self.timings = timings
+        self._closed = False
+
+    @property
+    def _api(self):
+        return self.container.client.api
+
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+        on_output: LineSink | None = None,
+        timeout: float | None = None,
+        tail_bytes: int = 64 * 1024,
+    ) -> Completed:
+        if not argv:
+            raise SandboxError("empty command")
+        if self._closed:
+            raise SandboxError(f"container {self.name} is closed")
+        started = time.monotonic()
+        token = uuid.uuid4().hex[:16]
+        pid_file = f"/tmp/.outpost-{token}.pid"
+        stdin_file = f"/tmp/.outpost-{token}.stdin" if stdin is not None else ""
+        command = ["sh", "-c", WRAPPER, "outpost-run", pid_file, stdin_file, *map(str, argv)]
+        environment = [f"{key}={value}" for key, value in
+                       {**(env or {}), "OUTPOST_RUN": WRAPPER}.items()]
+
+        def create_exec() -> str:
+            if stdin is not None:
+                self.container.put_archive(
+                    "/tmp", _tar({os.path.basename(stdin_file): stdin}, *self.provider.user))
+            return self._api.exec_create(self.container.id, command, stdout=True, stderr=True,
+                                         environment=environment,
+                                         workdir=str(self.directory))["Id"]
+
+        try:
+            exec_id = await anyio.to_thread.run_sync(create_exec)
+        except Exception as error:  # docker, requests and ssh errors alike
+            raise SandboxError(f"cannot run {argv[0]!r} in container {self.name}: "
+                               f"{_first_line(error)}") from None
+        stream = _Stream(on_output, tail_bytes)
+
+        def pump() -> None:
+            failure: BaseException | None = None
+            try:
+                frames = self._api.exec_start(exec_id, stream=True, demux=True)
+                for out, err in frames:
+                    if out:
+                        anyio.from_thread.run_sync(stream.feed, "stdout", out)
+                    if err:
+                        anyio.from_thread.run_sync(stream.feed, "stderr", err)
+            except BaseException as error:  # delivered to the event loop below
+                failure = error
+            try:
+                anyio.from_thread.run_sync(stream.finish, failure)
+            except RuntimeError:
+                pass  # the event loop is gone: nobody is waiting any more
+
+        signalled: str | None = None
+        timed_out = False
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(self._pump_thread, pump)
+                with anyio.move_on_after(timeout) as deadline:
+                    await stream.done.wait()
+                if deadline.cancelled_caught:
+                    timed_out = True
+                    signalled = await self._stop(pid_file, stream)
+                # a stream still open after KILL is held by a process that left the group:
+                # abandon it (removing the container ends it) rather than wait
+                group.cancel_scope.cancel()
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self._stop(pid_file, stream)
+            raise
+        finally:
+            stream.closed = True
+        if stream.error is not None:
+            raise SandboxError(f"lost the output of {argv[0]!r} in container {self.name}: "
+                               f"{_first_line(stream.error)}")
+
+        try:
+            exit_code = await anyio.to_thread.run_sync(self._exit_code, exec_id)
+        except Exception as error:
+            raise SandboxError(f"lost the exit status of {argv[0]!r} in container {self.name}: "
+                               f"{_first_line(error)}") from None
+        if "first_exec" not in self.timings:
+            self.timings["first_exec"] = time.monotonic() - started
+        stderr_tail = stream.tails["stderr"].text()
+        if signalled is None and exit_code in (126, 127) and MARKER in stderr_tail:
+            line = next(line for line in stderr_tail.splitlines() if MARKER in line)
+            what = "not executable" if exit_code == 126 else "not found"
+            raise SandboxError(f"agent program {argv[0]!r} {what} in image {self.provider.image} "
+                               f"({line.split(MARKER, 1)[1].strip()})")
+        if exit_code is None:
+            exit_code = -9 if signalled else 1  # no status: killed, or the engine lost it
+        elif signalled and exit_code > 128:
+            exit_code = -(exit_code - 128)  # the shell's 128+N for "killed by signal N"
+        if stream.sink_error is not None:
+            raise stream.sink_error
+        return Completed(exit_code=exit_code, stdout_tail=stream.tails["stdout"].text(),
+                         stderr_tail=stderr_tail, timed_out=timed_out,
+                         duration=time.monotonic() - started)
+
+    async def _pump_thread(self, pump) -> None:
+        # abandon_on_cancel: a cancelled run must not wait for the stream; it stops the command
+        # instead, and the thread ends when the stream does (at the latest when the container goes)
+        await anyio.to_thread.run_sync(pump, abandon_on_cancel=True,
+                                       limiter=self.provider.pumps())
+
+    def _exit_code(self, exec_id: str) -> int | None:
+        # The stream can close a moment before the engine records the status
+        for _ in range(50):
+            info = self._api.exec_inspect(exec_id)
+            if not info.get("Running") and info.get("ExitCode") is not None:
+                return int(info["ExitCode"])
+            time.sleep(0.02)
+        return None
+
+    async def _signal(self, pid_file: str, signal: str) -> bool:
+        def send() -> bool:
+            exec_id = self._api.exec_create(self.container.id,
+                                            ["sh", "-c", KILLER, "outpost-kill", pid_file, signal],
+                                            stdout=True, stderr=True)["Id"]
+            self._api.exec_start(exec_id)
+            return self._api.exec_inspect(exec_id).get("ExitCode") == 0
+
+        try:
+            return await anyio.to_thread.run_sync(send)
+        except Exception:  # the container may already be gone: nothing left to stop
+            return False
+
+    async def _stop(self, pid_file: str, stream: _Stream) -> str | None:
+        """TERM the command's process group, KILL it after the grace; returns the last signal."""
+        if stream.done.is_set():
+            return None
+        await self._signal(pid_file, "TERM")
+        with anyio.move_on_after(KILL_GRACE):
+            await stream.done.wait()
+        if stream.done.is_set():
+            return "TERM"
+        await self._signal(pid_file, "KILL")
+        with anyio.move_on_after(DRAIN_GRACE):
+            await stream.done.wait()
+        return "KILL"
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        docker = _docker()
+
+        def remove() -> None:
+            started = time.monotonic()
+            try:
+                self.container.remove(force=True)
+            except docker.errors.NotFound:
+                pass
+            self.timings["remove"] = time.monotonic() - started
+
+        with anyio.CancelScope(shield=True):
+            try:
+                await anyio.to_thread.run_sync(remove)
+            except Exception as error:  # docker, requests and ssh errors alike
+                raise SandboxError(f"cannot remove container {self.name}: "
+                                   f"{_first_line(error)}") from None

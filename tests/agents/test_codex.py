@@ -1,0 +1,149 @@
+"""Codex CLI: command line, exec --json decoding, cumulative usage, quota and failure reasons."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from outpost_tui.engine.agents import LaunchContext, adapter_for
+from outpost_tui.engine.spec import Price
+from outpost_tui.engine.usage import Usage
+from tests.agents.replay import candidate, decoder_for, feed, kinds, of_kind, transcript
+
+CONTEXT = LaunchContext(directory=Path("/wt/fix"), git_common_dir=Path("/repo/.git"))
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+
+
+def codex(**options):
+    decoder = decoder_for("codex", **options)
+    decoder.clock = lambda: NOW
+    return decoder
+
+
+def test_command_line_reads_the_brief_from_stdin_and_adds_the_git_dir():
+    adapter = adapter_for("codex")
+    launch = adapter.launch(candidate("codex", model="gpt-5-codex",
+                                      args=("-c", "sandbox_workspace_write.network_access=true")),
+                            "resume the work on add()", CONTEXT)
+    assert launch.argv == ("codex", "exec", "--json", "--sandbox", "workspace-write",
+                           "--add-dir", "/repo/.git", "-m", "gpt-5-codex",
+                           "-c", "sandbox_workspace_write.network_access=true", "-")
+    assert launch.stdin == b"resume the work on add()"
+    assert launch.env == {"TZ": "UTC"}
+    assert adapter.commits_on_behalf is True
+
+
+def test_options_codex_does_not_have_are_refused_clearly():
+    adapter = adapter_for("codex")
+    with pytest.raises(ValueError, match="codex has no max-turns limit"):
+        adapter.launch(candidate("codex", max_turns=5), "x", CONTEXT)
+    with pytest.raises(ValueError, match="codex has no tool allow-list"):
+        adapter.launch(candidate("codex", allowed_tools=("Read",)), "x", CONTEXT)
+
+
+def test_a_fix_decodes_to_tools_results_file_changes_and_estimated_usage():
+    decoder = codex()
+    events = feed(decoder, transcript("codex_fix.jsonl"))
+    assert kinds(events) == ["log", "text", "tool", "tool-result", "file-change", "log", "tool",
+                             "tool-result", "text"]
+    assert of_kind(events, "text")[0] == {"text": "**Locating failing test**", "reasoning": True}
+    assert of_kind(events, "tool")[0] == {"name": "shell", "input": "bash -lc 'python3 -m unittest -q'"}
+    first, second = of_kind(events, "tool-result")
+    assert first == {"name": "shell", "output": "FAIL: test_adds_integers\nFAILED (failures=3)\n",
+                     "error": True}
+    assert second["error"] is False
+    assert of_kind(events, "file-change") == [{"path": "calc.py", "change": "update"}]
+    assert "plan: [x] fix add(); [x] run the tests" in of_kind(events, "log")[1]["lines"]
+    # input_tokens includes the cached ones.
+    expected_cost = (7250 * 1.25 + 40960 * 0.125 + 1312 * 10) / 1e6
+    assert decoder.usage == Usage(input=7250, cached=40960, output=1312,
+                                  cost_usd=round(expected_cost, 6), estimated=True)
+    outcome = decoder.finish(0, "")
+    assert outcome.ok and outcome.result == "Fixed the sign in add(); tests pass."
+    assert decoder.thread_id == "0199b1c2-7d3e-7a10-9c41-5e2f8a6b0c11"
+
+
+def test_turn_usage_is_cumulative_so_the_latest_replaces_the_previous():
+    decoder = codex(model="o4-mini")
+    totals = []
+    for line in transcript("codex_cumulative.jsonl"):
+        decoder.decode([line])
+        totals.append(decoder.usage)
+    assert (totals[3].input, totals[3].cached, totals[3].output) == (5000, 15000, 500)
+    assert (totals[-1].input, totals[-1].cached, totals[-1].output) == (12000, 40000, 1800)
+    assert totals[-1].cost_usd == pytest.approx((12000 * 1.10 + 40000 * 0.275 + 1800 * 4.40) / 1e6)
+
+
+def test_mcp_calls_and_several_file_changes():
+    events = feed(codex(), transcript("codex_cumulative.jsonl"))
+    assert of_kind(events, "tool") == [{"name": "docs.search",
+                                        "input": '{"query": "unittest assertAlmostEqual"}'}]
+    assert of_kind(events, "tool-result")[0]["error"] is False
+    assert "assertAlmostEqual(first, second, places=7)" in of_kind(events, "tool-result")[0]["output"]
+    assert of_kind(events, "file-change") == [{"path": "calc.py", "change": "update"},
+                                              {"path": "tests/test_more.py", "change": "add"}]
+
+
+def test_race_file_price_overrides_the_table():
+    decoder = codex(prices={"gpt-5-codex": Price(input=2.0, cached=0.0, output=0.0)})
+    feed(decoder, transcript("codex_fix.jsonl"))
+    assert decoder.usage.cost_usd == pytest.approx(7250 * 2.0 / 1e6)
+    assert decoder.usage.estimated
+
+
+@pytest.mark.parametrize("name, reset_at, message", [
+    # The error line has the time, the turn.failed after it does not: the time is kept.
+    ("codex_quota_time.jsonl", "2026-01-01T15:09:00Z", "You've hit your usage limit. Upgrade to Pro"),
+    ("codex_quota_date.jsonl", "2026-08-20T11:50:00Z", "You've hit your usage limit. Upgrade to Plus"),
+    # No time first, then a duration: the report with a time replaces the one without.
+    ("codex_quota_duration.jsonl", "2026-01-01T14:05:00Z",
+     "You've hit your usage limit. Please try again in 2 hours 5 minutes."),
+    ("codex_quota_minutes.jsonl", "2026-01-01T13:30:00Z",
+     "You've hit your usage limit. Try again in ~90 min."),
+    ("codex_quota_api_key.jsonl", None, "exceeded retry limit, last status: 429 Too Many Requests"),
+])
+def test_every_quota_form(name, reset_at, message):
+    decoder = codex()
+    events = feed(decoder, transcript(name))
+    assert of_kind(events, "quota")[-1]["reset_at"] == reset_at
+    outcome = decoder.finish(1, "")
+    assert not outcome.ok and outcome.quota is not None
+    assert outcome.quota.reset_at == reset_at
+    assert outcome.quota.message.startswith(message)
+    assert outcome.reason.startswith("quota: ")
+
+
+def test_quota_message_only_on_stderr():
+    decoder = codex()
+    feed(decoder, ['{"type":"turn.started"}'])
+    events = decoder.decode(["Error: You've hit your spend cap. Try again at 3:09 PM."], "stderr")
+    assert kinds(events) == ["log", "quota"]
+    outcome = decoder.finish(1, "Error: You've hit your spend cap. Try again at 3:09 PM.\n")
+    assert outcome.quota.reset_at == "2026-01-01T15:09:00Z"
+
+
+def test_capacity_and_reconnect_errors_are_retries_and_the_run_succeeds():
+    decoder = codex()
+    events = feed(decoder, transcript("codex_retry.jsonl"))
+    retries = of_kind(events, "retry")
+    assert [(r["retry"], r["delay_ms"]) for r in retries] == [(0, 0), (2, 400)]
+    assert "quota" not in kinds(events)
+    assert decoder.finish(0, "").ok
+
+
+def test_not_logged_in_and_other_failures():
+    decoder = codex()
+    feed(decoder, transcript("codex_not_logged_in.jsonl"))
+    assert decoder.finish(1, "").reason == \
+        "not logged in: run `codex login` or set OPENAI_API_KEY (or CODEX_API_KEY)"
+    failed = codex()
+    feed(failed, ['{"type":"turn.started"}',
+                  '{"type":"item.started","item":{"id":"item_0","type":"command_execution",'
+                  '"command":"ls","status":"in_progress"}}',
+                  '{"type":"turn.failed","error":{"message":"stream disconnected before completion"}}'])
+    outcome = failed.finish(1, "")
+    assert outcome.reason == "codex exited with code 1: stream disconnected before completion"
+    # The turn did work but never reported tokens: usage is a lower bound.
+    assert failed.usage.complete is False

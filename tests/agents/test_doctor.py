@@ -1,0 +1,234 @@
+"""`outpost-tui doctor`: run as a real process with a controlled PATH and HOME."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from outpost_tui import exitcodes
+from outpost_tui.engine.doctor import engine_name
+from tests.agents.replay import path_with
+from tests.conftest import make_repo
+
+RACE = """\
+[race]
+repository = "repo"
+{extra}
+[validate]
+command = ["python3", "-m", "unittest", "-q"]
+
+[[candidates]]
+key = "claude"
+agent = "claude"
+brief = "Fix add()."
+
+[[candidates]]
+key = "codex"
+agent = "codex"
+brief = "Fix add()."
+"""
+
+
+def version_program(bin_dir: Path, name: str, version: str) -> None:
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    path = bin_dir / name
+    path.write_text(f"#!/bin/sh\necho '{version}'\n")
+    path.chmod(0o755)
+
+
+@pytest.fixture
+def machine(tmp_path):
+    """A race file, an empty HOME and a bin directory put first on PATH."""
+    make_repo(tmp_path / "repo")
+    home = tmp_path / "home"
+    home.mkdir()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    env = {key: value for key, value in os.environ.items()
+           if not key.endswith("_API_KEY") and key not in ("CODEX_HOME", "CLAUDE_CONFIG_DIR",
+                                                           "CLAUDE_CODE_OAUTH_TOKEN", "DOCKER_HOST")}
+    env.update(HOME=str(home), PATH=path_with(bin_dir), DOCKER_HOST="unix:///nonexistent/docker.sock")
+    return tmp_path, home, bin_dir, env
+
+
+def doctor(env, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "outpost_tui.cli", "doctor", *args], env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def checks_of(done: subprocess.CompletedProcess) -> dict[str, dict]:
+    return {check["name"]: check for check in json.loads(done.stdout)["checks"]}
+
+
+def test_a_race_needing_codex_fails_until_codex_is_installed_and_logged_in(machine):
+    tmp_path, home, bin_dir, env = machine
+    race = tmp_path / "race.toml"
+    race.write_text(RACE.format(extra=""))
+    version_program(bin_dir, "claude", "2.1.3 (Claude Code)")
+    (home / ".claude").mkdir()
+    (home / ".claude" / ".credentials.json").write_text("{}")
+
+    done = doctor(env, str(race), "--json")
+    assert done.returncode == exitcodes.MISSING_REQUIREMENT, done.stderr
+    checks = checks_of(done)
+    assert json.loads(done.stdout)["missing"] == ["agent codex"]
+    assert checks["agent claude"]["ok"] is True and checks["agent claude"]["required"] is True
+    assert checks["agent claude"]["detail"].startswith("2.1.3 (Claude Code) (")
+    assert checks["login claude"] == {"name": "login claude", "ok": True, "required": True,
+                                      "detail": f"credentials in {home / '.claude' / '.credentials.json'}"}
+    assert checks["agent codex"]["detail"] == "`codex` not found on PATH"
+    # Not needed by this race: reported, never required.
+    assert checks["agent gemini"]["required"] is False
+    assert checks["container engine"]["ok"] is False and checks["container engine"]["required"] is False
+    assert checks["git merge-tree"] == {"name": "git merge-tree", "ok": True, "required": True,
+                                        "detail": "--write-tree supported"}
+
+    version_program(bin_dir, "codex", "codex-cli 0.144.4")
+    done = doctor(env, str(race))
+    assert done.returncode == exitcodes.MISSING_REQUIREMENT
+    assert "MISSING  login codex" in done.stdout
+    assert done.stdout.strip().endswith("race.toml: missing login codex")
+
+    env_with_key = {**env, "OPENAI_API_KEY": "sk-test"}
+    done = doctor(env_with_key, str(race))
+    assert done.returncode == 0, done.stdout
+    assert "ok       login codex" in done.stdout and "OPENAI_API_KEY is set" in done.stdout
+    assert done.stdout.strip().endswith("race.toml: everything it needs is here")
+
+
+def test_codex_auth_file_and_claude_without_credentials(machine):
+    tmp_path, home, bin_dir, env = machine
+    race = tmp_path / "race.toml"
+    race.write_text(RACE.format(extra=""))
+    version_program(bin_dir, "claude", "2.1.3 (Claude Code)")
+    version_program(bin_dir, "codex", "codex-cli 0.144.4")
+    (home / ".codex").mkdir()
+    (home / ".codex" / "auth.json").write_text("{}")
+    done = doctor(env, str(race), "--json")
+    assert done.returncode == exitcodes.MISSING_REQUIREMENT
+    checks = checks_of(done)
+    assert checks["login codex"]["ok"] is True
+    assert checks["login claude"]["ok"] is False
+    assert "run `claude login`" in checks["login claude"]["detail"]
+
+
+def test_without_a_race_nothing_is_required(machine):
+    _, _, _, env = machine
+    done = doctor(env)
+    assert done.returncode == 0
+    assert "no       agent claude" in done.stdout
+    assert "give a race file" in done.stdout
+
+
+def test_a_container_race_needs_a_reachable_engine(machine):
+    tmp_path, home, bin_dir, env = machine
+    race = tmp_path / "race.toml"
+    sandbox = '[sandbox]\nprovider = "podman"\nimage = "local/debian-dev:bookworm"\n'
+    race.write_text(RACE.format(extra=sandbox))
+    done = doctor({**env, "OPENAI_API_KEY": "k", "ANTHROPIC_API_KEY": "k"}, str(race), "--json")
+    assert done.returncode == exitcodes.MISSING_REQUIREMENT
+    checks = checks_of(done)
+    assert checks["container engine"]["required"] is True
+    assert "/nonexistent/docker.sock" in checks["container engine"]["detail"]
+
+
+def test_durable_race_needs_private_storage(machine):
+    tmp_path, home, bin_dir, env = machine
+    for name in ("claude", "codex"):
+        version_program(bin_dir, name, f"{name} 1.0")
+    env = {**env, "OPENAI_API_KEY": "k", "ANTHROPIC_API_KEY": "k"}
+    race = tmp_path / "race.toml"
+    race.write_text(RACE.format(extra='[durability]\nenabled = true\n'))
+    storage = tmp_path / "repo" / ".outpost" / "storage"
+    storage.mkdir(parents=True)
+    storage.chmod(0o755)
+    done = doctor(env, str(race), "--json")
+    assert done.returncode == exitcodes.MISSING_REQUIREMENT
+    assert checks_of(done)["storage"]["detail"] == \
+        f"{storage} has mode 0755; expected 0700 (chmod 700 {storage})"
+    storage.chmod(0o700)
+    done = doctor(env, str(race), "--json")
+    assert done.returncode == 0, done.stdout
+    assert checks_of(done)["storage"] == {"name": "storage", "ok": True, "required": True,
+                                          "detail": f"{storage} (mode 0700)"}
+
+
+def test_a_git_without_merge_tree_write_tree_is_reported(machine):
+    tmp_path, home, bin_dir, env = machine
+    real_git = shutil.which("git")
+    (bin_dir / "git").write_text(
+        '#!/bin/sh\n'
+        'if [ "$1" = merge-tree ]; then echo "error: unknown option write-tree" >&2; exit 129; fi\n'
+        f'exec {real_git} "$@"\n')
+    (bin_dir / "git").chmod(0o755)
+    race = tmp_path / "race.toml"
+    race.write_text(RACE.format(extra=""))
+    done = doctor(env, str(race), "--json")
+    check = checks_of(done)["git merge-tree"]
+    assert check["ok"] is False and "needs git 2.38 or later" in check["detail"]
+    assert "git merge-tree" in json.loads(done.stdout)["missing"]
+
+
+def test_a_missing_command_agent_is_required(machine):
+    tmp_path, home, bin_dir, env = machine
+    race = tmp_path / "race.toml"
+    race.write_text('[race]\nrepository = "repo"\n[validate]\ncommand = ["true"]\n'
+                    '[[candidates]]\nkey = "tool"\nagent = "command"\ncommand = ["no-such-agent-42"]\n'
+                    'brief = "x"\n')
+    done = doctor(env, str(race), "--json")
+    assert done.returncode == exitcodes.MISSING_REQUIREMENT
+    assert checks_of(done)["command tool"]["detail"] == "`no-such-agent-42` not found on PATH"
+
+
+def test_a_bad_race_file_is_one_line():
+    done = subprocess.run([sys.executable, "-m", "outpost_tui.cli", "doctor", "/nonexistent/race.toml"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == exitcodes.BAD_INPUT
+    assert done.stderr.strip().count("\n") == 0 and "no such file" in done.stderr
+
+
+@pytest.mark.parametrize("version, name", [
+    ({"Components": [{"Name": "Podman Engine", "Version": "4.3.1"}], "Version": "4.3.1"}, "podman"),
+    ({"Platform": {"Name": "Docker Engine - Community"},
+      "Components": [{"Name": "Engine", "Version": "27.1.1"}], "Version": "27.1.1"}, "docker"),
+])
+def test_engine_name(version, name):
+    assert engine_name(version) == name
+
+
+def _engine_host() -> str | None:
+    if os.environ.get("DOCKER_HOST"):
+        return os.environ["DOCKER_HOST"]
+    for socket in ("/tmp/podman.sock", "/run/podman/podman.sock", "/var/run/docker.sock"):
+        if Path(socket).is_socket():
+            return f"unix://{socket}"
+    return None
+
+
+@pytest.mark.container
+def test_a_reachable_engine_is_named_and_a_missing_image_is_required(machine):
+    tmp_path, home, bin_dir, env = machine
+    host = _engine_host()
+    if host is None:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail("CI=true and no container engine to check doctor against", pytrace=False)
+        pytest.skip("no container engine")
+    env = {**env, "DOCKER_HOST": host}
+    race = tmp_path / "race.toml"
+    race.write_text('[race]\nrepository = "repo"\n[sandbox]\nprovider = "podman"\n'
+                    'image = "local/outpost-doctor-absent:1"\n[validate]\ncommand = ["true"]\n'
+                    '[[candidates]]\nkey = "tool"\nagent = "command"\ncommand = ["true"]\nbrief = "x"\n')
+    done = doctor(env, str(race), "--json")
+    check = checks_of(done)["container engine"]
+    assert check["required"] is True and check["ok"] is False
+    assert f"at {host}" in check["detail"] and check["detail"].split()[0] in ("podman", "docker")
+    assert "image local/outpost-doctor-absent:1 not found" in check["detail"]
+    assert done.returncode == exitcodes.MISSING_REQUIREMENT
+    plain = doctor(env, "--json")
+    assert checks_of(plain)["container engine"]["ok"] is True

@@ -1,0 +1,191 @@
+"""Per-attempt cost of a container sandbox against a local process, measured in one run.
+
+Run on its own, with an engine (DOCKER_HOST) and the test image (see .ci/podman-setup.sh):
+    python tests/benchmarks/bench_containers.py [--samples 5] [--candidates 4] [--image TAG]
+
+1. Sandbox lifecycle, one attempt at a time: acquire (create + start), a first exec of `true`,
+   close (remove), against the local provider doing the same (a `true` process).
+2. The same race twice: N candidates that each fix the sample project wrongly (so every attempt
+   runs agent, validation and cleanup to the end), once with provider "local", once in containers.
+   Per-attempt wall time (admitted → settled) and the race's wall time, and the container phases of
+   each attempt inside the race, where they compete for 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import anyio
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from outpost_tui.engine import CandidateSpec, EventKind, build_spec  # noqa: E402
+from outpost_tui.engine.coordinator import Race  # noqa: E402
+from outpost_tui.engine.events import EventBus  # noqa: E402
+from outpost_tui.engine.images import DEFAULT_TAG  # noqa: E402
+from outpost_tui.engine.sandbox.base import SandboxContext  # noqa: E402
+from outpost_tui.engine.sandbox.container import ContainerProvider  # noqa: E402
+from outpost_tui.engine.sandbox.local import LocalProvider  # noqa: E402
+from outpost_tui.engine.spec import SandboxSpec, ValidateSpec  # noqa: E402
+
+WRONG_FIX = """\
+import subprocess
+source = open("calc.py").read()
+open("calc.py", "w").write(source.replace("return a - b", "return a * b", 1))
+subprocess.run(["git", "commit", "-qam", "wrong fix"], check=True)
+"""
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def calc_repo(path: Path) -> Path:
+    shutil.copytree(ROOT / "sample-races" / "projects" / "calc", path,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (path / "agents").mkdir()
+    (path / "agents" / "wrong.py").write_text(WRONG_FIX)
+    git(path, "init", "-q", "-b", "main")
+    git(path, "config", "user.name", "Bench")
+    git(path, "config", "user.email", "bench@example.invalid")
+    git(path, "add", "-A")
+    git(path, "commit", "-qm", "calc")
+    return path
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:7.0f} ms"
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+async def lifecycle(provider, context: SandboxContext, samples: int) -> dict[str, list[float]]:
+    phases: dict[str, list[float]] = {"acquire": [], "first exec": [], "close": [], "total": []}
+    for n in range(samples):
+        attempt = replace(context, attempt=n + 1)
+        began = time.perf_counter()
+        sandbox = await provider.acquire(attempt)
+        acquired = time.perf_counter()
+        done = await sandbox.run(["true"])
+        ran = time.perf_counter()
+        await sandbox.close()
+        closed = time.perf_counter()
+        assert done.exit_code == 0
+        phases["acquire"].append(acquired - began)
+        phases["first exec"].append(ran - acquired)
+        phases["close"].append(closed - ran)
+        phases["total"].append(closed - began)
+        for name in ("create", "start", "remove"):
+            if hasattr(sandbox, "timings") and name in sandbox.timings:
+                phases.setdefault(name, []).append(sandbox.timings[name])
+    return phases
+
+
+class Recording(ContainerProvider):
+    """The container provider, keeping each sandbox so its phase timings can be read."""
+
+    def __init__(self, spec: SandboxSpec) -> None:
+        super().__init__(spec)
+        self.sandboxes = []
+
+    async def acquire(self, context):
+        sandbox = await super().acquire(context)
+        self.sandboxes.append(sandbox)
+        return sandbox
+
+
+async def race(repo: Path, candidates: int, provider) -> tuple[float, list[float], str]:
+    spec = build_spec(
+        repository=repo, name="bench",
+        candidates=[CandidateSpec(f"c{n}", "command", "fix add", command=("python3", "agents/wrong.py"))
+                    for n in range(candidates)],
+        validate=ValidateSpec(command=("python3", "-m", "unittest", "-q"), timeout=300),
+        sandbox=provider.spec if isinstance(provider, ContainerProvider) else SandboxSpec())
+    admitted: dict[str, float] = {}
+    settled: dict[str, float] = {}
+    bus = EventBus()
+
+    def on_event(event) -> None:
+        if event.kind is EventKind.ADMITTED:
+            admitted[event.key] = time.perf_counter()
+        elif event.kind is EventKind.SETTLED:
+            settled[event.key] = time.perf_counter()
+
+    bus.subscribe(on_event)
+    began = time.perf_counter()
+    result = await Race(spec, bus=bus, provider=provider).run()
+    wall = time.perf_counter() - began
+    statuses = ",".join(sorted({c.status.value for c in result.candidates}))
+    return wall, [settled[k] - admitted[k] for k in admitted], statuses
+
+
+async def main_async(args) -> None:
+    image = args.image
+    with tempfile.TemporaryDirectory(prefix="outpost-bench-") as scratch:
+        root = Path(scratch)
+        repo = calc_repo(root / "calc")
+        directory = root / "calc" / ".outpost" / "workspaces" / "bench"
+        git(repo, "worktree", "add", "-q", "-b", "bench", str(directory), "HEAD")
+        context = SandboxContext(repository=repo, directory=directory,
+                                 git_common_dir=repo / ".git", race_id="bench-lifecycle",
+                                 key="bench", attempt=1)
+        container = ContainerProvider(SandboxSpec(provider="podman", image=image))
+        await lifecycle(container, replace(context, race_id="bench-warmup"), 1)  # connect, caches
+
+        print(f"sandbox lifecycle, {args.samples} samples, medians (image {image}, "
+              f"engine {container.endpoint})")
+        local_phases = await lifecycle(LocalProvider(), context, args.samples)
+        container_phases = await lifecycle(container, context, args.samples)
+        print(f"  {'phase':<12}{'local':>10}{'container':>12}")
+        for phase in ("create", "start", "acquire", "first exec", "remove", "close", "total"):
+            local = median(local_phases.get(phase, []))
+            local_text = ms(local) if local_phases.get(phase) else "        -"
+            print(f"  {phase:<12}{local_text:>10}{ms(median(container_phases[phase])):>12}")
+        overhead = median(container_phases["total"]) - median(local_phases["total"])
+        print(f"  container overhead per attempt: {ms(overhead).strip()}")
+
+        print(f"\nthe same race of {args.candidates} candidates (agent + unittest validation each, "
+              "all run to the end)")
+        local_wall, local_attempts, local_status = await race(
+            calc_repo(root / "calc-local"), args.candidates, LocalProvider())
+        recording = Recording(SandboxSpec(provider="podman", image=image))
+        box_wall, box_attempts, box_status = await race(
+            calc_repo(root / "calc-containers"), args.candidates, recording)
+        print(f"  {'':<22}{'local':>10}{'containers':>12}{'ratio':>8}")
+        print(f"  {'race wall time':<22}{ms(local_wall):>10}{ms(box_wall):>12}"
+              f"{box_wall / local_wall:>7.2f}x")
+        print(f"  {'attempt (median)':<22}{ms(median(local_attempts)):>10}"
+              f"{ms(median(box_attempts)):>12}{median(box_attempts) / median(local_attempts):>7.2f}x")
+        print(f"  statuses: local {local_status}; containers {box_status}")
+        in_race = {name: median([s.timings[name] for s in recording.sandboxes if name in s.timings])
+                   for name in ("create", "start", "first_exec", "remove")}
+        print("  container phases inside the race (median per attempt): "
+              + ", ".join(f"{name} {ms(value).strip()}" for name, value in in_race.items())
+              + "  (first_exec = the agent's whole run)")
+        print(f"  per-attempt overhead inside the race: "
+              f"{ms(median(box_attempts) - median(local_attempts)).strip()}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=5)
+    parser.add_argument("--candidates", type=int, default=4)
+    parser.add_argument("--image", default=os.environ.get("OUTPOST_TEST_IMAGE", DEFAULT_TAG))
+    anyio.run(main_async, parser.parse_args())
+
+
+if __name__ == "__main__":
+    main()

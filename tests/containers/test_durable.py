@@ -1,0 +1,121 @@
+"""A durable race in containers whose coordinator is killed mid-race: its containers outlive it
+(the engine owns them), and replay removes them before running the interrupted candidates again."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from outpost_tui.engine.sandbox.container import list_containers
+from tests.conftest import git
+
+from .conftest import IMAGE
+
+pytestmark = pytest.mark.container
+
+# Hangs until the test drops `release` into the repository's git directory, which every container
+# mounts; says it is running by touching `ready-<key>` there.
+CRASHY = """\
+import os, subprocess, sys, time
+common = subprocess.run(["git", "rev-parse", "--path-format=absolute", "--git-common-dir"],
+                        capture_output=True, text=True, check=True).stdout.strip()
+key = os.environ["OUTPOST_CANDIDATE"]
+if not os.path.exists(os.path.join(common, "release")):
+    open(os.path.join(common, f"ready-{key}"), "w").close()
+    while True:
+        time.sleep(1)
+with open("calc.py") as handle:
+    source = handle.read()
+with open("calc.py", "w") as handle:
+    handle.write(source.replace("return a - b", "return a + b", 1))
+subprocess.run(["git", "commit", "-qam", f"fix add ({key})"], check=True)
+"""
+
+
+def durability_available() -> bool:
+    return (importlib.util.find_spec("outpost_tui.engine.durable") is not None
+            and importlib.util.find_spec("outpost_tui.commands.recover") is not None)
+
+
+def outpost(*args: str, **options) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "outpost_tui.cli", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, **options)
+
+
+def wait_for(condition, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+@pytest.mark.skipif(not durability_available(),
+                    reason="durable races (engine/durable.py, `outpost-tui recover`) not built yet")
+def test_replay_removes_the_containers_a_killed_coordinator_left(engine, calc_repo, tmp_path):
+    (calc_repo / "agents" / "crashy.py").write_text(CRASHY)
+    git(calc_repo, "add", "-A")
+    git(calc_repo, "commit", "-qm", "crashy agent")
+    run_id = f"crash-{uuid.uuid4().hex[:8]}"
+    race_file = tmp_path / "race.toml"
+    candidates = "".join(f"""
+[[candidates]]
+key = "{key}"
+agent = "command"
+brief = "fix add"
+command = ["python3", "agents/crashy.py"]
+""" for key in ("first", "second"))
+    race_file.write_text(f"""\
+[race]
+name = "crash in containers"
+repository = "{calc_repo}"
+run_id = "{run_id}"
+
+[validate]
+command = ["python3", "-m", "unittest", "-q"]
+
+[sandbox]
+provider = "podman"
+image = "{IMAGE}"
+
+[durability]
+enabled = true
+version = "1"
+{candidates}""")
+    common = calc_repo / ".git"
+    coordinator = outpost("run", str(race_file), "--headless", "--json")
+    try:
+        wait_for(lambda: all((common / f"ready-{k}").exists() for k in ("first", "second"))
+                 or coordinator.poll() is not None, 120, "both candidates running in containers")
+        assert coordinator.poll() is None, coordinator.communicate()
+        os.killpg(coordinator.pid, signal.SIGKILL)
+        coordinator.wait(30)
+    finally:
+        if coordinator.poll() is None:
+            os.killpg(coordinator.pid, signal.SIGKILL)
+            coordinator.wait(30)
+
+    # the engine kept the candidates' containers running without their coordinator
+    left = list_containers(run_id)
+    assert sorted(c["key"] for c in left) == ["first", "second"]
+    assert all(c["status"] == "running" for c in left)
+
+    (common / "release").touch()
+    replay = outpost("recover", run_id, "--replay", "--json")
+    out, err = replay.communicate(timeout=300)
+    assert replay.returncode == 0, err
+    result = json.loads(out)
+    assert result["status"] == "winner"
+    # the leftovers were removed, and so were the replayed attempts' own containers
+    assert list_containers(run_id) == []

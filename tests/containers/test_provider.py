@@ -1,0 +1,415 @@
+"""The container sandbox provider against a real engine: isolation, streaming, exit codes,
+cancellation, timeouts, ownership, git, cleanup and recovery."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import replace
+
+import anyio
+import pytest
+
+from outpost_tui.engine.sandbox.base import SandboxError, provider_for
+from outpost_tui.engine.sandbox.container import (ContainerProvider, container_name,
+                                                  list_containers, remove_race_containers)
+from outpost_tui.engine.spec import SandboxSpec
+from tests.conftest import git
+
+from .conftest import IMAGE
+
+pytestmark = [pytest.mark.container, pytest.mark.anyio]
+
+# Lists the container's processes (pid and command line), without ps in the image.
+PROCESSES = ["python3", "-c",
+             "import os\n"
+             "for p in os.listdir('/proc'):\n"
+             "    if p.isdigit():\n"
+             "        try: print(p, open(f'/proc/{p}/cmdline','rb').read().replace(b'\\0',b' ').decode())\n"
+             "        except OSError: pass"]
+
+
+async def processes(sandbox) -> str:
+    return (await sandbox.run(PROCESSES)).stdout_tail
+
+
+async def test_container_is_isolated_as_the_race_file_says(provider, attempt, engine, leftovers):
+    provider = ContainerProvider(SandboxSpec(provider="podman", image=IMAGE, memory="256m",
+                                             cpus=1.5, pids=128))
+    sandbox = await provider.acquire(attempt)
+    try:
+        client, _ = engine
+        attrs = client.containers.get(sandbox.name).attrs
+        host = attrs["HostConfig"]
+        assert sandbox.name == f"outpost-{attempt.race_id}-alpha-1"
+        assert attrs["Config"]["Labels"]["outpost.race"] == attempt.race_id
+        assert attrs["Config"]["Labels"]["outpost.key"] == "alpha"
+        assert attrs["Config"]["Labels"]["outpost.attempt"] == "1"
+        assert attrs["Config"]["Labels"]["outpost.repository"] == str(attempt.repository.resolve())
+        assert attrs["Config"]["User"] == f"{os.getuid()}:{os.getgid()}"
+        assert host["NetworkMode"] == "none"
+        dropped = {c.upper().removeprefix("CAP_") for c in host["CapDrop"] or []}
+        # Docker keeps "ALL"; Podman lists the capabilities it dropped
+        assert "ALL" in dropped or dropped >= {"CHOWN", "DAC_OVERRIDE", "KILL", "SETUID", "SETGID",
+                                               "NET_RAW", "SYS_CHROOT", "NET_BIND_SERVICE"}
+        assert not host.get("CapAdd")
+        assert "no-new-privileges" in (host["SecurityOpt"] or [])
+        assert host["Init"] is True
+        assert host["Memory"] == 256 * 1024 * 1024
+        assert host["NanoCpus"] == 1_500_000_000
+        assert host["PidsLimit"] == 128
+        # exactly the worktree and the git directory, at their host paths; never a Docker socket
+        mounts = {(m["Source"], m["Destination"]) for m in attrs["Mounts"]}
+        assert mounts == {(str(attempt.directory), str(attempt.directory)),
+                          (str(attempt.git_common_dir), str(attempt.git_common_dir))}
+        assert not any(m["Source"].endswith(".sock") for m in attrs["Mounts"])
+        # and what the process inside actually gets
+        status = (await sandbox.run(["cat", "/proc/self/status"])).stdout_tail
+        fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+        assert fields["CapEff"].strip() == "0000000000000000"
+        assert fields["NoNewPrivs"].strip() == "1"
+        listing = (await processes(sandbox)).splitlines()
+        commands = {pid: command for pid, _, command in (line.partition(" ") for line in listing)}
+        assert "init" in commands["1"].split()[0]  # podman-init, docker-init or tini: not sleep
+    finally:
+        await sandbox.close()
+    assert leftovers() == []
+
+
+async def test_no_network_unless_asked(provider, attempt, leftovers):
+    probe = ["python3", "-c",
+             "import socket\n"
+             "print(sorted(name for _, name in socket.if_nameindex()))\n"
+             "socket.create_connection(('1.1.1.1', 53), timeout=5)"]
+    sandbox = await provider.acquire(attempt)
+    try:
+        done = await sandbox.run(probe)
+    finally:
+        await sandbox.close()
+    assert done.exit_code != 0
+    assert done.stdout_tail.strip() == "['lo']"
+    assert "unreachable" in done.stderr_tail.lower() or "errno" in done.stderr_tail.lower()
+
+    # the same probe with a network asked for: an interface besides loopback exists
+    networked = ContainerProvider(SandboxSpec(provider="podman", image=IMAGE, network="bridge"))
+    sandbox = await networked.acquire(replace(attempt, attempt=2))
+    try:
+        interfaces = await sandbox.run(probe[:2] + ["import socket; print(sorted(n for _, n in socket.if_nameindex()))"])
+    finally:
+        await sandbox.close()
+    assert interfaces.stdout_tail.strip() != "['lo']"
+    assert leftovers() == []
+
+
+async def test_output_streams_live_in_line_batches(provider, attempt, leftovers):
+    """The second line is only printed after the test saw the first one: output is live."""
+    gate = attempt.directory / "gate"
+    program = ("import os, sys, time\n"
+               "print('first', flush=True)\n"
+               "print('to stderr', file=sys.stderr, flush=True)\n"
+               f"while not os.path.exists({str(gate)!r}): time.sleep(0.01)\n"
+               "print('second')\n"
+               "print('no newline at the end', end='')\n")
+    seen: list[tuple[str, str]] = []
+
+    def on_output(stream: str, lines: list[str]) -> None:
+        seen.extend((stream, line) for line in lines)
+        if ("stdout", "first") in seen:
+            gate.touch()
+
+    sandbox = await provider.acquire(attempt)
+    try:
+        with anyio.fail_after(60):
+            done = await sandbox.run(["python3", "-c", program], on_output=on_output)
+    finally:
+        await sandbox.close()
+    assert done.exit_code == 0
+    assert [line for stream, line in seen if stream == "stdout"] == \
+        ["first", "second", "no newline at the end"]
+    assert ("stderr", "to stderr") in seen
+    assert done.stdout_tail == "first\nsecond\nno newline at the end"
+    assert leftovers() == []
+
+
+async def test_exit_codes_env_and_large_output(provider, attempt, leftovers, monkeypatch):
+    monkeypatch.setenv("OUTPOST_HOST_SECRET", "must-not-leak")
+    sandbox = await provider.acquire(attempt)
+    try:
+        assert (await sandbox.run(["sh", "-c", "exit 3"])).exit_code == 3
+        assert (await sandbox.run(["true"])).exit_code == 0
+        env = await sandbox.run(["env"], env={"GREETING": "hello world", "EMPTY": ""})
+        variables = dict(line.split("=", 1) for line in env.stdout_tail.splitlines())
+        assert variables["GREETING"] == "hello world"
+        assert variables["EMPTY"] == ""
+        assert variables["HOME"] == "/tmp"
+        assert "OUTPOST_HOST_SECRET" not in variables
+        assert "OUTPOST_RUN" not in variables  # the wrapper's own variable stays the wrapper's
+        pwd = await sandbox.run(["pwd"])
+        assert pwd.stdout_tail.strip() == str(attempt.directory)
+
+        lines: list[str] = []
+        big = await sandbox.run(["python3", "-c", "for i in range(20000): print('line', i)"],
+                                on_output=lambda stream, batch: lines.extend(batch),
+                                tail_bytes=1000)
+        assert big.exit_code == 0
+        assert lines == [f"line {i}" for i in range(20000)]
+        assert len(big.stdout_tail) <= 1000 and big.stdout_tail.endswith("line 19999\n")
+    finally:
+        await sandbox.close()
+    assert leftovers() == []
+
+
+async def test_stdin_bytes_arrive_exactly(provider, attempt, leftovers):
+    data = os.urandom(300_000) + b"\0\n\r\n" + "brief: résumé ✓".encode()
+    sandbox = await provider.acquire(attempt)
+    try:
+        done = await sandbox.run(
+            ["python3", "-c",
+             "import sys, hashlib; d = sys.stdin.buffer.read(); print(len(d), hashlib.sha256(d).hexdigest())"],
+            stdin=data)
+        without = await sandbox.run(["python3", "-c", "import sys; print(len(sys.stdin.buffer.read()))"])
+        leftover_files = await sandbox.run(["sh", "-c", "ls -a /tmp | grep -c '^.outpost-.*stdin' || true"])
+    finally:
+        await sandbox.close()
+    assert done.stdout_tail.split() == [str(len(data)), hashlib.sha256(data).hexdigest()]
+    assert without.stdout_tail.strip() == "0"  # no stdin: EOF at once, never a hang
+    assert leftover_files.stdout_tail.strip() == "0"  # the stdin file is gone once opened
+    assert leftovers() == []
+
+
+async def test_program_not_found_is_one_clear_error(provider, attempt, leftovers):
+    sandbox = await provider.acquire(attempt)
+    try:
+        with pytest.raises(SandboxError, match=r"agent program 'no-such-agent' not found in image"):
+            await sandbox.run(["no-such-agent", "--flag"])
+        (attempt.directory / "script.sh").write_text("#!/bin/sh\necho hi\n")
+        with pytest.raises(SandboxError, match="not executable"):
+            await sandbox.run([str(attempt.directory / "script.sh")])
+        # a program that exits 127 by itself is a result, not a start failure
+        assert (await sandbox.run(["sh", "-c", "echo 'x: not found' >&2; exit 127"])).exit_code == 127
+    finally:
+        await sandbox.close()
+    assert leftovers() == []
+
+
+HANG = ["python3", "-c",
+        "import subprocess, time\n"
+        "subprocess.Popen(['sleep', '1000'])\n"  # a child in the same group
+        "print('ready', flush=True)\n"
+        "time.sleep(1000)"]
+
+
+async def test_cancellation_kills_the_process_group_inside(provider, attempt, leftovers):
+    sandbox = await provider.acquire(attempt)
+    try:
+        ready = anyio.Event()
+        started = time.monotonic()
+        async with anyio.create_task_group() as group:
+            async def agent():
+                await sandbox.run(HANG, on_output=lambda s, lines: "ready" in lines and ready.set())
+                pytest.fail("run returned instead of being cancelled")
+
+            group.start_soon(agent)
+            with anyio.fail_after(60):
+                await ready.wait()
+            group.cancel_scope.cancel()
+        elapsed = time.monotonic() - started
+        remaining = await processes(sandbox)
+        assert "sleep 1000" not in remaining and "time.sleep" not in remaining, remaining
+        assert elapsed < 20
+        # the sandbox is still usable after a cancelled command
+        assert (await sandbox.run(["true"])).exit_code == 0
+    finally:
+        await sandbox.close()
+    assert leftovers() == []
+
+
+async def test_timeout_stops_the_command_inside(provider, attempt, leftovers):
+    sandbox = await provider.acquire(attempt)
+    try:
+        started = time.monotonic()
+        done = await sandbox.run(HANG, timeout=2)
+        elapsed = time.monotonic() - started
+        remaining = await processes(sandbox)
+    finally:
+        await sandbox.close()
+    assert done.timed_out
+    assert done.exit_code < 0  # killed by a signal
+    assert "ready" in done.stdout_tail
+    assert 2 <= elapsed < 15
+    assert "sleep 1000" not in remaining and "time.sleep" not in remaining, remaining
+    assert leftovers() == []
+
+
+async def test_background_processes_do_not_outlive_their_command(provider, attempt, leftovers):
+    sandbox = await provider.acquire(attempt)
+    try:
+        done = await sandbox.run(["sh", "-c", "sleep 777 & echo started"])
+        remaining = await processes(sandbox)
+    finally:
+        await sandbox.close()
+    assert done.exit_code == 0 and done.stdout_tail == "started\n"
+    assert "sleep 777" not in remaining, remaining
+    assert leftovers() == []
+
+
+async def test_a_quiet_command_outlasts_the_engine_request_timeout(attempt, engine, leftovers):
+    provider = ContainerProvider(SandboxSpec(provider="podman", image=IMAGE), request_timeout=2)
+    sandbox = await provider.acquire(attempt)
+    try:
+        done = await sandbox.run(["sh", "-c", "sleep 3; echo done"])
+    finally:
+        await sandbox.close()
+    assert (done.exit_code, done.stdout_tail) == (0, "done\n")
+
+
+async def test_files_written_inside_belong_to_the_container_user(provider, attempt, leftovers):
+    sandbox = await provider.acquire(attempt)
+    try:
+        await sandbox.run(["sh", "-c", "echo data > made-inside.txt; mkdir -p sub; touch sub/f"])
+    finally:
+        await sandbox.close()
+    made = attempt.directory / "made-inside.txt"
+    assert made.read_text() == "data\n"
+    for path in (made, attempt.directory / "sub", attempt.directory / "sub" / "f"):
+        assert (path.stat().st_uid, path.stat().st_gid) == (os.getuid(), os.getgid())
+
+    # the mapping is real, not "root writes everything": another uid:gid owns what it writes
+    os.chmod(attempt.directory, 0o777)
+    other = ContainerProvider(SandboxSpec(provider="podman", image=IMAGE), user=(4321, 4322))
+    sandbox = await other.acquire(replace(attempt, attempt=2))
+    try:
+        whoami = await sandbox.run(["id", "-u"])
+        await sandbox.run(["sh", "-c", "echo x > by-other.txt"])
+    finally:
+        await sandbox.close()
+    assert whoami.stdout_tail.strip() == "4321"
+    stat = (attempt.directory / "by-other.txt").stat()
+    assert (stat.st_uid, stat.st_gid) == (4321, 4322)
+    assert leftovers() == []
+
+
+async def test_git_works_inside_the_worktree(provider, attempt, leftovers):
+    sandbox = await provider.acquire(attempt)
+    try:
+        (attempt.directory / "feature.txt").write_text("made in a container\n")
+        status = await sandbox.run(["git", "status", "--porcelain"])
+        commit = await sandbox.run(["sh", "-c",
+                                    "git add feature.txt && git commit -qm 'inside' && git rev-parse HEAD"])
+    finally:
+        await sandbox.close()
+    assert status.exit_code == 0, status.stderr_tail
+    assert "?? feature.txt" in status.stdout_tail
+    assert commit.exit_code == 0, commit.stderr_tail
+    head = commit.stdout_tail.strip()
+    # the host sees the commit on the attempt's branch, and the worktree is clean
+    assert git(attempt.directory, "rev-parse", "HEAD") == head
+    assert git(attempt.repository, "log", "-1", "--format=%s", "outpost/test/wt") == "inside"
+    assert git(attempt.directory, "status", "--porcelain") == ""
+    assert leftovers() == []
+
+
+async def test_resource_is_registered_before_the_container_exists(provider, attempt, engine,
+                                                                  leftovers):
+    client, _ = engine
+    registered: list[tuple[str, int]] = []
+
+    async def register(resource_id: str) -> None:
+        existing = client.containers.list(all=True, filters={"name": container_name(
+            attempt.race_id, attempt.key, attempt.attempt)})
+        registered.append((resource_id, len(existing)))
+
+    sandbox = await provider.acquire(replace(attempt, register_resource=register))
+    await sandbox.close()
+    assert registered == [(f"container:{sandbox.name}", 0)]
+    assert sandbox.resource_id == f"container:{sandbox.name}"
+    assert provider.owns(sandbox.resource_id) and not provider.owns("pid:123")
+
+
+async def test_close_removes_the_container_and_is_idempotent(provider, attempt, engine, leftovers):
+    import docker
+
+    client, _ = engine
+    sandbox = await provider.acquire(attempt)
+    assert client.containers.get(sandbox.name).status == "running"
+    await sandbox.close()
+    await sandbox.close()
+    with pytest.raises(docker.errors.NotFound):
+        client.containers.get(sandbox.name)
+    assert set(sandbox.timings) >= {"create", "start", "remove"}
+    with pytest.raises(SandboxError, match="closed"):
+        await sandbox.run(["true"])
+    assert leftovers() == []
+
+
+async def test_recover_and_label_sweep_remove_leftovers(attempt, engine, race_id, leftovers):
+    # a coordinator that "crashed": its sandboxes were never closed
+    crashed = ContainerProvider(SandboxSpec(provider="podman", image=IMAGE))
+    first = await crashed.acquire(attempt)
+    await crashed.acquire(replace(attempt, key="beta"))
+    await crashed.acquire(replace(attempt, key="gamma"))
+    assert {c["key"] for c in list_containers(race_id)} == {"alpha", "beta", "gamma"}
+    assert all(c["repository"] == str(attempt.repository.resolve()) for c in list_containers(race_id))
+
+    fresh = ContainerProvider(SandboxSpec(provider="podman", image=IMAGE))
+    assert await fresh.recover(first.resource_id) is True
+    assert await fresh.recover(first.resource_id) is False  # idempotent
+    assert await fresh.recover("pid:1") is False
+    assert {c["key"] for c in list_containers(race_id)} == {"beta", "gamma"}
+    assert remove_race_containers(race_id) == 2
+    assert list_containers(race_id) == []
+    assert leftovers() == []
+    # the repository and worktree are untouched
+    assert (attempt.directory / "base.txt").read_text() == "base\n"
+
+
+async def test_recover_never_removes_a_container_that_is_not_ours(provider, engine, race_id):
+    client, _ = engine
+    name = f"outpost-{race_id}-foreign-1"
+    stranger = client.containers.run(IMAGE, ["sleep", "300"], name=name, detach=True, init=True,
+                                     network_mode="none")
+    try:
+        assert await provider.recover(f"container:{name}") is False
+        assert client.containers.get(name).status == "running"
+    finally:
+        stranger.remove(force=True)
+
+
+async def test_a_stale_container_of_the_same_attempt_is_replaced(provider, attempt, leftovers):
+    stale = await provider.acquire(attempt)
+    again = await ContainerProvider(SandboxSpec(provider="podman", image=IMAGE)).acquire(attempt)
+    try:
+        assert again.name == stale.name
+        assert (await again.run(["true"])).exit_code == 0
+        assert len(leftovers()) == 1
+    finally:
+        await again.close()
+    assert leftovers() == []
+
+
+async def test_missing_image_says_how_to_build_one(attempt, engine, leftovers):
+    provider = ContainerProvider(SandboxSpec(provider="podman", image="local/outpost-no-such:1"))
+    with pytest.raises(SandboxError) as error:
+        await provider.acquire(attempt)
+    message = str(error.value)
+    assert "image 'local/outpost-no-such:1' not found" in message
+    assert "outpost-tui image build --tag local/outpost-no-such:1" in message
+    assert "\n" not in message
+    assert leftovers() == []
+
+
+async def test_unreachable_engine_names_the_endpoint(attempt, tmp_path):
+    endpoint = f"unix://{tmp_path}/no-engine.sock"
+    provider = ContainerProvider(SandboxSpec(provider="docker", image=IMAGE, endpoint=endpoint))
+    with pytest.raises(SandboxError) as error:
+        await provider.acquire(attempt)
+    assert endpoint in str(error.value) and "DOCKER_HOST" in str(error.value)
+    assert "\n" not in str(error.value)
+
+
+def test_provider_for_picks_the_container_provider():
+    for name in ("docker", "podman"):
+        provider = provider_for(SandboxSpec(provider=name, image=IMAGE))
+        assert isinstance(provider, ContainerProvider) and provider.name == name
+
