@@ -5,7 +5,8 @@
 # fresh Debian 12 machine (as root), writes this machine kind's engine settings, starts
 # `podman system service`, builds the local test image without any registry, and exports
 #   DOCKER_HOST            unix socket of the API
-#   PODMAN_SERVICE_PID     the service; the caller kills it when done (containers by label first)
+#   PODMAN_SERVICE_PID     the service; `outpost_podman_teardown` (defined here) removes outpost
+#                          containers by label and stops it: call it when the run is done
 #   OUTPOST_TEST_IMAGE     the image the container tests run in (python3 + git)
 # Running it again is cheap: packages, config, image and a live service are reused.
 #
@@ -148,3 +149,12 @@ else
   echo "podman-setup: failed" >&2
   return 1 2>/dev/null || exit 1
 fi
+
+# Call at the end of the CI run: removes every outpost-tui container (by label), then stops the
+# service this script started (by its pid file).
+outpost_podman_teardown() {
+  local sock=${PODMAN_SOCKET:-/tmp/podman.sock} ids
+  ids=$(podman ps -aq --filter label=outpost.race 2>/dev/null || true)
+  [ -z "$ids" ] || podman rm -f $ids >/dev/null 2>&1 || true
+  _outpost_stop_service "$sock"
+}

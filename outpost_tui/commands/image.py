@@ -49,7 +49,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     build.add_argument("--endpoint", metavar="URL",
                        help="Docker API endpoint (unix://, tcp://, ssh://); default DOCKER_HOST")
     build.set_defaults(handler=build_image)
-    parser.set_defaults(handler=lambda args: (parser.print_help(), exitcodes.BAD_INPUT)[1])
+
+    def no_action(args: argparse.Namespace) -> int:
+        parser.print_usage(sys.stderr)
+        print("outpost-tui image: error: name an action: build", file=sys.stderr)
+        return exitcodes.BAD_INPUT
+
+    parser.set_defaults(handler=no_action)
 
 
 def _say(text: str) -> None:

@@ -12,6 +12,7 @@ import hashlib
 import os
 import re
 import stat
+import threading
 import uuid
 from dataclasses import asdict, dataclass
 from functools import cache
@@ -42,6 +43,21 @@ _ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
 # status must not take the index lock: agents run git in their worktrees at the same time, and the
 # integration check promises not to touch the host's index.
 _STATUS = ("--no-optional-locks", "status")
+
+
+_worktree_locks: dict[str, threading.Lock] = {}
+_worktree_locks_guard = threading.Lock()
+
+
+def _worktree_lock(repo_root: Path | str) -> threading.Lock:
+    """One lock per repository around worktree add/list/remove.
+
+    `git worktree add` reads every other worktree's metadata; run at the same moment as another
+    add it can find one half-written and fail ("failed to read .git/worktrees/<x>/commondir").
+    """
+    key = os.path.realpath(repo_root)
+    with _worktree_locks_guard:
+        return _worktree_locks.setdefault(key, threading.Lock())
 
 
 class GitError(Exception):
@@ -339,6 +355,7 @@ def worktree_directory(repo_root: Path | str, key: str, branch: str) -> Path:
 
 
 def _registered_worktrees(repo_root: Path | str) -> list[dict]:
+    # Callers inside add_worktree already hold the repository's worktree lock.
     out = _check("git worktree list", repo_root, "worktree", "list", "--porcelain")
     worktrees: list[dict] = []
     for line in str(out).splitlines():
@@ -361,6 +378,11 @@ def _same_path(left: Path | str, right: Path | str) -> bool:
 
 def add_worktree(repo_root: Path | str, branch: str, directory: Path | str, baseline: str) -> None:
     """Create `branch` at `baseline`, checked out in `directory`; reuse it when a replay finds it."""
+    with _worktree_lock(repo_root):
+        _add_worktree(repo_root, branch, directory, baseline)
+
+
+def _add_worktree(repo_root: Path | str, branch: str, directory: Path | str, baseline: str) -> None:
     root = Path(repo_root)
     target = Path(directory).absolute()
     _revision(branch, "branch name")
@@ -490,7 +512,8 @@ def remove_worktree(repo_root: Path | str, directory: Path | str) -> bool:
     if not is_clean(target):
         return False
     # Never --force: git re-checks cleanliness itself, which closes the gap since is_clean.
-    status, _, err = _run(root, "worktree", "remove", str(target))
+    with _worktree_lock(root):
+        status, _, err = _run(root, "worktree", "remove", str(target))
     if status != 0:
         if os.path.lexists(target):
             return False

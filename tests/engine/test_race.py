@@ -190,7 +190,8 @@ def test_token_budget_reached_exactly_cancels_everyone(repo, tmp_path):
         repository=repo,
         budget=BudgetSpec(tokens=TokenLimits(output=30)),
         candidates=[
-            cmd("spender", "--usage", "1", "0", "0", "10", "--usage-times", "3", "--hang"),
+            cmd("spender", "--wait-file", str(tmp_path / "b.pid"), "--usage", "1", "0", "0", "10",
+                "--usage-times", "3", "--hang"),
             cmd("bystander", "--pidfile", str(tmp_path / "b.pid"), "--hang"),
         ], validate=["true"])
     result = run_race(spec)
@@ -385,7 +386,7 @@ def test_baseline_stays_pinned_while_the_host_moves(repo, tmp_path):
         async with anyio.create_task_group() as group:
             group.start_soon(move_host)
             return await run_race_async(build_spec(repository=repo, candidates=[
-                cmd("a", "--touch", str(tmp_path / "started"), "--wait-file", str(tmp_path / "go"),
+                cmd("a", "--ready", str(tmp_path / "started"), "--wait-file", str(tmp_path / "go"),
                     "--write", "a.txt", "--commit")], validate=["true"]))
 
     baseline = git(repo, "rev-parse", "HEAD")
