@@ -129,7 +129,7 @@ _outpost_stop_service() {
   [ -f "$pidfile" ] || return 0
   pid=$(cat "$pidfile")
   # only the service this script started, identified by its pid file and command line
-  if kill -0 "$pid" 2>/dev/null && grep -q 'system.service' "/proc/$pid/cmdline" 2>/dev/null; then
+  if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q 'system service'; then
     kill "$pid" 2>/dev/null || true
     local i
     for i in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done

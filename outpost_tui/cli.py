@@ -26,6 +26,7 @@ exit codes:
   0 a winner   1 no winner   2 bad race file or arguments
   3 run owned by a coordinator   4 revision changed   5 identity mismatch
   6 corrupt checkpoint   7 unknown run id   8 storage not writable   9 requirement missing
+  10 interrupted durable run: replay it with `outpost-tui recover RUN-ID --replay`
 """
 
 

@@ -11,4 +11,5 @@ CORRUPT_CHECKPOINT = 6  # the saved state is garbled or truncated (left untouche
 UNKNOWN_RUN = 7
 STORAGE_UNWRITABLE = 8
 MISSING_REQUIREMENT = 9  # doctor: something the race needs is missing
+REPLAY_REQUIRED = 10  # an interrupted durable run must be replayed explicitly (--resume)
 INTERRUPTED = 130  # Ctrl-C outside a race

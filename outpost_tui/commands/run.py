@@ -86,13 +86,19 @@ def run_spec_headless(spec, *, json_output: bool = False, verbose: bool = False,
     bus.subscribe(printer)
 
     async def main() -> RaceResult:
+        outcome: dict = {}
         async with anyio.create_task_group() as group:
             group.start_soon(_abort_on_signal, race)
             group.start_soon(_usage_ticker, printer)
             try:
-                return await race.run()
+                outcome["result"] = await race.run()
+            except Exception as error:  # re-raised below, outside the group, unwrapped
+                outcome["error"] = error
             finally:
                 group.cancel_scope.cancel()
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["result"]
 
     try:
         result = anyio.run(main)

@@ -266,7 +266,8 @@ class Race:
         await self._save()
         self.bus.emit(EventKind.WORKTREE_READY, candidate.key, attempt.number, directory=str(directory))
 
-        env = {"TZ": "UTC", "OUTPOST_CANDIDATE": candidate.key, **candidate.env}
+        env = {"TZ": "UTC", "OUTPOST_CANDIDATE": candidate.key, "OUTPOST_ATTEMPT": str(attempt.number),
+               "OUTPOST_RACE_ID": self.id, **candidate.env}
         context = SandboxContext(repository=self.repository, directory=directory,
                                  git_common_dir=self._git_common_dir, race_id=self.id,
                                  key=candidate.key, attempt=attempt.number, env=env,

@@ -75,7 +75,9 @@ def agent_checks(kind: str, env: Mapping[str, str], home: Path, *, required: boo
     assert program is not None
     location = shutil.which(program, path=env.get("PATH"))
     if location is None:
-        return [Check(f"agent {kind}", False, f"`{program}` not found on PATH", required)]
+        hint = getattr(adapter, "install_hint", None)
+        detail = f"`{program}` not found on PATH" + (f" (install: {hint})" if hint else "")
+        return [Check(f"agent {kind}", False, detail, required)]
     checks = [Check(f"agent {kind}", True, f"{version_of(adapter.version_argv() or (program,), env)} "
                                            f"({location})", required)]
     auth_status = getattr(adapter, "auth_status", None)

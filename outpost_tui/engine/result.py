@@ -151,3 +151,19 @@ class RaceResult:
             "duration": (round(self.finished_at - self.started_at, 3)
                          if self.started_at and self.finished_at else None),
         }
+
+
+def race_result_from_json(data: dict) -> RaceResult:
+    """A saved result back as a RaceResult (a finished durable race returns it unchanged)."""
+    usage = data.get("usage") or {}
+    return RaceResult(
+        id=data["id"], status=RaceStatus(data["status"]), baseline=data["baseline"],
+        name=data.get("name", "race"), mode=data.get("mode", "race"),
+        select=data.get("select", "first"),
+        candidates=[CandidateRecord.from_json(c) for c in data.get("candidates", [])],
+        previous_attempts=[CandidateRecord.from_json(c) for c in data.get("previous_attempts", [])],
+        attempts=int(usage.get("attempts", 0)), usage=Usage.from_json(usage),
+        integration=data.get("integration"), host=data.get("host"), error=data.get("error"),
+        quota=data.get("quota"), run_id=data.get("run_id"), repository=data.get("repository"),
+        started_at=data.get("started_at"), finished_at=data.get("finished_at"),
+    )

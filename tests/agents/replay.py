@@ -127,13 +127,29 @@ def write_fake(bin_dir: Path, program: str, *, record: Path, transcript_name: st
     return path
 
 
+AGENT_PROGRAMS = ("claude", "codex", "gemini", "aider", "opencode")
+
+
 def path_with(bin_dir: Path, base: str | None = None) -> str:
-    """PATH with bin_dir first; the rest only keeps directories that hold no real agent CLIs."""
+    """PATH with bin_dir first and no real agent CLI anywhere after it.
+
+    A directory holding a real agent CLI is replaced by a sibling of bin_dir with links to
+    everything else in it, so python3, git and the rest stay reachable.
+    """
     parts = [str(bin_dir)]
-    for part in (base if base is not None else os.environ.get("PATH", "")).split(os.pathsep):
-        if part and not any((Path(part) / name).exists()
-                            for name in ("claude", "codex", "gemini", "aider", "opencode")):
+    for index, part in enumerate((base if base is not None else os.environ.get("PATH", "")).split(os.pathsep)):
+        directory = Path(part)
+        if not part or not directory.is_dir():
+            continue
+        if not any((directory / name).exists() for name in AGENT_PROGRAMS):
             parts.append(part)
+            continue
+        mirror = bin_dir.parent / f"{bin_dir.name}-path-{index}"
+        mirror.mkdir(exist_ok=True)
+        for entry in directory.iterdir():
+            if entry.name not in AGENT_PROGRAMS and not (mirror / entry.name).exists():
+                (mirror / entry.name).symlink_to(entry)
+        parts.append(str(mirror))
     return os.pathsep.join(parts)
 
 

@@ -82,7 +82,8 @@ def test_a_race_needing_codex_fails_until_codex_is_installed_and_logged_in(machi
     assert checks["agent claude"]["detail"].startswith("2.1.3 (Claude Code) (")
     assert checks["login claude"] == {"name": "login claude", "ok": True, "required": True,
                                       "detail": f"credentials in {home / '.claude' / '.credentials.json'}"}
-    assert checks["agent codex"]["detail"] == "`codex` not found on PATH"
+    assert checks["agent codex"]["detail"] == \
+        "`codex` not found on PATH (install: npm install -g @openai/codex)"
     # Not needed by this race: reported, never required.
     assert checks["agent gemini"]["required"] is False
     assert checks["container engine"]["ok"] is False and checks["container engine"]["required"] is False

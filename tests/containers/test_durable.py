@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from outpost_tui.engine.sandbox.container import list_containers
+from outpost_tui.engine.sandbox.container import list_containers, remove_race_containers
 from tests.conftest import git
 
 from .conftest import IMAGE
@@ -94,6 +94,14 @@ enabled = true
 version = "1"
 {candidates}""")
     common = calc_repo / ".git"
+    try:
+        crash_and_replay(race_file, run_id, calc_repo, common)
+    finally:  # whatever failed, no container of this test may outlive it
+        for container in list_containers(repository=calc_repo):
+            remove_race_containers(container["race"])
+
+
+def crash_and_replay(race_file, run_id: str, calc_repo, common) -> None:
     coordinator = outpost("run", str(race_file), "--headless", "--json")
     try:
         wait_for(lambda: all((common / f"ready-{k}").exists() for k in ("first", "second"))
@@ -107,15 +115,27 @@ version = "1"
             coordinator.wait(30)
 
     # the engine kept the candidates' containers running without their coordinator
-    left = list_containers(run_id)
+    left = list_containers(repository=calc_repo)
     assert sorted(c["key"] for c in left) == ["first", "second"]
     assert all(c["status"] == "running" for c in left)
 
     (common / "release").touch()
-    replay = outpost("recover", run_id, "--replay", "--json")
-    out, err = replay.communicate(timeout=300)
-    assert replay.returncode == 0, err
-    result = json.loads(out)
+    # the documented recovery: stop (confirm the coordinator is gone), inspect, release, replay
+    def recover(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "outpost_tui.cli", "recover", run_id,
+                               "--repo", str(calc_repo), *args],
+                              capture_output=True, text=True, timeout=300)
+
+    stopped = recover("--stop")
+    assert stopped.returncode == 0, stopped.stderr
+    inspected = recover("--inspect", "--json")
+    assert inspected.returncode == 0, inspected.stderr
+    released = recover("--release", "--revision", str(json.loads(inspected.stdout)["revision"]))
+    assert released.returncode == 0, released.stderr
+    assert len(list_containers(repository=calc_repo)) == 2  # still there: replay's job
+    replay = recover("--replay", "--json")
+    assert replay.returncode == 0, replay.stderr
+    result = json.loads(replay.stdout)
     assert result["status"] == "winner"
     # the leftovers were removed, and so were the replayed attempts' own containers
-    assert list_containers(run_id) == []
+    assert list_containers(repository=calc_repo) == []

@@ -126,6 +126,7 @@ class AiderDecoder(CliDecoder):
 class AiderAgent(AgentAdapter):
     kind = "aider"
     program = "aider"
+    install_hint = "python -m pip install aider-install && aider-install"
 
     def launch(self, candidate: CandidateSpec, brief: str, context: LaunchContext) -> Launch:
         if candidate.max_turns:

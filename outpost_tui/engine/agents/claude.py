@@ -276,6 +276,7 @@ class ClaudeDecoder(CliDecoder):
 class ClaudeAgent(AgentAdapter):
     kind = "claude"
     program = "claude"
+    install_hint = "npm install -g @anthropic-ai/claude-code"
 
     def launch(self, candidate: CandidateSpec, brief: str, context: LaunchContext) -> Launch:
         argv = [self.program, "-p"]

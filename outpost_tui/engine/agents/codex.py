@@ -159,6 +159,7 @@ class CodexDecoder(CliDecoder):
 class CodexAgent(AgentAdapter):
     kind = "codex"
     program = "codex"
+    install_hint = "npm install -g @openai/codex"
     commits_on_behalf = True
 
     def launch(self, candidate: CandidateSpec, brief: str, context: LaunchContext) -> Launch:

@@ -180,6 +180,7 @@ class GeminiDecoder(CliDecoder):
 class GeminiAgent(AgentAdapter):
     kind = "gemini"
     program = "gemini"
+    install_hint = "npm install -g @google/gemini-cli"
 
     def launch(self, candidate: CandidateSpec, brief: str, context: LaunchContext) -> Launch:
         if candidate.max_turns:

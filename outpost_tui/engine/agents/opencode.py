@@ -122,6 +122,7 @@ class OpencodeDecoder(CliDecoder):
 class OpencodeAgent(AgentAdapter):
     kind = "opencode"
     program = "opencode"
+    install_hint = "npm install -g opencode-ai"
 
     def launch(self, candidate: CandidateSpec, brief: str, context: LaunchContext) -> Launch:
         if candidate.max_turns:

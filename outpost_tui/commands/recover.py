@@ -1,0 +1,102 @@
+"""`outpost-tui recover RUN-ID --inspect | --stop | --release --revision R | --replay`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .. import exitcodes
+
+EPILOG = """\
+the four steps, in order:
+  outpost-tui recover parser-race --stop                 stop the old coordinator, confirm it is gone
+  outpost-tui recover parser-race --inspect              show the saved state and its revision
+  outpost-tui recover parser-race --release --revision R clear ownership if R is still current
+  outpost-tui recover parser-race --replay               run again: stop leftovers, restart interrupted
+                                                         candidates as new attempts
+
+exit codes: 3 owned by a live coordinator, 4 revision changed, 5 identity mismatch,
+6 corrupt checkpoint (left untouched), 7 unknown run id, 8 storage not writable.
+"""
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "recover", help="recover a durable race whose coordinator crashed", epilog=EPILOG,
+        description="Recover a durable race: stop, inspect, release, replay.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_id", nargs="?", metavar="RUN-ID", help="the run to recover")
+    parser.add_argument("--repo", default=".", help="the repository (default: current directory)")
+    step = parser.add_mutually_exclusive_group()
+    step.add_argument("--stop", action="store_true", help="stop the recorded coordinator")
+    step.add_argument("--inspect", action="store_true", help="show the saved state")
+    step.add_argument("--release", action="store_true", help="clear ownership (needs --revision)")
+    step.add_argument("--replay", action="store_true", help="run the race again, resuming")
+    parser.add_argument("--revision", help="the revision read by --inspect (for --release)")
+    parser.add_argument("--race-file", help="the race file to replay (default: the one on record)")
+    parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait in --stop")
+    parser.add_argument("--json", action="store_true", help="JSON output")
+    parser.set_defaults(handler=_handle)
+
+
+def _fail(error) -> int:
+    print(f"outpost-tui: {error}", file=sys.stderr)
+    return getattr(error, "exit_code", exitcodes.BAD_INPUT)
+
+
+def _handle(args) -> int:
+    from ..engine import git, recovery
+    from ..engine.checkpoint import CheckpointError
+    from ..engine.ownership import StopRefused
+    from ..engine.racefile import RaceFileError
+    from ..engine.transport import TransportError
+
+    if args.run_id is None:
+        from .runs import _handle as list_runs
+
+        print("recover which run? the durable runs here:", file=sys.stderr)
+        list_runs(argparse.Namespace(repository=args.repo, json=False))
+        return exitcodes.BAD_INPUT
+    if args.release and not args.revision:
+        return _fail("--release needs --revision R (read it with --inspect)")
+    try:
+        if args.stop:
+            gone, reason = recovery.stop(args.repo, args.run_id, timeout=args.timeout)
+            print(json.dumps({"stopped": gone, "reason": reason}) if args.json else reason)
+            return 0 if gone else exitcodes.OWNED
+        if args.release:
+            revision = recovery.release(args.repo, args.run_id, args.revision)
+            print(json.dumps({"released": True, "revision": revision}) if args.json
+                  else f"run {args.run_id} released (revision {revision}); replay it with --replay")
+            return 0
+        if args.replay:
+            from .run import run_spec_headless
+
+            spec = recovery.replay_spec(args.repo, args.run_id, args.race_file)
+            return run_spec_headless(spec, json_output=args.json)
+        view = recovery.inspect(args.repo, args.run_id)
+        if args.json:
+            print(json.dumps(view.to_json(), indent=2))
+        else:
+            _print_view(view)
+        return 0
+    except (CheckpointError, TransportError, StopRefused, RaceFileError, git.GitError) as error:
+        return _fail(error)
+
+
+def _print_view(view) -> None:
+    data = view.to_json()
+    print(f"run {data['run_id']}: {data['status']} (revision {data['revision']})")
+    print(f"  race {data['race_id']} from {str(data['baseline'])[:12]}, race file {data['race_file']}")
+    if view.owner:
+        print(f"  owner: pid {view.owner['pid']} on {view.owner['host']}: {view.coordinator.reason}")
+    for attempt in data["attempts"]:
+        resources = ", ".join(attempt["resources"]) or "none"
+        print(f"  {attempt['key']}#{attempt['attempt']}: {attempt['phase']}, {attempt['status']}, "
+              f"cleanup {attempt['cleanup']}, resources {resources}")
+        if attempt["directory"]:
+            print(f"      worktree {attempt['directory']}")
+    if view.owner:
+        print(f"next: stop the coordinator, then `outpost-tui recover {data['run_id']} --release "
+              f"--revision {data['revision']}`")

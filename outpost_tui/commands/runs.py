@@ -1,0 +1,78 @@
+"""`outpost-tui runs [REPO]`: durable runs saved in a repository."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from .. import exitcodes
+
+EPILOG = """\
+examples:
+  outpost-tui runs                 durable runs of the repository in the current directory
+  outpost-tui runs ../project --json
+"""
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("runs", help="list durable runs", epilog=EPILOG,
+                                   description="List the durable runs saved under <repo>/.outpost/storage.",
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("repository", nargs="?", default=".", metavar="REPO",
+                        help="the repository (default: the current directory)")
+    parser.add_argument("--json", action="store_true", help="print the runs as JSON")
+    parser.set_defaults(handler=_handle)
+
+
+def _handle(args) -> int:
+    from ..engine import git
+    from ..engine.checkpoint import CheckpointError
+    from ..engine.recovery import runs
+    from ..engine.transport import TransportError
+
+    try:
+        found = runs(args.repository)
+    except git.GitError as error:
+        print(f"outpost-tui: {error}", file=sys.stderr)
+        return exitcodes.BAD_INPUT
+    except (CheckpointError, TransportError) as error:
+        print(f"outpost-tui: {error}", file=sys.stderr)
+        return error.exit_code
+    containers = _containers()
+    if args.json:
+        print(json.dumps([{
+            "run_id": r.run_id, "status": r.status, "revision": r.revision,
+            "owner": r.owner.to_json() if r.owner else None, "updated_at": r.updated_at,
+            "problem": r.problem, "containers": containers.get(r.run_id, []),
+        } for r in found], indent=2))
+        return 0
+    if not found:
+        print("no durable runs here")
+        return 0
+    for r in found:
+        owner = f"owned by pid {r.owner.pid}@{r.owner.host}" if r.owner else "not owned"
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.updated_at))
+        line = f"{r.run_id or '?':24} {r.status:16} {owner:28} {when}"
+        if r.problem:
+            line += f"  ({r.problem})"
+        print(line)
+    return 0
+
+
+def _containers() -> dict[str, list[str]]:
+    """Containers that belong to runs, by run id, when a container engine is reachable."""
+    try:
+        from ..engine.sandbox.container import list_containers
+    except ImportError:
+        return {}
+    try:
+        found = list_containers()
+    except Exception:  # no engine reachable: nothing to show, not an error for this listing
+        return {}
+    by_run: dict[str, list[str]] = {}
+    for container in found:
+        by_run.setdefault(container.get("run_id") or container.get("race_id") or "?", []).append(
+            container.get("name", "?"))
+    return by_run

@@ -1,0 +1,226 @@
+"""Durable races: the checkpoint a coordinator saves at every transition, and resuming from it.
+
+Saved before anything is allocated and at every phase change (waiting, running, validated,
+settled), never with logs. Usage reports only mark the state dirty; a background task writes it at
+most once a second together with the heartbeat, so checkpoint writes do not grow with agent chatter.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anyio
+
+from .. import exitcodes
+from .attempt import Attempt
+from .budget import Accounting
+from .checkpoint import CheckpointError, CheckpointStore, race_identity
+from .events import EventKind
+from .result import CandidateRecord, RaceResult, race_result_from_json
+from .statuses import CandidateStatus, Phase, RaceStatus
+from .transport import LocalTransport, TransportError
+from .usage import Usage
+
+if TYPE_CHECKING:
+    from .coordinator import Race
+
+FLUSH_EVERY = 1.0
+HEARTBEAT_EVERY = 5.0
+INTERRUPTED = "interrupted by coordinator failure"
+
+
+class ReplayRequired(CheckpointError):
+    exit_code = exitcodes.REPLAY_REQUIRED
+
+
+class DurableRun:
+    def __init__(self, race: "Race", storage: Path) -> None:
+        from .coordinator import RaceError
+
+        self.race = race
+        spec = race.spec
+        if not spec.run_id:
+            raise RaceError("a durable race needs [race] run_id (a stable name for this run)")
+        self.transport = LocalTransport(storage)
+        self.store = CheckpointStore(self.transport, spec.run_id)
+        self.identity = race_identity(spec)
+        self._lock = anyio.Lock()
+        self._dirty = False
+        self._failed: str | None = None
+        self._resumed_state: dict | None = None
+
+    # ------------------------------------------------------------------------- opening
+
+    async def open(self) -> RaceResult | None:
+        """Claim the run; returns the saved result when the race already finished."""
+        race, spec = self.race, self.race.spec
+        saved = await anyio.to_thread.run_sync(self.store.read)
+        if (saved is not None and saved.owner is None and _interrupted(saved.state)
+                and spec.durability.resume != "retry-incomplete"
+                and saved.state.get("identity") == self.identity):
+            raise ReplayRequired(
+                f"run {spec.run_id} was interrupted: replay it with `outpost-tui recover "
+                f"{spec.run_id} --replay` (or `run --resume`) to restart its unfinished candidates")
+        from .coordinator import new_race_id
+
+        race.id = new_race_id()
+        for index, candidate in enumerate(spec.candidates):
+            race._add_attempt(candidate, index, 1)
+        state = await anyio.to_thread.run_sync(
+            lambda: self.store.claim(self._state(), identity=self.identity))
+        if not self.store.resumed:
+            return None
+        return await self._resume(state)
+
+    async def _resume(self, state: dict) -> RaceResult | None:
+        race, spec = self.race, self.race.spec
+        race.id = state["id"]
+        race.baseline = state["baseline"]  # the original baseline, whatever the host did since
+        race.attempts.clear()
+        race.previous.clear()
+        order = {c.key: i for i, c in enumerate(spec.candidates)}
+        for saved in state["attempts"]:
+            candidate = spec.candidate(saved["key"])
+            record = CandidateRecord.from_json(saved["record"])
+            attempt = Attempt(candidate=candidate, index=order[candidate.key], number=saved["attempt"],
+                              branch=saved["branch"], record=record, phase=Phase(saved["phase"]),
+                              cleanup=saved["cleanup"],
+                              directory=Path(saved["directory"]) if saved.get("directory") else None,
+                              accepted=bool(saved.get("accepted")), usage_seen=record.usage)
+            latest = race.attempts.get(candidate.key)
+            if latest is not None:
+                race.previous.append(latest)
+            race.attempts[candidate.key] = attempt
+        usage = state.get("usage") or {}
+        race.accounting = Accounting(spec.budget, attempts=int(usage.get("attempts", 0)),
+                                     usage=Usage.from_json(usage))
+        if state.get("finished"):
+            if state.get("status") == RaceStatus.QUOTA:
+                for attempt in list(race.attempts.values()):
+                    if attempt.record.status is CandidateStatus.QUOTA:
+                        self._supersede(attempt)
+                return None
+            await anyio.to_thread.run_sync(self.store.release)
+            return race_result_from_json(state["result"])
+        self._resumed_state = state
+        return None
+
+    def _supersede(self, attempt: Attempt) -> Attempt:
+        """Keep `attempt` as history and queue attempt n+1 of its candidate from the baseline."""
+        race = self.race
+        race.previous.append(attempt)
+        return race._add_attempt(attempt.candidate, attempt.index, attempt.number + 1)
+
+    async def reconcile(self) -> None:
+        """After a crash: stop leftover resources, settle validated attempts, restart the rest."""
+        if self._resumed_state is None:
+            return
+        race = self.race
+        for attempt in [*race.previous, *race.attempts.values()]:
+            if attempt.cleanup != "pending":
+                continue
+            with anyio.move_on_after(race.spec.cleanup_timeout):
+                for resource in attempt.record.resources:
+                    if race._provider.owns(resource):
+                        await race._provider.recover(resource)
+            attempt.cleanup = attempt.record.cleanup = "done"
+        for attempt in race.attempts.values():
+            if attempt.phase is Phase.SETTLED and attempt.record.status is CandidateStatus.WINNER:
+                race._winner = attempt  # decided before the crash: nothing more may start
+                race._admissions_closed = True
+        for attempt in list(race.attempts.values()):
+            record = attempt.record
+            if attempt.phase is Phase.VALIDATED:
+                # Validated before the crash: its outcome stands, it is not run again.
+                attempt.phase = Phase.SETTLED
+                record.retained_directory = str(attempt.directory) if attempt.directory else None
+                if attempt.accepted and race.spec.select == "first" and race._winner is None:
+                    race._set_winner(attempt, "validation")
+                    record.status = CandidateStatus.WINNER
+                else:
+                    record.status = CandidateStatus.REJECTED
+                race.bus.emit(EventKind.SETTLED, attempt.key, attempt.number, status=str(record.status),
+                              reason="validated before the coordinator stopped", commit=record.commit)
+            elif attempt.phase is Phase.RUNNING:
+                record.status = CandidateStatus.CANCELLED
+                record.error = INTERRUPTED
+                record.usage = Usage.from_json({**record.usage.to_json(), "complete": False})
+                record.retained_directory = str(attempt.directory) if attempt.directory else None
+                record.finished_at = record.finished_at or time.time()
+                attempt.phase = Phase.SETTLED
+                race.accounting.usage = race.accounting.usage + Usage(complete=False)
+                self._supersede(attempt)
+        await self.save()
+
+    # ---------------------------------------------------------------------------- saving
+
+    def _state(self) -> dict:
+        race = self.race
+        state = race.state()
+        state.update({
+            "format": 1,
+            "race_file": str(race.spec.path) if race.spec.path else None,
+            "repository": str(race.repository),
+            "name": race.spec.name,
+            "mode": race.spec.mode,
+            "select": race.spec.select,
+            "before": race._host_before.to_json() if race._host_before else None,
+            "finished": False,
+            "status": None,
+            "updated_at": time.time(),
+        })
+        state["usage"] = {"attempts": race.accounting.attempts, **race._total_usage().to_json()}
+        return state
+
+    async def save(self, **extra) -> None:
+        if self._failed is not None:
+            return
+        async with self._lock:
+            state = {**self._state(), **extra}
+            self._dirty = False
+            try:
+                await anyio.to_thread.run_sync(self.store.save, state)
+            except (CheckpointError, TransportError) as error:
+                # Without a checkpoint the race is no longer recoverable: stop it, keep ownership.
+                self._failed = f"checkpoint write failed: {error}"
+                self.race.abort()
+
+    def usage_changed(self) -> None:
+        self._dirty = True
+
+    async def heartbeat(self) -> None:
+        last_beat = time.monotonic()
+        while True:
+            await anyio.sleep(FLUSH_EVERY)
+            if self._dirty:
+                await self.save()
+            elif time.monotonic() - last_beat >= HEARTBEAT_EVERY and self._failed is None:
+                async with self._lock:
+                    try:
+                        await anyio.to_thread.run_sync(self.store.heartbeat)
+                    except (CheckpointError, TransportError) as error:
+                        self._failed = f"checkpoint write failed: {error}"
+                        self.race.abort()
+                last_beat = time.monotonic()
+
+    async def finish(self, result: RaceResult) -> None:
+        race = self.race
+        if self._failed is not None:
+            result.error = self._failed
+            return
+        settled = all(a.phase in (Phase.WAITING, Phase.SETTLED) for a in race.attempts.values())
+        await self.save(finished=settled, status=str(result.status), result=result.to_json())
+        if settled and all(a.cleanup == "done" for a in [*race.previous, *race.attempts.values()]):
+            try:
+                await anyio.to_thread.run_sync(self.store.release)
+            except (CheckpointError, TransportError) as error:
+                result.error = f"could not release run {race.spec.run_id}: {error}"
+
+
+def _interrupted(state: dict) -> bool:
+    latest: dict[str, dict] = {}
+    for attempt in state.get("attempts", []):
+        latest[attempt["key"]] = attempt
+    return any(a["phase"] in (Phase.RUNNING, Phase.VALIDATED) for a in latest.values())

@@ -1,0 +1,119 @@
+"""Crash recovery in four steps, as an API the CLI and the app's wizard both drive.
+
+1. Stop: is the recorded coordinator still alive? Stop it (TERM, then KILL) and confirm it is gone.
+2. Inspect: read the saved run and keep its revision.
+3. Release: clear ownership if the revision still matches; deletes and stops nothing.
+4. Replay: run the race again with resume authorised (stops leftovers, restarts interrupted attempts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from . import git
+from .checkpoint import RunSummary, UnknownRun, list_runs, read_run, release_run
+from .ownership import CoordinatorStatus, coordinator_status, stop_coordinator
+from .transport import LocalTransport
+
+
+def storage_directory(repository: str | Path) -> Path:
+    return git.repository_root(repository) / git.OUTPOST_DIR / "storage"
+
+
+def transport_for(repository: str | Path) -> LocalTransport:
+    return LocalTransport(storage_directory(repository))
+
+
+@dataclass(frozen=True)
+class RunView:
+    run_id: str
+    revision: str
+    status: str
+    owner: dict | None
+    coordinator: CoordinatorStatus | None
+    state: dict
+
+    @property
+    def attempts(self) -> list[dict]:
+        return [{
+            "key": a["key"], "attempt": a["attempt"], "branch": a["branch"], "phase": a["phase"],
+            "cleanup": a["cleanup"], "resources": a.get("resources", []),
+            "directory": a.get("directory"), "status": (a.get("record") or {}).get("status"),
+            "error": (a.get("record") or {}).get("error"),
+        } for a in self.state.get("attempts", [])]
+
+    def to_json(self) -> dict:
+        return {
+            "run_id": self.run_id, "revision": self.revision, "status": self.status,
+            "owner": self.owner,
+            "coordinator": None if self.coordinator is None else {
+                "alive": self.coordinator.alive, "reason": self.coordinator.reason},
+            "race_id": self.state.get("id"), "baseline": self.state.get("baseline"),
+            "race_file": self.state.get("race_file"), "finished": bool(self.state.get("finished")),
+            "usage": self.state.get("usage"), "attempts": self.attempts,
+        }
+
+
+def runs(repository: str | Path) -> list[RunSummary]:
+    directory = storage_directory(repository)
+    if not directory.exists():
+        return []
+    return list_runs(LocalTransport(directory))
+
+
+def inspect(repository: str | Path, run_id: str) -> RunView:
+    directory = storage_directory(repository)
+    if not directory.exists():
+        raise UnknownRun(f"no durable runs in {git.repository_root(repository)} (no {directory})")
+    saved = read_run(LocalTransport(directory), run_id)
+    state = saved.state
+    if state.get("finished") and isinstance(state.get("status"), str):
+        status = state["status"]
+    else:
+        status = "owned" if saved.owner else ("interrupted" if _has_unfinished(state) else "released")
+    return RunView(run_id=run_id, revision=saved.revision, status=status,
+                   owner=saved.owner.to_json() if saved.owner else None,
+                   coordinator=coordinator_status(saved.owner) if saved.owner else None, state=state)
+
+
+def stop(repository: str | Path, run_id: str, *, timeout: float = 10.0) -> tuple[bool, str]:
+    """Stop the run's coordinator; (True, why) only when it is verified gone."""
+    view = inspect(repository, run_id)
+    if view.owner is None:
+        return True, f"run {run_id} has no owner: nothing to stop"
+    from .checkpoint import Owner
+
+    owner = Owner.from_json(view.owner)
+    status = coordinator_status(owner)
+    if status.alive is False:
+        return True, status.reason
+    gone = stop_coordinator(owner, timeout=timeout)
+    if gone:
+        return True, f"coordinator pid {owner.pid} stopped"
+    return False, f"coordinator pid {owner.pid} is still running after TERM and KILL"
+
+
+def release(repository: str | Path, run_id: str, revision: str) -> str:
+    return release_run(transport_for(repository), run_id, revision)
+
+
+def replay_spec(repository: str | Path, run_id: str, race_file: str | Path | None = None):
+    """The run's race spec with replay authorised, from its saved race file (or the one given)."""
+    from .racefile import load_race
+
+    view = inspect(repository, run_id)
+    path = race_file or view.state.get("race_file")
+    if not path:
+        raise UnknownRun(f"run {run_id} has no race file on record: pass --race-file")
+    spec = load_race(path)
+    if spec.run_id != run_id:
+        raise UnknownRun(f"{path} is for run {spec.run_id!r}, not {run_id!r}")
+    return replace(spec, durability=replace(spec.durability, resume="retry-incomplete"))
+
+
+def _has_unfinished(state: dict) -> bool:
+    latest: dict[str, dict] = {}
+    for attempt in state.get("attempts", []):
+        latest[attempt["key"]] = attempt
+    return any(a["phase"] in ("running", "validated") for a in latest.values())
