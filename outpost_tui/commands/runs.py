@@ -41,11 +41,13 @@ def _handle(args) -> int:
         print(f"outpost-tui: {error}", file=sys.stderr)
         return error.exit_code
     containers = _containers()
+    race_ids = {r.run_id: _race_id(args.repository, r.run_id) for r in found if r.run_id}
     if args.json:
         print(json.dumps([{
-            "run_id": r.run_id, "status": r.status, "revision": r.revision,
-            "owner": r.owner.to_json() if r.owner else None, "updated_at": r.updated_at,
-            "problem": r.problem, "containers": containers.get(r.run_id, []),
+            "run_id": r.run_id, "race_id": race_ids.get(r.run_id), "status": r.status,
+            "revision": r.revision, "owner": r.owner.to_json() if r.owner else None,
+            "updated_at": r.updated_at, "problem": r.problem,
+            "containers": containers.get(race_ids.get(r.run_id), []),
         } for r in found], indent=2))
         return 0
     if not found:
@@ -58,21 +60,30 @@ def _handle(args) -> int:
         if r.problem:
             line += f"  ({r.problem})"
         print(line)
+        for name in containers.get(race_ids.get(r.run_id), []):
+            print(f"    container {name}")
     return 0
+
+
+def _race_id(repository: str, run_id: str) -> str | None:
+    from ..engine.recovery import inspect
+
+    try:
+        return inspect(repository, run_id).state.get("id")
+    except Exception:  # a run that cannot be read is already listed with its problem
+        return None
 
 
 def _containers() -> dict[str, list[str]]:
     """Containers that belong to runs, by run id, when a container engine is reachable."""
-    try:
-        from ..engine.sandbox.container import list_containers
-    except ImportError:
-        return {}
+    from ..engine.sandbox import SandboxError
+    from ..engine.sandbox.container import list_containers
+
     try:
         found = list_containers()
-    except Exception:  # no engine reachable: nothing to show, not an error for this listing
+    except SandboxError:  # no engine reachable: nothing to show, not an error for this listing
         return {}
-    by_run: dict[str, list[str]] = {}
+    by_race: dict[str, list[str]] = {}
     for container in found:
-        by_run.setdefault(container.get("run_id") or container.get("race_id") or "?", []).append(
-            container.get("name", "?"))
-    return by_run
+        by_race.setdefault(container.get("race") or "?", []).append(container.get("name", "?"))
+    return by_race

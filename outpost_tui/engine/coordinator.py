@@ -21,7 +21,7 @@ from . import git
 from .agents import LaunchContext, adapter_for
 from .attempt import Attempt
 from .budget import Accounting
-from .events import EventBus, EventKind
+from .events import Event, EventBus, EventKind
 from .flightlog import FlightLog, runs_directory
 from .model import RaceModel
 from .result import CandidateRecord, RaceResult
@@ -283,9 +283,13 @@ class Race:
         self.bus.emit(EventKind.AGENT_STARTED, candidate.key, attempt.number,
                       program=launch.argv[0], timeout=timeout)
 
+        quota_reported = False
+
         def on_output(stream: str, lines: list[str]) -> None:
+            nonlocal quota_reported
             for event in decoder.decode(lines, stream):
-                self.bus.emit(event.kind, candidate.key, attempt.number, **event.data)
+                quota_reported = quota_reported or event.kind is EventKind.QUOTA
+                self.bus.publish(Event(event.kind, candidate.key, attempt.number, event.data))
             if decoder.usage != attempt.usage_seen:
                 self._report_usage(attempt, decoder.usage)
 
@@ -298,7 +302,8 @@ class Race:
                       exit_code=done.exit_code, reason=reason, duration=round(done.duration, 3))
         if outcome.quota is not None:
             record.quota = outcome.quota.to_json()
-            self.bus.emit(EventKind.QUOTA, candidate.key, attempt.number, **record.quota)
+            if not quota_reported:
+                self.bus.emit(EventKind.QUOTA, candidate.key, attempt.number, **record.quota)
         if done.timed_out or not outcome.ok:
             record.error = reason
             return
@@ -368,7 +373,8 @@ class Race:
         attempt.record.decided_by = decided_by
         self._admissions_closed = True
         for other in self.attempts.values():
-            if other is not attempt and other.scope is not None:
+            # A validated attempt has finished its work and is only closing: it keeps its outcome.
+            if other is not attempt and other.scope is not None and other.phase is not Phase.VALIDATED:
                 other.cancel_reason = other.cancel_reason or CANCELLED_BY_WINNER
                 other.scope.cancel()
 
@@ -418,6 +424,12 @@ class Race:
             record.status = CandidateStatus.FAILED
         elif attempt is self._winner:
             record.status = CandidateStatus.WINNER
+        elif attempt.phase is Phase.VALIDATED and record.error is None and not attempt.operator_accept:
+            record.status = CandidateStatus.REJECTED
+            if attempt.accepted and self.spec.select == "first" and self._winner is not None:
+                record.error = f"validation passed, but {self._winner.key} won first"
+            elif not attempt.accepted:
+                record.error = record.error or record.validation.reason
         elif cancelled or attempt.cancel_reason is not None:
             record.status = CandidateStatus.CANCELLED
             record.error = record.error or attempt.cancel_reason or "cancelled"

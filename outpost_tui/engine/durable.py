@@ -50,6 +50,8 @@ class DurableRun:
         self._dirty = False
         self._failed: str | None = None
         self._resumed_state: dict | None = None
+        self.writes = 0  # checkpoint writes and the time spent in them, for benchmarks and notes
+        self.write_seconds = 0.0
 
     # ------------------------------------------------------------------------- opening
 
@@ -180,8 +182,11 @@ class DurableRun:
         async with self._lock:
             state = {**self._state(), **extra}
             self._dirty = False
+            started = time.perf_counter()
             try:
                 await anyio.to_thread.run_sync(self.store.save, state)
+                self.writes += 1
+                self.write_seconds += time.perf_counter() - started
             except (CheckpointError, TransportError) as error:
                 # Without a checkpoint the race is no longer recoverable: stop it, keep ownership.
                 self._failed = f"checkpoint write failed: {error}"

@@ -46,11 +46,13 @@ class Event:
     at: float = field(default_factory=time.time)
 
     def to_json(self) -> dict:
-        out: dict[str, Any] = {"at": round(self.at, 6), "kind": str(self.kind)}
+        # The envelope fields are written last so that a payload can never overwrite them.
+        out: dict[str, Any] = dict(self.data)
+        out["at"] = round(self.at, 6)
+        out["kind"] = str(self.kind)
         if self.key is not None:
             out["key"] = self.key
             out["attempt"] = self.attempt
-        out.update(self.data)
         return out
 
 

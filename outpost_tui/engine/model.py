@@ -60,11 +60,12 @@ class RaceModel:
         candidate.version += 1
         data = event.data
         kind = event.kind
+        if kind in (EventKind.LOG, EventKind.TOOL, EventKind.TEXT, EventKind.USAGE):
+            candidate.retrying = None  # the agent is making progress again
         if kind is EventKind.LOG:
             lines = data["lines"]
             candidate.lines += len(lines)
             candidate.log.extend(lines)
-            candidate.retrying = None
         elif kind is EventKind.USAGE:
             candidate.usage = Usage.from_json(data["total"])
             self.usage = Usage.from_json(data["race_total"]) if "race_total" in data else self.usage

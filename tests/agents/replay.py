@@ -137,7 +137,8 @@ def path_with(bin_dir: Path, base: str | None = None) -> str:
     everything else in it, so python3, git and the rest stay reachable.
     """
     parts = [str(bin_dir)]
-    for index, part in enumerate((base if base is not None else os.environ.get("PATH", "")).split(os.pathsep)):
+    base = base if base is not None else os.environ.get("PATH", "")
+    for index, part in enumerate(base.split(os.pathsep)):
         directory = Path(part)
         if not part or not directory.is_dir():
             continue

@@ -387,7 +387,7 @@ def test_sigterm_stops_it_even_when_the_parent_ignored_sigterm(tmp_path, repo):
 # --- sample races -----------------------------------------------------------------------------
 
 def test_samples_are_listed():
-    assert list_samples() == ["fallback", "race"]
+    assert list_samples() == ["claude-vs-codex", "fallback", "race"]
 
 
 def test_no_sample_directory_is_a_git_repository():
@@ -438,7 +438,7 @@ def test_materialise_into_an_existing_empty_directory(tmp_path):
 
 
 def test_materialise_of_an_unknown_sample_names_the_known_ones(tmp_path):
-    with pytest.raises(SampleError, match=r"unknown sample 'nope' \(available: fallback, race\)"):
+    with pytest.raises(SampleError, match=r"unknown sample 'nope' \(available: claude-vs-codex, fallback, race\)"):
         materialise("nope", tmp_path / "x")
     assert not (tmp_path / "x").exists()
 
@@ -494,7 +494,7 @@ def test_fallback_sample_plays_out_as_described(tmp_path):
 def test_sample_command_lists_and_writes(tmp_path, capsys):
     assert cli.main(["sample"]) == 0
     listing = capsys.readouterr().out.splitlines()
-    assert listing[0].startswith("fallback ") and listing[1].startswith("race ")
+    assert [line.split()[0] for line in listing[:3]] == ["claude-vs-codex", "fallback", "race"]
     target = tmp_path / "from-cli"
     assert cli.main(["sample", "race", str(target)]) == 0
     out = capsys.readouterr().out

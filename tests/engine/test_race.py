@@ -115,7 +115,8 @@ def test_earlier_declared_slot_wins_a_tie(repo, tmp_path):
     result = run_race(spec)
     assert arrived == ["second", "first"]  # the later slot was accepted first...
     assert result.winner.key == "first"  # ...but the tie goes to the earlier slot
-    assert result.candidates[1].status is CandidateStatus.CANCELLED
+    assert result.candidates[1].status is CandidateStatus.REJECTED
+    assert "first won" in result.candidates[1].error
 
 
 def test_never_started_candidates_are_skipped(repo):
