@@ -46,7 +46,8 @@ class ProgressPrinter:
         elif kind is EventKind.ADMITTED:
             self._say(f"{who} admitted ({data['agent']}) on {data['branch']}", event.at)
         elif kind is EventKind.AGENT_STARTED:
-            self._say(f"{who} agent running: {data['program']}", event.at)
+            self._say(f"{who} agent running: {data['program']}"
+                      + (f" (timeout {data['timeout']:g}s)" if data.get("timeout") else ""), event.at)
         elif kind is EventKind.AGENT_EXITED:
             reason = f": {data['reason']}" if data.get("reason") else ""
             self._say(f"{who} agent exited with code {data['exit_code']} after "
@@ -59,12 +60,12 @@ class ProgressPrinter:
         elif kind is EventKind.VALIDATION_STARTED:
             self._say(f"{who} validating ({data['commits']} commit(s))", event.at)
         elif kind is EventKind.VALIDATION_FINISHED:
-            reason = f": {data['reason']}" if data.get("reason") else ""
-            self._say(f"{who} validation {data['status']}{reason}", event.at)
+            self._say(f"{who} {data.get('reason') or 'validation ' + data['status']}", event.at)
         elif kind is EventKind.SCORED:
             self._say(f"{who} scored {data['score']:g}", event.at)
         elif kind is EventKind.SETTLED:
             detail = data.get("reason") or (f"commit {str(data['commit'])[:12]}" if data.get("commit") else "")
+            detail = detail.removeprefix(f"{data['status']}: ")
             kept = f" (worktree kept: {data['retained_directory']})" if data.get("retained_directory") else ""
             self._say(f"{who} {data['status']}{': ' + detail if detail else ''}{kept}", event.at)
         elif kind is EventKind.BUDGET_EXHAUSTED:

@@ -280,8 +280,9 @@ class Race:
             race_file_dir=spec.path.parent if spec.path else None))
         decoder = adapter.decoder(candidate, spec.prices)
         timeout = candidate.timeout or spec.budget.candidate_timeout
+        program = Path(launch.argv[0]).name if candidate.agent != "demo" else f"demo {candidate.script.name}"
         self.bus.emit(EventKind.AGENT_STARTED, candidate.key, attempt.number,
-                      program=launch.argv[0], timeout=timeout)
+                      program=program, timeout=timeout)
 
         quota_reported = False
 
