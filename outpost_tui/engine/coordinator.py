@@ -342,9 +342,9 @@ class Race:
             else:
                 self.bus.emit(EventKind.SCORED, candidate.key, attempt.number, score=record.score)
         # The winner's commit is HEAD read after validation: commits made while validating count.
-        record.commit = await anyio.to_thread.run_sync(git.head, directory)
-        record.commits = [c.to_json() for c in
-                          await anyio.to_thread.run_sync(git.commits_since, directory, self.baseline)]
+        record.commit, commits = await anyio.to_thread.run_sync(git.head_and_commits, directory,
+                                                                self.baseline)
+        record.commits = [c.to_json() for c in commits]
         attempt.accepted = accepted
         attempt.phase = Phase.VALIDATED
         await self._save()
@@ -363,9 +363,9 @@ class Race:
         if directory is None:
             return
         record = attempt.record
-        record.commit = await anyio.to_thread.run_sync(git.head, directory)
-        record.commits = [c.to_json() for c in
-                          await anyio.to_thread.run_sync(git.commits_since, directory, self.baseline)]
+        record.commit, commits = await anyio.to_thread.run_sync(git.head_and_commits, directory,
+                                                                self.baseline)
+        record.commits = [c.to_json() for c in commits]
         attempt.accepted = True
         self._set_winner(attempt, "operator")
 

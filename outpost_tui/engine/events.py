@@ -62,8 +62,13 @@ Subscriber = Callable[[Event], None]
 class EventBus:
     """Fan-out of events to subscribers, in subscription order."""
 
+    MAX_ERRORS = 20
+
     def __init__(self) -> None:
         self._subscribers: list[Subscriber] = []
+        # A failing consumer (a UI bug, a full disk under the flight log) must not fail the race:
+        # its errors are kept here, bounded, for the caller to report.
+        self.errors: list[str] = []
 
     def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
         self._subscribers.append(subscriber)
@@ -71,7 +76,12 @@ class EventBus:
 
     def publish(self, event: Event) -> None:
         for subscriber in tuple(self._subscribers):
-            subscriber(event)
+            try:
+                subscriber(event)
+            except Exception as error:
+                if len(self.errors) < self.MAX_ERRORS:
+                    self.errors.append(f"{getattr(subscriber, '__qualname__', subscriber)!s}: "
+                                       f"{type(error).__name__}: {error}")
 
     def emit(self, kind: EventKind, key: str | None = None, attempt: int | None = None, **data: Any) -> Event:
         event = Event(kind, key, attempt, data)

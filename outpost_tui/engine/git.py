@@ -440,7 +440,8 @@ def head(directory: Path | str) -> str:
 def commits_since(directory: Path | str, baseline: str) -> list[Commit]:
     """Commits on HEAD since `baseline`, oldest first."""
     _revision(baseline, "baseline")
-    out = _check("listing commits", directory, "log", "--reverse", "--no-show-signature",
+    # Topological order puts HEAD last, which head_and_commits relies on.
+    out = _check("listing commits", directory, "log", "--topo-order", "--reverse", "--no-show-signature",
                  "--format=%H %s", f"{baseline}..HEAD", "--")
     commits = []
     for line in str(out).splitlines():
@@ -448,6 +449,12 @@ def commits_since(directory: Path | str, baseline: str) -> list[Commit]:
         if oid:
             commits.append(Commit(oid=oid, subject=subject))
     return commits
+
+
+def head_and_commits(directory: Path | str, baseline: str) -> tuple[str, list[Commit]]:
+    """HEAD and the commits since `baseline`, with one git process when there are commits."""
+    commits = commits_since(directory, baseline)
+    return (commits[-1].oid if commits else head(directory)), commits
 
 
 def has_changes(directory: Path | str) -> bool:

@@ -404,3 +404,18 @@ def test_no_validation_configured_accepts_a_committing_agent(repo):
     spec = build_spec(repository=repo, candidates=[cmd("a", "--write", "a")],
                       validate=ValidateSpec(require_commits=False))
     assert run_race(spec).status is RaceStatus.WINNER
+
+
+def test_a_failing_event_consumer_does_not_fail_the_race(repo):
+    def broken(event):
+        raise RuntimeError("consumer bug")
+
+    spec = build_spec(repository=repo, candidates=[cmd("a", "--write", "a", "--commit")], validate=["true"])
+    from outpost_tui.engine import EventBus, Race
+
+    bus = EventBus()
+    bus.subscribe(broken)
+    result = anyio.run(Race(spec, bus=bus).run)
+    assert result.status is RaceStatus.WINNER
+    assert bus.errors and "consumer bug" in bus.errors[0]
+    assert len(bus.errors) <= EventBus.MAX_ERRORS

@@ -1,0 +1,224 @@
+"""Engine overhead against the raw work it wraps, measured in the same run.
+
+Run on its own:  python -m tests.benchmarks.bench_engine [overhead|cancel|throughput|durable ...]
+(from the repository root). Each benchmark prints its figures and returns them as a dict; the
+pytest wrapper in test_benchmarks.py asserts the targets.
+
+1. overhead: a race of 8 candidates whose agent commits one file and exits (every attempt runs to
+   the end: validation rejects them all), against the same raw work (git worktree add, the same
+   agent process, the same validation command) done directly, 8 at once, in threads.
+2. cancel: from the winner's acceptance to every loser's process group gone (7 losers), 20 runs.
+3. throughput: one candidate printing 200,000 lines, against a plain read loop over the same
+   program's pipe; and the engine's peak memory for 50,000 lines against 200,000.
+4. durable: a race whose agents report usage 1,000 times, durable against non-durable: checkpoint
+   writes, the time spent in them, and the wall-time ratio.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import tracemalloc
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+
+import anyio
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from outpost_tui.engine import (CandidateSpec, EventKind, Race, build_spec,  # noqa: E402
+                                run_race)
+from outpost_tui.engine.spec import DurabilitySpec, ValidateSpec  # noqa: E402
+from tests.conftest import FAKE_AGENT, make_repo  # noqa: E402
+
+AGENT = (sys.executable, str(FAKE_AGENT))
+VALIDATION = ("git", "diff", "--quiet", "HEAD~1")  # exits 1 (a commit exists): every attempt is rejected
+
+
+def _repo() -> Path:
+    return make_repo(Path(tempfile.mkdtemp(prefix="outpost-bench-")) / "repo")
+
+
+def overhead(candidates: int = 8, rounds: int = 3) -> dict:
+    engine_times, raw_times = [], []
+    for _ in range(rounds):
+        repo = _repo()
+        spec = build_spec(repository=repo, candidates=[
+            CandidateSpec(f"c{n}", "command", "commit one file",
+                          command=(*AGENT, "--write", f"f{n}.txt", "--commit"))
+            for n in range(candidates)], validate=ValidateSpec(command=VALIDATION))
+        started = time.perf_counter()
+        result = run_race(spec)
+        engine_times.append(time.perf_counter() - started)
+        assert result.status.value == "no-winner" and all(c.commits for c in result.candidates)
+
+        repo = _repo()
+        baseline = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
+                                  text=True, check=True).stdout.strip()
+
+        add_lock = threading.Lock()  # concurrent `git worktree add`s in one repository can fail
+
+        def raw_attempt(n: int) -> None:
+            directory = repo / ".raw" / f"c{n}"
+            with add_lock:
+                subprocess.run(["git", "worktree", "add", "-q", "-b", f"raw/c{n}", str(directory), baseline],
+                               cwd=repo, check=True, capture_output=True)
+            subprocess.run([*AGENT, "--write", f"f{n}.txt", "--commit"], cwd=directory, input=b"commit one file",
+                           check=True, capture_output=True)
+            subprocess.run(list(VALIDATION), cwd=directory, capture_output=True)
+
+        started = time.perf_counter()
+        with ThreadPoolExecutor(candidates) as pool:
+            list(pool.map(raw_attempt, range(candidates)))
+        raw_times.append(time.perf_counter() - started)
+    engine, raw = statistics.median(engine_times), statistics.median(raw_times)
+    return {"candidates": candidates, "engine_s": round(engine, 3), "raw_s": round(raw, 3),
+            "ratio": round(engine / raw, 2)}
+
+
+def cancel_latency(runs: int = 20, losers: int = 7) -> dict:
+    latencies = []
+    for _ in range(runs):
+        repo = _repo()
+        marks = Path(tempfile.mkdtemp(prefix="outpost-bench-marks-"))
+        pidfiles = [marks / f"l{n}.pid" for n in range(losers)]
+        # The winner commits only once every loser is running, so each run measures 7 cancellations.
+        winner_flags = []
+        for pidfile in pidfiles:
+            winner_flags += ["--wait-file", str(pidfile)]
+        spec = build_spec(repository=repo, candidates=[
+            CandidateSpec(f"l{n}", "command", "hang", command=(*AGENT, "--pidfile", str(p), "--hang"))
+            for n, p in enumerate(pidfiles)] + [
+            CandidateSpec("w", "command", "win", command=(*AGENT, *winner_flags, "--write", "w.txt", "--commit"))],
+            validate=ValidateSpec(command=("true",)))
+        accepted_at: list[float] = []
+        gone_at: list[float] = []
+        groups: list[int] = []
+        done = threading.Event()
+
+        def watch() -> None:
+            # Polls the process groups from another thread, so the measurement does not depend on
+            # the event loop that does the cancelling.
+            while not accepted_at and not done.is_set():
+                time.sleep(0.0005)
+            while not done.is_set():
+                if groups and not any(_group_alive(g) for g in groups):
+                    gone_at.append(time.perf_counter())
+                    return
+                time.sleep(0.0005)
+
+        def on_event(event) -> None:
+            if event.kind is EventKind.VALIDATION_FINISHED and event.key == "w" and event.data["status"] == "passed":
+                groups.extend(int(p.read_text().split()[0]) for p in pidfiles)
+                accepted_at.append(time.perf_counter())
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        run_race(spec, on_event=on_event)
+        done.set()
+        watcher.join()
+        if accepted_at and gone_at:
+            latencies.append((gone_at[0] - accepted_at[0]) * 1000)
+    return {"runs": len(latencies), "losers": losers, "median_ms": round(statistics.median(latencies), 1),
+            "max_ms": round(max(latencies), 1)}
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def throughput(lines: int = 200_000, rounds: int = 3) -> dict:
+    argv = [*AGENT, "--lines", str(lines)]
+    plain_times, engine_times = [], []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+        count = sum(1 for _ in process.stdout)
+        process.wait()
+        plain_times.append(time.perf_counter() - started)
+        assert count >= lines
+
+        seen = {"lines": 0, "duration": None}
+        spec = build_spec(repository=_repo(), candidates=[
+            CandidateSpec("spam", "command", "print", command=tuple(argv))],
+            validate=ValidateSpec(command=("true",), require_commits=False))
+
+        def on_event(event) -> None:
+            if event.kind is EventKind.LOG:
+                seen["lines"] += len(event.data["lines"])
+            elif event.kind is EventKind.AGENT_EXITED:
+                seen["duration"] = event.data["duration"]
+
+        run_race(spec, on_event=on_event)
+        assert seen["lines"] >= lines
+        engine_times.append(seen["duration"])
+    plain, engine = statistics.median(plain_times), statistics.median(engine_times)
+    return {"lines": lines, "plain_lines_per_s": int(lines / plain), "engine_lines_per_s": int(lines / engine),
+            "engine_vs_plain": round(plain / engine, 2),  # engine throughput as a share of the plain loop's
+            "peak_mib_50k": _peak_memory(50_000), "peak_mib_200k": _peak_memory(200_000)}
+
+
+def _peak_memory(lines: int) -> float:
+    spec = build_spec(repository=_repo(), candidates=[
+        CandidateSpec("spam", "command", "print", command=(*AGENT, "--lines", str(lines)))],
+        validate=ValidateSpec(command=("true",), require_commits=False))
+    tracemalloc.start()
+    try:
+        run_race(spec)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return round(peak / 2**20, 2)
+
+
+def durable(reports: int = 1000, candidates: int = 2) -> dict:
+    def spec_for(repo: Path, enabled: bool):
+        return replace(build_spec(repository=repo, candidates=[
+            CandidateSpec(f"c{n}", "command", "report usage",
+                          command=(*AGENT, "--usage", "10", "5", "0", "2", "--usage-times", str(reports),
+                                   "--write", f"f{n}.txt", "--commit"))
+            for n in range(candidates)], validate=ValidateSpec(command=VALIDATION)),
+            run_id="bench", durability=DurabilitySpec(enabled=enabled))
+
+    def timed(enabled: bool) -> tuple[float, object]:
+        race = Race(spec_for(_repo(), enabled))
+        started = time.perf_counter()
+        anyio.run(race.run)
+        return time.perf_counter() - started, race
+
+    plain_times, durable_times, writes, write_seconds = [], [], [], []
+    for _ in range(3):
+        plain_times.append(timed(False)[0])
+        elapsed, race = timed(True)
+        durable_times.append(elapsed)
+        writes.append(race._durable.writes)
+        write_seconds.append(race._durable.write_seconds)
+    plain, slow = statistics.median(plain_times), statistics.median(durable_times)
+    return {"usage_reports_per_candidate": reports, "candidates": candidates,
+            "checkpoint_writes": int(statistics.median(writes)),
+            "checkpoint_ms_total": round(statistics.median(write_seconds) * 1000, 1),
+            "plain_s": round(plain, 3), "durable_s": round(slow, 3), "ratio": round(slow / plain, 2)}
+
+
+BENCHMARKS = {"overhead": overhead, "cancel": cancel_latency, "throughput": throughput, "durable": durable}
+
+
+def main(names: list[str]) -> None:
+    for name in names or list(BENCHMARKS):
+        print(name, BENCHMARKS[name](), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

