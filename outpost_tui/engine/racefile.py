@@ -706,7 +706,6 @@ def _candidate(reader: _Reader, index: int, table: dict, base_dir: Path) -> Cand
     if "agent" not in table:
         raise reader.error(where, f"missing key 'agent' (one of: {', '.join(agents.known_agents())})")
     agent = reader.string(at("agent"), table["agent"], agents.known_agents())
-    # env is always passed: spec.frozen_map has no default argument, so its default_factory fails.
     out: dict[str, Any] = {"key": table["key"], "agent": agent, "env": frozen_map({})}
 
     if "brief" in table and "brief_file" in table:
@@ -742,6 +741,17 @@ def _candidate(reader: _Reader, index: int, table: dict, base_dir: Path) -> Cand
         out["allowed_tools"] = reader.strings(at("allowed_tools"), table["allowed_tools"])
     if "args" in table:
         out["args"] = reader.strings(at("args"), table["args"])
+    candidate = CandidateSpec(**out)
+    # The adapter refuses options its agent does not have (max_turns for codex, ...): say so now,
+    # at the option's line, rather than when the race is already running.
+    try:
+        agents.adapter_for(agent).launch(candidate, candidate.brief,
+                                         agents.LaunchContext(directory=base_dir, git_common_dir=base_dir))
+    except ValueError as error:
+        option = next((name for name in ("max_turns", "allowed_tools", "args", "model")
+                       if name in table and name in str(error)), None)
+        message = str(error).split(": ", 1)[-1] if str(error).startswith("candidate ") else str(error)
+        raise reader.error(at(option) if option else where, message) from None
     return CandidateSpec(**out)
 
 

@@ -38,6 +38,8 @@ BAD = {
     "wrong-type": (RACE + 'concurrency = "two"\n' + CAND, "race.concurrency"),
     "bool-as-int": (RACE + "[budget]\nattempts = true\n" + CAND, "budget.attempts"),
     "duplicate-key": (RACE + CAND + CAND, "candidates[1].key"),
+    "option-the-agent-lacks": (RACE + '[[candidates]]\nkey = "c"\nagent = "codex"\nbrief = "go"\n'
+                               "max_turns = 3\n", "candidates[0].max_turns"),
     "dotdot-key": (RACE + CAND.replace('"first"', '"../x"'), "candidates[0].key"),
     "empty-candidates": ("candidates = []\n" + RACE, "candidates"),
     "no-candidates": (RACE, "candidates"),

@@ -242,6 +242,9 @@ def test_agent_kinds_registered_later_are_accepted(tmp_path: Path, repo: Path, m
     class Replay(CommandAgent):
         kind = "replay"
 
+        def launch(self, candidate, brief, context):
+            return agents.Launch(argv=("replay-transcript",), stdin=brief.encode())
+
     monkeypatch.setitem(agents._ADAPTERS, "replay", Replay)
     assert load_race(tmp_path / "race.toml").candidates[0].agent == "replay"
 
