@@ -9,7 +9,7 @@ import sys
 from .. import exitcodes
 
 EPILOG = """\
-the four steps, in order:
+examples, the four steps in order:
   outpost-tui recover parser-race --stop                 stop the old coordinator, confirm it is gone
   outpost-tui recover parser-race --inspect              show the saved state and its revision
   outpost-tui recover parser-race --release --revision R clear ownership if R is still current

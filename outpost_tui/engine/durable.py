@@ -99,10 +99,16 @@ class DurableRun:
         race.accounting = Accounting(spec.budget, attempts=int(usage.get("attempts", 0)),
                                      usage=Usage.from_json(usage))
         if state.get("finished"):
-            if state.get("status") == RaceStatus.QUOTA:
+            # A race stopped by a quota or by the operator (Ctrl-C, `recover --stop`) is not final:
+            # calling it again reruns the candidates that were stopped, as new attempts.
+            rerun = {RaceStatus.QUOTA: CandidateStatus.QUOTA,
+                     RaceStatus.ABORTED: CandidateStatus.CANCELLED}.get(state.get("status"))
+            if rerun is not None:
                 for attempt in list(race.attempts.values()):
-                    if attempt.record.status is CandidateStatus.QUOTA:
+                    if attempt.record.status is rerun and attempt.phase is Phase.SETTLED:
                         self._supersede(attempt)
+                    elif attempt.phase is Phase.WAITING:
+                        attempt.record.error = None
                 return None
             await anyio.to_thread.run_sync(self.store.release)
             return race_result_from_json(state["result"])

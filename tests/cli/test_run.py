@@ -116,6 +116,6 @@ def test_help_and_version():
     done = run_cli("--help")
     assert done.returncode == 0 and "exit codes" in done.stdout
     assert run_cli("--version").stdout.startswith("outpost-tui ")
-    for command in ("run", "check", "sample"):
+    for command in ("run", "check", "sample", "recover", "runs", "worktrees", "doctor", "image"):
         helped = run_cli(command, "--help")
         assert helped.returncode == 0 and "example" in helped.stdout.lower(), command

@@ -269,3 +269,33 @@ def test_checkpoint_files_are_private(repo, tmp_path):
     listing = cli("runs", str(repo), "--json")
     assert json.loads(listing.stdout)[0]["run_id"] == RUN_ID
     assert json.loads(listing.stdout)[0]["status"] == "winner"
+
+
+def test_recover_stop_ends_a_live_coordinator_and_the_run_resumes(repo, tmp_path):
+    ready = tmp_path / "ready"
+    path = race_file(tmp_path, repo, [
+        ("a", ["--ready", str(ready), "--pidfile", str(tmp_path / "a.pid"), "--hang-on-attempt", "1",
+               "--write", "fix.txt", "--content", "good", "--commit"])])
+    process = start(path)
+    wait_for(ready.exists, "the agent to start", process)
+    view = inspect(repo)
+    assert view["status"] == "owned" and view["coordinator"]["alive"] is True
+    stopped = cli("recover", RUN_ID, "--repo", str(repo), "--stop", "--json")
+    assert stopped.returncode == 0 and json.loads(stopped.stdout)["stopped"] is True
+    out, _ = process.communicate(timeout=60)
+    assert json.loads(out)["status"] == "aborted"
+    assert gone(int((tmp_path / "a.pid").read_text().split()[0]))
+    view = inspect(repo)
+    assert view["owner"] is None and view["status"] == "aborted"
+    again = cli("run", str(path), "--headless", "--json")
+    assert again.returncode == 0, again.stderr
+    result = json.loads(again.stdout)
+    assert result["winner"]["key"] == "a" and result["winner"]["attempt"] == 2
+    assert result["previous_attempts"][0]["status"] == "cancelled"
+
+
+def test_unknown_run_id(repo, tmp_path):
+    path = race_file(tmp_path, repo, [("a", ["--write", "fix.txt", "--content", "good", "--commit"])])
+    assert cli("run", str(path), "--headless").returncode == 0
+    done = cli("recover", "no-such-run", "--repo", str(repo), "--inspect")
+    assert done.returncode == 7 and "no-such-run" in done.stderr and len(done.stderr.splitlines()) == 1

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -34,6 +34,15 @@ def pids(path: Path) -> list[int]:
 
 def no_children_left() -> bool:
     return psutil.Process().children(recursive=True) == []
+
+
+@pytest.fixture(autouse=True)
+def no_orphan_or_zombie_after_a_race():
+    """After every race in this file, no process it started is left: not running, not a zombie."""
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    yield
+    left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+    assert left == [], [(p.pid, p.name(), p.status()) for p in left]
 
 
 def test_first_acceptable_wins_and_losers_are_gone_at_once(repo, tmp_path):
@@ -137,7 +146,8 @@ def test_brief_reaches_the_agent_byte_for_byte(repo):
         cmd("a", "--write", "brief.txt", "--commit", brief=brief)], validate=["true"])
     result = run_race(spec)
     assert git(repo, "show", f"{result.winner.commit}:brief.txt") + "\n" == brief.rstrip("\n") + "\n"
-    raw = os.popen(f"git -C {repo} cat-file blob {result.winner.commit}:brief.txt").buffer.read()
+    raw = subprocess.run(["git", "-C", str(repo), "cat-file", "blob", f"{result.winner.commit}:brief.txt"],
+                         capture_output=True, check=True).stdout
     assert raw == brief.encode()
 
 
@@ -419,3 +429,13 @@ def test_a_failing_event_consumer_does_not_fail_the_race(repo):
     assert result.status is RaceStatus.WINNER
     assert bus.errors and "consumer bug" in bus.errors[0]
     assert len(bus.errors) <= EventBus.MAX_ERRORS
+
+
+def test_cost_budget_reached_exactly_stops_the_race(repo):
+    spec = build_spec(repository=repo, budget=BudgetSpec(cost_usd=0.5), candidates=[
+        cmd("a", "--usage", "1", "0", "0", "1", "--cost", "0.25", "--usage-times", "2", "--hang")],
+        validate=["true"])
+    result = run_race(spec)
+    assert result.status is RaceStatus.BUDGET_EXHAUSTED
+    assert "cost budget" in result.error
+    assert result.usage.cost_usd == 0.5
