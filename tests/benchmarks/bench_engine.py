@@ -109,7 +109,10 @@ def cancel_latency(runs: int = 20, losers: int = 7) -> dict:
             # the event loop that does the cancelling.
             while not accepted_at and not done.is_set():
                 time.sleep(0.0005)
-            while not done.is_set():
+            # Watch until the groups are gone even if the race has already returned: a starved
+            # watcher then reports a later time, an upper bound rather than a missing sample.
+            deadline = time.perf_counter() + 30
+            while accepted_at and time.perf_counter() < deadline:
                 if groups and not any(_group_alive(g) for g in groups):
                     gone_at.append(time.perf_counter())
                     return
