@@ -31,6 +31,8 @@ class Attempt:
     cancel_reason: str | None = None
     operator_accept: bool = False
     cleanup_failed: bool = False
+    # Set once the attempt is settled; created in the event loop that runs the race.
+    settled: anyio.Event = field(default_factory=anyio.Event)
 
     @property
     def key(self) -> str:

@@ -99,17 +99,23 @@ class Race:
             return f"{self._winner.key} has already won"
         if attempt.directory is None and attempt.record.commit is None:
             return f"{key} has not started"
-        if attempt.record.status in (CandidateStatus.FAILED,) and attempt.record.commit is None:
-            return f"{key} failed before it produced anything"
         directory = attempt.directory
-        commits = (await anyio.to_thread.run_sync(git.commits_since, directory, self.baseline)
-                   if directory is not None and directory.exists() else
-                   [git.Commit(c["oid"], c["subject"]) for c in attempt.record.commits])
+        if directory is not None and directory.exists():
+            commit, commits = await anyio.to_thread.run_sync(git.head_and_commits, directory,
+                                                             self.baseline)
+        else:  # a clean worktree already removed: its branch and record still hold the work
+            commit = attempt.record.commit
+            commits = [git.Commit(c["oid"], c["subject"]) for c in attempt.record.commits]
         if not commits:
             return f"{key} has no commits to accept"
+        if attempt.scope is None and attempt.phase is not Phase.SETTLED:
+            await attempt.settled.wait()  # it is closing its sandbox: accept its settled result
+        if self._winner is not None or self._finished:
+            return "the race is over"
         self.bus.emit(EventKind.OPERATOR, key, attempt.number, action="accept")
         if attempt.phase is Phase.SETTLED:
-            attempt.record.decided_by = "operator"
+            attempt.record.commit = commit
+            attempt.record.commits = [c.to_json() for c in commits]
             self._set_winner(attempt, "operator")
             attempt.record.status = CandidateStatus.WINNER
             attempt.record.error = None
@@ -449,6 +455,7 @@ class Race:
         self.bus.emit(EventKind.SETTLED, attempt.key, attempt.number, status=str(record.status),
                       reason=record.error, commit=record.commit,
                       retained_directory=record.retained_directory)
+        attempt.settled.set()
 
     async def _retain(self, attempt: Attempt) -> None:
         """Remove the worktree only when it is fully clean; the branch always stays."""

@@ -439,3 +439,32 @@ def test_cost_budget_reached_exactly_stops_the_race(repo):
     assert result.status is RaceStatus.BUDGET_EXHAUSTED
     assert "cost budget" in result.error
     assert result.usage.cost_usd == 0.5
+
+
+def test_operator_accepts_a_rejected_candidate_while_others_run(repo, tmp_path):
+    async def scenario():
+        holder = {}
+
+        def on_event(event):
+            if event.kind is EventKind.SETTLED and event.key == "rejected":
+                holder["settled"].set()
+
+        async def accept_after_rejection():
+            await holder["settled"].wait()
+            holder["answer"] = await holder["race"].accept("rejected")
+
+        holder["settled"] = anyio.Event()
+        async with anyio.create_task_group() as group:
+            group.start_soon(accept_after_rejection)
+            return await run_race_async(build_spec(repository=repo, candidates=[
+                cmd("rejected", "--write", "r.txt", "--commit"),
+                cmd("running", "--pidfile", str(tmp_path / "p"), "--hang"),
+            ], validate=["false"]), on_event=on_event, on_start=lambda r: holder.setdefault("race", r)), holder
+
+    result, holder = anyio.run(scenario)
+    assert holder["answer"] is None
+    rejected, running = result.candidates
+    assert rejected.status is CandidateStatus.WINNER and rejected.decided_by == "operator"
+    assert rejected.commit == git(repo, "rev-parse", rejected.branch)
+    assert running.status is CandidateStatus.CANCELLED
+    assert result.integration["status"] == "clean"
