@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,12 +39,14 @@ class Sample:
 
 
 def samples_root() -> Path:
-    # The package is installed editable (or run from a checkout), so the samples sit beside it.
-    root = Path(__file__).resolve().parent.parent / "sample-races"
-    if not root.is_dir():
-        raise SampleError(f"sample races not found: expected them in {root} "
-                          "(install outpost-tui from its source checkout with `pip install -e .`)")
-    return root
+    # A checkout (or an editable install) has them beside the package; a wheel installs them
+    # under <prefix>/share/outpost-tui/.
+    candidates = [Path(__file__).resolve().parent.parent / "sample-races",
+                  Path(sys.prefix) / "share" / "outpost-tui" / "sample-races"]
+    for root in candidates:
+        if root.is_dir():
+            return root
+    raise SampleError("sample races not found in " + " or ".join(map(str, candidates)))
 
 
 def _describe(directory: Path) -> Sample:
