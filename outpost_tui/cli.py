@@ -18,6 +18,8 @@ worktree; the first result your validation accepts wins and the rest are cancell
 
 EPILOG = """\
 examples:
+  outpost-tui                                  open the app
+  outpost-tui race.toml [--start]              open the app on a race (and start it)
   outpost-tui sample race /tmp/demo            materialise a sample race to try
   outpost-tui run /tmp/demo/race.toml --headless --json
   outpost-tui check race.toml                  validate a race file without running it
@@ -53,7 +55,39 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+APP_USAGE = "usage: outpost-tui [RACE.toml [--start]] | outpost-tui COMMAND ... (see --help)"
+
+
+def open_app(race_file: str | None = None, *, start: bool = False, screen: str | None = None) -> int:
+    """Open the Textual app; it needs a terminal on both ends."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        print("outpost-tui: the app needs a terminal; for scripts use `outpost-tui run RACE.toml "
+              "--headless`", file=sys.stderr)
+        return exitcodes.BAD_INPUT
+    from .ui import launch
+
+    return launch(race_file, start=start, screen=screen)
+
+
+def _app_arguments(argv: list[str]) -> tuple[str | None, bool] | None:
+    """`outpost-tui [RACE.toml] [--start]` (no subcommand) opens the app: its race file and flag."""
+    words = [word for word in argv if word != "--start"]
+    if len(words) > 1 or (words and (words[0].startswith("-") or words[0] in MODULES)):
+        return None
+    return (words[0] if words else None), "--start" in argv
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    app_args = _app_arguments(argv)
+    if app_args is not None:
+        race_file, start = app_args
+        if race_file is not None:
+            from .commands.run import load_spec
+
+            if load_spec(race_file)[0] is None:
+                return exitcodes.BAD_INPUT
+        return open_app(race_file, start=start)
     parser = build_parser()
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)

@@ -53,9 +53,14 @@ def _handle(args) -> int:
     from ..engine.transport import TransportError
 
     if args.run_id is None:
+        if sys.stdin.isatty() and sys.stdout.isatty():
+            from ..ui import launch
+
+            return launch(screen="recover", repository=args.repo)
         from .runs import _handle as list_runs
 
-        print("recover which run? the durable runs here:", file=sys.stderr)
+        print("recover which run? (without a terminal the wizard cannot open) the durable runs here:",
+              file=sys.stderr)
         list_runs(argparse.Namespace(repository=args.repo, json=False))
         return exitcodes.BAD_INPUT
     if args.release and not args.revision:

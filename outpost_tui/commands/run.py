@@ -45,12 +45,11 @@ def register(subparsers) -> None:
 
 def _handle(args) -> int:
     if not args.headless:
-        try:
-            from ..ui import launch
-        except ModuleNotFoundError:
-            print("outpost-tui: this build has no app yet; run with --headless", file=sys.stderr)
+        from ..cli import open_app
+
+        if load_spec(args.race_file, resume=args.resume)[0] is None:
             return exitcodes.BAD_INPUT
-        return launch(race_file=args.race_file, start=True)
+        return open_app(args.race_file, start=True)
     return run_headless(args.race_file, json_output=args.json, verbose=args.verbose,
                         resume=args.resume)
 

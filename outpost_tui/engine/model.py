@@ -35,7 +35,20 @@ class CandidateModel:
     started_at: float | None = None
     finished_at: float | None = None
     log: deque = field(default_factory=lambda: deque(maxlen=LOG_RING))
+    # Entries ever appended to `log`: a reader that saw n entries knows how many are new.
+    log_count: int = 0
     version: int = 0
+
+    def add_log(self, *entries: str) -> None:
+        self.log.extend(entries)
+        self.log_count += len(entries)
+
+    def new_log(self, seen: int) -> list[str]:
+        """The entries appended since a reader had seen `seen` (at most what the ring holds)."""
+        fresh = self.log_count - seen
+        if fresh <= 0:
+            return []
+        return list(self.log)[-min(fresh, len(self.log)):]
 
 
 class RaceModel:
@@ -65,20 +78,18 @@ class RaceModel:
         if kind is EventKind.LOG:
             lines = data["lines"]
             candidate.lines += len(lines)
-            candidate.log.extend(lines)
+            candidate.add_log(*lines)
         elif kind is EventKind.USAGE:
             candidate.usage = Usage.from_json(data["total"])
             self.usage = Usage.from_json(data["race_total"]) if "race_total" in data else self.usage
         elif kind is EventKind.TOOL:
             candidate.tools += 1
             candidate.last_tool = data.get("name")
-            candidate.log.append(f"▸ {data.get('name')} {str(data.get('input', ''))[:200]}")
+            candidate.add_log(f"▸ {data.get('name')} {str(data.get('input', ''))[:200]}")
         elif kind is EventKind.TEXT:
-            candidate.log.append(str(data.get("text", "")))
+            candidate.add_log(str(data.get("text", "")))
         elif kind is EventKind.RETRY:
             candidate.retrying = data.get("message") or "retrying"
-        elif kind is EventKind.QUOTA:
-            candidate.quota = dict(data)
         elif kind is EventKind.ADMITTED:
             candidate.state = "starting"
             candidate.attempt = event.attempt or 0
@@ -94,8 +105,15 @@ class RaceModel:
             candidate.state = "running"
         elif kind is EventKind.VALIDATION_STARTED:
             candidate.state = "validating"
+            candidate.add_log(f"── validating ({data.get('commits')} commit(s))")
+        elif kind is EventKind.VALIDATION_FINISHED:
+            candidate.add_log(f"── validation {data.get('status')}"
+                              + (f": {data['reason']}" if data.get("reason") else ""))
+        elif kind is EventKind.QUOTA:
+            candidate.quota = dict(data)
+            candidate.add_log(f"quota: {data.get('message')} (resets {data.get('reset_at') or '?'})")
         elif kind is EventKind.SCORED:
-            candidate.log.append(f"score: {data.get('score')}")
+            candidate.add_log(f"score: {data.get('score')}")
         elif kind is EventKind.SETTLED:
             candidate.state = str(data.get("status"))
             candidate.reason = data.get("reason")

@@ -1,0 +1,187 @@
+"""The outpost-tui app: screens over the engine, themes from files, a command palette, rebindable keys."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+from textual.app import App
+from textual.binding import Binding
+
+from ..engine.racefile import RaceFileError, load_race
+from ..engine.spec import RaceSpec
+from .session import RaceSession
+
+
+class OutpostApp(App):
+    TITLE = "outpost-tui"
+    BINDINGS = [
+        Binding("ctrl+q", "quit", "Quit", id="app.quit", priority=True),
+        Binding("question_mark", "help", "Help", id="app.help"),
+        Binding("f3", "worktrees", "Worktrees", id="app.worktrees"),
+        Binding("f4", "recover", "Recover", id="app.recover"),
+        Binding("f5", "configure", "Configure", id="app.configure"),
+    ]
+
+    def __init__(self, race_file: str | Path | None = None, *, start: bool = False,
+                 screen: str | None = None, repository: str | Path = ".", testing: bool = False) -> None:
+        super().__init__()
+        self.race_file = Path(race_file) if race_file else None
+        self.start_race_now = start
+        self.first_screen = screen
+        self.repository = Path(repository)
+        self.testing = testing
+        self.session: RaceSession | None = None
+        self._load_errors: list[str] = []
+        try:
+            from .commands import OutpostCommands
+
+            self.COMMANDS = App.COMMANDS | {OutpostCommands}
+        except ImportError:
+            pass
+
+    # ------------------------------------------------------------------------- start-up
+
+    def on_mount(self) -> None:
+        if self.testing:
+            self.animation_level = "none"
+        self._load_themes()
+        self._load_keymap()
+        if self._load_errors:
+            self.notify("; ".join(self._load_errors), severity="error", timeout=10)
+        if self.race_file is not None:
+            self.open_race(self.race_file, start=self.start_race_now)
+        elif self.first_screen == "recover":
+            self.action_recover()
+        else:
+            from .screens.home import HomeScreen
+
+            self.push_screen(HomeScreen())
+
+    def _load_themes(self) -> None:
+        try:
+            from .themes import load_themes
+        except ImportError:
+            return
+        themes, errors = load_themes()
+        for theme in themes:
+            self.register_theme(theme)
+        self._load_errors.extend(errors)
+        wanted = os.environ.get("OUTPOST_TUI_THEME", "outpost-dark")
+        if wanted in self.available_themes:
+            self.theme = wanted
+
+    def _load_keymap(self) -> None:
+        try:
+            from .keymap import load_keymap
+        except ImportError:
+            return
+        keymap, errors = load_keymap()
+        self._load_errors.extend(errors)
+        if keymap:
+            self.set_keymap(keymap)
+
+    # --------------------------------------------------------------------------- races
+
+    def open_race(self, path: Path, *, start: bool = False) -> None:
+        """Open a race file on the race screen, ready to start (or started)."""
+        try:
+            spec = load_race(path)
+        except RaceFileError as error:
+            self.notify(str(error), severity="error", timeout=15)
+            if not self.screen_stack or len(self.screen_stack) <= 1:
+                from .screens.home import HomeScreen
+
+                self.push_screen(HomeScreen())
+            return
+        self.race_file = Path(path)
+        self.start_race(spec, start=start)
+
+    def start_race(self, spec: RaceSpec, *, start: bool = True) -> None:
+        from .screens.race import RaceScreen
+
+        if self.session is not None and self.session.running:
+            self.notify("a race is already running: abort it first (x)", severity="warning")
+            return
+        self.session = RaceSession(spec)
+        self.push_screen(RaceScreen(self.session, start=start))
+
+    def on_recovery_screen_replay_requested(self, message: Any) -> None:
+        self.start_race(message.spec, start=True)
+
+    def on_configure_screen_start_requested(self, message: Any) -> None:
+        self.start_race(message.spec, start=True)
+
+    # ------------------------------------------------------------------------- actions
+
+    def action_help(self) -> None:
+        from .screens.help import HelpScreen
+
+        self.push_screen(HelpScreen())
+
+    def action_worktrees(self) -> None:
+        from .screens.worktrees import WorktreesScreen
+
+        repository = self.session.race.repository if self.session and self.session.race.repository else self.repository
+        self.push_screen(WorktreesScreen(Path(repository)))
+
+    def action_recover(self) -> None:
+        from .screens.recovery import RecoveryScreen
+
+        self.push_screen(RecoveryScreen(self.repository))
+
+    def action_configure(self) -> None:
+        from .screens.configure import ConfigureScreen
+
+        if self.session is None or self.race_file is None:
+            self.notify("open a race file first", severity="warning")
+            return
+        if self.session.started:
+            self.notify("the race has started: configure it before starting", severity="warning")
+            return
+        self.push_screen(ConfigureScreen(self.session.spec, self.race_file))
+
+    async def action_quit(self) -> None:
+        session = self.session
+        if session is None or not session.running:
+            self.exit()
+            return
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                session.race.abort()
+                self.run_worker(self._exit_when_settled(), group="quit")
+
+        from .screens.confirm import ConfirmScreen
+
+        self.push_screen(ConfirmScreen("A race is running: abort it and quit?"), answer)
+
+    async def _exit_when_settled(self) -> None:
+        # The race stops every candidate's processes before it returns: wait for that, then leave.
+        await self.workers.wait_for_complete([w for w in self.workers if w.group == "race"])
+        self.exit()
+
+    def palette_commands(self) -> list[tuple[str, str, Callable[[], Any]]]:
+        commands: list[tuple[str, str, Callable[[], Any]]] = [
+            ("Show worktrees", "review the worktrees races kept", self.action_worktrees),
+            ("Recover a crashed race", "stop, inspect, release, replay", self.action_recover),
+            ("Help", "keys of this screen", self.action_help),
+        ]
+        session = self.session
+        if session is not None:
+            from .screens.race import RaceScreen
+
+            screen = self.screen if isinstance(self.screen, RaceScreen) else None
+            if not session.started and screen is not None:
+                commands.append(("Start race", session.spec.name, screen.action_start))
+                commands.append(("Configure race", "edit candidates and budgets", self.action_configure))
+            if session.running:
+                commands.append(("Abort race", "cancel every running candidate", session.race.abort))
+                for candidate in session.spec.candidates:
+                    key = candidate.key
+                    commands.append((f"Cancel candidate {key}", candidate.agent,
+                                     lambda key=key: session.race.cancel(key)))
+        for name in sorted(self.available_themes):
+            commands.append((f"Switch theme: {name}", "", lambda name=name: setattr(self, "theme", name)))
+        return commands

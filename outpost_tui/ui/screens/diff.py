@@ -1,0 +1,54 @@
+"""A candidate's work as a diff against the race's baseline (read-only)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Footer, Header, RichLog, Static
+
+from ...engine import git
+
+
+class DiffScreen(Screen):
+    BINDINGS = [Binding("escape,q", "app.pop_screen", "Back", id="diff.back")]
+    DEFAULT_CSS = """
+    DiffScreen .title { padding: 0 1; background: $panel; }
+    DiffScreen RichLog { height: 1fr; }
+    """
+
+    def __init__(self, repository: Path, baseline: str, revision: str, title: str) -> None:
+        super().__init__()
+        self.repository = repository
+        self.baseline = baseline
+        self.revision = revision
+        self.heading = title
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(self.heading, classes="title")
+        yield RichLog(highlight=False, markup=False, wrap=False, id="diff")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.load()
+
+    @work(thread=True, exclusive=True)
+    def load(self) -> None:
+        try:
+            text = git.diff(self.repository, self.baseline, self.revision)
+        except git.GitError as error:
+            text = f"cannot show the diff: {error}"
+        self.app.call_from_thread(self._show, text or "(no changes)")
+
+    def _show(self, text: str) -> None:
+        log = self.query_one(RichLog)
+        for line in text.splitlines():
+            style = ("green" if line.startswith("+") and not line.startswith("+++") else
+                     "red" if line.startswith("-") and not line.startswith("---") else
+                     "cyan" if line.startswith("@@") else "bold" if line.startswith("diff ") else "")
+            log.write(Text(line, style=style))

@@ -1,0 +1,252 @@
+"""The race: a live panel per candidate, the race's usage against its budget, and the controls.
+
+Rendering follows dolphie: the engine fills its model, and a timer (10 per second) redraws only
+what changed, in one batched update. Keys follow DESIGN.md: 1-9 focus a panel, tab cycles, enter
+zooms, escape goes back, c cancels, a accepts, x aborts, d shows a diff, / searches a log.
+"""
+
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Input, Static
+
+from ..session import RaceSession
+from ..widgets.candidate_panel import CandidatePanel, tokens
+from .confirm import ConfirmScreen
+
+REFRESH_EVERY = 0.1
+
+
+class RaceScreen(Screen):
+    DEFAULT_CSS = """
+    RaceScreen #summary { height: auto; padding: 0 1; background: $panel; }
+    RaceScreen #panels { grid-size: 2; grid-gutter: 0 1; height: 1fr; }
+    RaceScreen #search { dock: bottom; display: none; }
+    RaceScreen #search.-visible { display: block; }
+    """
+    BINDINGS = [
+        Binding("s", "start", "Start", id="race.start"),
+        Binding("c", "cancel", "Cancel", id="race.cancel"),
+        Binding("a", "accept", "Accept", id="race.accept"),
+        Binding("x", "abort", "Abort", id="race.abort"),
+        Binding("d", "diff", "Diff", id="race.diff"),
+        Binding("enter", "zoom", "Zoom", id="race.zoom"),
+        Binding("escape", "back", "Back", id="race.back"),
+        Binding("slash", "search", "Search", id="race.search"),
+        *[Binding(str(n), f"focus_panel({n})", f"Panel {n}", show=False, id=f"race.panel{n}")
+          for n in range(1, 10)],
+    ]
+
+    def __init__(self, session: RaceSession, *, start: bool = False, clock=time.time) -> None:
+        super().__init__()
+        self.session = session
+        self.start_now = start
+        self.clock = clock
+        self._panels: dict[str, CandidatePanel] = {}
+        self._model_version = -1
+
+    # ------------------------------------------------------------------------- layout
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static("", id="summary")
+        columns = 1 if len(self.session.spec.candidates) == 1 else 2
+        with Grid(id="panels") as grid:
+            grid.styles.grid_size_columns = columns
+            for index, candidate in enumerate(self.session.spec.candidates, 1):
+                panel = CandidatePanel(candidate.key, candidate.agent, index, clock=self.clock)
+                self._panels[candidate.key] = panel
+                yield panel
+        yield Input(placeholder="search the focused log (enter to filter, escape to clear)", id="search")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = f"outpost-tui · {self.session.spec.name}"
+        self.set_interval(REFRESH_EVERY, self.refresh_panels)
+        self.refresh_panels()
+        first = next(iter(self._panels.values()), None)
+        if first is not None:
+            first.focus()
+        if self.start_now:
+            self.action_start()
+
+    def refresh_panels(self) -> None:
+        model = self.session.model
+        with self.app.batch_update():
+            self.query_one("#summary", Static).update(self._summary())
+            for key, panel in self._panels.items():
+                panel.refresh_from(model.candidates[key])
+
+    def _summary(self) -> Text:
+        spec, model, session = self.session.spec, self.session.model, self.session
+        text = Text()
+        if session.error:
+            text.append(f"cannot run: {session.error}", style="bold red")
+            return text
+        if session.result is not None:
+            result = session.result
+            text.append(f"{result.status}", style="bold")
+            if result.winner:
+                text.append(f"  winner {result.winner.key} on {result.winner.branch} "
+                            f"at {str(result.winner.commit)[:12]}")
+            if result.integration:
+                text.append(f"  · integration {result.integration['status']}")
+            if result.error:
+                text.append(f"  · {result.error}")
+        elif session.started:
+            text.append(f"racing ({spec.mode}, select {spec.select})", style="bold")
+            if model.race_id:
+                text.append(f"  race {model.race_id}")
+        else:
+            text.append("ready: press s to start", style="bold")
+            text.append(f"  ({spec.mode}, select {spec.select}, {len(spec.candidates)} candidates)")
+        budget = spec.budget
+        usage = model.usage
+        parts = [f"attempts {model.attempts}" + (f"/{budget.attempts}" if budget.attempts is not None else ""),
+                 f"out {tokens(usage.output)}" + (f"/{tokens(budget.tokens.output)}"
+                                                  if budget.tokens.output is not None else ""),
+                 f"in {tokens(usage.input)}", f"cached {tokens(usage.cached)}",
+                 f"${usage.cost_usd:.4f}" + (f"/${budget.cost_usd:.2f}" if budget.cost_usd is not None else "")]
+        text.append("\n" + "  ".join(parts))
+        if model.budget_reason:
+            text.append(f"  · {model.budget_reason}", style="bold yellow")
+        return text
+
+    # ------------------------------------------------------------------------ actions
+
+    def focused_key(self) -> str | None:
+        node = self.focused
+        while node is not None and not isinstance(node, CandidatePanel):
+            node = node.parent
+        return node.key if isinstance(node, CandidatePanel) else None
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        session = self.session
+        if action == "start":
+            return not session.started
+        if action in ("cancel", "accept", "abort"):
+            return True if session.running else None
+        return True
+
+    def action_start(self) -> None:
+        if self.session.started:
+            return
+        self.app.run_worker(self._run(), group="race", exclusive=True, exit_on_error=False)
+        self.refresh_bindings()
+
+    async def _run(self) -> None:
+        await self.session.run()
+        self.refresh_panels()
+        self.refresh_bindings()
+        result = self.session.result
+        if result is not None:
+            self.notify(f"race {result.status}" + (f": {result.winner.key} won" if result.winner else ""),
+                        severity="information" if result.winner else "warning")
+        elif self.session.error:
+            self.notify(self.session.error, severity="error")
+
+    def action_focus_panel(self, number: int) -> None:
+        panels = list(self._panels.values())
+        if 1 <= number <= len(panels):
+            panels[number - 1].focus()
+
+    def action_zoom(self) -> None:
+        key = self.focused_key()
+        if key is not None:
+            self.maximize(self._panels[key])
+
+    def action_back(self) -> None:
+        search = self.query_one("#search", Input)
+        if search.has_class("-visible"):
+            self._close_search(clear=True)
+        elif self.maximized is not None:
+            self.minimize()
+        elif not self.session.running and len(self.app.screen_stack) > 2:
+            self.app.pop_screen()
+
+    def action_cancel(self) -> None:
+        key = self.focused_key()
+        if key is None or not self.session.running:
+            return
+
+        def answer(yes: bool | None) -> None:
+            if yes and not self.session.race.cancel(key):
+                self.notify(f"{key} has already finished", severity="warning")
+
+        self.app.push_screen(ConfirmScreen(f"Cancel candidate {key}?"), answer)
+
+    def action_accept(self) -> None:
+        key = self.focused_key()
+        if key is None or not self.session.running:
+            return
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self._accept(key)
+
+        self.app.push_screen(ConfirmScreen(
+            f"Accept {key} as the winner by hand? Every other candidate is cancelled."), answer)
+
+    @work(group="accept")
+    async def _accept(self, key: str) -> None:
+        why_not = await self.session.race.accept(key)
+        if why_not:
+            self.notify(f"cannot accept {key}: {why_not}", severity="warning")
+
+    def action_abort(self) -> None:
+        if not self.session.running:
+            return
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self.session.race.abort()
+
+        self.app.push_screen(ConfirmScreen("Abort the race? Every running candidate is cancelled."), answer)
+
+    def action_diff(self) -> None:
+        from .diff import DiffScreen
+
+        key = self.focused_key()
+        race = self.session.race
+        if key is None or race.baseline is None or race.repository is None:
+            return
+        attempt = race.attempts.get(key)
+        if attempt is None or attempt.record.branch is None:
+            self.notify(f"{key} has no branch yet", severity="warning")
+            return
+        self.app.push_screen(DiffScreen(race.repository, race.baseline, attempt.record.branch,
+                                        f"{key}: {attempt.record.branch} against {race.baseline[:12]}"))
+
+    def action_search(self) -> None:
+        if self.focused_key() is None:
+            return
+        self._search_target = self.focused_key()
+        search = self.query_one("#search", Input)
+        search.add_class("-visible")
+        search.focus()
+
+    @on(Input.Submitted, "#search")
+    def _filter(self, event: Input.Submitted) -> None:
+        key = getattr(self, "_search_target", None)
+        if key is None:
+            return
+        matches = self._panels[key].apply_filter(self.session.model.candidates[key], event.value)
+        self.notify(f"{matches} line(s) match {event.value!r}" if event.value else "filter cleared")
+        self._close_search(clear=False)
+
+    def _close_search(self, *, clear: bool) -> None:
+        search = self.query_one("#search", Input)
+        search.remove_class("-visible")
+        key = getattr(self, "_search_target", None)
+        if clear and key is not None:
+            self._panels[key].apply_filter(self.session.model.candidates[key], None)
+            search.value = ""
+        if key is not None:
+            self._panels[key].focus()

@@ -1,0 +1,161 @@
+"""The race screen driven by Pilot over real races of scripted agents (real git, real processes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from textual.widgets import Log
+
+from outpost_tui.samples import materialise
+from outpost_tui.ui.app import OutpostApp
+from outpost_tui.ui.screens.confirm import ConfirmScreen
+from outpost_tui.ui.screens.race import RaceScreen
+from outpost_tui.ui.widgets.candidate_panel import CandidatePanel
+from tests.conftest import FAKE_AGENT
+
+pytestmark = pytest.mark.anyio
+SIZE = (120, 40)
+
+
+async def until(pilot, condition, what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await pilot.pause(0.05)
+
+
+def fake_race(tmp_path: Path, repo: Path, candidates: list[tuple[str, list[str]]],
+              validate: str = '["true"]') -> Path:
+    text = f'[race]\nname = "ui"\nrepository = "{repo}"\n\n[validate]\ncommand = {validate}\n'
+    for key, flags in candidates:
+        argv = json.dumps([sys.executable, str(FAKE_AGENT), *flags])
+        text += f'\n[[candidates]]\nkey = "{key}"\nagent = "command"\nbrief = "b"\ncommand = {argv}\n'
+    path = tmp_path / "race.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def quick_demo(monkeypatch):
+    monkeypatch.setenv("OUTPOST_DEMO_PACE", "0")
+
+
+async def test_sample_race_runs_live_and_shows_the_winner(tmp_path, monkeypatch):
+    monkeypatch.setenv("OUTPOST_DEMO_PACE", "0.3")  # breaker must finish (and fail) before fixer wins
+    race_file = materialise("race", tmp_path / "demo")
+    app = OutpostApp(race_file, start=True, testing=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.session and app.session.result, "the race to finish")
+        await pilot.pause(0.2)
+        screen = app.screen
+        assert isinstance(screen, RaceScreen)
+        panels = {p.key: p for p in screen.query(CandidatePanel)}
+        assert set(panels) == {"fixer", "breaker", "slow"}
+        assert panels["fixer"].has_class("-winner")
+        assert panels["breaker"].has_class("-rejected")
+        assert panels["slow"].has_class("-cancelled")
+        fixer_log = "\n".join(panels["fixer"].query_one(Log).lines)
+        assert "validation passed" in fixer_log
+        summary = str(screen.query_one("#summary").render())
+        assert "winner fixer" in summary and "integration clean" in summary
+
+
+async def test_ready_until_s_then_keys_focus_zoom_and_back(tmp_path):
+    race_file = materialise("race", tmp_path / "demo")
+    app = OutpostApp(race_file, testing=True)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        assert isinstance(screen, RaceScreen)
+        assert not app.session.started
+        assert "ready" in str(screen.query_one("#summary").render())
+        await pilot.press("2")
+        assert screen.focused_key() == "breaker"
+        await pilot.press("enter")
+        assert screen.maximized is screen.query_one("#panel-breaker")
+        await pilot.press("escape")
+        assert screen.maximized is None
+        await pilot.press("tab")
+        assert screen.focused_key() == "slow"
+        await pilot.press("s")
+        await until(pilot, lambda: app.session.result, "the race to finish")
+        assert app.session.result.status.value == "winner"  # at pace 0 any correct fixer may win
+
+
+async def test_cancel_accept_and_confirmation_keys(repo, tmp_path):
+    race_file = fake_race(tmp_path, repo, [
+        ("keep", ["--write", "k.txt", "--commit", "--touch", str(tmp_path / "keep-done"), "--hang"]),
+        ("drop", ["--pidfile", str(tmp_path / "drop.pid"), "--hang"]),
+    ], validate='["false"]')
+    app = OutpostApp(race_file, start=True, testing=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: (tmp_path / "drop.pid").exists() and (tmp_path / "keep-done").exists(),
+                    "both agents to run")
+        await pilot.press("2", "c")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")  # refused: nothing happens
+        assert app.session.model.candidates["drop"].state == "running"
+        await pilot.press("c", "y")
+        await until(pilot, lambda: app.session.model.candidates["drop"].state == "cancelled", "the cancel")
+        await pilot.press("1", "a", "enter")
+        await until(pilot, lambda: app.session.result, "the race to finish")
+        result = app.session.result
+        assert result.winner.key == "keep" and result.winner.decided_by == "operator"
+        assert result.candidates[1].error == "cancelled by operator"
+    assert not psutil.pid_exists(int((tmp_path / "drop.pid").read_text().split()[0]))
+
+
+async def test_abort_and_quit_while_running_leaves_no_process(repo, tmp_path):
+    race_file = fake_race(tmp_path, repo, [("hang", ["--pidfile", str(tmp_path / "p"), "--spawn-child", "--hang"])])
+    app = OutpostApp(race_file, start=True, testing=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: (tmp_path / "p").exists(), "the agent to start")
+        await pilot.press("ctrl+q")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await until(pilot, lambda: app.session.result, "the race to stop")
+        assert app.session.result.status.value == "aborted"
+    for pid in (int(p) for p in (tmp_path / "p").read_text().split()):
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+async def test_search_filters_the_focused_log_and_diff_shows_the_change(repo, tmp_path):
+    race_file = fake_race(tmp_path, repo, [("a", ["--lines", "30", "--write", "fix.txt", "--content",
+                                                  "fixed\n", "--commit"])])
+    app = OutpostApp(race_file, start=True, testing=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.session.result, "the race")
+        await pilot.pause(0.2)
+        panel = app.screen.query_one(CandidatePanel)
+        await pilot.press("1", "slash", *"line 2", "enter")
+        shown = panel.query_one(Log).lines
+        assert shown and all("line 2" in line for line in shown)
+        assert len(shown) == 11  # "log line 2" and "log line 20".."29"
+        await pilot.press("slash", "escape")
+        assert len(panel.query_one(Log).lines) > 30
+        await pilot.press("d")
+        await until(pilot, lambda: app.screen.__class__.__name__ == "DiffScreen", "the diff screen")
+        from textual.widgets import RichLog
+
+        await until(pilot, lambda: len(app.screen.query_one(RichLog).lines) > 3, "the diff")
+        text = "\n".join(line.text for line in app.screen.query_one(RichLog).lines)
+        assert "+fixed" in text and "fix.txt" in text
+        await pilot.press("escape")
+        assert isinstance(app.screen, RaceScreen)
+
+
+async def test_a_bad_race_file_is_one_notification_not_a_crash(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[race]\nrepository = '.'\nconcurency = 2\n")
+    app = OutpostApp(bad, testing=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.screen.__class__.__name__ == "HomeScreen"
+        messages = [n.message for n in app._notifications]
+        assert any("bad.toml" in m and "concurency" in m for m in messages)
