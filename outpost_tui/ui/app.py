@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any, Callable
 
+from textual import events
 from textual.app import App
 from textual.binding import Binding
 
@@ -25,8 +27,10 @@ class OutpostApp(App):
     ]
 
     def __init__(self, race_file: str | Path | None = None, *, start: bool = False,
-                 screen: str | None = None, repository: str | Path = ".", testing: bool = False) -> None:
+                 screen: str | None = None, repository: str | Path = ".", testing: bool = False,
+                 clock: Callable[[], float] = time.time) -> None:
         super().__init__()
+        self.clock = clock  # elapsed times on screen; tests fix it
         self.race_file = Path(race_file) if race_file else None
         self.start_race_now = start
         self.first_screen = screen
@@ -42,6 +46,11 @@ class OutpostApp(App):
             pass
 
     # ------------------------------------------------------------------------- start-up
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        # Tests and snapshots need a still cursor: a blinking one changes the picture.
+        if self.testing and hasattr(event.widget, "cursor_blink"):
+            event.widget.cursor_blink = False
 
     def on_mount(self) -> None:
         if self.testing:
@@ -105,7 +114,7 @@ class OutpostApp(App):
             self.notify("a race is already running: abort it first (x)", severity="warning")
             return
         self.session = RaceSession(spec)
-        self.push_screen(RaceScreen(self.session, start=start))
+        self.push_screen(RaceScreen(self.session, start=start, clock=self.clock))
 
     def on_recovery_screen_replay_requested(self, message: Any) -> None:
         self.start_race(message.spec, start=True)

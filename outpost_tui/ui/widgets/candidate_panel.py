@@ -28,7 +28,11 @@ class CandidatePanel(Vertical, can_focus=True):
     CandidatePanel:focus-within, CandidatePanel:focus { border: round $accent; }
     CandidatePanel .stats { color: $text-muted; }
     CandidatePanel .reason { color: $text-muted; }
-    CandidatePanel Log { height: 1fr; background: transparent; }
+    CandidatePanel Log {
+        height: 1fr; background: transparent;
+        scrollbar-size-horizontal: 0; scrollbar-size-vertical: 1;
+        scrollbar-background: $panel; scrollbar-color: $panel-lighten-2;
+    }
     CandidatePanel.-winner { border: round $success; }
     CandidatePanel.-failed, CandidatePanel.-quota { border: round $error; }
     CandidatePanel.-rejected, CandidatePanel.-cancelled, CandidatePanel.-skipped { border: round $warning 50%; }

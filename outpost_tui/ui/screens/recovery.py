@@ -1,0 +1,487 @@
+"""Crash recovery as a keyboard-first wizard: stop the old coordinator, inspect, release, replay.
+
+Every engine call here blocks (signals and a wait of up to 10 s, checkpoint reads, psutil), so each runs
+in a thread worker and hands its result back with `call_from_thread`; the screen only draws what it was
+handed. Each step says what it found and which key does what next, so the operator does not need to know
+the CLI's order of operations, and no step can be skipped into an unsafe one (releasing a run whose
+coordinator still runs, replaying a run that is still owned).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.content import Content
+from textual.message import Message
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Static
+from textual.worker import Worker, WorkerState, get_current_worker
+
+from ...engine import recovery
+from ...engine.checkpoint import CheckpointError, RevisionChanged, RunSummary
+from ...engine.git import GitError
+from ...engine.ownership import StopRefused, describe_age
+from ...engine.racefile import RaceFileError
+from ...engine.spec import RaceSpec
+from ...engine.transport import TransportError
+from .confirm import ConfirmScreen
+
+STEPS = (("stop", "1 Stop"), ("inspect", "2 Inspect"), ("release", "3 Release"), ("replay", "4 Replay"))
+ORDER = [name for name, _ in STEPS]
+STOP_TIMEOUT = 10.0
+# What the engine raises for a bad run, storage, race file or repository: each has a one-line message.
+EXPECTED = (CheckpointError, TransportError, StopRefused, RaceFileError, GitError, OSError)
+
+
+def one_line(error: BaseException | str) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+class RecoveryScreen(Screen):
+    """Recover a durable run whose coordinator crashed; hands the replay to the app."""
+
+    class ReplayRequested(Message):
+        """The operator confirmed the replay: the app starts a race on `spec` (resume authorised)."""
+
+        def __init__(self, spec: RaceSpec) -> None:
+            super().__init__()
+            self.spec = spec
+
+    DEFAULT_CSS = """
+    RecoveryScreen > Vertical { padding: 0 1; }
+    RecoveryScreen #title { text-style: bold; margin: 1 0 0 0; }
+    RecoveryScreen #steps { margin: 1 0; }
+    RecoveryScreen #runs { height: auto; max-height: 16; }
+    RecoveryScreen #detail { margin-bottom: 1; }
+    RecoveryScreen #attempts { height: auto; max-height: 14; margin-bottom: 1; }
+    RecoveryScreen #outcome { color: $success; }
+    RecoveryScreen .error { color: $error; text-style: bold; }
+    RecoveryScreen #busy { color: $warning; }
+    """
+    BINDINGS = [
+        # Priority so that enter means "next" even while a table has focus.
+        Binding("enter", "next", "Next", id="recovery.next", priority=True),
+        Binding("s", "stop", "Stop coordinator", id="recovery.stop"),
+        Binding("i", "inspect", "Inspect", id="recovery.inspect"),
+        Binding("l", "release", "Release", id="recovery.release"),
+        Binding("p", "replay", "Replay", id="recovery.replay"),
+        Binding("r", "refresh", "Refresh", id="recovery.refresh"),
+        Binding("escape", "back", "Back", id="recovery.back"),
+    ]
+
+    step: reactive[str] = reactive("choose", bindings=True)
+    busy: reactive[str] = reactive("", bindings=True)
+
+    def __init__(self, repository: Path, run_id: str | None = None, *, stop_timeout: float = STOP_TIMEOUT) -> None:
+        super().__init__()
+        self.repository = Path(repository)
+        self.run_id = run_id
+        self.stop_timeout = stop_timeout
+        self.chose_from_list = run_id is None
+        self.view: recovery.RunView | None = None
+        self.summaries: list[RunSummary] = []
+        self.error = ""
+        self.outcome = ""
+        self.revision_conflict = False
+        self.set_reactive(RecoveryScreen.step, "choose" if run_id is None else "stop")
+
+    # ------------------------------------------------------------------------------ layout
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Vertical():
+            yield Static(id="title", markup=False)
+            yield Static(id="steps")
+            runs = DataTable(id="runs", cursor_type="row", zebra_stripes=True)
+            runs.add_columns("run id", "status", "owner", "updated")
+            yield runs
+            yield Static(id="detail", markup=False)
+            attempts = DataTable(id="attempts", cursor_type="row", zebra_stripes=True)
+            attempts.add_columns("attempt", "phase", "status", "cleanup", "resources", "worktree")
+            yield attempts
+            yield Static(id="busy", markup=False)
+            yield Static(id="outcome", markup=False)
+            yield Static(id="error", classes="error", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._render()
+        if self.run_id is None:
+            self._start("Reading the durable runs…", self._load_runs)
+        else:
+            self._start("Reading the saved run…", self._inspect_worker, self.run_id, "stop")
+
+    def watch_step(self) -> None:
+        if self.is_mounted:
+            self._render()
+
+    def watch_busy(self) -> None:
+        if self.is_mounted:
+            self.query_one("#busy", Static).update(self.busy)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("stop", "inspect", "release", "replay"):
+            if self.step == "choose" or self.view is None:
+                return False
+        if self.busy and action != "back":
+            return None
+        return True
+
+    # ------------------------------------------------------------------------------ drawing
+
+    def _render(self) -> None:
+        where = f"Recover a durable run in {self.repository}"
+        self.query_one("#title", Static).update(where if self.run_id is None else f"Recover run {self.run_id} in {self.repository}")
+        self.query_one("#steps", Static).update(self._indicator())
+        choosing = self.step == "choose"
+        self.query_one("#runs").display = choosing
+        self.query_one("#attempts").display = self.step in ("inspect", "release", "replay") and self.view is not None
+        self.query_one("#detail", Static).update(self._detail())
+        self.query_one("#outcome", Static).update(self.outcome)
+        error = self.error
+        if error and self.revision_conflict:
+            error += "  (i: inspect again)"
+        self.query_one("#error", Static).update(error)
+        if choosing:
+            self.query_one("#runs").focus()
+
+    def _indicator(self) -> Content:
+        parts: list[str | tuple[str, str]] = []
+        if self.step == "choose":
+            parts += [(" Choose a run ", "bold reverse"), "  "]
+        for index, (name, label) in enumerate(STEPS):
+            if index:
+                parts.append(" · ")
+            if name == self.step:
+                parts.append((f" {label} ", "bold reverse"))
+            else:
+                parts.append((f" {label} ", "dim"))
+        return Content.assemble(*parts)
+
+    def _detail(self) -> str:
+        if self.step == "choose":
+            if self.busy:
+                return ""
+            if not self.summaries:
+                return f"No durable runs in {self.repository}."
+            return "Choose the run to recover: ↑/↓ to move, enter to choose."
+        view = self.view
+        if view is None:
+            return ""
+        return {"stop": self._stop_text, "inspect": self._inspect_text, "release": self._release_text,
+                "replay": self._replay_text}[self.step](view)
+
+    def _owner_line(self, view: recovery.RunView) -> str:
+        owner = view.owner or {}
+        age = describe_age(time.time() - float(owner.get("heartbeat_at", time.time())))
+        return f"Coordinator: pid {owner.get('pid')} on {owner.get('host')}, last heartbeat {age} ago"
+
+    def _stop_text(self, view: recovery.RunView) -> str:
+        if view.owner is None:
+            return (f"No coordinator owns run {view.run_id} (status {view.status}): nothing to stop.\n\n"
+                    f"enter: next step (inspect)")
+        status = view.coordinator
+        lines = [self._owner_line(view), f"  {status.reason}" if status else "", ""]
+        if status is not None and status.alive:
+            lines.append(f"It is running. s: stop it (TERM, then KILL if it is still there after "
+                         f"{self.stop_timeout:.0f} s; asks first).")
+        elif status is None or status.alive is None:
+            lines.append(f"It cannot be checked or stopped from here: stop pid {view.owner.get('pid')} on "
+                         f"{view.owner.get('host')} yourself, then press enter to continue.")
+        else:
+            lines.append("It is not running: this step is done.\n\nenter: next step (inspect)")
+        return "\n".join(lines)
+
+    def _inspect_text(self, view: recovery.RunView) -> str:
+        state = view.state
+        baseline = str(state.get("baseline") or "?")[:12]
+        lines = [f"Run {view.run_id}: {view.status} · revision {view.revision}",
+                 f"Race {state.get('id') or '?'} from baseline {baseline}",
+                 f"Race file: {state.get('race_file') or '(none on record)'}"]
+        if view.owner is not None:
+            lines.append(self._owner_line(view))
+        lines += ["", "enter: next step (release)"]
+        return "\n".join(lines)
+
+    def _release_text(self, view: recovery.RunView) -> str:
+        if view.owner is None:
+            return (f"Run {view.run_id} is not owned by any coordinator: nothing to release.\n\n"
+                    f"enter: next step (replay)")
+        if view.coordinator is not None and view.coordinator.alive:
+            return (f"The coordinator (pid {view.owner.get('pid')}) is still running: go back (escape) and "
+                    f"stop it first.")
+        lines = [f"Release run {view.run_id} at revision {view.revision}: clears its owner so the run can "
+                 f"be replayed. Stops and deletes nothing."]
+        if view.coordinator is None or view.coordinator.alive is None:
+            lines.append(f"Careful: {view.coordinator.reason if view.coordinator else 'the owner cannot be checked'}")
+        lines += ["", "l / enter: release (asks first)"]
+        return "\n".join(lines)
+
+    def _replay_text(self, view: recovery.RunView) -> str:
+        if view.owner is not None:
+            return f"Run {view.run_id} is still owned: release it first (l)."
+        race_file = view.state.get("race_file") or "(no race file on record)"
+        lines = [f"Replay run {view.run_id} from {race_file}: interrupted attempts start again as new "
+                 f"attempts; settled ones are kept."]
+        if view.state.get("finished"):
+            lines.append(f"The run already finished ({view.status}): replaying it shows its result again.")
+        lines += ["", "p / enter: replay (asks first)"]
+        return "\n".join(lines)
+
+    def _fill_runs(self) -> None:
+        table = self.query_one("#runs", DataTable)
+        table.clear()
+        for summary in self.summaries:
+            owner = f"pid {summary.owner.pid} on {summary.owner.host}" if summary.owner else "—"
+            updated = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(summary.updated_at))
+            run_id = summary.run_id or f"(unreadable {summary.key})"
+            table.add_row(run_id, summary.status, owner, updated, key=summary.key)
+
+    def _fill_attempts(self) -> None:
+        table = self.query_one("#attempts", DataTable)
+        table.clear()
+        for attempt in self.view.attempts if self.view else []:
+            table.add_row(f"{attempt['key']}#{attempt['attempt']}", attempt["phase"], attempt["status"] or "—",
+                          attempt["cleanup"] or "—", ", ".join(attempt["resources"]) or "none",
+                          attempt["directory"] or "—")
+
+    # ------------------------------------------------------------------------------ workers
+
+    def _start(self, what: str, worker: Callable[..., Any], *args: Any) -> None:
+        self.busy = what
+        worker(*args)
+
+    def _deliver(self, callback: Callable[..., None], *args: Any) -> None:
+        """From a worker thread: run `callback` on the app's loop unless the worker was cancelled."""
+        if not get_current_worker().is_cancelled:
+            self.app.call_from_thread(self._landed, callback, *args)
+
+    def _landed(self, callback: Callable[..., None], *args: Any) -> None:
+        if not self.is_attached:
+            return
+        self.busy = ""
+        callback(*args)
+        self._render()
+        self.refresh_bindings()
+
+    def _failed(self, error: BaseException | str) -> None:
+        self.error = one_line(error)
+        self.revision_conflict = isinstance(error, RevisionChanged)
+        self.notify(self.error, severity="error")
+
+    @on(Worker.StateChanged)
+    def _worker_changed(self, event: Worker.StateChanged) -> None:
+        if event.state == WorkerState.ERROR:
+            self.busy = ""
+            self._failed(f"unexpected error: {type(event.worker.error).__name__}: {one_line(event.worker.error)}")
+            self._render()
+
+    @work(thread=True, exclusive=True, group="recovery", exit_on_error=False)
+    def _load_runs(self) -> None:
+        try:
+            summaries = recovery.runs(self.repository)
+        except EXPECTED as error:
+            self._deliver(self._failed, error)
+            return
+        self._deliver(self._runs_loaded, summaries)
+
+    def _runs_loaded(self, summaries: list[RunSummary]) -> None:
+        self.summaries = summaries
+        self.error = ""
+        self._fill_runs()
+
+    @work(thread=True, exclusive=True, group="recovery", exit_on_error=False)
+    def _inspect_worker(self, run_id: str, step: str | None) -> None:
+        try:
+            view = recovery.inspect(self.repository, run_id)
+        except EXPECTED as error:
+            self._deliver(self._failed, error)
+            return
+        self._deliver(self._inspected, view, step, "")
+
+    def _inspected(self, view: recovery.RunView, step: str | None, outcome: str) -> None:
+        self.view = view
+        self.run_id = view.run_id
+        self.error = ""
+        self.revision_conflict = False
+        self.outcome = outcome
+        self._fill_attempts()
+        if step is not None:
+            self.step = step
+
+    @work(thread=True, exclusive=True, group="recovery", exit_on_error=False)
+    def _stop_worker(self, run_id: str) -> None:
+        try:
+            gone, reason = recovery.stop(self.repository, run_id, timeout=self.stop_timeout)
+            view = recovery.inspect(self.repository, run_id)
+        except EXPECTED as error:
+            self._deliver(self._failed, error)
+            return
+        if gone:
+            self._deliver(self._inspected, view, "stop", reason)
+        else:
+            self._deliver(self._stop_failed, view, reason)
+
+    def _stop_failed(self, view: recovery.RunView, reason: str) -> None:
+        self._inspected(view, "stop", "")
+        self._failed(reason)
+
+    @work(thread=True, exclusive=True, group="recovery", exit_on_error=False)
+    def _release_worker(self, run_id: str, revision: str) -> None:
+        try:
+            new_revision = recovery.release(self.repository, run_id, revision)
+            view = recovery.inspect(self.repository, run_id)
+        except EXPECTED as error:
+            self._deliver(self._failed, error)
+            return
+        self._deliver(self._inspected, view, "replay",
+                      f"run {run_id} released (revision {new_revision}); next: replay it (p)")
+
+    @work(thread=True, exclusive=True, group="recovery", exit_on_error=False)
+    def _replay_worker(self, run_id: str) -> None:
+        try:
+            spec = recovery.replay_spec(self.repository, run_id)
+        except EXPECTED as error:
+            self._deliver(self._failed, error)
+            return
+        self._deliver(self._hand_over, spec)
+
+    def _hand_over(self, spec: RaceSpec) -> None:
+        # Posted to the app, not this screen: the screen is gone before the message would be handled.
+        self.app.post_message(self.ReplayRequested(spec))
+        self.app.pop_screen()
+
+    # ------------------------------------------------------------------------------ actions
+
+    def _confirm(self, question: str, then: Callable[[], None]) -> None:
+        def answered(yes: bool | None) -> None:
+            if yes:
+                then()
+
+        self.app.push_screen(ConfirmScreen(question), answered)
+
+    def _clear_messages(self) -> None:
+        self.error = ""
+        self.outcome = ""
+        self.revision_conflict = False
+
+    def action_next(self) -> None:
+        if self.step == "choose":
+            self._choose_highlighted()
+            return
+        view = self.view
+        if view is None:
+            return
+        if self.step == "stop":
+            if view.coordinator is not None and view.coordinator.alive:
+                self.action_stop()
+            else:
+                self.step = "inspect"
+        elif self.step == "inspect":
+            self.step = "release"
+        elif self.step == "release":
+            if view.owner is None:
+                self.step = "replay"
+            else:
+                self.action_release()
+        elif self.step == "replay":
+            self.action_replay()
+
+    def action_back(self) -> None:
+        if self.step == "choose" or (self.step == "stop" and not self.chose_from_list):
+            self.app.pop_screen()
+            return
+        self._clear_messages()
+        if self.step == "stop":
+            self.view = None
+            self.step = "choose"
+            self._start("Reading the durable runs…", self._load_runs)
+        else:
+            self.step = ORDER[ORDER.index(self.step) - 1]
+
+    def action_refresh(self) -> None:
+        self._clear_messages()
+        self._render()
+        if self.step == "choose":
+            self._start("Reading the durable runs…", self._load_runs)
+        elif self.run_id is not None:
+            self._start("Reading the saved run…", self._inspect_worker, self.run_id, None)
+
+    def action_inspect(self) -> None:
+        self._clear_messages()
+        self._render()
+        self._start("Reading the saved run…", self._inspect_worker, self.run_id, "inspect")
+
+    def action_stop(self) -> None:
+        view = self.view
+        self._clear_messages()
+        self.step = "stop"
+        if view.owner is None or view.coordinator is None:
+            self.outcome = f"no coordinator owns run {view.run_id}: nothing to stop"
+        elif view.coordinator.alive is None:
+            self.error = f"cannot stop it from here: {view.coordinator.reason}"
+        elif not view.coordinator.alive:
+            self.outcome = "the coordinator is not running: nothing to stop"
+        else:
+            pid, host = view.owner.get("pid"), view.owner.get("host")
+            self._confirm(f"Stop the coordinator of run {view.run_id} (pid {pid} on {host})?\n"
+                          f"It gets TERM, then KILL if it is still running after {self.stop_timeout:.0f} s.",
+                          lambda: self._start(f"Stopping pid {pid} (up to {self.stop_timeout:.0f} s)…",
+                                              self._stop_worker, view.run_id))
+        self._render()
+
+    def action_release(self) -> None:
+        view = self.view
+        self._clear_messages()
+        self.step = "release"
+        if view.owner is None:
+            self.outcome = f"run {view.run_id} is not owned: nothing to release"
+        elif view.coordinator is not None and view.coordinator.alive:
+            self.error = f"the coordinator (pid {view.owner.get('pid')}) is still running: stop it first (s)"
+        else:
+            revision = view.revision
+            self._confirm(f"Release run {view.run_id} at revision {revision}?",
+                          lambda: self._start("Releasing…", self._release_worker, view.run_id, revision))
+        self._render()
+
+    def action_replay(self) -> None:
+        view = self.view
+        self._clear_messages()
+        self.step = "replay"
+        if view.owner is not None:
+            self.error = f"run {view.run_id} is still owned: release it first (l)"
+        else:
+            self._confirm(f"Replay run {view.run_id}? Interrupted attempts start again as new attempts.",
+                          lambda: self._start("Reading the race file…", self._replay_worker, view.run_id))
+        self._render()
+
+    # ------------------------------------------------------------------------------ choosing
+
+    @on(DataTable.RowSelected, "#runs")
+    def _run_selected(self, event: DataTable.RowSelected) -> None:
+        self._choose(event.row_key.value)
+
+    def _choose_highlighted(self) -> None:
+        table = self.query_one("#runs", DataTable)
+        if table.row_count == 0:
+            return
+        self._choose(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+
+    def _choose(self, key: str | None) -> None:
+        summary = next((s for s in self.summaries if s.key == key), None)
+        if summary is None:
+            return
+        if summary.run_id is None:
+            self.error = one_line(summary.problem or f"{summary.key} cannot be read")
+            self._render()
+            return
+        self._clear_messages()
+        self._start("Reading the saved run…", self._inspect_worker, summary.run_id, "stop")

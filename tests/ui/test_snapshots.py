@@ -1,0 +1,90 @@
+"""A few snapshots at a fixed size, with a fixed clock, no cursor blink and animations off.
+
+The mid-race picture replays a recorded sequence of engine events (fixed timestamps) into the
+race's model: the screen renders from the model only, so this is exactly what a live race shows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from outpost_tui.engine.events import Event, EventKind
+from outpost_tui.samples import materialise
+from outpost_tui.ui.app import OutpostApp
+
+SIZE = (120, 36)
+T0 = 1_800_000_000.0
+
+
+def app_for(tmp_path: Path) -> OutpostApp:
+    return OutpostApp(materialise("race", tmp_path / "demo"), testing=True, clock=lambda: T0 + 42)
+
+
+def usage(i, c, w, o, cost):
+    return {"input": i, "cached": c, "cache_write": w, "output": o, "cost_usd": cost,
+            "complete": True, "estimated": False}
+
+
+RECORDED = [
+    Event(EventKind.RACE_STARTED, None, None, {"id": "20260101-000000-abcdef", "name": "calc-race",
+                                               "mode": "race", "select": "first", "baseline": "0" * 40,
+                                               "candidates": ["fixer", "breaker", "slow"]}, T0),
+    *[Event(EventKind.ADMITTED, key, 1, {"branch": f"outpost/speculation/x/{key}/1", "agent": "demo",
+                                          "attempts": n}, T0 + n) for n, key in enumerate(["fixer", "breaker", "slow"], 1)],
+    *[Event(EventKind.AGENT_STARTED, key, 1, {"program": "demo", "timeout": 120}, T0 + 4)
+      for key in ["fixer", "breaker", "slow"]],
+    Event(EventKind.TOOL, "fixer", 1, {"name": "Read", "input": "calc.py"}, T0 + 5),
+    Event(EventKind.LOG, "fixer", 1, {"stream": "stdout", "lines": ["def add(a, b):", "    return a - b"]}, T0 + 6),
+    Event(EventKind.USAGE, "fixer", 1, {"delta": usage(1200, 8000, 0, 300, 0.012),
+                                         "total": usage(1200, 8000, 0, 300, 0.012),
+                                         "race_total": usage(2000, 8000, 0, 500, 0.02)}, T0 + 7),
+    Event(EventKind.TEXT, "breaker", 1, {"text": "I'll special-case the failing input."}, T0 + 8),
+    Event(EventKind.VALIDATION_STARTED, "breaker", 1, {"commits": 1}, T0 + 20),
+    Event(EventKind.VALIDATION_FINISHED, "breaker", 1, {"status": "failed", "exit_code": 1,
+                                                         "reason": "validation failed (exit code 1)"}, T0 + 21),
+    Event(EventKind.SETTLED, "breaker", 1, {"status": "rejected", "reason": "validation failed (exit code 1)",
+                                             "commit": "1" * 40}, T0 + 21),
+    Event(EventKind.RETRY, "slow", 1, {"message": "overloaded (529), retrying in 2s"}, T0 + 30),
+]
+
+
+def replay(pilot) -> None:
+    session = pilot.app.session
+    session.started = True
+    for event in RECORDED:
+        session.bus.publish(event)
+
+
+@pytest.fixture(autouse=True)
+def fixed_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("OUTPOST_TUI_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
+
+
+def test_race_ready_to_start(snap_compare, tmp_path):
+    assert snap_compare(app_for(tmp_path), terminal_size=SIZE)
+
+
+def test_race_in_progress(snap_compare, tmp_path):
+    async def run_before(pilot):
+        replay(pilot)
+        await pilot.pause(0.3)
+
+    assert snap_compare(app_for(tmp_path), terminal_size=SIZE, run_before=run_before)
+
+
+def test_confirm_accept(snap_compare, tmp_path):
+    async def run_before(pilot):
+        replay(pilot)
+        await pilot.pause(0.3)
+        pilot.app.screen.action_accept()
+        await pilot.pause(0.1)
+
+    assert snap_compare(app_for(tmp_path), terminal_size=SIZE, run_before=run_before)
+
+
+def test_home(snap_compare, tmp_path):
+    assert snap_compare(OutpostApp(testing=True), terminal_size=SIZE)
