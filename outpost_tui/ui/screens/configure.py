@@ -493,6 +493,10 @@ class ConfigureScreen(Screen[RaceSpec | None]):
     # ---------------------------------------------------------------------- save, start
 
     def action_save(self) -> None:
+        if not self.dirty:
+            # Writing an unchanged race would only lose the file's comments.
+            self.set_status("no changes to save")
+            return
         self._save(start=False)
 
     def action_start(self) -> None:

@@ -72,23 +72,29 @@ class HelpScreen(ModalScreen[None]):
         table.focus()
 
     def key_rows(self) -> list[tuple[str, str, str]]:
-        """(keys, what they do, binding id) for each active binding of the target screen (and the
-        app behind it), keys of the same binding on one row, the nearest binding first."""
-        rows: dict[tuple[int, str], tuple[list[str], str, str]] = {}
-        for key, active in self.target.active_bindings.items():
+        """(keys, what they do, binding id) for each active binding of the target screen and the
+        app behind it, keys of the same binding on one row: the screen's own first, then the
+        app's, then the focused widget's (cursor movement and the like)."""
+        target = self.target
+        rows: dict[tuple[int, str], tuple[tuple[int, int], list[str], str, str]] = {}
+        for active in target.active_bindings.values():
             binding = active.binding
             if binding.system and not binding.description:
                 continue
-            # A binding with several keys ("y,enter") arrives once per key; one row each binding.
+            # A binding with several keys ("y,enter") arrives once per key: one row per binding.
             group = (id(active.node), binding.id or binding.action)
             display = self.app.get_key_display(binding)
             if group in rows:
-                if display not in rows[group][0]:
-                    rows[group][0].append(display)
+                if display not in rows[group][1]:
+                    rows[group][1].append(display)
                 continue
-            rows[group] = ([display], binding.description or binding.action, binding.id or "")
+            # Within a level, the bindings users can rebind (those with an id) come first.
+            rank = (0 if active.node is target else 1 if active.node is self.app else 2,
+                    0 if binding.id else 1)
+            rows[group] = (rank, [display], binding.description or binding.action, binding.id or "")
+        ordered = sorted(rows.values(), key=lambda row: row[0])
         return [(" ".join(keys), description, binding_id)
-                for keys, description, binding_id in rows.values()]
+                for _, keys, description, binding_id in ordered]
 
     def action_close(self) -> None:
         self.dismiss(None)

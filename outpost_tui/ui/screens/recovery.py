@@ -113,7 +113,7 @@ class RecoveryScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self._render()
+        self._redraw()
         if self.run_id is None:
             self._start("Reading the durable runs…", self._load_runs)
         else:
@@ -121,7 +121,7 @@ class RecoveryScreen(Screen):
 
     def watch_step(self) -> None:
         if self.is_mounted:
-            self._render()
+            self._redraw()
 
     def watch_busy(self) -> None:
         if self.is_mounted:
@@ -137,7 +137,7 @@ class RecoveryScreen(Screen):
 
     # ------------------------------------------------------------------------------ drawing
 
-    def _render(self) -> None:
+    def _redraw(self) -> None:
         where = f"Recover a durable run in {self.repository}"
         self.query_one("#title", Static).update(where if self.run_id is None else f"Recover run {self.run_id} in {self.repository}")
         self.query_one("#steps", Static).update(self._indicator())
@@ -179,9 +179,15 @@ class RecoveryScreen(Screen):
         return {"stop": self._stop_text, "inspect": self._inspect_text, "release": self._release_text,
                 "replay": self._replay_text}[self.step](view)
 
+    def _now(self) -> float:
+        # The app may fix its clock (snapshot tests); a bare host app has none.
+        clock = getattr(self.app, "clock", None)
+        return clock() if callable(clock) else time.time()
+
     def _owner_line(self, view: recovery.RunView) -> str:
         owner = view.owner or {}
-        age = describe_age(time.time() - float(owner.get("heartbeat_at", time.time())))
+        now = self._now()
+        age = describe_age(now - float(owner.get("heartbeat_at", now)))
         return f"Coordinator: pid {owner.get('pid')} on {owner.get('host')}, last heartbeat {age} ago"
 
     def _stop_text(self, view: recovery.RunView) -> str:
@@ -189,7 +195,7 @@ class RecoveryScreen(Screen):
             return (f"No coordinator owns run {view.run_id} (status {view.status}): nothing to stop.\n\n"
                     f"enter: next step (inspect)")
         status = view.coordinator
-        lines = [self._owner_line(view), f"  {status.reason}" if status else "", ""]
+        lines = [self._owner_line(view), status.reason if status else "", ""]
         if status is not None and status.alive:
             lines.append(f"It is running. s: stop it (TERM, then KILL if it is still there after "
                          f"{self.stop_timeout:.0f} s; asks first).")
@@ -251,7 +257,16 @@ class RecoveryScreen(Screen):
         for attempt in self.view.attempts if self.view else []:
             table.add_row(f"{attempt['key']}#{attempt['attempt']}", attempt["phase"], attempt["status"] or "—",
                           attempt["cleanup"] or "—", ", ".join(attempt["resources"]) or "none",
-                          attempt["directory"] or "—")
+                          self._short(attempt["directory"]))
+
+    def _short(self, directory: str | None) -> str:
+        # Worktrees live under the repository: the relative path is what fits in the column.
+        if not directory:
+            return "—"
+        try:
+            return str(Path(directory).relative_to(self.repository.absolute()))
+        except ValueError:
+            return directory
 
     # ------------------------------------------------------------------------------ workers
 
@@ -269,7 +284,7 @@ class RecoveryScreen(Screen):
             return
         self.busy = ""
         callback(*args)
-        self._render()
+        self._redraw()
         self.refresh_bindings()
 
     def _failed(self, error: BaseException | str) -> None:
@@ -282,7 +297,7 @@ class RecoveryScreen(Screen):
         if event.state == WorkerState.ERROR:
             self.busy = ""
             self._failed(f"unexpected error: {type(event.worker.error).__name__}: {one_line(event.worker.error)}")
-            self._render()
+            self._redraw()
 
     @work(thread=True, exclusive=True, group="recovery", exit_on_error=False)
     def _load_runs(self) -> None:
@@ -409,7 +424,7 @@ class RecoveryScreen(Screen):
 
     def action_refresh(self) -> None:
         self._clear_messages()
-        self._render()
+        self._redraw()
         if self.step == "choose":
             self._start("Reading the durable runs…", self._load_runs)
         elif self.run_id is not None:
@@ -417,7 +432,7 @@ class RecoveryScreen(Screen):
 
     def action_inspect(self) -> None:
         self._clear_messages()
-        self._render()
+        self._redraw()
         self._start("Reading the saved run…", self._inspect_worker, self.run_id, "inspect")
 
     def action_stop(self) -> None:
@@ -436,7 +451,7 @@ class RecoveryScreen(Screen):
                           f"It gets TERM, then KILL if it is still running after {self.stop_timeout:.0f} s.",
                           lambda: self._start(f"Stopping pid {pid} (up to {self.stop_timeout:.0f} s)…",
                                               self._stop_worker, view.run_id))
-        self._render()
+        self._redraw()
 
     def action_release(self) -> None:
         view = self.view
@@ -450,7 +465,7 @@ class RecoveryScreen(Screen):
             revision = view.revision
             self._confirm(f"Release run {view.run_id} at revision {revision}?",
                           lambda: self._start("Releasing…", self._release_worker, view.run_id, revision))
-        self._render()
+        self._redraw()
 
     def action_replay(self) -> None:
         view = self.view
@@ -461,7 +476,7 @@ class RecoveryScreen(Screen):
         else:
             self._confirm(f"Replay run {view.run_id}? Interrupted attempts start again as new attempts.",
                           lambda: self._start("Reading the race file…", self._replay_worker, view.run_id))
-        self._render()
+        self._redraw()
 
     # ------------------------------------------------------------------------------ choosing
 
@@ -481,7 +496,7 @@ class RecoveryScreen(Screen):
             return
         if summary.run_id is None:
             self.error = one_line(summary.problem or f"{summary.key} cannot be read")
-            self._render()
+            self._redraw()
             return
         self._clear_messages()
         self._start("Reading the saved run…", self._inspect_worker, summary.run_id, "stop")

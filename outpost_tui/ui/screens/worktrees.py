@@ -32,7 +32,6 @@ LOG_COMMITS = 20
 PATCH_COMMITS = 10
 # A patch view is for reading: past this many lines the rest is cut, with a note saying so.
 MAX_PATCH_LINES = 20000
-_GIT_ENV = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_PAGER": "cat"}
 
 
 def run_git(directory: str | Path, *args: str) -> str:
@@ -40,7 +39,7 @@ def run_git(directory: str | Path, *args: str) -> str:
     try:
         done = subprocess.run(["git", "-C", str(directory), "--no-optional-locks", *args],
                               capture_output=True, text=True, errors="replace", timeout=GIT_TIMEOUT,
-                              env=_GIT_ENV, stdin=subprocess.DEVNULL)
+                              env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as error:
         return f"(git {args[0]} failed: {error})"
     if done.returncode != 0:
@@ -207,8 +206,9 @@ class WorktreesScreen(Screen):
         if worktree["missing"]:
             lines.append("The directory is missing: only git's record of it is left (delete clears it).")
         else:
-            status = run_git(worktree["path"], "status", "--short", "--untracked-files=normal")
-            lines += ["git status --short:", status.rstrip() or "(nothing to commit, working tree clean)"]
+            # --ignored too: ignored files also keep a worktree from being removed.
+            status = run_git(worktree["path"], "status", "--short", "--untracked-files=normal", "--ignored")
+            lines += ["git status --short --ignored:", status.rstrip() or "(nothing to commit, working tree clean)"]
         revision = worktree.get("branch") or worktree.get("head")
         if revision:
             log = run_git(root, "log", "--oneline", "--no-decorate", "-n", str(LOG_COMMITS), revision, "--")
