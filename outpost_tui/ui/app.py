@@ -13,11 +13,13 @@ from textual.binding import Binding
 
 from ..engine.racefile import RaceFileError, load_race
 from ..engine.spec import RaceSpec
+from .commands import OutpostCommands
 from .session import RaceSession
 
 
 class OutpostApp(App):
     TITLE = "outpost-tui"
+    COMMANDS = App.COMMANDS | {OutpostCommands}
     BINDINGS = [
         Binding("ctrl+q", "quit", "Quit", id="app.quit", priority=True),
         Binding("question_mark", "help", "Help", id="app.help"),
@@ -38,14 +40,14 @@ class OutpostApp(App):
         self.testing = testing
         self.session: RaceSession | None = None
         self._load_errors: list[str] = []
-        try:
-            from .commands import OutpostCommands
-
-            self.COMMANDS = App.COMMANDS | {OutpostCommands}
-        except ImportError:
-            pass
 
     # ------------------------------------------------------------------------- start-up
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        # The app's own variables ($status-winner, ...) must parse under any theme, Textual's too.
+        from .themes import STATUS_DEFAULTS
+
+        return dict(STATUS_DEFAULTS)
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         # Tests and snapshots need a still cursor: a blinking one changes the picture.
@@ -69,10 +71,8 @@ class OutpostApp(App):
             self.push_screen(HomeScreen())
 
     def _load_themes(self) -> None:
-        try:
-            from .themes import load_themes
-        except ImportError:
-            return
+        from .themes import load_themes
+
         themes, errors = load_themes()
         for theme in themes:
             self.register_theme(theme)
@@ -82,10 +82,8 @@ class OutpostApp(App):
             self.theme = wanted
 
     def _load_keymap(self) -> None:
-        try:
-            from .keymap import load_keymap
-        except ImportError:
-            return
+        from .keymap import load_keymap
+
         keymap, errors = load_keymap()
         self._load_errors.extend(errors)
         if keymap:

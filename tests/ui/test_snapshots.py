@@ -59,8 +59,9 @@ def replay(pilot) -> None:
 
 @pytest.fixture(autouse=True)
 def fixed_environment(monkeypatch, tmp_path):
-    monkeypatch.setenv("OUTPOST_TUI_CONFIG_DIR", str(tmp_path / "config"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    # A fixed path that does not exist: no user theme or keymap, and the help text shows the same path.
+    monkeypatch.setenv("OUTPOST_TUI_CONFIG_DIR", "/nonexistent/outpost-tui-config")
+    monkeypatch.setenv("XDG_CONFIG_HOME", "/nonexistent/xdg")
     monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
 
 
@@ -88,3 +89,7 @@ def test_confirm_accept(snap_compare, tmp_path):
 
 def test_home(snap_compare, tmp_path):
     assert snap_compare(OutpostApp(testing=True), terminal_size=SIZE)
+
+
+def test_help(snap_compare, tmp_path):
+    assert snap_compare(app_for(tmp_path), terminal_size=SIZE, press=["question_mark"])

@@ -25,7 +25,6 @@ def tokens(n: int) -> str:
 class CandidatePanel(Vertical, can_focus=True):
     DEFAULT_CSS = """
     CandidatePanel { border: round $panel-lighten-2; height: 1fr; min-height: 8; padding: 0 1; }
-    CandidatePanel:focus-within, CandidatePanel:focus { border: round $accent; }
     CandidatePanel .stats { color: $text-muted; }
     CandidatePanel .reason { color: $text-muted; }
     CandidatePanel Log {
@@ -33,9 +32,13 @@ class CandidatePanel(Vertical, can_focus=True):
         scrollbar-size-horizontal: 0; scrollbar-size-vertical: 1;
         scrollbar-background: $panel; scrollbar-color: $panel-lighten-2;
     }
-    CandidatePanel.-winner { border: round $success; }
-    CandidatePanel.-failed, CandidatePanel.-quota { border: round $error; }
-    CandidatePanel.-rejected, CandidatePanel.-cancelled, CandidatePanel.-skipped { border: round $warning 50%; }
+    CandidatePanel.-running { border: round $status-running 60%; }
+    CandidatePanel.-winner { border: round $status-winner; }
+    CandidatePanel.-rejected { border: round $status-rejected; }
+    CandidatePanel.-failed { border: round $status-failed; }
+    CandidatePanel.-quota { border: round $status-quota; }
+    CandidatePanel.-cancelled, CandidatePanel.-skipped { border: round $status-cancelled; }
+    CandidatePanel:focus.-running, CandidatePanel:focus { border: double $accent; }
     """
 
     def __init__(self, key: str, agent: str, index: int, clock=time.time) -> None:
@@ -67,6 +70,7 @@ class CandidatePanel(Vertical, can_focus=True):
         self.query_one(".reason", Static).update(Text(reason[:300]))
         for status in FINAL:
             self.set_class(model.state == status, f"-{status}")
+        self.set_class(model.state in ("starting", "running", "validating"), "-running")
         log = self.query_one(Log)
         if self.filter is None:
             fresh = model.new_log(self._seen)
