@@ -53,8 +53,8 @@ async def test_sample_race_runs_live_and_shows_the_winner(tmp_path, monkeypatch)
     app = OutpostApp(race_file, start=True, testing=True)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.session and app.session.result, "the race to finish")
-        await pilot.pause(0.2)
         screen = app.screen
+        await until(pilot, lambda: screen.query_one("#panel-fixer").has_class("-winner"), "the next redraw")
         assert isinstance(screen, RaceScreen)
         panels = {p.key: p for p in screen.query(CandidatePanel)}
         assert set(panels) == {"fixer", "breaker", "slow"}
@@ -131,8 +131,8 @@ async def test_search_filters_the_focused_log_and_diff_shows_the_change(repo, tm
     app = OutpostApp(race_file, start=True, testing=True)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.session.result, "the race")
-        await pilot.pause(0.2)
         panel = app.screen.query_one(CandidatePanel)
+        await until(pilot, lambda: len(panel.query_one(Log).lines) > 30, "the log to be drawn")
         await pilot.press("1", "slash", *"line 2", "enter")
         shown = panel.query_one(Log).lines
         assert shown and all("line 2" in line for line in shown)

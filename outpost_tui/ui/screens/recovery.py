@@ -82,7 +82,7 @@ class RecoveryScreen(Screen):
 
     def __init__(self, repository: Path, run_id: str | None = None, *, stop_timeout: float = STOP_TIMEOUT) -> None:
         super().__init__()
-        self.repository = Path(repository)
+        self.repository = Path(repository).resolve()
         self.run_id = run_id
         self.stop_timeout = stop_timeout
         self.chose_from_list = run_id is None
@@ -237,7 +237,11 @@ class RecoveryScreen(Screen):
         race_file = view.state.get("race_file") or "(no race file on record)"
         lines = [f"Replay run {view.run_id} from {race_file}: interrupted attempts start again as new "
                  f"attempts; settled ones are kept."]
-        if view.state.get("finished"):
+        if view.state.get("finished") and view.status in ("quota", "aborted"):
+            stopped = "the quota stopped" if view.status == "quota" else "the abort cancelled"
+            lines.append(f"The run ended {view.status}: replaying it reruns the candidates {stopped}, "
+                         "as new attempts.")
+        elif view.state.get("finished"):
             lines.append(f"The run already finished ({view.status}): replaying it shows its result again.")
         lines += ["", "p / enter: replay (asks first)"]
         return "\n".join(lines)
