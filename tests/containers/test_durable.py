@@ -118,6 +118,18 @@ def crash_and_replay(race_file, run_id: str, calc_repo, common) -> None:
     left = list_containers(repository=calc_repo)
     assert sorted(c["key"] for c in left) == ["first", "second"]
     assert all(c["status"] == "running" for c in left)
+    # ... and the listing commands show them as belonging to the run
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "outpost_tui.cli", *args], capture_output=True,
+                              text=True, timeout=120)
+
+    worktrees = cli("worktrees", str(calc_repo), "--json")
+    assert worktrees.returncode == 0, worktrees.stderr
+    assert sorted(c["key"] for c in json.loads(worktrees.stdout)["containers"]) == ["first", "second"]
+    runs = cli("runs", str(calc_repo), "--json")
+    assert runs.returncode == 0, runs.stderr
+    [run] = [r for r in json.loads(runs.stdout) if r["run_id"] == run_id]
+    assert sorted(run["containers"]) == sorted(c["name"] for c in left)
 
     (common / "release").touch()
     # the documented recovery: stop (confirm the coordinator is gone), inspect, release, replay
