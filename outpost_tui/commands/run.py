@@ -110,6 +110,8 @@ def run_spec_headless(spec, *, json_output: bool = False, verbose: bool = False,
             raise
         print(f"outpost-tui: {error}", file=sys.stderr)
         return code
+    for problem in bus.errors:
+        print(f"outpost-tui: warning: an event consumer failed: {problem}", file=sys.stderr)
     if json_output:
         json.dump(result.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")
