@@ -157,3 +157,23 @@ async def test_a_bad_race_file_is_one_notification_not_a_crash(tmp_path):
         assert app.screen.__class__.__name__ == "HomeScreen"
         messages = [n.message for n in app._notifications]
         assert any("bad.toml" in m and "concurency" in m for m in messages)
+
+
+async def test_a_user_keymap_rebinds_a_key_by_its_id(repo, tmp_path, monkeypatch):
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "keymap.toml").write_text('[keys]\n"race.cancel" = "k"\n')
+    monkeypatch.setenv("OUTPOST_TUI_CONFIG_DIR", str(config))
+    race_file = fake_race(tmp_path, repo, [("hang", ["--pidfile", str(tmp_path / "p"), "--hang"])])
+    app = OutpostApp(race_file, start=True, testing=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: (tmp_path / "p").exists(), "the agent to start")
+        await pilot.press("c")
+        assert not isinstance(app.screen, ConfirmScreen)  # c no longer cancels
+        await pilot.press("k")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await until(pilot, lambda: app.session.result, "the race to end")
+        assert app.session.result.candidates[0].error == "cancelled by operator"
+        titles = [title for title, _, _ in app.palette_commands()]
+        assert "Show worktrees" in titles and any(t.startswith("Switch theme: outpost-") for t in titles)
