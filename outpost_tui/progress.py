@@ -43,6 +43,9 @@ class ProgressPrinter:
         if kind is EventKind.RACE_STARTED:
             self._say(f"race {data['id']} ({data['mode']}, select {data['select']}) from "
                       f"{str(data['baseline'])[:12]}: {', '.join(data['candidates'])}", event.at)
+            if data.get("host_dirty"):
+                self._say("note: your checkout has uncommitted changes; candidates start from the "
+                          "baseline commit without them", event.at)
         elif kind is EventKind.ADMITTED:
             self._say(f"{who} admitted ({data['agent']}) on {data['branch']}", event.at)
         elif kind is EventKind.AGENT_STARTED:

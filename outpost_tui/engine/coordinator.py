@@ -174,7 +174,8 @@ class Race:
         try:
             self.bus.emit(EventKind.RACE_STARTED, id=self.id, name=spec.name, mode=spec.mode,
                           select=spec.select, baseline=self.baseline,
-                          candidates=[c.key for c in spec.candidates], run_id=spec.run_id)
+                          candidates=[c.key for c in spec.candidates], run_id=spec.run_id,
+                          host_dirty=bool(self._host_before and self._host_before.dirty))
             if self._durable is not None:
                 await self._durable.reconcile()
             await self._save()

@@ -119,3 +119,12 @@ def test_help_and_version():
     for command in ("run", "check", "sample", "recover", "runs", "worktrees", "doctor", "image"):
         helped = run_cli(command, "--help")
         assert helped.returncode == 0 and "example" in helped.stdout.lower(), command
+
+
+def test_a_dirty_checkout_is_pointed_out(repo, tmp_path):
+    (repo / "base.txt").write_text("edited but not committed\n")
+    race_file = write_race(tmp_path, repo, fake_candidate("a", "--write", "a.txt", "--commit"))
+    done = run_cli("run", str(race_file), "--headless")
+    assert done.returncode == 0, done.stderr
+    assert "uncommitted changes" in done.stderr
+    assert (repo / "base.txt").read_text() == "edited but not committed\n"  # the host is never touched
