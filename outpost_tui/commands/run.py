@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import signal
 import sys
@@ -33,7 +34,7 @@ def register(subparsers) -> None:
         "run", help="run a race (headless: for scripts and CI)", epilog=EPILOG,
         description="Run a race file. With --headless, progress goes to stderr and the result "
                     "to stdout; without it, the app opens on the race and starts it.",
-        formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("race_file", metavar="RACE.toml", help="the race file")
     parser.add_argument("--headless", action="store_true", help="run without the app")
     parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout")

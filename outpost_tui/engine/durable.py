@@ -59,7 +59,7 @@ class DurableRun:
         """Claim the run; returns the saved result when the race already finished."""
         race, spec = self.race, self.race.spec
         saved = await anyio.to_thread.run_sync(self.store.read)
-        if (saved is not None and saved.owner is None and _interrupted(saved.state)
+        if (saved is not None and saved.owner is None and interrupted(saved.state)
                 and spec.durability.resume != "retry-incomplete"
                 and saved.state.get("identity") == self.identity):
             raise ReplayRequired(
@@ -230,7 +230,8 @@ class DurableRun:
                 result.error = f"could not release run {race.spec.run_id}: {error}"
 
 
-def _interrupted(state: dict) -> bool:
+def interrupted(state: dict) -> bool:
+    """Whether a saved run stopped with an attempt still running or validated (needs a replay)."""
     latest: dict[str, dict] = {}
     for attempt in state.get("attempts", []):
         latest[attempt["key"]] = attempt

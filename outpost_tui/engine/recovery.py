@@ -13,6 +13,7 @@ from pathlib import Path
 
 from . import git
 from .checkpoint import RunSummary, UnknownRun, list_runs, read_run, release_run
+from .durable import interrupted
 from .ownership import CoordinatorStatus, coordinator_status, stop_coordinator
 from .transport import LocalTransport
 
@@ -71,7 +72,7 @@ def inspect(repository: str | Path, run_id: str) -> RunView:
     if state.get("finished") and isinstance(state.get("status"), str):
         status = state["status"]
     else:
-        status = "owned" if saved.owner else ("interrupted" if _has_unfinished(state) else "released")
+        status = "owned" if saved.owner else ("interrupted" if interrupted(state) else "released")
     return RunView(run_id=run_id, revision=saved.revision, status=status,
                    owner=saved.owner.to_json() if saved.owner else None,
                    coordinator=coordinator_status(saved.owner) if saved.owner else None, state=state)
@@ -111,9 +112,3 @@ def replay_spec(repository: str | Path, run_id: str, race_file: str | Path | Non
         raise UnknownRun(f"{path} is for run {spec.run_id!r}, not {run_id!r}")
     return replace(spec, durability=replace(spec.durability, resume="retry-incomplete"))
 
-
-def _has_unfinished(state: dict) -> bool:
-    latest: dict[str, dict] = {}
-    for attempt in state.get("attempts", []):
-        latest[attempt["key"]] = attempt
-    return any(a["phase"] in ("running", "validated") for a in latest.values())
