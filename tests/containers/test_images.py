@@ -32,8 +32,18 @@ def tag(engine):
 
 
 def run_in(client, image: str, *argv: str) -> str:
-    return client.containers.run(image, list(argv), remove=True, network_mode="none",
-                                 user=f"{os.getuid()}:{os.getgid()}").decode()
+    # Not containers.run(): it follows the logs of a container that may already have exited, and
+    # Podman sometimes never ends that stream. Wait for the exit, then read the finished logs.
+    container = client.containers.create(image, list(argv), network_mode="none",
+                                         user=f"{os.getuid()}:{os.getgid()}")
+    try:
+        container.start()
+        status = container.wait(timeout=120)
+        out = container.logs(stdout=True, stderr=True).decode()
+        assert status["StatusCode"] == 0, out
+        return out
+    finally:
+        container.remove(force=True)
 
 
 def test_default_build_has_python_and_git(engine, tag):

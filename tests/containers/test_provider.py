@@ -254,6 +254,27 @@ async def test_background_processes_do_not_outlive_their_command(provider, attem
     assert leftovers() == []
 
 
+async def test_a_daemon_started_by_the_command_does_not_hang_it(provider, attempt,
+                                                               leftovers):
+    """A process in its own session escapes the command's group and inherits its output; the run
+    still ends when the command does, with its output and status (an agent starting a dev server
+    must not hang the race)."""
+    daemon = ("import subprocess\n"
+              "subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
+              "print('started', flush=True)\n")
+    sandbox = await provider.acquire(attempt)
+    try:
+        started = time.monotonic()
+        with anyio.fail_after(60):
+            done = await sandbox.run(["python3", "-c", daemon])
+        elapsed = time.monotonic() - started
+    finally:
+        await sandbox.close()
+    assert (done.exit_code, done.stdout_tail) == (0, "started\n")
+    assert elapsed < 30, elapsed  # the daemon lives 300 s: the run did not wait for it
+    assert leftovers() == []
+
+
 async def test_a_quiet_command_outlasts_the_engine_request_timeout(attempt, engine, leftovers):
     provider = ContainerProvider(SandboxSpec(provider="podman", image=IMAGE), request_timeout=2)
     sandbox = await provider.acquire(attempt)

@@ -23,6 +23,9 @@ from .lines import LineSplitter, Tail
 
 TERM_GRACE = 2.0
 READ_CHUNK = 256 * 1024
+# Seconds the output may stay open once the command's group is gone; longer means a process that
+# left the group (a daemon started in its own session) still holds it.
+DRAIN_GRACE = 2.0
 
 
 def _group_alive(pgid: int) -> bool:
@@ -91,17 +94,29 @@ class LocalSandbox(Sandbox):
         except PermissionError:
             raise SandboxError(f"agent program {program!r} is not executable (permission denied)") from None
         self._running.add(process)
+        pipes = _pipe_ids(process.pid)
         if self.context.register_resource is not None:
             with anyio.CancelScope(shield=True):
                 await self.context.register_resource(resource_id_for(process.pid))
         tails = {"stdout": Tail(tail_bytes), "stderr": Tail(tail_bytes)}
         timed_out = False
+        open_streams = {"stdout", "stderr"}
+        drained = anyio.Event()
+
+        async def pump(name: str, stream) -> None:
+            try:
+                await _pump(stream, name, tails[name], on_output)
+            finally:
+                open_streams.discard(name)
+                if not open_streams:
+                    drained.set()
+
         try:
             async with anyio.create_task_group() as group:
                 if stdin is not None:
                     group.start_soon(_feed_stdin, process, stdin)
-                group.start_soon(_pump, process.stdout, "stdout", tails["stdout"], on_output)
-                group.start_soon(_pump, process.stderr, "stderr", tails["stderr"], on_output)
+                group.start_soon(pump, "stdout", process.stdout)
+                group.start_soon(pump, "stderr", process.stderr)
                 with anyio.move_on_after(timeout) as deadline:
                     await process.wait()
                 if deadline.cancelled_caught:
@@ -111,6 +126,21 @@ class LocalSandbox(Sandbox):
                 else:
                     # The leader is gone; sweep whatever it left in its group so the pipes close.
                     _signal_group(process.pid, signal.SIGKILL)
+                with anyio.move_on_after(DRAIN_GRACE):
+                    await drained.wait()
+                if not drained.is_set():
+                    escaped = await anyio.to_thread.run_sync(_kill_pipe_holders, pipes)
+                    if escaped:
+                        note = ("outpost: killed processes that left the command's process group "
+                                f"but kept its output open: {', '.join(escaped)}")
+                        before = tails["stderr"].text()
+                        gap = "\n" if before and not before.endswith("\n") else ""
+                        tails["stderr"].add(f"{gap}{note}\n".encode())
+                        if on_output is not None:
+                            on_output("stderr", [note])
+                    with anyio.move_on_after(DRAIN_GRACE):
+                        await drained.wait()
+                    group.cancel_scope.cancel()  # held by what cannot be killed: stop reading
         except BaseException:
             with anyio.CancelScope(shield=True):
                 if process.returncode is None:
@@ -204,6 +234,61 @@ class LocalProvider(SandboxProvider):
             await anyio.sleep(0.02)
         _signal_group(pgid, signal.SIGKILL)
         return True
+
+
+def _pipe_ids(pid: int) -> set[str]:
+    """The kernel's names of a child's stdout and stderr pipes ("pipe:[inode]"), read right after
+    it started; empty where /proc is not available."""
+    ids = set()
+    for fd in (1, 2):
+        try:
+            ids.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            pass
+    return {name for name in ids if name.startswith("pipe:")}
+
+
+def _kill_pipe_holders(pipes: set[str]) -> list[str]:
+    """KILL every other process holding one of `pipes` open; returns "pid name" of each.
+
+    Holding the command's own output pipe proves the process came from the command."""
+    killed: dict[int, str] = {}
+    if not pipes:
+        return []
+    for _ in range(5):  # a killed daemon's own children may hold the pipe too
+        holders = [pid for pid in _pids() if pid != os.getpid() and _holds(pid, pipes)]
+        if not holders:
+            break
+        for pid in holders:
+            try:
+                name = psutil.Process(pid).name()
+                os.kill(pid, signal.SIGKILL)
+            except (psutil.Error, ProcessLookupError, PermissionError):
+                continue
+            killed.setdefault(pid, f"{pid} {name}")
+        time.sleep(0.05)  # KILL is delivered asynchronously; look again once it has landed
+    return list(killed.values())
+
+
+def _pids() -> list[int]:
+    try:
+        return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return []
+
+
+def _holds(pid: int, pipes: set[str]) -> bool:
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") in pipes:
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def _pgid(pid: int) -> int | None:

@@ -1,0 +1,109 @@
+"""The local sandbox with real processes: what a command leaves behind never outlives it, and never
+keeps its run waiting."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import anyio
+import psutil
+import pytest
+
+from outpost_tui.engine.sandbox.base import SandboxContext
+from outpost_tui.engine.sandbox.local import DRAIN_GRACE, LocalSandbox
+
+pytestmark = pytest.mark.anyio
+
+# Starts a daemon in its own session (outside the command's process group) that inherits the
+# command's stdout and stderr, and optionally a child of its own; records their pids, then exits.
+DAEMON = """\
+import os, subprocess, sys
+nested = sys.argv[1] == "nested"
+child = ["sleep", "300"]
+if nested:
+    child = [sys.executable, "-c",
+             "import subprocess, time, sys\\n"
+             "p = subprocess.Popen(['sleep', '300'])\\n"
+             "open(sys.argv[1], 'a').write(f'{p.pid}\\\\n')\\n"
+             "time.sleep(300)", sys.argv[2]]
+daemon = subprocess.Popen(child, start_new_session=True)
+with open(sys.argv[2], "a") as pids:
+    pids.write(f"{daemon.pid}\\n")
+print("started", flush=True)
+"""
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture
+def sandbox(tmp_path):
+    return LocalSandbox(SandboxContext(repository=tmp_path, directory=tmp_path,
+                                       git_common_dir=tmp_path, race_id="r", key="alpha",
+                                       attempt=1))
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+async def wait_for_pids(path: Path, count: int) -> list[int]:
+    with anyio.fail_after(10):
+        while True:
+            pids = path.read_text().split() if path.exists() else []
+            if len(pids) >= count:
+                return [int(pid) for pid in pids]
+            await anyio.sleep(0.02)
+
+
+@pytest.mark.parametrize("shape", ["single", "nested"])
+async def test_a_daemon_holding_the_output_is_killed_and_the_run_ends(sandbox, tmp_path, shape):
+    pids_file = tmp_path / "pids"
+    seen: list[tuple[str, str]] = []
+    with anyio.fail_after(30):  # the daemon would hold the output for 300 s
+        done = await sandbox.run([sys.executable, "-c", DAEMON, shape, str(pids_file)],
+                                 on_output=lambda stream, lines: seen.extend(
+                                     (stream, line) for line in lines))
+    pids = await wait_for_pids(pids_file, 2 if shape == "nested" else 1)
+    assert done.exit_code == 0 and done.stdout_tail == "started\n"
+    assert done.duration < DRAIN_GRACE * 2 + 5
+    assert not [pid for pid in pids if alive(pid)]
+    assert "outpost: killed processes that left the command's process group" in done.stderr_tail
+    assert str(pids[0]) in done.stderr_tail
+    assert any(stream == "stderr" and "outpost: killed" in line for stream, line in seen)
+
+
+async def test_a_daemon_does_not_stretch_a_timeout(sandbox, tmp_path):
+    pids_file = tmp_path / "pids"
+    program = DAEMON + "import time\ntime.sleep(300)\n"
+    with anyio.fail_after(30):
+        done = await sandbox.run([sys.executable, "-c", program, "single", str(pids_file)],
+                                 timeout=1)
+    assert done.timed_out
+    assert not [pid for pid in await wait_for_pids(pids_file, 1) if alive(pid)]
+
+
+async def test_an_ordinary_command_waits_for_no_grace(sandbox):
+    done = await sandbox.run(["sh", "-c", "echo out; echo err >&2; sleep 30 & exit 3"])
+    assert (done.exit_code, done.stdout_tail, done.stderr_tail) == (3, "out\n", "err\n")
+    # the background sleep shared the group: swept at once, no drain grace spent
+    assert done.duration < DRAIN_GRACE
+
+
+async def test_nothing_outside_the_command_is_touched(sandbox, tmp_path):
+    """A process of ours holding a different pipe survives a daemon sweep."""
+    bystander = await anyio.open_process(["sleep", "300"])
+    try:
+        await sandbox.run([sys.executable, "-c", DAEMON, "single", str(tmp_path / "pids")])
+        assert alive(bystander.pid)
+        assert alive(os.getpid())
+    finally:
+        bystander.kill()
+        await bystander.wait()
