@@ -43,6 +43,9 @@ _ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
 # status must not take the index lock: agents run git in their worktrees at the same time, and the
 # integration check promises not to touch the host's index.
 _STATUS = ("--no-optional-locks", "status")
+# Git run by the engine inside a candidate's worktree runs as the operator on what an agent
+# (perhaps a contained one) left there: it must not start programs the worktree could name.
+_IN_WORKTREE = ("core.fsmonitor=false", "core.hooksPath=/dev/null")
 
 
 _worktree_locks: dict[str, threading.Lock] = {}
@@ -433,16 +436,51 @@ def _move_aside(root: Path, target: Path) -> Path:
     return destination
 
 
+def check_worktree_link(directory: Path | str) -> None:
+    """Refuse a candidate worktree whose git link no longer leads into its own repository.
+
+    A worktree's `.git` file names its git directory, and that directory's `commondir` names the
+    repository. An agent that rewrote either could point the engine's git at a configuration of
+    its own (filters, fsmonitor, hooks) and have it run programs on the host."""
+    target = Path(directory).absolute()
+    parts = target.parts
+    for index in range(len(parts) - 2, 0, -1):
+        if parts[index] == WORKSPACES and parts[index - 1] == OUTPOST_DIR:
+            root = Path(*parts[:index - 1])
+            break
+    else:
+        return  # not a candidate worktree: nothing an agent was given
+    common = git_common_dir(root)
+    link = target / ".git"
+    try:
+        if link.is_symlink() or not link.is_file():
+            raise GitError(f"{link} is not the git link file the engine created: "
+                           "refusing to run git in that worktree")
+        text = link.read_text(encoding="utf-8").strip()
+        git_dir = (target / text.removeprefix("gitdir:").strip()).resolve()
+        commondir = (git_dir / "commondir").read_text(encoding="utf-8").strip()
+        leads_to = (git_dir / commondir).resolve()
+    except (OSError, UnicodeDecodeError) as error:
+        raise GitError(f"cannot read the git link of {target}: {error}") from None
+    if (not text.startswith("gitdir:") or git_dir.parent != common / "worktrees"
+            or leads_to != common):
+        raise GitError(f"the git link of {target} was changed to lead to {leads_to} "
+                       f"(expected {common}): refusing to run git in that worktree")
+
+
 def head(directory: Path | str) -> str:
-    return str(_check("reading HEAD", directory, "rev-parse", "--verify", "HEAD"))
+    check_worktree_link(directory)
+    return str(_check("reading HEAD", directory, "rev-parse", "--verify", "HEAD",
+                      config=_IN_WORKTREE))
 
 
 def commits_since(directory: Path | str, baseline: str) -> list[Commit]:
     """Commits on HEAD since `baseline`, oldest first."""
     _revision(baseline, "baseline")
+    check_worktree_link(directory)
     # Topological order puts HEAD last, which head_and_commits relies on.
     out = _check("listing commits", directory, "log", "--topo-order", "--reverse", "--no-show-signature",
-                 "--format=%H %s", f"{baseline}..HEAD", "--")
+                 "--format=%H %s", f"{baseline}..HEAD", "--", config=_IN_WORKTREE)
     commits = []
     for line in str(out).splitlines():
         oid, _, subject = line.partition(" ")
@@ -459,7 +497,9 @@ def head_and_commits(directory: Path | str, baseline: str) -> tuple[str, list[Co
 
 def has_changes(directory: Path | str) -> bool:
     """Uncommitted tracked changes or untracked files that are not ignored."""
-    out = _check("git status", directory, *_STATUS, "--porcelain", "--untracked-files=normal")
+    check_worktree_link(directory)
+    out = _check("git status", directory, *_STATUS, "--porcelain", "--untracked-files=normal",
+                 config=_IN_WORKTREE)
     return bool(str(out).strip())
 
 
@@ -475,9 +515,10 @@ def commit_all(directory: Path | str, message: str) -> str | None:
     authorship. Hooks are skipped: the agent's leftovers are judged by validation, not by the
     user's pre-commit tooling.
     """
-    _check("git add", directory, "add", "-A", "--", ".")
+    check_worktree_link(directory)
+    _check("git add", directory, "add", "-A", "--", ".", config=_IN_WORKTREE)
     commit = ("commit", "--quiet", "--no-verify", "--no-gpg-sign", "--allow-empty-message", "-m", message)
-    status, _, err = _run(directory, *commit, config=("user.useConfigOnly=true",))
+    status, _, err = _run(directory, *commit, config=(*_IN_WORKTREE, "user.useConfigOnly=true"))
     if status != 0 and any(marker in err for marker in _IDENTITY_ERRORS):
         config = []
         configured = str(_run(directory, "config", "--get-regexp", r"^user\.(name|email)$")[1])
@@ -486,9 +527,9 @@ def commit_all(directory: Path | str, message: str) -> str | None:
             config += [f"user.email={BOT_EMAIL}", f"user.name={BOT_NAME}"]
         elif "user.name" not in names:
             config += [f"user.name={BOT_NAME}"]
-        status, _, err = _run(directory, *commit, config=config)
+        status, _, err = _run(directory, *commit, config=(*_IN_WORKTREE, *config))
     if status != 0:
-        if _run(directory, "diff", "--cached", "--quiet")[0] == 0:
+        if _run(directory, "diff", "--cached", "--quiet", config=_IN_WORKTREE)[0] == 0:
             return None
         raise _failure("committing on the agent's behalf", directory, err)
     return head(directory)
@@ -496,8 +537,9 @@ def commit_all(directory: Path | str, message: str) -> str | None:
 
 def is_clean(directory: Path | str) -> bool:
     """Attached HEAD and no modified, untracked or ignored file: safe to remove."""
+    check_worktree_link(directory)
     out = _check("git status", directory, *_STATUS, "--porcelain=v2", "--branch",
-                 "--untracked-files=normal", "--ignored")
+                 "--untracked-files=normal", "--ignored", config=_IN_WORKTREE)
     for line in str(out).splitlines():
         if line == "# branch.head (detached)":
             return False

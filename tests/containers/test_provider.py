@@ -59,10 +59,14 @@ async def test_container_is_isolated_as_the_race_file_says(provider, attempt, en
         assert host["Memory"] == 256 * 1024 * 1024
         assert host["NanoCpus"] == 1_500_000_000
         assert host["PidsLimit"] == 128
-        # exactly the worktree and the git directory, at their host paths; never a Docker socket
-        mounts = {(m["Source"], m["Destination"]) for m in attrs["Mounts"]}
-        assert mounts == {(str(attempt.directory), str(attempt.directory)),
-                          (str(attempt.git_common_dir), str(attempt.git_common_dir))}
+        # exactly the worktree and the git directory, at their host paths, with the repository's
+        # configuration and hooks read-only; never a Docker socket
+        mounts = {m["Destination"]: (m["Source"], m["RW"]) for m in attrs["Mounts"]}
+        git_dir = str(attempt.git_common_dir)
+        assert mounts == {str(attempt.directory): (str(attempt.directory), True),
+                          git_dir: (git_dir, True),
+                          f"{git_dir}/config": (f"{git_dir}/config", False),
+                          f"{git_dir}/hooks": (f"{git_dir}/hooks", False)}
         assert not any(m["Source"].endswith(".sock") for m in attrs["Mounts"])
         # and what the process inside actually gets
         status = (await sandbox.run(["cat", "/proc/self/status"])).stdout_tail
@@ -308,6 +312,28 @@ async def test_files_written_inside_belong_to_the_container_user(provider, attem
     assert whoami.stdout_tail.strip() == "4321"
     stat = (attempt.directory / "by-other.txt").stat()
     assert (stat.st_uid, stat.st_gid) == (4321, 4322)
+    assert leftovers() == []
+
+
+async def test_the_repository_configuration_and_hooks_are_out_of_reach(provider, attempt,
+                                                                      leftovers):
+    """An agent inside can commit, but cannot plant a hook or a setting the host's git would run."""
+    git_dir = attempt.git_common_dir
+    config_before = (git_dir / "config").read_bytes()
+    sandbox = await provider.acquire(attempt)
+    try:
+        planted = await sandbox.run(["sh", "-c",
+                                     f"echo 'touch /tmp/pwned' > {git_dir}/hooks/post-checkout; "
+                                     f"git config core.fsmonitor 'touch /tmp/pwned'"])
+        committed = await sandbox.run(["sh", "-c", "echo x > inside.txt && git add inside.txt && "
+                                       "git commit -qm inside && git log -1 --format=%s"])
+    finally:
+        await sandbox.close()
+    assert planted.exit_code != 0
+    assert "Read-only file system" in planted.stderr_tail
+    assert not (git_dir / "hooks" / "post-checkout").exists()
+    assert (git_dir / "config").read_bytes() == config_before
+    assert (committed.exit_code, committed.stdout_tail) == (0, "inside\n")
     assert leftovers() == []
 
 

@@ -401,3 +401,56 @@ def test_diff_and_list_worktrees(repo):
     assert (alpha["branch"], alpha["head"], alpha["clean"]) == (branch, candidate, True)
     assert (alpha["race_id"], alpha["attempt"]) == ("race1", 2)
     assert listed["beta"]["clean"] is False
+
+
+# --- what an agent leaves in its worktree cannot make the engine's git run its programs --------
+
+
+def plant_repository(path: Path, marker: Path) -> Path:
+    """A git directory of the agent's own whose configuration runs a program when git reads it."""
+    fake = make_repo(path)
+    run(fake, "config", "core.fsmonitor", f"touch {marker}; false")
+    run(fake, "config", "filter.evil.clean", f"sh -c 'touch {marker}; cat'")
+    run(fake, "config", "core.hooksPath", str(path / "hooks"))
+    return fake / ".git"
+
+
+@pytest.mark.parametrize("how", ["gitdir", "commondir", "symlink"])
+def test_a_rewritten_worktree_link_is_refused_before_git_runs(repo, tmp_path, how):
+    _, directory, baseline = new_worktree(repo)
+    marker = tmp_path / "ran"
+    planted = plant_repository(tmp_path / "planted", marker)
+    (directory / ".gitattributes").write_text("* filter=evil\n")
+    (directory / "new.txt").write_text("work\n")
+    link = directory / ".git"
+    if how == "gitdir":
+        link.write_text(f"gitdir: {planted}\n")
+    elif how == "commondir":  # the worktree's own git directory now names another repository
+        git_dir = Path(link.read_text().split(":", 1)[1].strip())
+        (git_dir / "commondir").write_text(f"{planted}\n")
+    else:
+        link.unlink()
+        link.symlink_to(planted)
+    for operation in (lambda: g.head(directory), lambda: g.commits_since(directory, baseline),
+                      lambda: g.has_changes(directory), lambda: g.is_clean(directory),
+                      lambda: g.commit_all(directory, "on behalf")):
+        with pytest.raises(g.GitError, match="refusing to run git in that worktree|git link"):
+            operation()
+    assert not marker.exists()
+
+
+def test_settings_in_the_repository_cannot_start_programs_from_the_engine(repo, tmp_path):
+    """Even with its link intact, the engine's git in a worktree starts no fsmonitor or hook."""
+    _, directory, _ = new_worktree(repo)
+    marker = tmp_path / "ran"
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "post-commit").write_text(f"#!/bin/sh\ntouch {marker}\n")
+    (hooks / "post-commit").chmod(0o755)
+    run(repo, "config", "core.hooksPath", str(hooks))
+    run(repo, "config", "core.fsmonitor", f"touch {marker}; false")
+    (directory / "new.txt").write_text("work\n")
+    assert g.has_changes(directory)
+    assert g.commit_all(directory, "on behalf") == g.head(directory)
+    assert g.is_clean(directory)
+    assert not marker.exists()

@@ -335,7 +335,8 @@ class ContainerProvider(SandboxProvider):
             cap_drop=["ALL"], security_opt=["no-new-privileges"],
             network_mode="none" if self.spec.network in ("none", "", None) else self.spec.network,
             volumes={directory: {"bind": directory, "mode": "rw"},
-                     git_dir: {"bind": git_dir, "mode": "rw"}},
+                     git_dir: {"bind": git_dir, "mode": "rw"},
+                     **_read_only_git_settings(git_dir)},
             working_dir=directory, environment=environment,
         )
         if self.spec.memory:
@@ -485,6 +486,21 @@ class _Stream:
             if rest:
                 self._emit(stream, rest)
         self.done.set()
+
+
+def _read_only_git_settings(git_dir: str) -> dict[str, dict[str, str]]:
+    """Mounts that keep the repository's configuration and hooks out of a contained agent's reach.
+
+    Commits need the git directory writable (objects, refs, the worktree's index), but the host's
+    git reads `config` and runs `hooks/*` as the operator: written from inside, they would run
+    the agent's programs outside the container."""
+    hooks = Path(git_dir) / "hooks"
+    hooks.mkdir(exist_ok=True)  # a bind mount needs its source; git creates it anyway
+    mounts = {str(hooks): {"bind": str(hooks), "mode": "ro"}}
+    config = Path(git_dir) / "config"
+    if config.is_file():
+        mounts[str(config)] = {"bind": str(config), "mode": "ro"}
+    return mounts
 
 
 class ContainerSandbox(Sandbox):
