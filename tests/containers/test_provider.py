@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from outpost_tui.engine.sandbox.base import SandboxError, provider_for
-from outpost_tui.engine.sandbox.container import (ContainerProvider, container_name,
+from outpost_tui.engine.sandbox.container import (WRAPPER, ContainerProvider, container_name,
                                                   list_containers, remove_race_containers)
 from outpost_tui.engine.spec import SandboxSpec
 from tests.conftest import git
@@ -243,6 +243,31 @@ async def test_timeout_stops_the_command_inside(provider, attempt, leftovers):
     assert "ready" in done.stdout_tail
     assert 2 <= elapsed < 15
     assert "sleep 1000" not in remaining and "time.sleep" not in remaining, remaining
+    assert leftovers() == []
+
+
+async def test_a_deadline_inside_the_container_stops_a_command_without_its_coordinator(
+        provider, attempt, engine, leftovers):
+    """The wrapper's own deadline: what stops a command when no coordinator is left to time it."""
+    client, _ = engine
+    sandbox = await provider.acquire(attempt)
+    try:
+        def run_wrapper() -> tuple[int, float]:
+            started = time.monotonic()
+            exec_id = client.api.exec_create(
+                sandbox.name, ["sh", "-c", WRAPPER, "outpost-run", "/tmp/.t.pid", "", "1",
+                               "sh", "-c", "sleep 300"], environment=[f"OUTPOST_RUN={WRAPPER}"])["Id"]
+            client.api.exec_start(exec_id)
+            return client.api.exec_inspect(exec_id)["ExitCode"], time.monotonic() - started
+
+        with anyio.fail_after(60):
+            exit_code, elapsed = await anyio.to_thread.run_sync(run_wrapper)
+        remaining = await processes(sandbox)
+    finally:
+        await sandbox.close()
+    assert exit_code in (128 + 15, 128 + 9, -15, -9), exit_code  # TERM (or KILL), not a normal end
+    assert elapsed < 30, elapsed
+    assert "sleep 300" not in remaining, remaining
     assert leftovers() == []
 
 

@@ -18,6 +18,7 @@ loop through `anyio.from_thread`.
 from __future__ import annotations
 
 import io
+import math
 import os
 import re
 import subprocess
@@ -47,23 +48,27 @@ KILL_GRACE = 0.5
 # Seconds to wait for a killed command's output stream to end before giving up on it; a process
 # that escaped its group can hold the stream open until the container is removed.
 DRAIN_GRACE = 3.0
+# Seconds a command may outlive its timeout inside the container before the backstop stops it.
+BACKSTOP_MARGIN = 5.0
 SOCKETS = {
     "docker": ("/var/run/docker.sock", "~/.docker/run/docker.sock"),
     "podman": ("$XDG_RUNTIME_DIR/podman/podman.sock", "/run/podman/podman.sock"),
 }
 MARKER = "outpost-sandbox:"
 
-# $1 pid file, $2 stdin file or "", then argv; $OUTPOST_RUN is this script. The wrapper leads the
+# $1 pid file, $2 stdin file or "", $3 deadline in seconds or "", then argv; $OUTPOST_RUN is this
+# script. The deadline is a backstop inside the container for when the coordinator that times
+# commands out is gone (its containers outlive it until recovery). The wrapper leads the
 # command's process group (runc makes every exec a session leader; elsewhere it re-executes itself
 # under setsid) and records it so that cancellation can signal the whole group. It checks that the
 # program exists (one clear error instead of a shell message that differs between images), unlinks
 # the stdin file once open, runs the command, then kills whatever the command left in the group, so
 # nothing an agent started in the background survives into validation.
 WRAPPER = f"""\
-p=$1 i=$2; shift 2
+p=$1 i=$2 t=$3; shift 3
 pg() {{ g=; read -r l 2>/dev/null < "/proc/$1/stat" || return 1; set -- ${{l##*) }}; g=$3; }}
 if pg $$ && [ "$g" != $$ ] && command -v setsid >/dev/null 2>&1; then
-  exec setsid sh -c "$OUTPOST_RUN" "$0" "$p" "$i" "$@"
+  exec setsid sh -c "$OUTPOST_RUN" "$0" "$p" "$i" "$t" "$@"
 fi
 unset OUTPOST_RUN
 echo $$ > "$p" || exit 125
@@ -73,6 +78,9 @@ case $1 in
   *) command -v "$1" >/dev/null 2>&1 || {{ echo "{MARKER} program not found: $1" >&2; exit 127; }} ;;
 esac
 if [ -n "$i" ]; then exec 3< "$i"; rm -f "$i"; else exec 3< /dev/null; fi
+if [ -n "$t" ]; then
+  (sleep "$t"; kill -s TERM -- -$$; sleep 1; kill -s KILL -- -$$) </dev/null >/dev/null 2>&1 &
+fi
 "$@" 0<&3 3<&-
 s=$?
 for f in /proc/[0-9]*; do
@@ -537,7 +545,10 @@ class ContainerSandbox(Sandbox):
         token = uuid.uuid4().hex[:16]
         pid_file = f"/tmp/.outpost-{token}.pid"
         stdin_file = f"/tmp/.outpost-{token}.stdin" if stdin is not None else ""
-        command = ["sh", "-c", WRAPPER, "outpost-run", pid_file, stdin_file, *map(str, argv)]
+        # the host's timer acts first; the one inside only if the host is gone
+        deadline = "" if timeout is None else str(math.ceil(timeout + KILL_GRACE + BACKSTOP_MARGIN))
+        command = ["sh", "-c", WRAPPER, "outpost-run", pid_file, stdin_file, deadline,
+                   *map(str, argv)]
         environment = [f"{key}={value}" for key, value in
                        {**(env or {}), "OUTPOST_RUN": WRAPPER}.items()]
 
