@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from .. import exitcodes
@@ -51,7 +52,7 @@ def handle(args: argparse.Namespace) -> int:
         try:
             spec = load_race(args.race)
         except RaceFileError as error:
-            print(f"outpost-tui: {error}", file=sys.stderr)
+            print(f"outpost-tui: {sample_advice(args.race) or error}", file=sys.stderr)
             return exitcodes.BAD_INPUT
     checks = run_checks(spec)
     lacking = missing(checks)
@@ -62,6 +63,24 @@ def handle(args: argparse.Namespace) -> int:
     else:
         print(render(checks, args.race))
     return exitcodes.MISSING_REQUIREMENT if lacking else 0
+
+
+def sample_advice(race: str) -> str | None:
+    """For a sample's race file read where it ships (its project is not beside it there): how to
+    write it somewhere it can be checked and run."""
+    from ..samples import RACE_FILE, SampleError, samples
+
+    try:
+        resolved = Path(race).resolve()
+        known = samples()
+    except (OSError, SampleError):
+        return None
+    for sample in known:
+        if resolved == (sample.directory / RACE_FILE).resolve():
+            return (f"{race} is the {sample.name!r} sample, which runs on a project written beside it: "
+                    f"write it with `outpost-tui sample {sample.name} DIR`, "
+                    f"then `outpost-tui doctor DIR/{RACE_FILE}`")
+    return None
 
 
 def render(checks: list[Check], race: str | None) -> str:

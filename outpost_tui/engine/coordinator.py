@@ -24,8 +24,9 @@ from .budget import Accounting
 from .events import Event, EventBus, EventKind
 from .flightlog import FlightLog, runs_directory
 from .model import RaceModel
-from .result import CandidateRecord, RaceResult
+from .result import CandidateRecord, RaceResult, Validation
 from .sandbox import SandboxContext, SandboxError, SandboxProvider, provider_for
+from .sandbox.local import resource_id_for
 from .spec import RaceSpec, valid_key
 from .statuses import CandidateStatus, Phase, RaceStatus
 from .usage import Usage
@@ -71,6 +72,7 @@ class Race:
         self._aborted = False
         self._admissions_closed = False
         self._finished = False
+        self._settling = False
         self._durable: Any = None  # durable.DurableRun when [durability] is enabled
         self._host_before: git.HostSnapshot | None = None
         self._started_at: float | None = None
@@ -93,7 +95,7 @@ class Race:
         attempt = self.attempts.get(key)
         if attempt is None:
             return f"no candidate {key!r}"
-        if self._finished or self._aborted:
+        if self._finished or self._aborted or self._settling:
             return "the race is over"
         if self._winner is not None:
             return f"{self._winner.key} has already won"
@@ -110,7 +112,7 @@ class Race:
             return f"{key} has no commits to accept"
         if attempt.scope is None and attempt.phase is not Phase.SETTLED:
             await attempt.settled.wait()  # it is closing its sandbox: accept its settled result
-        if self._winner is not None or self._finished:
+        if self._winner is not None or self._finished or self._settling:
             return "the race is over"
         self.bus.emit(EventKind.OPERATOR, key, attempt.number, action="accept")
         if attempt.phase is Phase.SETTLED:
@@ -266,8 +268,15 @@ class Race:
         spec, candidate, record = self.spec, attempt.candidate, attempt.record
         assert self.repository is not None and self.baseline is not None
         directory = git.worktree_directory(self.repository, candidate.key, attempt.branch)
+        register = self._registrar(attempt)
+
+        def allocating(pid: int) -> None:
+            # git and the user's post-checkout hook: a successor must be able to stop them
+            if self._durable is not None:
+                anyio.from_thread.run(register, resource_id_for(pid))
+
         await anyio.to_thread.run_sync(git.add_worktree, self.repository, attempt.branch,
-                                       directory, self.baseline)
+                                       directory, self.baseline, allocating)
         attempt.directory = directory
         record.directory = str(directory)
         await self._save()
@@ -278,7 +287,7 @@ class Race:
         context = SandboxContext(repository=self.repository, directory=directory,
                                  git_common_dir=self._git_common_dir, race_id=self.id,
                                  key=candidate.key, attempt=attempt.number, env=env,
-                                 register_resource=self._registrar(attempt))
+                                 register_resource=register)
         attempt.sandbox = await self._provider.acquire(context)
 
         adapter = adapter_for(candidate.agent)
@@ -301,13 +310,18 @@ class Race:
             if decoder.usage != attempt.usage_seen:
                 self._report_usage(attempt, decoder.usage)
 
-        done = await attempt.sandbox.run(launch.argv, env=launch.env, stdin=launch.stdin,
-                                         on_output=on_output, timeout=timeout)
+        try:
+            done = await attempt.sandbox.run(launch.argv, env=launch.env, stdin=launch.stdin,
+                                             on_output=on_output, timeout=timeout)
+        except SandboxError as error:
+            raise SandboxError(adapter.start_failure(str(error))) from error
         outcome = decoder.finish(done.exit_code, done.stderr_tail)
         self._report_usage(attempt, decoder.usage, final=True)
         reason = f"agent timed out after {timeout:g}s" if done.timed_out else outcome.reason
+        record.result = outcome.result
         self.bus.emit(EventKind.AGENT_EXITED, candidate.key, attempt.number,
-                      exit_code=done.exit_code, reason=reason, duration=round(done.duration, 3))
+                      exit_code=done.exit_code, reason=reason, duration=round(done.duration, 3),
+                      result=outcome.result)
         if outcome.quota is not None:
             record.quota = outcome.quota.to_json()
             if not quota_reported:
@@ -330,6 +344,8 @@ class Race:
                                           directory=directory, branch=attempt.branch,
                                           baseline=self.baseline, commits=commits,
                                           sandbox=attempt.sandbox)
+        # what the record says if the attempt is cancelled before validation returns
+        record.validation = Validation("cancelled", reason="cancelled while validating")
         record.validation = await validate(spec.validate, check_context, on_check_output)
         accepted = record.validation.status == "passed"
         if accepted and spec.select == "first":
@@ -506,10 +522,15 @@ class Race:
         return RaceStatus.NO_WINNER
 
     async def _settle_race(self) -> RaceResult:
+        # From here the outcome is being written: a hand accept would contradict it.
+        self._settling = True
         self._select_best()
         for attempt in self._pending:
             if attempt.record.status is CandidateStatus.SKIPPED and attempt.record.error is None:
                 attempt.record.error = self._skip_reason()
+                # its phase stays waiting (it never took an attempt), but watchers see it end
+                self.bus.emit(EventKind.SETTLED, attempt.key, attempt.number, status="skipped",
+                              reason=attempt.record.error, commit=None)
         self._pending.clear()
         status = self._race_status()
         records = [self.attempts[c.key].record for c in self.spec.candidates]

@@ -3,7 +3,8 @@
 Every check is cheap and spends no tokens: programs are asked for `--version`, logins are judged
 from credential files and environment variables (None when that cannot tell), the container
 engine is asked for its version. Given a race, the checks it depends on are marked required, and
-`missing()` lists the ones that fail.
+`missing()` lists the ones that fail. A container race runs its agents inside its image, so there
+the host's agent programs are not needed; the image is probed for them instead.
 """
 
 from __future__ import annotations
@@ -16,13 +17,15 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping, Sequence
 
 from .agents import adapter_for, known_agents
 from .spec import RaceSpec
 
 VERSION_TIMEOUT = 10.0
 ENGINE_TIMEOUT = 3.0
+PROBE_TIMEOUT = 60.0  # a first container from an image can take a while on a loaded machine
+CONTAINER_PROVIDERS = ("docker", "podman")
 GIT_IDENTITY = ("-c", "user.name=outpost-tui doctor", "-c", "user.email=doctor@outpost.invalid",
                 "-c", "commit.gpgsign=false")
 
@@ -50,7 +53,8 @@ def run_checks(spec: RaceSpec | None = None, *, env: Mapping[str, str] | None = 
                home: Path | None = None, repository: Path | None = None) -> list[Check]:
     env = dict(os.environ if env is None else env)
     home = home or Path(env.get("HOME") or Path.home())
-    needed_agents = {c.agent for c in spec.candidates} if spec else set()
+    contained = in_container(spec)
+    needed_agents = host_agents_needed(spec)
     checks: list[Check] = []
     for kind in known_agents():
         adapter = adapter_for(kind)
@@ -58,13 +62,38 @@ def run_checks(spec: RaceSpec | None = None, *, env: Mapping[str, str] | None = 
             continue
         checks.extend(agent_checks(kind, env, home, required=kind in needed_agents))
     if spec is not None:
-        checks.extend(command_checks(spec, env))
+        checks.extend(command_checks(spec, env, contained=contained))
     checks.extend(git_checks(env, required=spec is not None))
-    provider = spec.sandbox.provider if spec else None
-    checks.append(container_check(spec, required=provider in ("docker", "podman")))
+    checks.extend(container_checks(spec, required=contained,
+                                   programs=image_programs(spec) if contained else {}))
     repository = spec.repository if spec else (repository or _git_toplevel(Path.cwd(), env))
     checks.append(storage_check(repository, required=bool(spec and spec.durability.enabled)))
     return checks
+
+
+# -- what a race needs --------------------------------------------------------------------------
+
+def in_container(spec: RaceSpec | None) -> bool:
+    return spec is not None and spec.sandbox.provider in CONTAINER_PROVIDERS
+
+
+def host_agents_needed(spec: RaceSpec | None) -> set[str]:
+    """The agent kinds whose programs (and logins) this host must have: none for a container race."""
+    if spec is None or in_container(spec):
+        return set()
+    return {candidate.agent for candidate in spec.candidates}
+
+
+def image_programs(spec: RaceSpec) -> dict[str, str]:
+    """Check name -> program that a container race runs inside its image."""
+    programs: dict[str, str] = {}
+    for candidate in spec.candidates:
+        program = adapter_for(candidate.agent).program
+        if program is not None:
+            programs[f"agent {candidate.agent} in image"] = program
+        elif candidate.agent == "command" and candidate.command and os.sep not in candidate.command[0]:
+            programs[f"command {candidate.key} in image"] = candidate.command[0]
+    return programs
 
 
 # -- agents ------------------------------------------------------------------------------------
@@ -101,7 +130,9 @@ def version_of(argv: tuple[str, ...], env: Mapping[str, str]) -> str:
     return f"version unknown (exit code {done.returncode})"
 
 
-def command_checks(spec: RaceSpec, env: Mapping[str, str]) -> list[Check]:
+def command_checks(spec: RaceSpec, env: Mapping[str, str], *, contained: bool = False) -> list[Check]:
+    """Command agents' programs on the host; in a container race a bare program name is looked up
+    in the image instead (image_programs), so the host's is reported but not needed."""
     checks = []
     for candidate in spec.candidates:
         if candidate.agent != "command" or not candidate.command:
@@ -119,7 +150,8 @@ def command_checks(spec: RaceSpec, env: Mapping[str, str]) -> list[Check]:
             ok = where is not None
         detail = f"{program} ({where})" if ok else f"`{program}` not found" + (
             "" if os.sep in program else " on PATH")
-        checks.append(Check(f"command {candidate.key}", ok, detail, True))
+        checks.append(Check(f"command {candidate.key}", ok, detail,
+                            not (contained and os.sep not in program)))
     return checks
 
 
@@ -166,40 +198,122 @@ def _git_toplevel(directory: Path, env: Mapping[str, str]) -> Path | None:
 
 # -- container engine --------------------------------------------------------------------------
 
-def container_check(spec: RaceSpec | None, *, required: bool) -> Check:
+def container_checks(spec: RaceSpec | None, *, required: bool,
+                     programs: Mapping[str, str] | None = None) -> list[Check]:
+    """The engine (and the race's image); with `programs`, whether the image has each of them."""
     from .sandbox.base import SandboxError
     from .sandbox.container import connect
 
+    programs = dict(programs or {})
     sandbox = spec.sandbox if spec else None
     provider = sandbox.provider if sandbox and sandbox.provider != "local" else None
+    image = sandbox.image if sandbox and provider else None
+
+    def not_checked(why: str) -> list[Check]:
+        return [Check(name, None, f"not checked: {why}", required) for name in programs]
+
     try:
         client, endpoint = connect(sandbox.endpoint if sandbox else None, provider,
                                    timeout=ENGINE_TIMEOUT, pool=1)
     except (SandboxError, ImportError) as error:
-        return Check("container engine", False, str(error), required)
+        return [Check("container engine", False, str(error), required),
+                *not_checked("no container engine to ask")]
     try:
-        version = client.version()
-    except Exception as error:  # the SDK raises requests/urllib3/docker errors alike
-        detail = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
-        return Check("container engine", False, f"{endpoint} not reachable: {detail}", required)
-    name = engine_name(version)
-    detail = f"{name} {version.get('Version', '?')} at {endpoint}"
-    ok: bool | None = True
-    if provider and provider != name:
-        detail += f" (the race asks for {provider}; the Docker API is the same, so it is used)"
-    image = sandbox.image if sandbox else None
-    if image and provider:
         try:
-            client.images.get(image)
-            detail += f"; image {image} present"
+            version = client.version()
+        except Exception as error:  # the SDK raises requests/urllib3/docker errors alike
+            detail = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
+            return [Check("container engine", False, f"{endpoint} not reachable: {detail}", required),
+                    *not_checked(f"the container engine at {endpoint} is not reachable")]
+        name = engine_name(version)
+        detail = f"{name} {version.get('Version', '?')} at {endpoint}"
+        ok: bool | None = True
+        if provider and provider != name:
+            detail += f" (the race asks for {provider}; the Docker API is the same, so it is used)"
+        if image:
+            try:
+                client.images.get(image)
+                detail += f"; image {image} present"
+            except Exception:
+                ok = False
+                detail += f"; image {image} not found (build it: outpost-tui image build --tag {image})"
+        checks = [Check("container engine", ok, detail, required)]
+        if not programs:
+            return checks
+        if image is None:
+            return checks + not_checked("the race names no image")
+        if not ok:
+            return checks + not_checked(f"image {image} not found")
+        return checks + image_program_checks(client, image, programs, required=required)
+    finally:
+        try:
+            client.close()
         except Exception:
-            ok = False
-            detail += f"; image {image} not found (build it: outpost-tui image build --tag {image})"
+            pass
+
+
+def container_check(spec: RaceSpec | None, *, required: bool) -> Check:
+    return container_checks(spec, required=required)[0]
+
+
+def image_program_checks(client: Any, image: str, programs: Mapping[str, str], *,
+                         required: bool, timeout: float = PROBE_TIMEOUT) -> list[Check]:
     try:
-        client.close()
-    except Exception:
-        pass
-    return Check("container engine", ok, detail, required)
+        found = probe_image(client, image, sorted(set(programs.values())), timeout=timeout)
+    except Exception as error:  # docker, requests and timeout errors alike
+        text = str(error).strip()
+        why = (text.splitlines()[0] if text else type(error).__name__)[:200]
+        return [Check(name, None, f"not checked: probing image {image} failed: {why}", required)
+                for name in programs]
+    checks = []
+    for name, program in programs.items():
+        where = found.get(program)
+        if where:
+            checks.append(Check(name, True, f"{where} in {image}", required))
+            continue
+        detail = f"`{program}` not found on the PATH of image {image}"
+        kind = name.removeprefix("agent ").removesuffix(" in image")
+        hint = getattr(adapter_for(kind), "install_hint", None) if name.startswith("agent ") else None
+        checks.append(Check(name, False, detail + (f" (install it in the image: {hint})" if hint else ""),
+                            required))
+    return checks
+
+
+# Prints "<program><TAB><where it is, or nothing>" for each program named after the script.
+_PROBE_SCRIPT = 'for p in "$@"; do printf \'%s\\t%s\\n\' "$p" "$(command -v "$p" || true)"; done'
+
+
+def probe_image(client: Any, image: str, programs: Sequence[str], *,
+                timeout: float = PROBE_TIMEOUT) -> dict[str, str | None]:
+    """Where each program is on the image's PATH (None when absent), asked of a short-lived,
+    network-less container that is removed afterwards.
+
+    create/start/wait/logs rather than containers.run(): run() follows the logs of a container
+    that may already have exited, and Podman sometimes never ends that stream.
+    """
+    container = client.containers.create(
+        image, ["sh", "-c", _PROBE_SCRIPT, "outpost-doctor", *programs], network_mode="none",
+        user=f"{os.getuid()}:{os.getgid()}", environment={"HOME": "/tmp"},
+        labels={"outpost.doctor": "probe"})
+    try:
+        container.start()
+        status = container.wait(timeout=timeout)
+        output = container.logs(stdout=True, stderr=True).decode(errors="replace")
+    finally:
+        try:
+            container.remove(force=True)
+        except Exception:
+            pass  # already gone, or the engine is
+    code = status.get("StatusCode") if isinstance(status, dict) else None
+    if code != 0:
+        last = (output.strip().splitlines() or ["no output"])[-1][:200]
+        raise RuntimeError(f"the probe exited with code {code}: {last}")
+    found: dict[str, str | None] = {program: None for program in programs}
+    for line in output.splitlines():
+        program, _, where = line.partition("\t")
+        if program in found and where.strip():
+            found[program] = where.strip()
+    return found
 
 
 def engine_name(version: Mapping) -> str:

@@ -26,7 +26,7 @@ class EventKind(StrEnum):
     USAGE = "usage"  # payload: delta (usage this report), total (the attempt so far)
     RETRY = "retry"  # transient rate limit: the agent backs off by itself
     QUOTA = "quota"  # payload: message, reset_at
-    AGENT_EXITED = "agent-exited"  # payload: exit_code, reason
+    AGENT_EXITED = "agent-exited"  # payload: exit_code, reason, duration, result (final message)
     VALIDATION_STARTED = "validation-started"
     VALIDATION_FINISHED = "validation-finished"  # payload: status, exit_code
     SCORED = "scored"

@@ -11,13 +11,14 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import signal
 import stat
 import threading
 import uuid
 from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import git as gitpython
 
@@ -108,6 +109,13 @@ class Integration:
 # --- running git -----------------------------------------------------------------------------
 
 
+def _command(directory: str, args: Sequence[str], config: Sequence[str]) -> list[str]:
+    command = [gitpython.Git.GIT_PYTHON_GIT_EXECUTABLE or "git", "-C", directory]
+    for setting in config:
+        command += ["-c", setting]
+    return command + list(args)
+
+
 def _run(
     directory: Path | str,
     *args: str,
@@ -122,10 +130,7 @@ def _run(
     when its cwd is missing, which would aim the command at whatever checkout the app runs in.
     """
     directory = os.path.abspath(directory)  # -C and the child's cwd would otherwise both apply
-    command = [gitpython.Git.GIT_PYTHON_GIT_EXECUTABLE or "git", "-C", directory]
-    for setting in config:
-        command += ["-c", setting]
-    command += args
+    command = _command(directory, args, config)
     try:
         status, out, err = gitpython.Git(directory).execute(
             command,
@@ -139,6 +144,36 @@ def _run(
     except gitpython.GitCommandNotFound as error:
         raise GitError(f"git is not installed or not on PATH (needed for {directory})") from error
     return status, out, err
+
+
+def _run_in_group(directory: Path | str, *args: str, config: Sequence[str] = (),
+                  on_start: Callable[[int], None] | None = None) -> tuple[int, str, str]:
+    """Run git in a process group of its own, reported to `on_start` while it runs.
+
+    For commands that run the user's hooks (worktree add runs post-checkout): the group lets a
+    crashed coordinator's successor stop whatever they started, and is swept when git is done."""
+    directory = os.path.abspath(directory)
+    command = _command(directory, args, config)
+    try:
+        running = gitpython.Git(directory).execute(command, as_process=True, env=_ENV,
+                                                   start_new_session=True)
+    except gitpython.GitCommandNotFound as error:
+        raise GitError(f"git is not installed or not on PATH (needed for {directory})") from error
+    process = running.proc
+    try:
+        if on_start is not None:
+            on_start(process.pid)
+        out, err = process.communicate()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        try:
+            os.killpg(process.pid, signal.SIGKILL)  # what its hooks left in the background
+        except (ProcessLookupError, PermissionError):
+            pass
+    out, err = out.decode(errors="replace"), err.decode(errors="replace")
+    return process.returncode, out.strip(), err
 
 
 def _first_line(text: str) -> str:
@@ -379,13 +414,18 @@ def _same_path(left: Path | str, right: Path | str) -> bool:
     return os.path.realpath(left) == os.path.realpath(right)
 
 
-def add_worktree(repo_root: Path | str, branch: str, directory: Path | str, baseline: str) -> None:
-    """Create `branch` at `baseline`, checked out in `directory`; reuse it when a replay finds it."""
+def add_worktree(repo_root: Path | str, branch: str, directory: Path | str, baseline: str,
+                 on_start: Callable[[int], None] | None = None) -> None:
+    """Create `branch` at `baseline`, checked out in `directory`; reuse it when a replay finds it.
+
+    `on_start` gets the process group id of each `git worktree add` (which runs the user's
+    post-checkout hook) as soon as it exists."""
     with _worktree_lock(repo_root):
-        _add_worktree(repo_root, branch, directory, baseline)
+        _add_worktree(repo_root, branch, directory, baseline, on_start)
 
 
-def _add_worktree(repo_root: Path | str, branch: str, directory: Path | str, baseline: str) -> None:
+def _add_worktree(repo_root: Path | str, branch: str, directory: Path | str, baseline: str,
+                  on_start: Callable[[int], None] | None = None) -> None:
     root = Path(repo_root)
     target = Path(directory).absolute()
     _revision(branch, "branch name")
@@ -397,8 +437,9 @@ def _add_worktree(repo_root: Path | str, branch: str, directory: Path | str, bas
         raise GitError(f"cannot create {target.parent}: {error.strerror}") from error
     # The usual case, a fresh attempt, costs exactly one process.
     if not os.path.lexists(target):
-        status, _, err = _run(root, "worktree", "add", "--quiet", "-b", branch, str(target), baseline,
-                              config=("branch.autoSetupMerge=false",))
+        status, _, err = _run_in_group(root, "worktree", "add", "--quiet", "-b", branch, str(target),
+                                       baseline, config=("branch.autoSetupMerge=false",),
+                                       on_start=on_start)
         if status == 0:
             return
         first_error = err
@@ -420,7 +461,8 @@ def _add_worktree(repo_root: Path | str, branch: str, directory: Path | str, bas
         args = ("worktree", "add", "--quiet", str(target), branch)
     else:
         args = ("worktree", "add", "--quiet", "-b", branch, str(target), baseline)
-    status, _, err = _run(root, *args, config=("branch.autoSetupMerge=false",))
+    status, _, err = _run_in_group(root, *args, config=("branch.autoSetupMerge=false",),
+                                   on_start=on_start)
     if status != 0:
         raise _failure(f"creating worktree {target} for {branch}", root, err or first_error)
 

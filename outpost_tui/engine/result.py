@@ -14,7 +14,7 @@ from .usage import Usage
 
 @dataclass
 class Validation:
-    status: str = "not-run"  # passed | failed | timeout | error | not-run
+    status: str = "not-run"  # passed | failed | timeout | error | cancelled | not-run
     exit_code: int | None = None
     output: str = ""  # tail of the command's output
     reason: str | None = None
@@ -52,6 +52,7 @@ class CandidateRecord:
     resources: list[str] = field(default_factory=list)
     started_at: float | None = None
     finished_at: float | None = None
+    result: str | None = None  # the agent's final message (clipped), when it gave one
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -77,6 +78,7 @@ class CandidateRecord:
             "finished_at": self.finished_at,
             "duration": (round(self.finished_at - self.started_at, 3)
                          if self.started_at and self.finished_at else None),
+            "result": self.result,
         }
 
     @classmethod
@@ -92,7 +94,7 @@ class CandidateRecord:
             decided_by=data.get("decided_by"),
             committed_on_behalf=bool(data.get("committed_on_behalf")),
             resources=list(data.get("resources") or []), started_at=data.get("started_at"),
-            finished_at=data.get("finished_at"),
+            finished_at=data.get("finished_at"), result=data.get("result"),
         )
 
 

@@ -103,6 +103,10 @@ def test_race_file_price_overrides_the_table():
     ("codex_quota_minutes.jsonl", "2026-01-01T13:30:00Z",
      "You've hit your usage limit. Try again in ~90 min."),
     ("codex_quota_api_key.jsonl", None, "exceeded retry limit, last status: 429 Too Many Requests"),
+    # The forms without a reset time: a workspace without credits, a bare 429, an API key's quota.
+    ("codex_quota_credits.jsonl", None, "Your workspace is out of credits. Ask your workspace owner"),
+    ("codex_quota_status.jsonl", None, "unexpected status 429 Too Many Requests: Rate limit reached"),
+    ("codex_quota_exceeded.jsonl", None, "Quota exceeded. Check your plan and billing details."),
 ])
 def test_every_quota_form(name, reset_at, message):
     decoder = codex()

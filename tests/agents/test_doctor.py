@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from outpost_tui import exitcodes
-from outpost_tui.engine.doctor import engine_name
+from outpost_tui.engine.doctor import command_checks, engine_name, host_agents_needed, image_programs
+from outpost_tui.engine.racefile import load_race
 from tests.agents.replay import path_with
 from tests.conftest import make_repo
 
@@ -137,6 +138,66 @@ def test_a_container_race_needs_a_reachable_engine(machine):
     checks = checks_of(done)
     assert checks["container engine"]["required"] is True
     assert "/nonexistent/docker.sock" in checks["container engine"]["detail"]
+
+
+CONTAINER_RACE = RACE + """
+[[candidates]]
+key = "tool"
+agent = "command"
+command = ["my-agent", "--fast"]
+brief = "Fix add()."
+
+[[candidates]]
+key = "script"
+agent = "command"
+command = ["./agents/fix.sh"]
+brief = "Fix add()."
+"""
+
+
+@pytest.mark.parametrize("provider", ["docker", "podman"])
+def test_a_container_race_needs_its_agents_in_the_image_not_on_the_host(machine, provider):
+    tmp_path, home, bin_dir, env = machine
+    race = tmp_path / "race.toml"
+    sandbox = f'[sandbox]\nprovider = "{provider}"\nimage = "local/dev:1"\n'
+    race.write_text(CONTAINER_RACE.format(extra=sandbox))
+    spec = load_race(race)
+    assert host_agents_needed(spec) == set()
+    assert image_programs(spec) == {"agent claude in image": "claude", "agent codex in image": "codex",
+                                    "command tool in image": "my-agent"}
+    # A bare command name runs in the image; a path into the repository is checked on the host.
+    required = {check.name: check.required for check in command_checks(spec, env, contained=True)}
+    assert required == {"command tool": False, "command script": True}
+
+
+def test_a_local_race_needs_its_agents_on_the_host(machine):
+    tmp_path, home, bin_dir, env = machine
+    race = tmp_path / "race.toml"
+    race.write_text(CONTAINER_RACE.format(extra=""))
+    spec = load_race(race)
+    assert host_agents_needed(spec) == {"claude", "codex", "command"}
+    required = {check.name: check.required for check in command_checks(spec, env)}
+    assert required == {"command tool": True, "command script": True}
+
+
+def test_a_container_race_without_an_engine_does_not_check_the_image(machine):
+    tmp_path, home, bin_dir, env = machine
+    (tmp_path / "agents").mkdir()
+    (tmp_path / "agents" / "fix.sh").write_text("#!/bin/sh\n")
+    (tmp_path / "agents" / "fix.sh").chmod(0o755)
+    race = tmp_path / "race.toml"
+    race.write_text(CONTAINER_RACE.format(extra='[sandbox]\nprovider = "podman"\nimage = "local/dev:1"\n'))
+    done = doctor(env, str(race), "--json")  # neither claude nor codex on this PATH
+    assert done.returncode == exitcodes.MISSING_REQUIREMENT
+    assert json.loads(done.stdout)["missing"] == ["container engine"]
+    checks = checks_of(done)
+    assert checks["agent claude"]["ok"] is False and checks["agent claude"]["required"] is False
+    assert checks["command tool"]["required"] is False
+    for name in ("agent claude in image", "agent codex in image", "command tool in image"):
+        assert checks[name]["ok"] is None and checks[name]["required"] is True
+        assert checks[name]["detail"] == "not checked: no container engine to ask"
+    text = doctor(env, str(race))
+    assert "?        agent claude in image  needed  not checked: no container engine to ask" in text.stdout
 
 
 def test_durable_race_needs_private_storage(machine):

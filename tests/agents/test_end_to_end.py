@@ -112,6 +112,10 @@ def test_claude_fixes_commits_and_wins_with_its_own_usage_and_cost(tmp_path):
     assert Path(launched["cwd"]).resolve() == Path(claude["directory"]).resolve()
 
     assert claude["status"] == "winner" and claude["error"] is None
+    # The agent's final message is kept: on its agent-exited event and in the result JSON.
+    assert claude["result"] == "Fixed add() to return a + b and committed."
+    [exited] = [e for e in flight_log(repo, result, "claude") if e["kind"] == "agent-exited"]
+    assert exited["result"] == claude["result"] and exited["exit_code"] == 0
     assert [c["subject"] for c in claude["commits"]] == ["Fix add()"]
     assert claude["committed_on_behalf"] is False
     assert claude["validation"]["status"] == "passed"
@@ -273,8 +277,11 @@ def test_a_missing_program_fails_the_candidate_with_a_clear_reason(tmp_path):
     assert code == 0, stderr
     claude = candidate(result, "claude")
     assert claude["status"] == "failed"
-    assert claude["error"] == "agent program 'claude' not found on PATH"
+    assert claude["error"] == ("agent program 'claude' not found on PATH "
+                               "(install: npm install -g @anthropic-ai/claude-code)")
+    assert claude["result"] is None  # it never ran, so it said nothing
     assert result["winner"]["key"] == "codex"
+    assert candidate(result, "codex")["result"] == "Fixed the sign in add(); tests pass."
 
 
 def test_not_logged_in_is_explained(tmp_path):
@@ -387,3 +394,25 @@ def test_quota_reset_times_relative_to_now(tmp_path, agent, name, wait):
     assert record["status"] == "quota" and result["status"] == "quota"
     reset_at = datetime.fromisoformat(record["quota"]["reset_at"].replace("Z", "+00:00"))
     assert before + timedelta(seconds=wait) <= reset_at <= after + timedelta(seconds=wait)
+
+
+def test_headless_human_output_shows_what_the_winner_said(tmp_path):
+    project(tmp_path)
+    bin_dir = tmp_path / "bin"
+    write_fake(bin_dir, "claude", record=tmp_path / "claude.json", transcript_name="claude_fix.jsonl",
+               edits={"calc.py": FIXED}, commit="Fix add()")
+    race = race_file(tmp_path, f"""\
+        [[candidates]]
+        key = "claude"
+        agent = "claude"
+        brief = {json.dumps(BRIEF)}
+        """)
+    env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
+    env["PATH"] = path_with(bin_dir)
+    done = subprocess.run([sys.executable, "-m", "outpost_tui.cli", "run", str(race), "--headless"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[-1] == "claude said: Fixed add() to return a + b and committed."
+    assert lines[-2].split("] ", 1)[1].startswith("race winner: claude on ")
+    assert done.stdout == ""

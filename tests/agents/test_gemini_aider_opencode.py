@@ -9,6 +9,7 @@ import pytest
 
 from outpost_tui.engine.agents import LaunchContext, adapter_for
 from outpost_tui.engine.agents.aider import tokens
+from outpost_tui.engine.spec import Price
 from outpost_tui.engine.usage import Usage
 from tests.agents.replay import candidate, decoder_for, feed, kinds, of_kind, transcript
 
@@ -96,6 +97,64 @@ def test_gemini_exit_codes(code, reason):
     assert decoder("gemini").finish(code, "").reason == reason
 
 
+# A run that failed for another reason (a bad request), with a bare 429 from an earlier call in
+# the stack dump it printed on stderr.
+GEMINI_STACK_DUMP = [
+    "Error when talking to Gemini API Full report available at: /tmp/gemini-client-error-Turn.run.json",
+    "GaxiosError: [{",
+    '  "error": {',
+    '    "code": 429,',
+    '    "message": "Request failed with status code 429"',
+    "  }",
+    "}]",
+    "    at Gaxios._request (/usr/lib/node_modules/gaxios/build/src/gaxios.js:142:23)",
+    'Error: Invalid JSON payload received. Unknown name "thinkingBudget": Cannot find field.',
+]
+
+
+@pytest.mark.parametrize("stderr, quota", [
+    (GEMINI_STACK_DUMP, False),
+    (["Request failed with status code 429"], False),
+    (GEMINI_STACK_DUMP + ['    "status": "RESOURCE_EXHAUSTED"'], True),
+    (["Error: You exceeded your current quota, please check your plan and billing details."], True),
+    (["[API Error: Quota exceeded for quota metric 'Requests' and limit 'Requests per day']"], True),
+])
+def test_gemini_stderr_is_quota_only_with_the_status_name_or_a_quota_phrase(stderr, quota):
+    live = decoder("gemini")
+    events = live.decode(stderr, "stderr")
+    assert ("quota" in kinds(events)) is quota
+    outcome = live.finish(1, "\n".join(stderr))
+    assert (outcome.quota is not None) is quota and not outcome.ok
+    if not quota:
+        assert outcome.reason == f"gemini exited with code 1: {stderr[-1].strip()}"
+    # Lines the decoder never saw (only the tail survived) are judged the same way.
+    assert (decoder("gemini").finish(1, "\n".join(stderr)).quota is not None) is quota
+
+
+def test_gemini_bare_429_in_its_own_error_result_is_still_a_quota():
+    gemini = decoder("gemini")
+    feed(gemini, ['{"type":"result","status":"error","error":{"type":"ApiError",'
+                  '"message":"Request failed with status code 429"},"stats":{}}'])
+    outcome = gemini.finish(1, "")
+    assert outcome.quota is not None and outcome.quota.message == "Request failed with status code 429"
+
+
+@pytest.mark.parametrize("agent, name, message", [
+    ("gemini", "gemini_quota_current.jsonl", "You exceeded your current quota"),
+    ("gemini", "gemini_quota_metric.jsonl", "Quota exceeded for quota metric"),
+    # No statusCode and no retry-after header: the phrase alone says quota, with no reset time.
+    ("opencode", "opencode_quota_phrase.jsonl", "You exceeded your current quota"),
+])
+def test_quota_phrases_without_a_reset_time(agent, name, message):
+    made = decoder(agent)
+    events = feed(made, transcript(name))
+    assert len(of_kind(events, "quota")) == 1
+    outcome = made.finish(1, "")
+    assert not outcome.ok and outcome.quota is not None and outcome.quota.reset_at is None
+    assert message in outcome.quota.message
+    assert outcome.reason == f"quota: {outcome.quota.message}"
+
+
 # -- aider -------------------------------------------------------------------------------------
 
 def test_aider_command_line():
@@ -166,6 +225,26 @@ def test_opencode_steps_add_up_with_the_tools_own_cost():
                                                  "error": True}
     assert opencode.usage == Usage(input=932, cached=31400, cache_write=400, output=330, cost_usd=0.0204)
     assert opencode.finish(0, "").ok
+
+
+def test_opencode_step_without_a_cost_is_priced_from_the_table_and_marked_estimated():
+    lines = transcript("opencode_fix.jsonl")
+    # The last step_finish lost its cost (a provider opencode has no price for).
+    assert '"cost":0.0081,' in lines[-1]
+    lines[-1] = lines[-1].replace('"cost":0.0081,', "")
+    opencode = decoder("opencode", model="anthropic/claude-sonnet-4-5")
+    feed(opencode, lines)
+    # sonnet: $3 input, $0.30 cache read, $3.75 cache write, $15 output per million tokens
+    priced = (120 * 3.0 + 16100 * 0.30 + 400 * 3.75 + (60 + 30) * 15.0) / 1e6
+    assert opencode.usage == Usage(input=932, cached=31400, cache_write=400, output=330,
+                                   cost_usd=round(0.0123 + priced, 10), estimated=True)
+    assert opencode.finish(0, "").ok and opencode.usage.estimated
+    # A race file's price wins over the table.
+    custom = decoder("opencode", model="anthropic/claude-sonnet-4-5",
+                     prices={"claude-sonnet-4-5": Price(input=1.0, cached=0.0, output=0.0)})
+    feed(custom, lines)
+    assert custom.usage.cost_usd == pytest.approx(0.0123 + 120 * 1.0 / 1e6)
+    assert custom.usage.estimated
 
 
 def test_opencode_429_with_retry_after():

@@ -279,7 +279,8 @@ def test_fallback_chain_tries_in_order_and_stops_at_first_success(repo):
     order = [(e.kind, e.key) for e in events if e.kind in (EventKind.ADMITTED, EventKind.SETTLED)]
     assert order == [(EventKind.ADMITTED, "missing"), (EventKind.SETTLED, "missing"),
                      (EventKind.ADMITTED, "rejected"), (EventKind.SETTLED, "rejected"),
-                     (EventKind.ADMITTED, "wins"), (EventKind.SETTLED, "wins")]
+                     (EventKind.ADMITTED, "wins"), (EventKind.SETTLED, "wins"),
+                     (EventKind.SETTLED, "never")]  # never admitted: it ends skipped
 
 
 def test_best_of_n_highest_score_wins_ties_to_earliest(repo):
@@ -468,3 +469,92 @@ def test_operator_accepts_a_rejected_candidate_while_others_run(repo, tmp_path):
     assert rejected.commit == git(repo, "rev-parse", rejected.branch)
     assert running.status is CandidateStatus.CANCELLED
     assert result.integration["status"] == "clean"
+
+
+def test_never_started_candidates_end_in_the_event_stream_and_the_model(repo):
+    """Watchers (the app's panels, the headless lines, the flight log) see a skipped candidate end."""
+    settled: list[tuple[str, str]] = []
+
+    def on_event(event):
+        if event.kind is EventKind.SETTLED:
+            settled.append((event.key, event.data["status"]))
+
+    holder = {}
+    result = anyio.run(lambda: run_race_async(build_spec(repository=repo, concurrency=1, candidates=[
+        cmd("a", "--write", "a.txt", "--commit"), cmd("b"), cmd("c")], validate=["true"]),
+        on_event=on_event, on_start=lambda race: holder.setdefault("race", race)))
+    assert result.status is RaceStatus.WINNER
+    assert settled == [("a", "winner"), ("b", "skipped"), ("c", "skipped")]
+    model = holder["race"].model
+    assert [model.candidates[key].state for key in ("b", "c")] == ["skipped", "skipped"]
+
+
+def test_an_accept_while_the_outcome_is_being_written_is_refused(repo):
+    """A hand accept arriving as the race settles would contradict its recorded status."""
+    async def scenario():
+        holder = {"settling": anyio.Event()}
+
+        def on_event(event):
+            # the skipped candidate's end is announced while the race writes its outcome
+            if event.kind is EventKind.SETTLED and event.data["status"] == "skipped":
+                holder["settling"].set()
+
+        async def accept_while_settling():
+            await holder["settling"].wait()
+            holder["answer"] = await holder["race"].accept("a")
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(accept_while_settling)
+            result = await run_race_async(build_spec(
+                repository=repo, concurrency=1, budget=BudgetSpec(attempts=1), candidates=[
+                    cmd("a", "--write", "a.txt", "--commit"), cmd("b")], validate=["false"]),
+                on_event=on_event, on_start=lambda race: holder.setdefault("race", race))
+        return result, holder
+
+    result, holder = anyio.run(scenario)
+    assert holder["answer"] == "the race is over"
+    assert result.status is RaceStatus.BUDGET_EXHAUSTED and result.winner is None
+    assert [c.status for c in result.candidates] == [CandidateStatus.REJECTED,
+                                                     CandidateStatus.SKIPPED]
+
+
+def test_a_candidate_cancelled_while_validating_says_so(repo, tmp_path):
+    started = tmp_path / "validating"
+
+    async def scenario():
+        holder = {}
+
+        async def cancel_once_validating():
+            with anyio.fail_after(30):
+                while not started.exists():
+                    await anyio.sleep(0.01)
+            holder["race"].cancel("a")
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(cancel_once_validating)
+            return await run_race_async(build_spec(repository=repo, candidates=[
+                cmd("a", "--write", "a.txt", "--commit")],
+                validate=["sh", "-c", f"touch {started}; sleep 300"]),
+                on_start=lambda race: holder.setdefault("race", race))
+
+    result = anyio.run(scenario)
+    record = result.candidates[0]
+    assert record.status is CandidateStatus.CANCELLED
+    assert record.validation.status == "cancelled"
+
+
+def test_an_agent_that_rewrites_its_git_link_fails_and_runs_nothing_on_the_host(repo, tmp_path):
+    marker = tmp_path / "ran-on-host"
+    planted = tmp_path / "planted"
+    subprocess.run(["git", "init", "-q", str(planted)], check=True)
+    subprocess.run(["git", "-C", str(planted), "config", "core.fsmonitor", f"touch {marker}; false"],
+                   check=True)
+    agent = CandidateSpec("sly", "command", "do the task", command=(
+        "sh", "-c", f"echo 'gitdir: {planted}/.git' > .git; echo work > new.txt"))
+    result = run_race(build_spec(repository=repo, candidates=[agent], validate=["true"]))
+    record = result.candidates[0]
+    assert result.status is RaceStatus.NO_WINNER
+    assert record.status is CandidateStatus.FAILED
+    assert "git link" in record.error
+    assert record.retained_directory  # kept for the operator to look at, never cleaned blindly
+    assert not marker.exists()

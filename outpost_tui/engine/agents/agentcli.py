@@ -107,6 +107,9 @@ class CliDecoder(Decoder):
     login_hint = ""  # what to do when not logged in, e.g. "run `claude login` or set ANTHROPIC_API_KEY"
     default_model: str | None = None  # the CLI's own default, used to price its tokens
     quota_pattern: re.Pattern[str] | None = None
+    # Stricter pattern for stderr, where stack dumps and debug logs print bare status codes;
+    # None uses quota_pattern.
+    stderr_quota_pattern: re.Pattern[str] | None = None
 
     def __init__(self, candidate: CandidateSpec, prices: Mapping[str, Price] | None = None) -> None:
         super().__init__(candidate, prices)
@@ -139,7 +142,7 @@ class CliDecoder(Decoder):
         if len(line) > HUGE_LINE:
             line = line[:LOG_KEEP] + f" … [line of {len(line)} chars cut]"
             return [log(line, "stderr")]
-        if self.quota_pattern is not None and self.quota_pattern.search(line):
+        if self.is_stderr_quota_text(line):
             events = [log(line, "stderr")]
             events.extend(self.note_quota(line))
             return events
@@ -159,6 +162,11 @@ class CliDecoder(Decoder):
     def is_quota_text(self, text: str) -> bool:
         return bool(self.quota_pattern is not None and text and self.quota_pattern.search(text))
 
+    def is_stderr_quota_text(self, line: str) -> bool:
+        """Whether one stderr line reports a quota."""
+        pattern = self.stderr_quota_pattern or self.quota_pattern
+        return bool(pattern is not None and line and pattern.search(line))
+
     # -- end -----------------------------------------------------------------------------------
     def finalise_usage(self, exit_code: int) -> None:
         """Install the final, authoritative usage (subclasses)."""
@@ -171,9 +179,9 @@ class CliDecoder(Decoder):
         if self.succeeded(exit_code):
             # A quota warning during a run that still finished is not a failure.
             return AgentOutcome(True, None, None, self.result)
-        if self.quota is None and self.is_quota_text(stderr_tail):
+        if self.quota is None:
             for line in reversed(stderr_tail.splitlines()):
-                if self.is_quota_text(line):
+                if self.is_stderr_quota_text(line):
                     self.note_quota(line)
                     break
         if self.quota is not None:

@@ -49,12 +49,31 @@ class Quota:
         return {"message": self.message, "reset_at": self.reset_at}
 
 
+# The agent's final message is kept on the agent-exited event and in the result JSON: enough to
+# read what it says it did, without an essay-length message swelling every saved result.
+RESULT_KEEP = 4096
+
+
+def clip_result(text: str | None, limit: int = RESULT_KEEP) -> str | None:
+    """The agent's final text cut to `limit` characters; None when it said nothing."""
+    if text is None or not text.strip():
+        return None
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    keep = limit - 32  # room for the marker, so a clipped text stays within the limit
+    return text[:keep] + f"… [{len(text) - keep} more chars]"
+
+
 @dataclass(frozen=True)
 class AgentOutcome:
     ok: bool
     reason: str | None = None  # why it failed, one line
     quota: Quota | None = None
-    result: str | None = None  # the agent's final text, when it gives one
+    result: str | None = None  # the agent's final text, when it gives one (clipped to RESULT_KEEP)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "result", clip_result(self.result))
 
 
 class Decoder:
@@ -108,6 +127,7 @@ class Decoder:
 class AgentAdapter(ABC):
     kind: str
     program: str | None = None  # the executable looked up on PATH (doctor, clear errors)
+    install_hint: str | None = None  # how to install `program`, for doctor and failure reasons
     # Commit the agent's uncommitted edits after it exits, recorded as done on its behalf
     # (agents whose own sandbox cannot write a linked worktree's git metadata).
     commits_on_behalf: bool = False
@@ -117,6 +137,13 @@ class AgentAdapter(ABC):
 
     def decoder(self, candidate: CandidateSpec, prices: Mapping[str, Price] | None = None) -> Decoder:
         return Decoder(candidate, prices)
+
+    def start_failure(self, message: str) -> str:
+        """The reason for a run that could not start: a missing program says how to install it."""
+        if self.program and self.install_hint and f"agent program {self.program!r} not found" in message:
+            where = " in the image" if " in image " in message else ""
+            return f"{message} (install{where}: {self.install_hint})"
+        return message
 
     def version_argv(self) -> tuple[str, ...] | None:
         """Command printing the program's version, for `doctor`."""

@@ -27,6 +27,13 @@ _QUOTA_TEXT = re.compile(
     r"|exhausted your capacity|TerminalQuotaError",
     re.IGNORECASE,
 )
+# Stderr carries stack dumps and request logs with a bare `"code": 429` in runs that failed for
+# other reasons: there only the API status name or a quota phrase counts.
+_STDERR_QUOTA_TEXT = re.compile(
+    r"RESOURCE_EXHAUSTED|exceeded your current quota|Quota exceeded for quota metric"
+    r"|exhausted your capacity|TerminalQuotaError",
+    re.IGNORECASE,
+)
 # Printed on stderr while the CLI backs off by itself.
 _RETRY = re.compile(r"Attempt (\d+) failed with status (\d+)\. Retrying", re.IGNORECASE)
 _FILE_TOOLS = {"write_file": "write", "replace": "update", "edit": "update"}
@@ -46,6 +53,7 @@ class GeminiDecoder(CliDecoder):
     login_hint = "run `gemini` once to sign in, or set GEMINI_API_KEY"
     default_model = "gemini-2.5-pro"
     quota_pattern = _QUOTA_TEXT
+    stderr_quota_pattern = _STDERR_QUOTA_TEXT
 
     def __init__(self, candidate: CandidateSpec, prices: Mapping[str, Price] | None = None) -> None:
         super().__init__(candidate, prices)
@@ -163,12 +171,16 @@ class GeminiDecoder(CliDecoder):
     def is_quota_text(self, text: str) -> bool:
         return super().is_quota_text(text) and not _RETRY.search(text)
 
+    def is_stderr_quota_text(self, line: str) -> bool:
+        return super().is_stderr_quota_text(line) and not _RETRY.search(line)
+
     def finalise_usage(self, exit_code: int) -> None:
         if not self._result_seen:
             self.usage = Usage(complete=False, estimated=True)
 
     def finish(self, exit_code: int, stderr_tail: str) -> AgentOutcome:
-        if exit_code in _EXIT_REASONS and self.quota is None and not self.is_quota_text(stderr_tail):
+        quota_on_stderr = any(self.is_stderr_quota_text(line) for line in stderr_tail.splitlines())
+        if exit_code in _EXIT_REASONS and self.quota is None and not quota_on_stderr:
             reason = _EXIT_REASONS[exit_code]
             if reason:
                 self.failure = reason

@@ -5,7 +5,8 @@ Launch: non-interactive `run` rejects permission requests unless `--auto` is giv
 
 Usage: each `step_finish` carries that step's tokens and cost, so they are added up. `tokens.input`
 already excludes cache reads and writes; reasoning tokens are billed as output. The cost is
-opencode's own (estimated=False).
+opencode's own (estimated=False); a step without one is priced from the table and the total is
+then marked estimated.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ..spec import CandidateSpec, Price
 from ..usage import Usage
 from .agentcli import CliDecoder, as_argument, count, log, money, short
 from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext
+from .prices import with_estimated_cost
 from .quota_time import iso_utc
 
 _QUOTA_TEXT = re.compile(r"\b429\b|quota|rate limit|usage limit|insufficient_quota|credit balance",
@@ -100,8 +102,13 @@ class OpencodeDecoder(CliDecoder):
         cache = figures.get("cache") if isinstance(figures.get("cache"), dict) else {}
         step = Usage(input=count(figures.get("input")), cached=count(cache.get("read")),
                      cache_write=count(cache.get("write")),
-                     output=count(figures.get("output")) + count(figures.get("reasoning")),
-                     cost_usd=money(part.get("cost")) or 0.0)
+                     output=count(figures.get("output")) + count(figures.get("reasoning")))
+        cost = money(part.get("cost"))
+        if cost is None:
+            step = with_estimated_cost(step, self.model, self.prices)
+        else:
+            step = Usage(input=step.input, cached=step.cached, cache_write=step.cache_write,
+                         output=step.output, cost_usd=cost)
         self.usage = self.usage + step
         return []
 
