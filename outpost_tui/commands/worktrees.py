@@ -25,6 +25,9 @@ def register(subparsers) -> None:
     parser.add_argument("repository", nargs="?", default=".", metavar="REPO",
                         help="the repository (default: the current directory)")
     parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument("--endpoint", metavar="URL",
+                        help="the container engine to list candidate containers from (default: "
+                             "DOCKER_HOST, then the usual Docker and Podman sockets)")
     parser.set_defaults(handler=_handle)
 
 
@@ -37,7 +40,7 @@ def _handle(args) -> int:
     except git.GitError as error:
         print(f"outpost-tui: {error}", file=sys.stderr)
         return exitcodes.BAD_INPUT
-    containers, engine_error = _containers(root)
+    containers, engine_error = _containers(root, args.endpoint)
     if args.json:
         print(json.dumps({"repository": str(root), "worktrees": worktrees, "containers": containers,
                           "container_engine_error": engine_error}, indent=2))
@@ -56,11 +59,11 @@ def _handle(args) -> int:
     return 0
 
 
-def _containers(root) -> tuple[list[dict], str | None]:
+def _containers(root, endpoint: str | None) -> tuple[list[dict], str | None]:
     from ..engine.sandbox import SandboxError
     from ..engine.sandbox.container import list_containers
 
     try:
-        return list_containers(repository=str(root)), None
+        return list_containers(repository=str(root), endpoint=endpoint), None
     except SandboxError as error:
         return [], str(error)

@@ -126,6 +126,9 @@ def crash_and_replay(race_file, run_id: str, calc_repo, common) -> None:
     worktrees = cli("worktrees", str(calc_repo), "--json")
     assert worktrees.returncode == 0, worktrees.stderr
     assert sorted(c["key"] for c in json.loads(worktrees.stdout)["containers"]) == ["first", "second"]
+    elsewhere = cli("worktrees", str(calc_repo), "--json", "--endpoint", "unix:///nonexistent.sock")
+    assert elsewhere.returncode == 0  # the worktrees are still listed; the engine is named
+    assert "nonexistent.sock" in json.loads(elsewhere.stdout)["container_engine_error"]
     runs = cli("runs", str(calc_repo), "--json")
     assert runs.returncode == 0, runs.stderr
     [run] = [r for r in json.loads(runs.stdout) if r["run_id"] == run_id]
