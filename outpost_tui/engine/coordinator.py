@@ -211,6 +211,9 @@ class Race:
             adapter_for(candidate.agent)  # raises ValueError for an unknown agent
         if (spec.select == "best") != (spec.score is not None):
             raise RaceError("select = 'best' needs a score, and a score needs select = 'best'")
+        if spec.mode == "fallback" and (spec.select == "best" or (spec.concurrency or 1) > 1):
+            raise RaceError("mode 'fallback' runs one candidate at a time and stops at the first "
+                            "success: select 'best' and concurrency above 1 do not apply")
 
     def _add_attempt(self, candidate, index: int, number: int) -> Attempt:
         branch = git.branch_name(self.id, candidate.key, number)

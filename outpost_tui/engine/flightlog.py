@@ -1,33 +1,59 @@
 """The flight log: every event as a JSON line under `<repo>/.outpost/runs/<race-id>/`.
 
 One file per attempt (`<key>.<attempt>.jsonl`) plus `race.jsonl` for race-level events, so a
-candidate's history can be read on its own. Writes go through a buffered file and are flushed when
-an attempt settles and when the race ends; logs never enter the durable checkpoint.
+candidate's history can be read on its own. It is meant to be followed while the race runs
+(`tail -f`) and to survive a killed coordinator, so every event other than log text is flushed to
+the OS as it is written; log text, which can arrive at hundreds of thousands of lines a second, is
+buffered and flushed at least once a second. Logs never enter the durable checkpoint.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import time
 from pathlib import Path
 from typing import IO
 
 from .events import Event, EventKind
 
 BUFFER = 256 * 1024
+LOG_FLUSH_INTERVAL = 1.0  # seconds log lines may wait in the buffer
 
 
 def runs_directory(outpost_dir: Path) -> Path:
     return outpost_dir / "runs"
 
 
+def make_private_directory(directory: Path) -> None:
+    """Create directory and any missing parents, each 0700 (mkdir's mode passes through the umask
+    and `parents=True` gives the parents the default mode)."""
+    missing = []
+    path = directory
+    while not path.exists():
+        missing.append(path)
+        if path.parent == path:
+            break
+        path = path.parent
+    for path in reversed(missing):
+        try:
+            path.mkdir(mode=0o700)
+        except FileExistsError:
+            pass  # made meanwhile (another race starting); it is tightened below all the same
+        os.chmod(path, 0o700)
+    os.chmod(directory, 0o700)
+
+
 class FlightLog:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        os.chmod(directory, 0o700)
+        make_private_directory(directory)
         self._files: dict[str, IO[str]] = {}
         self._dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
+        self._unflushed: set[str] = set()  # files holding log lines not yet flushed
+        self._flush_due: float | None = None
+        self._timer: asyncio.TimerHandle | None = None
 
     def _file(self, name: str) -> IO[str]:
         handle = self._files.get(name)
@@ -43,10 +69,52 @@ class FlightLog:
         handle = self._file(name)
         handle.write(self._dumps(event.to_json()))
         handle.write("\n")
-        if event.kind in (EventKind.SETTLED, EventKind.RACE_FINISHED):
+        if event.kind is not EventKind.LOG:
             handle.flush()
+            self._unflushed.discard(name)
+            return
+        self._unflushed.add(name)
+        now = time.monotonic()
+        if self._flush_due is None:
+            self._flush_due = now + LOG_FLUSH_INTERVAL
+            self._start_timer()
+        elif now >= self._flush_due:
+            self.flush_logs()
+
+    def _start_timer(self) -> None:
+        # Log lines followed by silence must still reach the file: the event loop flushes them
+        # when they are due. Without a running loop, the next write past the deadline does.
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._timer = loop.call_later(LOG_FLUSH_INTERVAL, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        try:
+            self.flush_logs()
+        except OSError:
+            pass  # a full disk: the next write fails too and the event bus reports that
+
+    def flush_logs(self) -> None:
+        """Flush every file holding buffered log lines."""
+        self._flush_due = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        names, self._unflushed = self._unflushed, set()
+        for name in names:
+            handle = self._files.get(name)
+            if handle is not None:
+                handle.flush()
 
     def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._unflushed.clear()
+        self._flush_due = None
         for handle in self._files.values():
             handle.close()
         self._files.clear()

@@ -386,7 +386,7 @@ def _unknown_key(name: str, allowed: list[str]) -> str:
 _TOP_KEYS = ["race", "budget", "validate", "score", "sandbox", "durability", "prices", "candidates"]
 _SECTION_KEYS = {
     "race": ["name", "repository", "base", "mode", "select", "concurrency", "run_id",
-             "cleanup_timeout"],
+             "cleanup_timeout", "brief", "brief_file"],
     "budget": ["attempts", "tokens", "cost_usd", "candidate_timeout"],
     "validate": ["command", "timeout", "require_commits"],
     "score": ["command", "timeout"],
@@ -475,13 +475,24 @@ def _build(reader: _Reader, document: dict, file: Path) -> RaceSpec:
     raw_candidates = _candidate_tables(reader, document.get("candidates", _MISSING))
 
     race = _race(reader, document.get("race", _MISSING), base_dir)
+    if race.get("mode") == "fallback":
+        # A chain tries one candidate at a time and stops at the first success: it cannot
+        # compare candidates, nor run several at once.
+        if race["select"] == "best":
+            raise reader.error(("race", "select"), 'select = "best" cannot be used with mode = '
+                                                   '"fallback" (a fallback chain stops at the first '
+                                                   'success; use mode = "race" to score every candidate)')
+        if race.get("concurrency", 1) > 1:
+            raise reader.error(("race", "concurrency"), f"concurrency = {race['concurrency']} cannot be "
+                                                        'used with mode = "fallback" (it runs one '
+                                                        "candidate at a time; remove it or set it to 1)")
     score = _score(reader, document.get("score", _MISSING))
     if race["select"] == "best" and score is None:
         raise reader.error(("race", "select"), 'select = "best" needs a [score] table with a command')
     if race["select"] != "best" and score is not None:
         raise reader.error(("score",), '[score] is only used with select = "best" in [race]')
     return RaceSpec(
-        candidates=tuple(_candidate(reader, index, table, base_dir)
+        candidates=tuple(_candidate(reader, index, table, base_dir, race.get("brief"))
                          for index, table in enumerate(raw_candidates)),
         budget=_budget(reader, document.get("budget", _MISSING)),
         validate=_validate(reader, document.get("validate", _MISSING)),
@@ -528,6 +539,12 @@ def _race(reader: _Reader, value: Any, base_dir: Path) -> dict:
         out["run_id"] = run_id
     if "cleanup_timeout" in table:
         out["cleanup_timeout"] = reader.number(at("cleanup_timeout"), table["cleanup_timeout"], True)
+    if "brief" in table and "brief_file" in table:
+        raise reader.error(at("brief_file"), "give either brief or brief_file, not both")
+    if "brief" in table:
+        out["brief"] = reader.string(at("brief"), table["brief"])
+    elif "brief_file" in table:
+        out["brief"] = _read_brief(reader, at("brief_file"), table["brief_file"], base_dir)
     base = reader.string(at("base"), table["base"]) if "base" in table else "HEAD"
     if base.startswith("-"):
         raise reader.error(at("base"), f"invalid base {json.dumps(base)}: must not start with '-'")
@@ -698,7 +715,8 @@ def _candidate_tables(reader: _Reader, value: Any) -> list[dict]:
     return value
 
 
-def _candidate(reader: _Reader, index: int, table: dict, base_dir: Path) -> CandidateSpec:
+def _candidate(reader: _Reader, index: int, table: dict, base_dir: Path,
+               race_brief: str | None = None) -> CandidateSpec:
     def at(name: str) -> Path_:
         return ("candidates", index, name)
 
@@ -714,8 +732,11 @@ def _candidate(reader: _Reader, index: int, table: dict, base_dir: Path) -> Cand
         out["brief"] = reader.string(at("brief"), table["brief"])
     elif "brief_file" in table:
         out["brief"] = _read_brief(reader, at("brief_file"), table["brief_file"], base_dir)
+    elif race_brief is not None:
+        out["brief"] = race_brief
     else:
-        raise reader.error(where, "missing key 'brief' (the task, as text; or brief_file = a path)")
+        raise reader.error(where, "missing key 'brief' (the task, as text; or brief_file = a path; "
+                                  "or brief / brief_file in [race] for every candidate)")
 
     if "model" in table:
         out["model"] = reader.string(at("model"), table["model"])
@@ -786,6 +807,8 @@ def dump_race(spec: RaceSpec, relative_to: Path | None = None) -> str:
 
     race: dict[str, Any] = {"name": spec.name, "repository": path_text(spec.repository)}
     race.update(_changed(spec, ("base", "mode", "select", "concurrency", "run_id", "cleanup_timeout")))
+    if spec.brief is not None:
+        race["brief"] = spec.brief
     sections: list[tuple[str, dict]] = [("race", race)]
 
     budget = _changed(spec.budget, ("attempts", "cost_usd", "candidate_timeout"))
@@ -811,11 +834,11 @@ def dump_race(spec: RaceSpec, relative_to: Path | None = None) -> str:
 
     chunks = [_toml({name: table}) for name, table in sections if table]
     for candidate in spec.candidates:
-        chunks.append("[[candidates]]\n" + _dump_candidate(candidate, path_text))
+        chunks.append("[[candidates]]\n" + _dump_candidate(candidate, path_text, spec.brief))
     return "\n".join(chunk.strip("\n") + "\n" for chunk in chunks)
 
 
-def _dump_candidate(candidate: CandidateSpec, path_text: Any) -> str:
+def _dump_candidate(candidate: CandidateSpec, path_text: Any, race_brief: str | None) -> str:
     table: dict[str, Any] = {"key": candidate.key, "agent": candidate.agent}
     if candidate.model is not None:
         table["model"] = candidate.model
@@ -830,7 +853,8 @@ def _dump_candidate(candidate: CandidateSpec, path_text: Any) -> str:
         table["allowed_tools"] = list(candidate.allowed_tools)
     if candidate.args:
         table["args"] = list(candidate.args)
-    table["brief"] = candidate.brief
+    if candidate.brief != race_brief:  # the shared brief is written once, in [race]
+        table["brief"] = candidate.brief
     text = _toml(table)
     if candidate.env:
         # A sub-table header after [[candidates]] belongs to that candidate.

@@ -134,6 +134,9 @@ class RaceSpec:
     # Seconds to wait for a sandbox to close before reporting cleanup "pending".
     cleanup_timeout: float = 30.0
     path: Path | None = None  # the race file, when there is one
+    # The race file's shared brief ([race] brief or brief_file). Every candidate's own `brief` is
+    # already resolved (its own, else this one); this is kept so the file can be written back.
+    brief: str | None = None
 
     @property
     def effective_concurrency(self) -> int:

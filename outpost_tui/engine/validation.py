@@ -73,7 +73,10 @@ async def validate(spec: ValidateSpec, context: ValidationContext, on_output: Li
 async def score(spec: ScoreSpec, context: ValidationContext, on_output: LineSink) -> float:
     """The candidate's score; raises ValueError with a one-line reason when it has none."""
     if spec.check is not None:
-        value = await _call(spec.check, context)
+        try:
+            value = await _call(spec.check, context)
+        except Exception as error:  # the user's callable; its failure fails this candidate only
+            raise ValueError(f"score raised {type(error).__name__}: {error}") from None
     else:
         assert spec.command
         done = await context.sandbox.run(spec.command, on_output=on_output, timeout=spec.timeout)

@@ -59,6 +59,10 @@ BAD = {
     "bad-run-id": (RACE + 'run_id = "a/b"\n' + CAND, "race.run_id"),
     "cleanup-timeout-top-level": ("cleanup_timeout = 5\n" + RACE + CAND, "cleanup_timeout"),
     "demo-without-script": (RACE + '[[candidates]]\nkey = "d"\nagent = "demo"\nbrief = "b"\n', "candidates[0]"),
+    "fallback-with-best": (RACE + 'mode = "fallback"\nselect = "best"\n[score]\ncommand = ["true"]\n' + CAND,
+                           "race.select"),
+    "fallback-with-concurrency": (RACE + 'mode = "fallback"\nconcurrency = 3\n' + CAND, "race.concurrency"),
+    "race-brief-and-brief-file": (RACE + 'brief = "go"\nbrief_file = "brief.md"\n' + CAND, "race.brief_file"),
 }
 
 

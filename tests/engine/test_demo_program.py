@@ -24,6 +24,7 @@ from outpost_tui.engine.events import EventKind
 from outpost_tui.engine.racefile import load_race
 from outpost_tui.engine.spec import CandidateSpec
 from outpost_tui.samples import SampleError, list_samples, materialise, samples_root
+from tests.agents.replay import path_with
 
 PROGRAM = (sys.executable, "-m", "outpost_tui.engine.agents.demo_program")
 IDENTITY = ("-c", "user.name=Test Owner", "-c", "user.email=owner@example.invalid")
@@ -414,7 +415,11 @@ def test_materialise_writes_a_runnable_race_on_a_fresh_repository(tmp_path, name
     assert spec.repository == project.resolve()
     assert spec.budget.attempts == 3 and spec.budget.tokens.output == 200000
     assert spec.budget.cost_usd == 5
-    assert spec.validate.command == ("python3", "-m", "unittest", "-q")
+    assert spec.validate.command == ("python3", "-B", "-m", "unittest", "-q")
+    # The brief is stated once, in [race], and every candidate gets it.
+    assert spec.brief and "Fix add() in calc.py" in spec.brief
+    assert race_file.read_text().count("Fix add() in calc.py") == 1
+    assert all(candidate.brief == spec.brief for candidate in spec.candidates)
     for candidate in spec.candidates:
         if candidate.agent == "demo":
             assert candidate.script is not None and candidate.script.is_file()
@@ -505,3 +510,60 @@ def test_sample_command_lists_and_writes(tmp_path, capsys):
     assert len(err) == 1 and "not empty" in err[0]
     assert cli.main(["sample", "race"]) == 2
     assert "needs a DIR" in capsys.readouterr().err
+
+
+def _outpost(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run((sys.executable, "-m", "outpost_tui.cli", *args), env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=TIMEOUT)
+
+
+def test_the_real_agents_sample_is_written_and_doctor_names_the_missing_agents(tmp_path):
+    target = tmp_path / "real"
+    written = _outpost("sample", "claude-vs-codex", str(target))
+    assert written.returncode == 0, written.stderr
+    race_file = target / "race.toml"
+    assert f"outpost-tui run {race_file} --headless" in written.stdout
+    spec = load_race(race_file)
+    assert spec.repository == (target / "project").resolve()
+    assert [(c.key, c.agent) for c in spec.candidates] == [("claude", "claude"), ("codex", "codex")]
+    assert git(spec.repository, "rev-list", "--count", "HEAD") == "1\n"
+    # The project's own tests fail at the baseline: there is a bug for the agents to fix.
+    tests = subprocess.run(("python3", "-m", "unittest", "-q"), cwd=spec.repository,
+                           capture_output=True, text=True, timeout=TIMEOUT)
+    assert tests.returncode == 1 and "test_adds_integers" in tests.stderr
+
+    # A machine without either program: doctor exits 9 and names both.
+    empty_bin = tmp_path / "bin"
+    empty_bin.mkdir()
+    env = {key: value for key, value in base_env().items() if not key.endswith("_API_KEY")}
+    env.update(PATH=path_with(empty_bin), HOME=str(tmp_path), DOCKER_HOST="unix:///nonexistent.sock")
+    checked = _outpost("doctor", str(race_file), "--json", env=env)
+    assert checked.returncode == 9, checked.stderr
+    assert json.loads(checked.stdout)["missing"] == ["agent claude", "agent codex"]
+    plain = _outpost("doctor", str(race_file), env=env)
+    assert plain.returncode == 9
+    assert plain.stdout.strip().splitlines()[-1] == f"{race_file}: missing agent claude, agent codex"
+    assert "`claude` not found on PATH (install: npm install -g @anthropic-ai/claude-code)" in plain.stdout
+
+
+def test_doctor_on_a_sample_where_it_ships_says_to_write_it_first():
+    shipped = samples_root() / "claude-vs-codex" / "race.toml"
+    done = _outpost("doctor", str(shipped))
+    assert done.returncode == 2
+    assert done.stdout == "" and done.stderr.count("\n") == 1
+    assert "is the 'claude-vs-codex' sample" in done.stderr
+    assert "`outpost-tui sample claude-vs-codex DIR`, then `outpost-tui doctor DIR/race.toml`" in done.stderr
+
+
+@pytest.mark.parametrize("name", ["race", "fallback"])
+def test_a_sample_run_removes_the_winners_worktree_even_where_python_writes_bytecode(tmp_path, name):
+    # A normal machine lets Python write __pycache__ (ignored files) beside what it imports, and a
+    # worktree holding ignored files is kept: the sample's commands must not leave any behind.
+    race_file = materialise(name, tmp_path / name)
+    env = {key: value for key, value in base_env().items() if key != "PYTHONDONTWRITEBYTECODE"}
+    done = _outpost("run", str(race_file), "--headless", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    winner = next(c for c in result["candidates"] if c["status"] == "winner")
+    assert winner["retained_directory"] is None and winner["cleanup"] == "done"
+    assert winner["directory"] and not Path(winner["directory"]).exists()

@@ -239,7 +239,7 @@ def test_quota_ends_candidate_and_race_with_reset_time(repo):
     result = run_race(spec)
     assert result.status is RaceStatus.QUOTA
     assert result.candidates[0].status is CandidateStatus.QUOTA
-    assert result.quota == {"message": "You've hit your usage limit", "reset_at": "2030-01-01T05:00:00+00:00"}
+    assert result.quota == {"message": "You've hit your usage limit", "reset_at": "2030-01-01T05:00:00Z"}
 
 
 def test_winner_beats_quota(repo):
@@ -558,3 +558,12 @@ def test_an_agent_that_rewrites_its_git_link_fails_and_runs_nothing_on_the_host(
     assert "git link" in record.error
     assert record.retained_directory  # kept for the operator to look at, never cleaned blindly
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("options", [{"select": "best", "score": ["echo", "1"]}, {"concurrency": 2}])
+def test_the_api_refuses_fallback_options_that_contradict_it(repo, options):
+    spec = build_spec(repository=repo, mode="fallback", candidates=[cmd("a"), cmd("b")],
+                      validate=["true"], **options)
+    with pytest.raises(RaceError, match="one candidate at a time"):
+        run_race(spec)
+    assert git(repo, "branch", "--list", "outpost/*") == ""  # refused before anything was made

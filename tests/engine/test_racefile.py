@@ -219,6 +219,37 @@ def test_dump_race_round_trips_awkward_text(tmp_path: Path, repo: Path, brief: s
     assert load_race(target) == dataclasses.replace(spec, path=target.resolve())
 
 
+def test_race_brief_goes_to_every_candidate_without_its_own(tmp_path: Path, repo: Path):
+    (tmp_path / "briefs").mkdir()
+    (tmp_path / "briefs" / "task.md").write_text("The shared task.\n")
+    (tmp_path / "race.toml").write_text(
+        f'[race]\nrepository = "{repo}"\nbrief_file = "briefs/task.md"\n'
+        + CAND.replace('key = "a"', 'key = "own"').replace('brief = "go"', 'brief = "my own task"')
+        + CAND_B + CAND_B.replace('key = "b"', 'key = "c"'))
+    spec = load_race(tmp_path / "race.toml")
+    assert spec.brief == "The shared task.\n"
+    assert [(c.key, c.brief) for c in spec.candidates] == [
+        ("own", "my own task"), ("b", "The shared task.\n"), ("c", "The shared task.\n")]
+
+
+def test_fallback_with_concurrency_one_is_fine(tmp_path: Path, repo: Path):
+    (tmp_path / "race.toml").write_text(race_text(str(repo), 'mode = "fallback"\nconcurrency = 1\n'))
+    spec = load_race(tmp_path / "race.toml")
+    assert (spec.mode, spec.concurrency, spec.effective_concurrency) == ("fallback", 1, 1)
+
+
+def test_dump_race_writes_the_shared_brief_once(tmp_path: Path, repo: Path):
+    shared = "Fix add().\nRun the tests.\n"
+    spec = RaceSpec(repository=repo, brief=shared, candidates=(
+        CandidateSpec(key="a", agent="command", command=("true",), brief=shared),
+        CandidateSpec(key="b", agent="command", command=("true",), brief="something else"),
+        CandidateSpec(key="c", agent="command", command=("true",), brief=shared)))
+    text = dump_race(spec, relative_to=tmp_path)
+    assert text.count("Fix add()") == 1 and text.count("something else") == 1
+    (tmp_path / "race.toml").write_text(text)
+    assert load_race(tmp_path / "race.toml") == dataclasses.replace(spec, path=(tmp_path / "race.toml").resolve())
+
+
 def test_dump_race_leaves_out_python_only_checks(tmp_path: Path, repo: Path):
     spec = RaceSpec(repository=repo, validate=ValidateSpec(command=("true",), check=lambda ctx: True),
                     candidates=(CandidateSpec(key="k", agent="command", command=("true",), brief="b"),))
@@ -296,6 +327,17 @@ ERRORS = {
                            'only used with select = "best"'),
     "score without command": (RACE + 'select = "best"\n[score]  # <-\ntimeout = 3\n' + CAND, "score",
                               "missing key 'command'"),
+    "fallback with best": (RACE + 'mode = "fallback"\nselect = "best"  # <-\n[score]\ncommand = ["true"]\n'
+                           + CAND, "race.select", 'cannot be used with mode = "fallback"'),
+    "fallback with concurrency": (RACE + 'mode = "fallback"\nconcurrency = 2  # <-\n' + CAND,
+                                  "race.concurrency", 'concurrency = 2 cannot be used with mode = "fallback"'),
+    "race brief and brief_file": (RACE + 'brief = "go"\nbrief_file = "brief.md"  # <-\n' + CAND,
+                                  "race.brief_file", "either brief or brief_file, not both"),
+    "blank race brief": (RACE + 'brief = "  "  # <-\n' + CAND, "race.brief", "must not be empty"),
+    "race brief_file missing": (RACE + 'brief_file = "nope.md"  # <-\n' + CAND, "race.brief_file",
+                                "no such file"),
+    "race brief_file empty": (RACE + 'brief_file = "empty.md"  # <-\n' + CAND, "race.brief_file",
+                              "the brief file is empty"),
     "run id with slash": (RACE + 'run_id = "../x"  # <-\n' + CAND, "race.run_id", "invalid run id"),
     "blank run id": (RACE + 'run_id = "  "  # <-\n' + CAND, "race.run_id", "must not be empty"),
     "blank name": (RACE + 'name = ""  # <-\n' + CAND, "race.name", "must not be empty"),

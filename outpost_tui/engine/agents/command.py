@@ -12,6 +12,7 @@ from ..events import EventKind
 from ..spec import CandidateSpec
 from ..usage import Usage
 from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext, Quota, parse_json_object
+from .quota_time import from_epoch, parse_reset
 
 
 def _count(value: object) -> int:
@@ -49,11 +50,29 @@ class ProtocolDecoder(Decoder):
             return [AgentEvent(EventKind.TOOL, {"name": str(message.get("name", "?")),
                                                 "input": _short(message.get("input", ""))})]
         if kind == "quota":
-            reset_at = message.get("reset_at")
-            self.quota = Quota(str(message.get("message") or "quota reached"),
-                               str(reset_at) if reset_at else None)
+            text = str(message.get("message") or "quota reached")
+            reset_at, unreadable = _reset_time(message.get("reset_at"))
+            if unreadable is not None:
+                text += f" (reset time not understood: {unreadable})"
+            self.quota = Quota(text, reset_at)
             return [AgentEvent(EventKind.QUOTA, self.quota.to_json())]
         return None
+
+
+def _reset_time(value: object) -> tuple[str | None, str | None]:
+    """A quota's reset time as ISO-8601 UTC, and the raw value when it cannot be read as one.
+
+    Whatever reads a quota relies on reset_at being absolute UTC, so a value that does not parse
+    is dropped rather than passed on; its text is kept for the operator."""
+    if value is None or value == "":
+        return None, None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        parsed = from_epoch(value)
+    elif isinstance(value, str):
+        parsed = parse_reset(value)
+    else:
+        parsed = None
+    return (parsed, None) if parsed is not None else (None, _short(value, 200))
 
 
 def _short(value: object, limit: int = 2000) -> str:
