@@ -303,6 +303,7 @@ class ContainerProvider(SandboxProvider):
         self._client: Any = None
         self.endpoint: str | None = None
         self._pumps: anyio.CapacityLimiter | None = None
+        self._paths_checked = False
         self._connecting: anyio.Lock | None = None
 
     async def client(self) -> Any:
@@ -408,8 +409,10 @@ class ContainerProvider(SandboxProvider):
             raise SandboxError(f"container engine at {describe_endpoint(self.endpoint)} failed: "
                                f"{_first_line(error)}") from None
         sandbox = ContainerSandbox(self, container, Path(directory), name, timings)
-        if not str(self.endpoint).startswith("unix://"):
-            # A remote engine mounts *its* paths: the worktree must exist there at the same path
+        if not self._paths_checked:
+            # A remote engine (tcp, ssh, or a unix socket forwarded from another machine) mounts
+            # *its* paths: the worktree must exist there at the same path. Once per race: every
+            # worktree lives in the same repository.
             try:
                 probe = await sandbox.run(["test", "-e", f"{directory}/.git"], timeout=30)
             except BaseException:
@@ -421,6 +424,7 @@ class ContainerProvider(SandboxProvider):
                 raise SandboxError(
                     f"the worktree {directory} is not visible to the engine at {self.endpoint}: "
                     "a remote engine needs the repository at the same path (e.g. a shared filesystem)")
+            self._paths_checked = True
         return sandbox
 
     async def recover(self, resource_id: str) -> bool:
