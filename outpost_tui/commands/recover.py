@@ -18,6 +18,8 @@ examples, the four steps in order:
 
 exit codes: 3 owned by a live coordinator, 4 revision changed, 5 identity mismatch,
 6 corrupt checkpoint (left untouched), 7 unknown run id, 8 storage not writable.
+--replay ends like `run --headless`: 0 a winner, 1 no winner, and 8 (storage failed) or 4 (the run
+was released or taken over) when the checkpoint could not be saved while racing.
 """
 
 

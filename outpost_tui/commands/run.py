@@ -22,8 +22,11 @@ examples:
   outpost-tui run race.toml --headless          progress on stderr, summary at the end
   outpost-tui run race.toml --headless --json   the result as one JSON document on stdout
 
-exit codes: 0 a winner, 1 no winner, 2 bad race file or arguments (one line, no traceback),
-3-8 durable-run errors (see `outpost-tui --help`). Ctrl-C aborts the race cleanly (status aborted).
+exit codes: 0 a winner, 1 no winner, 2 bad race file or arguments (one line, no traceback);
+durable runs: 3 owned by a coordinator, 4 revision changed (the run was released or taken over
+while running), 5 identity mismatch, 6 corrupt checkpoint, 7 unknown run id, 8 storage failed or
+not writable (the race is stopped), 10 interrupted run: replay it with --resume or
+`outpost-tui recover RUN-ID --replay`. Ctrl-C aborts the race cleanly (status aborted).
 """
 
 USAGE_EVERY = 5.0
@@ -113,11 +116,34 @@ def run_spec_headless(spec, *, json_output: bool = False, verbose: bool = False,
         return code
     for problem in bus.errors:
         print(f"outpost-tui: warning: an event consumer failed: {problem}", file=sys.stderr)
+    durable = getattr(race, "_durable", None)
+    for warning in getattr(durable, "warnings", []):
+        print(f"outpost-tui: warning: {warning}", file=sys.stderr)
     if json_output:
         json.dump(result.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")
         sys.stdout.flush()
+    else:
+        said = final_message_line(result)
+        if said:
+            out = stream or sys.stderr
+            out.write(said + "\n")
+            out.flush()
+    failure = getattr(durable, "failure", None)
+    if failure is not None:
+        # The checkpoint could not be written: whatever the race reached, the run is not recorded.
+        print(f"outpost-tui: {result.error or failure}", file=sys.stderr)
+        return failure.exit_code
     return exitcodes.WINNER if result.status is RaceStatus.WINNER else exitcodes.NO_WINNER
+
+
+def final_message_line(result: RaceResult, limit: int = 200) -> str | None:
+    """The winner's own last words, on one line: what it says it did, beside the test verdict."""
+    winner = result.winner
+    if winner is None or not winner.result:
+        return None
+    text = " ".join(winner.result.split())
+    return f"{winner.key} said: " + (text if len(text) <= limit else text[:limit] + "…")
 
 
 async def _abort_on_signal(race: Race) -> None:

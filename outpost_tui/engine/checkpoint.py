@@ -10,7 +10,8 @@ owns the rules around it:
 - every save is conditional on the revision this coordinator last wrote, so once a run has been
   released (`release_run`, the recovery "release" step) and claimed again, the old coordinator's
   writes are refused (fencing);
-- a garbled or truncated file is reported and left untouched, never overwritten.
+- a garbled or truncated file, or one whose state breaks the rules of checkpoint_state, is reported
+  and left untouched, never overwritten: every read checks it before anything acts on it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import exitcodes
+from .checkpoint_state import InvalidState, check_state, run_status
 from .ownership import describe_age, process_start, this_host
 from .spec import RaceSpec
 from .transport import CorruptObject, Transport, TransportConflict
@@ -154,7 +156,8 @@ class RunSummary:
     key: str
     revision: str
     owner: Owner | None
-    status: str  # the race status when finished, else "owned" | "released"; "corrupt" if unreadable
+    # The race status when finished, else "owned" | "interrupted" | "released"; "corrupt" if unreadable.
+    status: str
     updated_at: float
     problem: str | None = None
 
@@ -172,7 +175,7 @@ def _envelope(owner: Owner | None, state_text: str) -> bytes:
     return f'{{"format":{FORMAT},"owner":{owner_text},"state":{state_text}}}'.encode()
 
 
-def _decode(where: str, data: bytes) -> tuple[Owner | None, dict[str, Any]]:
+def _decode(where: str, data: bytes, key: str) -> tuple[Owner | None, dict[str, Any]]:
     def corrupt(reason: str) -> CorruptCheckpoint:
         return CorruptCheckpoint(f"{where}: {reason}; the file was left untouched")
 
@@ -194,6 +197,10 @@ def _decode(where: str, data: bytes) -> tuple[Owner | None, dict[str, Any]]:
         owner = None if raw_owner is None else Owner.from_json(raw_owner)
     except ValueError as error:
         raise corrupt(str(error)) from None
+    try:
+        check_state(state, key=key)
+    except InvalidState as error:
+        raise corrupt(f"invalid saved state: {error}") from None
     return owner, state
 
 
@@ -204,7 +211,7 @@ def read_saved(transport: Transport, key: str) -> Saved | None:
         raise CorruptCheckpoint(str(error)) from None
     if stored is None:
         return None
-    owner, state = _decode(transport.describe(key), stored.data)
+    owner, state = _decode(transport.describe(key), stored.data, key)
     return Saved(state, owner, stored.revision, stored.modified_at)
 
 
@@ -258,9 +265,7 @@ def list_runs(transport: Transport) -> list[RunSummary]:
 
 
 def _status(saved: Saved) -> str:
-    if saved.state.get("finished") and isinstance(saved.state.get("status"), str):
-        return saved.state["status"]
-    return "owned" if saved.owner is not None else "released"
+    return run_status(saved.state, saved.owner is not None)
 
 
 class CheckpointStore:
@@ -337,19 +342,26 @@ class CheckpointStore:
                 f"run {self.run_id} was changed by another process since this coordinator last saved it "
                 f"({self.location}): it was released or taken over, so this coordinator must stop") from None
         self._state_text = state_text
+        self.owner = owner
+
+    def _beating(self) -> Owner:
+        if self.owner is None:
+            raise RuntimeError(f"run {self.run_id} is not claimed by this store")
+        return dataclasses.replace(self.owner, heartbeat_at=time.time())
 
     def save(self, state: dict[str, Any]) -> None:
+        """Write `state`; every write also refreshes the heartbeat, so a coordinator busy saving usage
+        never looks dead to `recover`."""
         with self._lock:
-            self._write(self.owner, _encode_state(self.run_id, self._stamp(state)))
+            state_text = _encode_state(self.run_id, self._stamp(state))
+            self._write(self._beating(), state_text)
 
     def heartbeat(self) -> None:
         """Re-save the last state with a fresh heartbeat, so `recover` can show the owner is alive."""
         with self._lock:
-            if self.owner is None or self._state_text is None:
+            if self._state_text is None:
                 raise RuntimeError(f"run {self.run_id} is not claimed by this store")
-            owner = dataclasses.replace(self.owner, heartbeat_at=time.time())
-            self._write(owner, self._state_text)
-            self.owner = owner
+            self._write(self._beating(), self._state_text)
 
     def release(self) -> None:
         """Give up ownership (owner null); later saves through this store are refused."""
@@ -357,4 +369,3 @@ class CheckpointStore:
             if self._state_text is None:
                 raise RuntimeError(f"run {self.run_id} is not claimed by this store")
             self._write(None, self._state_text)
-            self.owner = None

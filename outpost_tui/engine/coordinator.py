@@ -130,16 +130,20 @@ class Race:
                 attempt.scope.cancel()
         return None
 
-    def abort(self) -> None:
-        """Stop the race: every running candidate is cancelled and nothing more starts."""
+    def abort(self, reason: str | None = None) -> None:
+        """Stop the race: every running candidate is cancelled and nothing more starts.
+
+        Without a reason it is the operator's abort; the engine gives one when it stops the race
+        itself (e.g. its checkpoint could not be saved), and each cancelled candidate says so."""
         if self._finished or self._aborted:
             return
         self._aborted = True
         self._admissions_closed = True
-        self.bus.emit(EventKind.OPERATOR, action="abort")
+        if reason is None:
+            self.bus.emit(EventKind.OPERATOR, action="abort")
         for attempt in self.attempts.values():
             if attempt.scope is not None:
-                attempt.cancel_reason = attempt.cancel_reason or "cancelled: race aborted"
+                attempt.cancel_reason = attempt.cancel_reason or reason or "cancelled: race aborted"
                 attempt.scope.cancel()
 
     # ----------------------------------------------------------------------- the race

@@ -2,7 +2,12 @@
 
 Saved before anything is allocated and at every phase change (waiting, running, validated,
 settled), never with logs. Usage reports only mark the state dirty; a background task writes it at
-most once a second together with the heartbeat, so checkpoint writes do not grow with agent chatter.
+most once a second, and every write carries a fresh heartbeat, so checkpoint writes do not grow with
+agent chatter and a busy coordinator never looks dead.
+
+When a write fails (storage gone or unwritable, or the run released under this coordinator), the race
+is stopped: without a checkpoint it could not be recovered. Ownership stays held; `failure` keeps the
+error (with its exit code) for the caller.
 """
 
 from __future__ import annotations
@@ -14,14 +19,19 @@ from typing import TYPE_CHECKING
 import anyio
 
 from .. import exitcodes
+from . import git
 from .attempt import Attempt
 from .budget import Accounting
-from .checkpoint import CheckpointError, CheckpointStore, race_identity
+from .checkpoint import CheckpointError, CheckpointStore, CorruptCheckpoint, race_identity
+from .checkpoint_state import interrupted
 from .events import EventKind
 from .result import CandidateRecord, RaceResult, race_result_from_json
+from .sandbox.local import LocalProvider
 from .statuses import CandidateStatus, Phase, RaceStatus
 from .transport import LocalTransport, TransportError
 from .usage import Usage
+
+HOST_PROCESSES = LocalProvider()
 
 if TYPE_CHECKING:
     from .coordinator import Race
@@ -49,7 +59,10 @@ class DurableRun:
         self._lock = anyio.Lock()
         self._dirty = False
         self._failed: str | None = None
+        self.failure: CheckpointError | TransportError | None = None
         self._resumed_state: dict | None = None
+        self._last_write = time.monotonic()
+        self.warnings: list[str] = []  # one line each, for the caller to show (best-effort cleanup)
         self.writes = 0  # checkpoint writes and the time spent in them, for benchmarks and notes
         self.write_seconds = 0.0
 
@@ -59,6 +72,13 @@ class DurableRun:
         """Claim the run; returns the saved result when the race already finished."""
         race, spec = self.race, self.race.spec
         saved = await anyio.to_thread.run_sync(self.store.read)
+        keys = [c.key for c in spec.candidates]
+        if (saved is not None and saved.state.get("identity") == self.identity
+                and saved.state["candidates"] != keys):
+            raise CorruptCheckpoint(
+                f"{self.store.location}: invalid saved state: candidates {saved.state['candidates']} "
+                f"differ from the race file's {keys} although the identity matches; the file was left "
+                f"untouched")
         if (saved is not None and saved.owner is None and interrupted(saved.state)
                 and spec.durability.resume != "retry-incomplete"
                 and saved.state.get("identity") == self.identity):
@@ -99,13 +119,11 @@ class DurableRun:
         race.accounting = Accounting(spec.budget, attempts=int(usage.get("attempts", 0)),
                                      usage=Usage.from_json(usage))
         if state.get("finished"):
-            # A race stopped by a quota or by the operator (Ctrl-C, `recover --stop`) is not final:
-            # calling it again reruns the candidates that were stopped, as new attempts.
-            rerun = {RaceStatus.QUOTA: CandidateStatus.QUOTA,
-                     RaceStatus.ABORTED: CandidateStatus.CANCELLED}.get(state.get("status"))
-            if rerun is not None:
+            # Only a quota is not final: calling the race again reruns the candidates the quota
+            # stopped, as new attempts. Any other finished race (aborted included) is its saved result.
+            if state.get("status") == RaceStatus.QUOTA:
                 for attempt in list(race.attempts.values()):
-                    if attempt.record.status is rerun and attempt.phase is Phase.SETTLED:
+                    if attempt.record.status is CandidateStatus.QUOTA and attempt.phase is Phase.SETTLED:
                         self._supersede(attempt)
                     elif attempt.phase is Phase.WAITING:
                         attempt.record.error = None
@@ -131,9 +149,18 @@ class DurableRun:
                 continue
             with anyio.move_on_after(race.spec.cleanup_timeout):
                 for resource in attempt.record.resources:
-                    if race._provider.owns(resource):
-                        await race._provider.recover(resource)
+                    # the engine's own host processes (git allocating a worktree) are process
+                    # groups whatever the sandbox
+                    provider = next((p for p in (race._provider, HOST_PROCESSES) if p.owns(resource)),
+                                    None)
+                    if provider is not None:
+                        try:
+                            await provider.recover(resource)
+                        except Exception as error:  # best effort: an unreachable engine must not stop the replay
+                            self.warnings.append(f"could not stop leftover {resource} of "
+                                                 f"{attempt.key}#{attempt.number}: {_one_line(error)}")
             attempt.cleanup = attempt.record.cleanup = "done"
+        await self._sweep_containers()
         for attempt in race.attempts.values():
             if attempt.phase is Phase.SETTLED and attempt.record.status is CandidateStatus.WINNER:
                 race._winner = attempt  # decided before the crash: nothing more may start
@@ -155,12 +182,38 @@ class DurableRun:
                 record.status = CandidateStatus.CANCELLED
                 record.error = INTERRUPTED
                 record.usage = Usage.from_json({**record.usage.to_json(), "complete": False})
+                if attempt.directory is None:
+                    # Killed while allocating: the worktree may be on disk before it was saved.
+                    allocated = git.worktree_directory(race.repository, attempt.key, attempt.branch)
+                    if allocated.is_dir():
+                        attempt.directory = allocated
+                        record.directory = str(allocated)
                 record.retained_directory = str(attempt.directory) if attempt.directory else None
                 record.finished_at = record.finished_at or time.time()
                 attempt.phase = Phase.SETTLED
                 race.accounting.usage = race.accounting.usage + Usage(complete=False)
                 self._supersede(attempt)
         await self.save()
+
+    async def _sweep_containers(self) -> None:
+        """Remove every container labelled with this race: one the crashed coordinator created but
+        had not yet registered is found by its label, not by its resource id."""
+        race, sandbox = self.race, self.race.spec.sandbox
+        if sandbox.provider not in ("docker", "podman"):
+            return
+        from .sandbox.container import remove_race_containers, resolve_endpoint
+
+        endpoint = resolve_endpoint(sandbox.endpoint, sandbox.provider)
+        try:
+            with anyio.fail_after(race.spec.cleanup_timeout):
+                await anyio.to_thread.run_sync(remove_race_containers, race.id, endpoint,
+                                               abandon_on_cancel=True)
+        except TimeoutError:
+            self.warnings.append(f"leftover containers of race {race.id} were not all removed within "
+                                 f"{race.spec.cleanup_timeout:g}s")
+        except Exception as error:  # no engine reachable: warn, the replay itself does not need it yet
+            self.warnings.append(f"could not remove leftover containers of race {race.id}: "
+                                 f"{_one_line(error)}")
 
     # ---------------------------------------------------------------------------- saving
 
@@ -169,6 +222,7 @@ class DurableRun:
         state = race.state()
         state.update({
             "format": 1,
+            "candidates": [c.key for c in race.spec.candidates],
             "race_file": str(race.spec.path) if race.spec.path else None,
             "repository": str(race.repository),
             "name": race.spec.name,
@@ -186,53 +240,66 @@ class DurableRun:
         if self._failed is not None:
             return
         async with self._lock:
+            if self._failed is not None:
+                return
             state = {**self._state(), **extra}
             self._dirty = False
             started = time.perf_counter()
             try:
                 await anyio.to_thread.run_sync(self.store.save, state)
-                self.writes += 1
-                self.write_seconds += time.perf_counter() - started
             except (CheckpointError, TransportError) as error:
-                # Without a checkpoint the race is no longer recoverable: stop it, keep ownership.
-                self._failed = f"checkpoint write failed: {error}"
-                self.race.abort()
+                self._fail(error)
+                return
+            self._last_write = time.monotonic()
+            self.writes += 1
+            self.write_seconds += time.perf_counter() - started
 
     def usage_changed(self) -> None:
         self._dirty = True
 
     async def heartbeat(self) -> None:
-        last_beat = time.monotonic()
-        while True:
+        while self._failed is None:
             await anyio.sleep(FLUSH_EVERY)
             if self._dirty:
-                await self.save()
-            elif time.monotonic() - last_beat >= HEARTBEAT_EVERY and self._failed is None:
+                await self.save()  # carries a fresh heartbeat
+            elif time.monotonic() - self._last_write >= HEARTBEAT_EVERY:
                 async with self._lock:
+                    if self._failed is not None:
+                        return
                     try:
                         await anyio.to_thread.run_sync(self.store.heartbeat)
                     except (CheckpointError, TransportError) as error:
-                        self._failed = f"checkpoint write failed: {error}"
-                        self.race.abort()
-                last_beat = time.monotonic()
+                        self._fail(error)
+                        return
+                    self._last_write = time.monotonic()
+
+    def _fail(self, error: CheckpointError | TransportError) -> None:
+        """A write failed: without a checkpoint the race is no longer recoverable, so it stops."""
+        race = self.race
+        self.failure = error
+        if isinstance(error, CheckpointError):  # the run was released or taken over meanwhile
+            self._failed = f"checkpoint not saved, race stopped: {error}"
+        else:
+            self._failed = (f"checkpoint storage failed, race stopped: {error}; run {race.spec.run_id} "
+                            f"stays owned: recover it with `outpost-tui recover {race.spec.run_id}`")
+        race.abort("cancelled: the run was released or taken over"
+                   if isinstance(error, CheckpointError) else "cancelled: checkpoint storage failed")
 
     async def finish(self, result: RaceResult) -> None:
         race = self.race
+        if self._failed is None:
+            settled = all(a.phase in (Phase.WAITING, Phase.SETTLED) for a in race.attempts.values())
+            await self.save(finished=settled, status=str(result.status), result=result.to_json())
         if self._failed is not None:
             result.error = self._failed
             return
-        settled = all(a.phase in (Phase.WAITING, Phase.SETTLED) for a in race.attempts.values())
-        await self.save(finished=settled, status=str(result.status), result=result.to_json())
         if settled and all(a.cleanup == "done" for a in [*race.previous, *race.attempts.values()]):
             try:
                 await anyio.to_thread.run_sync(self.store.release)
             except (CheckpointError, TransportError) as error:
+                self.failure = error
                 result.error = f"could not release run {race.spec.run_id}: {error}"
 
 
-def interrupted(state: dict) -> bool:
-    """Whether a saved run stopped with an attempt still running or validated (needs a replay)."""
-    latest: dict[str, dict] = {}
-    for attempt in state.get("attempts", []):
-        latest[attempt["key"]] = attempt
-    return any(a["phase"] in (Phase.RUNNING, Phase.VALIDATED) for a in latest.values())
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())[:300] or type(error).__name__

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from . import git
 from .checkpoint import RunSummary, UnknownRun, list_runs, read_run, release_run
-from .durable import interrupted
+from .checkpoint_state import run_status
 from .ownership import CoordinatorStatus, coordinator_status, stop_coordinator
 from .transport import LocalTransport
 
@@ -40,9 +40,21 @@ class RunView:
         return [{
             "key": a["key"], "attempt": a["attempt"], "branch": a["branch"], "phase": a["phase"],
             "cleanup": a["cleanup"], "resources": a.get("resources", []),
-            "directory": a.get("directory"), "status": (a.get("record") or {}).get("status"),
-            "error": (a.get("record") or {}).get("error"),
+            "directory": a.get("directory"), "status": self._attempt_status(a),
+            "error": a["record"].get("error"),
         } for a in self.state.get("attempts", [])]
+
+    def _attempt_status(self, attempt: dict) -> str:
+        """A settled attempt's outcome; for an unsettled one, what its phase means now (its record
+        still holds the default "skipped" until it settles)."""
+        phase = attempt["phase"]
+        if phase == "settled":
+            return attempt["record"]["status"]
+        if phase == "waiting":
+            return "waiting"
+        if self.coordinator is not None and self.coordinator.alive is not False:
+            return phase  # its coordinator is (or may be) still working on it
+        return f"{phase} (interrupted)"
 
     def to_json(self) -> dict:
         return {
@@ -69,10 +81,7 @@ def inspect(repository: str | Path, run_id: str) -> RunView:
         raise UnknownRun(f"no durable runs in {git.repository_root(repository)} (no {directory})")
     saved = read_run(LocalTransport(directory), run_id)
     state = saved.state
-    if state.get("finished") and isinstance(state.get("status"), str):
-        status = state["status"]
-    else:
-        status = "owned" if saved.owner else ("interrupted" if interrupted(state) else "released")
+    status = run_status(state, saved.owner is not None)
     return RunView(run_id=run_id, revision=saved.revision, status=status,
                    owner=saved.owner.to_json() if saved.owner else None,
                    coordinator=coordinator_status(saved.owner) if saved.owner else None, state=state)

@@ -31,9 +31,37 @@ def transport(tmp_path: Path) -> LocalTransport:
     return LocalTransport(tmp_path / "storage")
 
 
+RACE_ID = "20250101-120000-abcdef"
+BASELINE = "b" * 40
+
+
+def attempt_state(key: str, number: int, phase: str, status: str = "skipped", **record) -> dict:
+    branch = f"outpost/speculation/{RACE_ID}/{key}/{number}"
+    return {"key": key, "attempt": number, "branch": branch, "phase": phase,
+            "cleanup": "pending" if phase in ("running", "validated") else "done", "resources": [],
+            "directory": None, "accepted": False,
+            "record": {"key": key, "attempt": number, "agent": "command", "status": status,
+                       "branch": branch if phase != "waiting" else None, "commit": None, "usage": None,
+                       "score": None, "error": None, **record}}
+
+
 def initial(attempts: int = 0) -> dict:
-    return {"id": "race-1", "finished": False, "usage": {"attempts": attempts, "tokens": 0},
-            "attempts": [{"key": "a", "attempt": n + 1, "phase": "running"} for n in range(attempts)]}
+    """A race state as the coordinator saves it: `attempts` attempts of candidate a were started
+    (the earlier ones cancelled, the last one running); with none, a#1 is waiting."""
+    entries = [attempt_state("a", n, "settled", "cancelled") for n in range(1, attempts)]
+    entries.append(attempt_state("a", attempts, "running") if attempts else attempt_state("a", 1, "waiting"))
+    return {"format": 1, "id": RACE_ID, "baseline": BASELINE, "select": "first", "candidates": ["a"],
+            "finished": False, "status": None, "attempts": entries,
+            "usage": {"attempts": attempts, "input": 0, "cached": 0, "cache_write": 0, "output": 0,
+                      "cost_usd": 0.0, "complete": True, "estimated": False}}
+
+
+def finished_state(status: str = "no-winner") -> dict:
+    state = initial(1)
+    state["attempts"][-1] = attempt_state("a", 1, "settled", "rejected")
+    result = {"id": RACE_ID, "status": status, "baseline": BASELINE,
+              "candidates": [state["attempts"][-1]["record"]], "previous_attempts": []}
+    return {**state, "finished": True, "status": status, "result": result}
 
 
 def test_key_is_the_sha256_of_the_run_id(transport: LocalTransport) -> None:
@@ -205,15 +233,94 @@ def test_corrupt_checkpoint_is_reported_and_left_untouched(transport: LocalTrans
     assert summary.status == "corrupt" and str(path) in summary.problem
 
 
+def _winner_twice(state: dict) -> None:
+    state["candidates"] = ["a", "b"]
+    state["attempts"] = [attempt_state(key, 1, "settled", "winner", commit="c" * 40) for key in ("a", "b")]
+    state["usage"]["attempts"] = 2
+
+
+# Valid JSON, wrong content: each must be refused on read, naming what is wrong, before any write.
+BAD_STATES = {
+    "attempt without key": (lambda s: s["attempts"][0].pop("key"), "attempts[0].key"),
+    "misspelt phase": (lambda s: s["attempts"][0].update(phase="runnig"), "phase is 'runnig'"),
+    "bad cleanup": (lambda s: s["attempts"][0].update(cleanup="later"), "cleanup is 'later'"),
+    "unknown candidate": (lambda s: s["attempts"][0].update(key="zz"), "'zz' is not a candidate"),
+    "candidate without attempts": (lambda s: s["candidates"].append("b"), "candidate 'b' has no attempt"),
+    "attempt gap": (lambda s: s["attempts"][1].update(
+        attempt=3, branch=f"outpost/speculation/{RACE_ID}/a/3",
+        record={**s["attempts"][1]["record"], "attempt": 3, "branch": None}), "expected a#2"),
+    "foreign branch": (lambda s: s["attempts"][0].update(branch="main"), "branch is 'main'"),
+    "record of another attempt": (lambda s: s["attempts"][0]["record"].update(attempt=7), "record.attempt is 7"),
+    "bad record status": (lambda s: s["attempts"][0]["record"].update(status="won"), "status is 'won'"),
+    "usage not an object": (lambda s: s.update(usage=[1, 2]), "usage is list"),
+    "usage tokens as text": (lambda s: s["usage"].update(input="12"), "usage.input is '12'"),
+    "counter off": (lambda s: s["usage"].update(attempts=5), "usage.attempts is 5, but 2"),
+    "baseline not hex": (lambda s: s.update(baseline="HEAD"), "baseline is 'HEAD'"),
+    "race id not a race id": (lambda s: s.update(id="../x"), "id '../x' is not a race id"),
+    "two winners": (_winner_twice, "more than one winner"),
+    "finished without result": (lambda s: s.update(finished=True, status="no-winner",
+                                                   attempts=[attempt_state("a", 1, "settled", "rejected")],
+                                                   usage={**s["usage"], "attempts": 1}),
+                                "result is missing"),
+    "unsettled superseded attempt": (lambda s: s["attempts"][0].update(phase="running"),
+                                     "a#1 is running but was superseded"),
+    "run id of another file": (lambda s: s.update(run_id="other-run"), "does not belong to this file"),
+}
+
+
+@pytest.mark.parametrize("name", BAD_STATES)
+def test_valid_json_with_a_wrong_state_is_refused_before_any_write(transport: LocalTransport, name: str) -> None:
+    store = CheckpointStore(transport, RUN)
+    store.claim(initial(2), identity=IDENTITY)
+    store.release()
+    key = checkpoint_key(RUN)
+    envelope = json.loads(transport.read(key).data)
+    damage, expected = BAD_STATES[name]
+    damage(envelope["state"])
+    transport.write(key, json.dumps(envelope).encode(), if_revision=transport.read(key).revision)
+    path = transport.object_path(key)
+    before = path.read_bytes()
+    for attempt in (lambda: read_run(transport, RUN),
+                    lambda: CheckpointStore(transport, RUN).claim(initial(), identity=IDENTITY),
+                    lambda: release_run(transport, RUN, transport.read(key).revision)):
+        with pytest.raises(CorruptCheckpoint) as error:
+            attempt()
+        message = str(error.value)
+        assert str(path) in message and expected in message and "\n" not in message, message
+        assert error.value.exit_code == exitcodes.CORRUPT_CHECKPOINT
+    assert path.read_bytes() == before
+    [summary] = list_runs(transport)
+    assert summary.status == "corrupt" and expected in summary.problem
+
+
+def test_every_save_refreshes_the_heartbeat(transport: LocalTransport) -> None:
+    store = CheckpointStore(transport, RUN)
+    store.claim(initial(), identity=IDENTITY)
+    claimed = store.read().owner
+    time.sleep(0.01)  # heartbeat_at is a wall-clock time: it must visibly advance
+    store.save(initial(1))
+    saved = store.read().owner
+    assert saved.heartbeat_at > claimed.heartbeat_at
+    assert (saved.id, saved.pid, saved.started_at) == (claimed.id, claimed.pid, claimed.started_at)
+
+
+def test_runs_and_inspect_agree_on_a_released_interrupted_run(transport: LocalTransport) -> None:
+    store = CheckpointStore(transport, RUN)
+    store.claim(initial(1), identity=IDENTITY)
+    store.release()
+    [summary] = list_runs(transport)
+    assert summary.status == "interrupted"
+
+
 def test_list_runs(transport: LocalTransport) -> None:
     finished = CheckpointStore(transport, "finished-run")
     finished.claim(initial(), identity=IDENTITY)
-    finished.save({**initial(1), "finished": True, "status": "winner"})
+    finished.save(finished_state())
     finished.release()
     running = CheckpointStore(transport, "running-run")
     running.claim(initial(), identity=IDENTITY)
     runs = list_runs(transport)
-    assert [(run.run_id, run.status) for run in runs] == [("running-run", "owned"), ("finished-run", "winner")]
+    assert [(run.run_id, run.status) for run in runs] == [("running-run", "owned"), ("finished-run", "no-winner")]
     assert runs[0].owner.pid == os.getpid() and runs[1].owner is None
     assert runs[0].revision == running.revision and runs[0].key == checkpoint_key("running-run")
 
@@ -229,10 +336,10 @@ def test_state_must_be_plain_json(transport: LocalTransport) -> None:
 
 
 CLAIMER = """
-import os, sys, time
+import json, os, sys, time
 from outpost_tui.engine.checkpoint import AlreadyOwned, CheckpointStore
 from outpost_tui.engine.transport import LocalTransport
-directory, go, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+directory, go, runs, state = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
 transport = LocalTransport(directory)
 print("ready", flush=True)
 deadline = time.monotonic() + 60
@@ -242,7 +349,7 @@ while not os.path.exists(go):
     time.sleep(0.001)
 for n in range(runs):
     try:
-        CheckpointStore(transport, f"run-{n}").claim({"pid": os.getpid()}, identity="same")
+        CheckpointStore(transport, f"run-{n}").claim({**state, "name": str(os.getpid())}, identity="same")
         print(f"won run-{n}", flush=True)
     except AlreadyOwned:
         print(f"owned run-{n}", flush=True)
@@ -252,7 +359,8 @@ for n in range(runs):
 def test_processes_claiming_at_once_exactly_one_wins(tmp_path: Path) -> None:
     runs, go = 6, tmp_path / "go"
     directory = tmp_path / "storage"
-    children = [subprocess.Popen([sys.executable, "-c", CLAIMER, str(directory), str(go), str(runs)],
+    children = [subprocess.Popen([sys.executable, "-c", CLAIMER, str(directory), str(go), str(runs),
+                                  json.dumps(initial())],
                                  stdout=subprocess.PIPE, text=True) for _ in range(3)]
     try:
         for child in children:
@@ -270,4 +378,4 @@ def test_processes_claiming_at_once_exactly_one_wins(tmp_path: Path) -> None:
         losers = [child.pid for child, lines in zip(children, outputs) if f"owned run-{n}" in lines]
         assert len(winners) == 1 and len(losers) == 2, (n, outputs)
         saved = read_run(transport, f"run-{n}")
-        assert saved.owner.pid == winners[0] and saved.state["pid"] == winners[0]
+        assert saved.owner.pid == winners[0] and saved.state["name"] == str(winners[0])

@@ -237,9 +237,8 @@ class RecoveryScreen(Screen):
         race_file = view.state.get("race_file") or "(no race file on record)"
         lines = [f"Replay run {view.run_id} from {race_file}: interrupted attempts start again as new "
                  f"attempts; settled ones are kept."]
-        if view.state.get("finished") and view.status in ("quota", "aborted"):
-            stopped = "the quota stopped" if view.status == "quota" else "the abort cancelled"
-            lines.append(f"The run ended {view.status}: replaying it reruns the candidates {stopped}, "
+        if view.state.get("finished") and view.status == "quota":
+            lines.append("The run ended quota: replaying it reruns the candidates the quota stopped, "
                          "as new attempts.")
         elif view.state.get("finished"):
             lines.append(f"The run already finished ({view.status}): replaying it shows its result again.")
