@@ -128,8 +128,18 @@ class DurableRun:
                     elif attempt.phase is Phase.WAITING:
                         attempt.record.error = None
                 return None
+            result = race_result_from_json(state["result"])
+            if await self._stop_leftovers():
+                # finished, but a cleanup never completed (its coordinator died after deciding):
+                # done now, and the saved result says so
+                for record in [*result.candidates, *result.previous_attempts]:
+                    if record.cleanup == "pending":
+                        record.cleanup = "done"
+                await self.save(finished=True, status=state.get("status"), result=result.to_json())
+                if self.failure is not None:
+                    raise self.failure
             await anyio.to_thread.run_sync(self.store.release)
-            return race_result_from_json(state["result"])
+            return result
         self._resumed_state = state
         return None
 
@@ -139,14 +149,13 @@ class DurableRun:
         race.previous.append(attempt)
         return race._add_attempt(attempt.candidate, attempt.index, attempt.number + 1)
 
-    async def reconcile(self) -> None:
-        """After a crash: stop leftover resources, settle validated attempts, restart the rest."""
-        if self._resumed_state is None:
-            return
-        race = self.race
+    async def _stop_leftovers(self) -> bool:
+        """Stop the registered resources of every attempt whose cleanup is pending; True if any."""
+        race, pending = self.race, False
         for attempt in [*race.previous, *race.attempts.values()]:
             if attempt.cleanup != "pending":
                 continue
+            pending = True
             with anyio.move_on_after(race.spec.cleanup_timeout):
                 for resource in attempt.record.resources:
                     # the engine's own host processes (git allocating a worktree) are process
@@ -160,6 +169,14 @@ class DurableRun:
                             self.warnings.append(f"could not stop leftover {resource} of "
                                                  f"{attempt.key}#{attempt.number}: {_one_line(error)}")
             attempt.cleanup = attempt.record.cleanup = "done"
+        return pending
+
+    async def reconcile(self) -> None:
+        """After a crash: stop leftover resources, settle validated attempts, restart the rest."""
+        if self._resumed_state is None:
+            return
+        race = self.race
+        await self._stop_leftovers()
         await self._sweep_containers()
         for attempt in race.attempts.values():
             if attempt.phase is Phase.SETTLED and attempt.record.status is CandidateStatus.WINNER:

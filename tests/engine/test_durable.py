@@ -529,3 +529,34 @@ def test_best_mode_keeps_a_scored_attempt_through_a_crash(repo, tmp_path, crashe
     assert [(p["key"], p["attempt"]) for p in result["previous_attempts"]] == [("b", 1)]
     assert result["usage"]["attempts"] == 3
     assert git(repo, "branch", "--list", f"outpost/speculation/{result['id']}/a/2") == ""
+
+
+def test_a_finished_run_with_cleanup_pending_is_cleaned_when_called_again(repo, tmp_path):
+    """A coordinator that decided the race but could not finish a cleanup leaves the run owned; after
+    release, calling the race returns the saved result and stops what that cleanup left."""
+    path = race_file(tmp_path, repo, [("a", ["--write", "fix.txt", "--content", "good", "--commit"])])
+    first = cli("run", str(path), "--headless", "--json")
+    assert first.returncode == 0, first.stderr
+    leftover = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        resource = f"pgid:{leftover.pid}:{psutil.Process(leftover.pid).create_time():.3f}"
+
+        def cleanup_left_pending(state: dict) -> None:
+            [a] = state["attempts"]
+            a.update(cleanup="pending", resources=[resource])
+            a["record"].update(cleanup="pending", resources=[resource])
+
+        damage_saved_state(repo, cleanup_left_pending)
+        again = cli("run", str(path), "--headless", "--json")
+        assert again.returncode == 0, again.stderr
+        assert leftover.wait(timeout=10) == -signal.SIGKILL or gone(leftover.pid)
+        result = json.loads(again.stdout)
+        assert result["id"] == json.loads(first.stdout)["id"]  # the saved result: nothing ran again
+        assert [c["cleanup"] for c in result["candidates"]] == ["done"]
+        saved = read_saved(LocalTransport(repo / ".outpost" / "storage"), checkpoint_key(RUN_ID))
+        assert saved.owner is None
+        assert [a["cleanup"] for a in saved.state["attempts"]] == ["done"]
+    finally:
+        if leftover.poll() is None:
+            leftover.kill()
+            leftover.wait()
