@@ -103,6 +103,13 @@ class RaceModel:
             candidate.directory = data.get("directory")
         elif kind is EventKind.AGENT_STARTED:
             candidate.state = "running"
+        elif kind is EventKind.AGENT_EXITED:
+            candidate.retrying = None
+            how = f"exit {data.get('exit_code')}" + (f": {data['reason']}" if data.get("reason") else "")
+            candidate.add_log(f"── agent ended ({how})")
+            if data.get("result"):
+                # the agent's own summary of what it did: the line an operator looks for first
+                candidate.add_log(*(f"   {line}" for line in str(data["result"]).splitlines()[:20]))
         elif kind is EventKind.VALIDATION_STARTED:
             candidate.state = "validating"
             candidate.add_log(f"── validating ({data.get('commits')} commit(s))")
