@@ -3,7 +3,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
+
+from outpost_tui.engine import CandidateSpec
 
 FAKE_AGENT = Path(__file__).parent / "fixtures" / "agents" / "fake_agent.py"
 
@@ -33,3 +36,20 @@ def repo(tmp_path) -> Path:
 def fake(*flags: str) -> tuple[str, ...]:
     """argv of the fake agent with these flags."""
     return (sys.executable, str(FAKE_AGENT), *flags)
+
+
+def cmd(key: str, *flags: str, brief: str = "do the task", **options) -> CandidateSpec:
+    """A command candidate running the fake agent with these flags."""
+    return CandidateSpec(key, "command", brief, command=fake(*flags), **options)
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def pids(path: Path) -> list[int]:
+    """The pids a fake agent wrote to its --pidfile."""
+    return [int(p) for p in path.read_text().split()]

@@ -16,7 +16,7 @@ import subprocess
 import tomllib
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import tomli_w
 
@@ -539,12 +539,9 @@ def _race(reader: _Reader, value: Any, base_dir: Path) -> dict:
         out["run_id"] = run_id
     if "cleanup_timeout" in table:
         out["cleanup_timeout"] = reader.number(at("cleanup_timeout"), table["cleanup_timeout"], True)
-    if "brief" in table and "brief_file" in table:
-        raise reader.error(at("brief_file"), "give either brief or brief_file, not both")
-    if "brief" in table:
-        out["brief"] = reader.string(at("brief"), table["brief"])
-    elif "brief_file" in table:
-        out["brief"] = _read_brief(reader, at("brief_file"), table["brief_file"], base_dir)
+    brief = _brief(reader, table, at, base_dir)
+    if brief is not None:
+        out["brief"] = brief
     base = reader.string(at("base"), table["base"]) if "base" in table else "HEAD"
     if base.startswith("-"):
         raise reader.error(at("base"), f"invalid base {json.dumps(base)}: must not start with '-'")
@@ -726,12 +723,9 @@ def _candidate(reader: _Reader, index: int, table: dict, base_dir: Path,
     agent = reader.string(at("agent"), table["agent"], agents.known_agents())
     out: dict[str, Any] = {"key": table["key"], "agent": agent, "env": frozen_map({})}
 
-    if "brief" in table and "brief_file" in table:
-        raise reader.error(at("brief_file"), "give either brief or brief_file, not both")
-    if "brief" in table:
-        out["brief"] = reader.string(at("brief"), table["brief"])
-    elif "brief_file" in table:
-        out["brief"] = _read_brief(reader, at("brief_file"), table["brief_file"], base_dir)
+    brief = _brief(reader, table, at, base_dir)
+    if brief is not None:
+        out["brief"] = brief
     elif race_brief is not None:
         out["brief"] = race_brief
     else:
@@ -774,6 +768,17 @@ def _candidate(reader: _Reader, index: int, table: dict, base_dir: Path,
         message = str(error).split(": ", 1)[-1] if str(error).startswith("candidate ") else str(error)
         raise reader.error(at(option) if option else where, message) from None
     return CandidateSpec(**out)
+
+
+def _brief(reader: _Reader, table: dict, at: Callable[[str], Path_], base_dir: Path) -> str | None:
+    """`brief` or `brief_file` of a table ([race] or a candidate), None when it has neither."""
+    if "brief" in table and "brief_file" in table:
+        raise reader.error(at("brief_file"), "give either brief or brief_file, not both")
+    if "brief" in table:
+        return reader.string(at("brief"), table["brief"])
+    if "brief_file" in table:
+        return _read_brief(reader, at("brief_file"), table["brief_file"], base_dir)
+    return None
 
 
 def _read_brief(reader: _Reader, where: Path_, value: Any, base_dir: Path) -> str:

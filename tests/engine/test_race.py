@@ -14,22 +14,7 @@ import pytest
 from outpost_tui.engine import (BudgetSpec, CandidateSpec, CandidateStatus, EventKind, RaceError,
                                 RaceStatus, TokenLimits, build_spec, run_race, run_race_async)
 from outpost_tui.engine.spec import ValidateSpec
-from tests.conftest import fake, git
-
-
-def cmd(key: str, *flags: str, brief: str = "do the task", **options) -> CandidateSpec:
-    return CandidateSpec(key, "command", brief, command=fake(*flags), **options)
-
-
-def alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def pids(path: Path) -> list[int]:
-    return [int(p) for p in path.read_text().split()]
+from tests.conftest import alive, cmd, git, pids
 
 
 def no_children_left() -> bool:

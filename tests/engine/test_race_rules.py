@@ -19,24 +19,9 @@ from outpost_tui.engine import (CandidateSpec, CandidateStatus, EventKind, RaceS
 from outpost_tui.engine.agents.command import ProtocolDecoder
 from outpost_tui.engine.racefile import load_race
 from outpost_tui.engine.spec import ValidateSpec
-from tests.conftest import fake, git
+from tests.conftest import alive, cmd, git, pids
 
 DEADLINE = 30  # seconds a condition may take on a loaded machine before the test fails
-
-
-def cmd(key: str, *flags: str, brief: str = "do the task", **options) -> CandidateSpec:
-    return CandidateSpec(key, "command", brief, command=fake(*flags), **options)
-
-
-def alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def pids(path: Path) -> list[int]:
-    return [int(p) for p in path.read_text().split()]
 
 
 async def until(condition, what: str, seconds: float = DEADLINE) -> None:

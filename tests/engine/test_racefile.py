@@ -444,7 +444,7 @@ ERRORS = {
     "second candidate error": (RACE + CAND + CAND_B + 'brief = "x"\ntimeout = "soon"  # <-\n',
                                "candidates[1].timeout", "expected a number"),
     # where keys are written in other TOML forms
-    "dotted keys at the top": (f'race.repository = "{{repo}}"\nrace.concurency = 3  # <-\n' + CAND,
+    "dotted keys at the top": ('race.repository = "{repo}"\nrace.concurency = 3  # <-\n' + CAND,
                                "race.concurency", "did you mean 'concurrency'?"),
     "inline candidates under race": (RACE + 'candidates = [{ key = "ok" }, { key = "../x" }]  # <-\n',
                                      "race.candidates", "unknown key"),
