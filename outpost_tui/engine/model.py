@@ -34,6 +34,10 @@ class CandidateModel:
     commit: str | None = None
     started_at: float | None = None
     finished_at: float | None = None
+    # The agent process's own clock, which is what the candidate timeout limits.
+    timeout: float | None = None
+    agent_started_at: float | None = None
+    agent_ended_at: float | None = None
     log: deque = field(default_factory=lambda: deque(maxlen=LOG_RING))
     # Entries ever appended to `log`: a reader that saw n entries knows how many are new.
     log_count: int = 0
@@ -98,13 +102,22 @@ class RaceModel:
             candidate.finished_at = None
             candidate.usage = Usage()
             candidate.reason = None
+            candidate.timeout = None
+            candidate.agent_started_at = None
+            candidate.agent_ended_at = None
             self.attempts = data.get("attempts", self.attempts)
         elif kind is EventKind.WORKTREE_READY:
             candidate.directory = data.get("directory")
         elif kind is EventKind.AGENT_STARTED:
             candidate.state = "running"
+            candidate.timeout = data.get("timeout")
+            candidate.agent_started_at = event.at
+            limit = f", timeout {candidate.timeout:g}s" if candidate.timeout else ""
+            candidate.add_log(f"── attempt {event.attempt or candidate.attempt}: agent started "
+                              f"({data.get('program')}{limit})")
         elif kind is EventKind.AGENT_EXITED:
             candidate.retrying = None
+            candidate.agent_ended_at = event.at
             how = f"exit {data.get('exit_code')}" + (f": {data['reason']}" if data.get("reason") else "")
             candidate.add_log(f"── agent ended ({how})")
             if data.get("result"):
@@ -126,6 +139,9 @@ class RaceModel:
             candidate.reason = data.get("reason")
             candidate.commit = data.get("commit")
             candidate.finished_at = event.at
+            # the last word in the log, so a zoomed panel tells the whole story on its own
+            ending = f": {candidate.reason}" if candidate.reason else ""
+            candidate.add_log(f"── {candidate.state}{ending}")
 
     def _race_event(self, event: Event) -> None:
         if event.kind is EventKind.RACE_STARTED:

@@ -26,6 +26,8 @@ class OutpostApp(App):
         Binding("f3", "worktrees", "Worktrees", id="app.worktrees"),
         Binding("f4", "recover", "Recover", id="app.recover"),
         Binding("f5", "configure", "Configure", id="app.configure"),
+        # Not in the footer (race screens fill it); the help screen and the palette list it.
+        Binding("t", "pick_theme", "Pick theme", id="app.theme", show=False),
     ]
 
     def __init__(self, race_file: str | Path | None = None, *, start: bool = False,
@@ -40,6 +42,7 @@ class OutpostApp(App):
         self.testing = testing
         self.session: RaceSession | None = None
         self._load_errors: list[str] = []
+        self.own_themes: list[str] = []  # loaded from theme files, listed first in the picker
 
     # ------------------------------------------------------------------------- start-up
 
@@ -71,15 +74,25 @@ class OutpostApp(App):
             self.push_screen(HomeScreen())
 
     def _load_themes(self) -> None:
-        from .themes import load_themes
+        from .settings import saved_theme, settings_path
+        from .themes import DEFAULT_THEME, load_themes
 
         themes, errors = load_themes()
         for theme in themes:
             self.register_theme(theme)
+        self.own_themes = [theme.name for theme in themes]
         self._load_errors.extend(errors)
-        wanted = os.environ.get("OUTPOST_TUI_THEME", "outpost-dark")
-        if wanted in self.available_themes:
-            self.theme = wanted
+        saved, errors = saved_theme()
+        self._load_errors.extend(errors)
+        if saved is not None and saved not in self.available_themes:
+            self._load_errors.append(f"{settings_path()}: theme: no theme named {saved!r} "
+                                     f"(using {DEFAULT_THEME})")
+            saved = None
+        # The environment wins over the saved choice: it is how a script or a test asks for one.
+        for wanted in (os.environ.get("OUTPOST_TUI_THEME"), saved, DEFAULT_THEME):
+            if wanted and wanted in self.available_themes:
+                self.theme = wanted
+                break
 
     def _load_keymap(self) -> None:
         from .keymap import load_keymap
@@ -126,6 +139,34 @@ class OutpostApp(App):
         from .screens.help import HelpScreen
 
         self.push_screen(HelpScreen())
+
+    def action_pick_theme(self) -> None:
+        from .screens.theme_picker import ThemePickerScreen
+
+        if isinstance(self.screen, ThemePickerScreen):
+            return
+
+        def keep(name: str | None) -> None:
+            if name is not None:
+                self.keep_theme(name)
+
+        self.push_screen(ThemePickerScreen(self.own_themes), keep)
+
+    def action_change_theme(self) -> None:
+        # Textual's own "Theme" palette command: the same picker, so every way of choosing a
+        # theme previews it and remembers it.
+        self.action_pick_theme()
+
+    def keep_theme(self, name: str) -> None:
+        """Use this theme now and at the next start."""
+        from .settings import save_theme
+
+        self.theme = name
+        try:
+            save_theme(name)
+        except OSError as error:
+            self.notify(f"theme {name} is used now but not remembered: "
+                        f"{error.strerror or error} ({error.filename or 'settings'})", severity="error")
 
     def action_worktrees(self) -> None:
         from .screens.worktrees import WorktreesScreen
@@ -189,6 +230,8 @@ class OutpostApp(App):
                     key = candidate.key
                     commands.append((f"Cancel candidate {key}", candidate.agent,
                                      lambda key=key: session.race.cancel(key)))
+        commands.append(("Pick theme", "preview themes as you move; enter keeps, escape restores",
+                         self.action_pick_theme))
         for name in sorted(self.available_themes):
-            commands.append((f"Switch theme: {name}", "", lambda name=name: setattr(self, "theme", name)))
+            commands.append((f"Switch theme: {name}", "", lambda name=name: self.keep_theme(name)))
         return commands

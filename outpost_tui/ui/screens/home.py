@@ -28,6 +28,9 @@ class HomeScreen(Screen):
     HomeScreen #intro { height: auto; margin-bottom: 1; }
     HomeScreen OptionList { height: auto; max-height: 12; margin-top: 1; }
     """
+    # The list, not the path input, has focus at start: with the input focused, every letter key
+    # of this screen (o, r, w, t, ?) would be typed into it instead. `o` moves to the input.
+    AUTO_FOCUS = "#samples"
     BINDINGS = [
         Binding("o", "open", "Open race file", id="home.open"),
         Binding("r", "app.recover", "Recover", id="home.recover"),

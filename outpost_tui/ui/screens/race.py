@@ -61,7 +61,9 @@ class RaceScreen(Screen):
         with Grid(id="panels") as grid:
             grid.styles.grid_size_columns = columns
             for index, candidate in enumerate(self.session.spec.candidates, 1):
-                panel = CandidatePanel(candidate.key, candidate.agent, index, clock=self.clock)
+                panel = CandidatePanel(candidate.key, candidate.agent, index, clock=self.clock,
+                                       budget=self.session.spec.budget,
+                                       timeout=candidate.timeout or self.session.spec.budget.candidate_timeout)
                 self._panels[candidate.key] = panel
                 yield panel
         yield Input(placeholder="search the focused log (enter to filter, escape to clear)", id="search")

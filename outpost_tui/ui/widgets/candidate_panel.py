@@ -1,32 +1,69 @@
-"""One candidate's live panel: state, usage against the budget, and its log.
+"""One candidate's live panel: state, its own budget (time against its timeout, tokens and cost
+against the race's limits), and its log.
 
 The panel never subscribes to anything: `refresh_from(model)` is called by the screen's timer and
-only does work when the candidate's model changed since the last call.
+only does work when the candidate's model changed since the last call (or while its clock runs).
 """
 
 from __future__ import annotations
 
 import time
 
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.content import Content
 from textual.widgets import Log, Static
 
 from ...engine.model import CandidateModel
+from ...engine.spec import BudgetSpec
 
 FINAL = {"winner", "rejected", "failed", "quota", "cancelled", "skipped"}
+LIVE = ("starting", "running", "validating")
+BAR_CELLS = 20
+# How full a budget may get before the operator's eye should be drawn to it.
+WARN_AT, ALARM_AT = 0.75, 0.9
+# Output first, as in the race's header: it is what costs most and what limits usually cap, and
+# it stays in view when a narrow panel cuts the line short.
+TOKEN_FIELDS = (("output", "out"), ("input", "in"), ("cached", "cached"), ("cache_write", "written"))
 
 
 def tokens(n: int) -> str:
-    return f"{n / 1000:.1f}k" if n >= 1000 else str(n)
+    """A token count in at most five characters: 950, 12.3k, 200k, 1.5M."""
+    if n < 1000:
+        return str(n)
+    if round(n / 1000, 1) < 1000:
+        value, unit = n / 1000, "k"
+    else:
+        value, unit = n / 1_000_000, "M"
+    text = f"{value:.1f}"
+    return (text[:-2] if text.endswith(".0") else text) + unit
+
+
+def duration(seconds: float) -> str:
+    """41s, 2m05s, 15m, 1h20m: short enough to sit next to its limit."""
+    whole = max(0, int(seconds))
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        minutes, rest = divmod(whole, 60)
+        return f"{minutes}m{rest:02d}s" if rest else f"{minutes}m"
+    hours, rest = divmod(whole, 3600)
+    return f"{hours}h{rest // 60:02d}m" if rest >= 60 else f"{hours}h"
+
+
+def fill_style(fraction: float) -> str:
+    return "$error" if fraction >= ALARM_AT else "$warning" if fraction >= WARN_AT else "$primary"
 
 
 class CandidatePanel(Vertical, can_focus=True):
     DEFAULT_CSS = """
     CandidatePanel { border: round $panel-lighten-2; height: 1fr; min-height: 8; padding: 0 1; }
-    CandidatePanel .stats { color: $text-muted; }
-    CandidatePanel .reason { color: $text-muted; }
+    CandidatePanel .state, CandidatePanel .time, CandidatePanel .tokens, CandidatePanel .cost {
+        text-wrap: nowrap; text-overflow: ellipsis;
+    }
+    CandidatePanel .tokens, CandidatePanel .cost { color: $text-muted; }
+    CandidatePanel .reason { color: $text-muted; max-height: 3; }
+    CandidatePanel .reason.-empty { display: none; }
     CandidatePanel Log {
         height: 1fr; background: transparent;
         scrollbar-size-horizontal: 0; scrollbar-size-vertical: 1;
@@ -41,12 +78,17 @@ class CandidatePanel(Vertical, can_focus=True):
     CandidatePanel:focus.-running, CandidatePanel:focus { border: double $accent; }
     """
 
-    def __init__(self, key: str, agent: str, index: int, clock=time.time) -> None:
+    def __init__(self, key: str, agent: str, index: int, clock=time.time, *,
+                 budget: BudgetSpec | None = None, timeout: float | None = None) -> None:
+        """budget: the race's limits (the panel shows this candidate's share of them);
+        timeout: the candidate's planned timeout, until its agent starts and reports the real one."""
         super().__init__(id=f"panel-{key}")
         self.key = key
         self.agent = agent
         self.index = index
         self.clock = clock
+        self.budget = budget or BudgetSpec()
+        self.planned_timeout = timeout
         self.border_title = f"{index} {key} · {agent}" if index <= 9 else f"{key} · {agent}"
         self._version = -1
         self._seen = 0
@@ -54,23 +96,29 @@ class CandidatePanel(Vertical, can_focus=True):
 
     def compose(self) -> ComposeResult:
         yield Static("", classes="state")
-        yield Static("", classes="stats")
-        yield Static("", classes="reason")
+        yield Static("", classes="time")
+        yield Static("", classes="tokens")
+        yield Static("", classes="cost")
+        yield Static("", classes="reason -empty")
         log = Log(max_lines=2000, auto_scroll=True)
         log.can_focus = False  # tab moves between candidates, not into their logs
         yield log
 
     def refresh_from(self, model: CandidateModel, force: bool = False) -> None:
-        if model.version == self._version and not force and model.state not in ("running", "validating", "starting"):
+        if model.version == self._version and not force and model.state not in LIVE:
             return
         self._version = model.version
-        self.query_one(".state", Static).update(self._state_line(model))
-        self.query_one(".stats", Static).update(self._stats_line(model))
-        reason = model.reason or model.retrying or ""
-        self.query_one(".reason", Static).update(Text(reason[:300]))
+        self.query_one(".state", Static).update(self.state_line(model))
+        self.query_one(".time", Static).update(self.time_line(model))
+        self.query_one(".tokens", Static).update(self.tokens_line(model))
+        self.query_one(".cost", Static).update(self.cost_line(model))
+        reason = self.query_one(".reason", Static)
+        why = model.reason or model.retrying or ""
+        reason.update(Content(why[:300]))
+        reason.set_class(not why, "-empty")
         for status in FINAL:
             self.set_class(model.state == status, f"-{status}")
-        self.set_class(model.state in ("starting", "running", "validating"), "-running")
+        self.set_class(model.state in LIVE, "-running")
         log = self.query_one(Log)
         if self.filter is None:
             fresh = model.new_log(self._seen)
@@ -91,23 +139,65 @@ class CandidatePanel(Vertical, can_focus=True):
         self._seen = model.log_count
         return len(lines)
 
-    def _state_line(self, model: CandidateModel) -> Text:
-        text = Text()
-        text.append(model.state.upper() if model.state in FINAL else model.state, style="bold")
-        if model.attempt:
-            text.append(f"  attempt {model.attempt}")
-        if model.started_at:
-            end = model.finished_at or self.clock()
-            text.append(f"  {max(0.0, end - model.started_at):.0f}s")
-        if model.last_tool and model.state not in FINAL:
-            text.append(f"  ▸ {model.last_tool}", style="italic")
-        if model.retrying:
-            text.append("  retrying…", style="bold yellow")
-        return text
+    # ----------------------------------------------------------------------------- lines
 
-    @staticmethod
-    def _stats_line(model: CandidateModel) -> Text:
-        u = model.usage
-        cost = f"${u.cost_usd:.4f}" + ("~" if u.estimated else "")
-        return Text(f"in {tokens(u.input)}  cached {tokens(u.cached)}  out {tokens(u.output)}  {cost}"
-                    f"  · {model.lines} lines · {model.tools} tools")
+    def state_line(self, model: CandidateModel) -> Content:
+        parts: list[str | tuple[str, str]] = [
+            (model.state.upper() if model.state in FINAL else model.state, "bold")]
+        if model.attempt:
+            parts.append(f"  attempt {model.attempt}")
+        if model.last_tool and model.state not in FINAL:
+            parts.append((f"  ▸ {model.last_tool}", "italic"))
+        if model.retrying:
+            parts.append(("  retrying…", "bold $warning"))
+        return Content.assemble(*parts)
+
+    def time_line(self, model: CandidateModel) -> Content:
+        """The agent's running time against its timeout (the timeout limits the agent process,
+        not the worktree set-up or the validation around it)."""
+        limit = model.timeout if model.agent_started_at is not None else self.planned_timeout
+        if model.agent_started_at is None:
+            if model.state in FINAL or not limit:
+                return Content("time –")
+            return Content(f"time limit {duration(limit)}")
+        end = model.agent_ended_at or model.finished_at or self.clock()
+        elapsed = max(0.0, end - model.agent_started_at)
+        if not limit:
+            return Content(f"time {duration(elapsed)}")
+        fraction = min(1.0, elapsed / limit)
+        filled = round(fraction * BAR_CELLS)
+        return Content.assemble(f"time {duration(elapsed)} / {duration(limit)}  ",
+                                ("█" * filled, fill_style(fraction)),
+                                ("░" * (BAR_CELLS - filled), "$text-muted"))
+
+    def tokens_line(self, model: CandidateModel) -> Content:
+        """Each count, and the race's limit beside it where there is one. Cache writes are shown
+        only when limited: they are rarely what an operator watches."""
+        usage, limits = model.usage, self.budget.tokens
+        parts: list[str | tuple[str, str]] = []
+        for field, label in TOKEN_FIELDS:
+            used, limit = getattr(usage, field), getattr(limits, field)
+            if limit is None and field == "cache_write":
+                continue
+            if parts:
+                parts.append("  ")
+            parts.append(f"{label} {tokens(used)}")
+            if limit is not None:
+                parts.append((f" of {tokens(limit)} race", _share_style(used, limit)))
+        return Content.assemble(*parts)
+
+    def cost_line(self, model: CandidateModel) -> Content:
+        usage, limit = model.usage, self.budget.cost_usd
+        parts: list[str | tuple[str, str]] = [f"${usage.cost_usd:.4f}" + ("~" if usage.estimated else "")]
+        if limit is not None:
+            parts.append((f" of ${limit:.2f} race", _share_style(usage.cost_usd, limit)))
+        parts.append(f"  · {model.lines} lines · {model.tools} tools")
+        return Content.assemble(*parts)
+
+
+def _share_style(used: float, limit: float) -> str:
+    # Only a share that is becoming the race's problem is coloured; the rest stays muted.
+    if limit <= 0:
+        return "$error"
+    fraction = used / limit
+    return fill_style(fraction) if fraction >= WARN_AT else ""
