@@ -22,7 +22,7 @@ from .agents import LaunchContext, adapter_for
 from .attempt import Attempt
 from .budget import Accounting
 from .events import Event, EventBus, EventKind
-from .flightlog import FlightLog, runs_directory
+from .flightlog import FlightLog, make_private_directory, runs_directory
 from .model import RaceModel
 from .result import CandidateRecord, RaceResult, Validation
 from .sandbox import SandboxContext, SandboxError, SandboxProvider, provider_for
@@ -73,6 +73,7 @@ class Race:
         self._admissions_closed = False
         self._finished = False
         self._settling = False
+        self.suspended = False  # stopped by stop_resumable: the saved run stays resumable
         self._durable: Any = None  # durable.DurableRun when [durability] is enabled
         self._host_before: git.HostSnapshot | None = None
         self._started_at: float | None = None
@@ -130,6 +131,18 @@ class Race:
                 attempt.scope.cancel()
         return None
 
+    def stop_resumable(self) -> None:
+        """Stop because the coordinator itself is being stopped (SIGTERM, `recover --stop`).
+
+        A durable race is left as a crash would leave it, but tidily: every candidate's processes
+        are stopped, nothing of the stop is saved, and ownership is released, so `recover --replay`
+        picks it up where it was. Anything else is simply aborted."""
+        if self._durable is None:
+            self.abort()
+            return
+        self.suspended = True
+        self.abort("cancelled: coordinator stopped (the run can be replayed)")
+
     def abort(self, reason: str | None = None) -> None:
         """Stop the race: every running candidate is cancelled and nothing more starts.
 
@@ -159,6 +172,13 @@ class Race:
             self._host_before = await anyio.to_thread.run_sync(git.host_snapshot, self.repository)
         except git.GitError as error:
             raise RaceError(_one_line(error)) from None
+        # Where every attempt writes (its worktree, its flight log) must be usable before anything
+        # is claimed or started: a file in the way would otherwise fail each candidate in turn.
+        for directory in (outpost_dir / git.WORKSPACES, runs_directory(outpost_dir)):
+            try:
+                await anyio.to_thread.run_sync(make_private_directory, directory)
+            except OSError as error:
+                raise RaceError(f"cannot use {directory}: {error.strerror or error}") from None
         self._started_at = time.time()
         if self._provider is None:
             self._provider = provider_for(spec.sandbox)
@@ -169,6 +189,10 @@ class Race:
             self._durable = DurableRun(self, outpost_dir / "storage")
             finished = await self._durable.open()
             if finished is not None:
+                winner = finished.winner
+                self.bus.emit(EventKind.RACE_FINISHED, status=str(finished.status),
+                              winner=winner.key if winner else None, result=finished.to_json(),
+                              saved=True)  # nothing ran: the run had finished before
                 return finished
         else:
             self.id = new_race_id()
@@ -241,6 +265,15 @@ class Race:
                 continue
             reason = self.accounting.admit()
             if reason is not None:
+                if self.previous and reason.startswith("attempt budget exhausted"):
+                    # a replay or quota rerun: the attempts of earlier calls count, and raising the
+                    # budget changes the run's identity
+                    explained = (f"{reason} (attempts count across every call of run "
+                                 f"{self.spec.run_id}, interrupted ones included; to go on, start "
+                                 "the race under a new run_id with a larger [budget] attempts)")
+                    if self.accounting.exhausted == reason:
+                        self.accounting.exhausted = explained
+                    reason = explained
                 self._pending.appendleft(attempt)
                 self._admissions_closed = True
                 self.bus.emit(EventKind.BUDGET_EXHAUSTED, reason=reason, stops_race=False)

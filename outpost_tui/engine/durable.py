@@ -254,8 +254,8 @@ class DurableRun:
         return state
 
     async def save(self, **extra) -> None:
-        if self._failed is not None:
-            return
+        if self._failed is not None or self.race.suspended:
+            return  # a suspended race keeps the state it had when its coordinator was stopped
         async with self._lock:
             if self._failed is not None:
                 return
@@ -304,6 +304,14 @@ class DurableRun:
 
     async def finish(self, result: RaceResult) -> None:
         race = self.race
+        if race.suspended and self._failed is None:
+            # As a crash leaves it, minus the owner: replay may start at once.
+            try:
+                await anyio.to_thread.run_sync(self.store.release)
+            except (CheckpointError, TransportError) as error:
+                self.failure = error
+                result.error = f"could not release run {race.spec.run_id}: {error}"
+            return
         if self._failed is None:
             settled = all(a.phase in (Phase.WAITING, Phase.SETTLED) for a in race.attempts.values())
             await self.save(finished=settled, status=str(result.status), result=result.to_json())

@@ -10,6 +10,7 @@ buffered and flushed at least once a second. Logs never enter the durable checkp
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import os
 import time
@@ -42,6 +43,8 @@ def make_private_directory(directory: Path) -> None:
         except FileExistsError:
             pass  # made meanwhile (another race starting); it is tightened below all the same
         os.chmod(path, 0o700)
+    if not directory.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "exists and is not a directory", str(directory))
     os.chmod(directory, 0o700)
 
 

@@ -315,6 +315,8 @@ def test_checkpoint_files_are_private(repo, tmp_path):
 
 
 def test_recover_stop_ends_a_live_coordinator_and_the_run_resumes(repo, tmp_path):
+    """`recover --stop` TERMs the coordinator: it stops its candidates but leaves the run as a crash
+    would (minus the owner), so the next recovery step, replay, restarts the work."""
     ready = tmp_path / "ready"
     path = race_file(tmp_path, repo, [
         ("a", ["--ready", str(ready), "--pidfile", str(tmp_path / "a.pid"), "--hang-on-attempt", "1",
@@ -325,12 +327,33 @@ def test_recover_stop_ends_a_live_coordinator_and_the_run_resumes(repo, tmp_path
     assert view["status"] == "owned" and view["coordinator"]["alive"] is True
     stopped = cli("recover", RUN_ID, "--repo", str(repo), "--stop", "--json")
     assert stopped.returncode == 0 and json.loads(stopped.stdout)["stopped"] is True
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 10, err  # replay required
+    assert f"recover {RUN_ID} --replay" in err
+    assert gone(int((tmp_path / "a.pid").read_text().split()[0]))  # its candidates stopped too
+    view = inspect(repo)
+    assert view["owner"] is None and view["status"] == "interrupted"
+    assert [(a["key"], a["phase"]) for a in view["attempts"]] == [("a", "running")]
+    plain = cli("run", str(path), "--headless")
+    assert plain.returncode == 10 and "--replay" in plain.stderr
+    replay = cli("recover", RUN_ID, "--repo", str(repo), "--replay", "--json")
+    assert replay.returncode == 0, replay.stderr
+    assert_restarted_once(repo, json.loads(replay.stdout))
+
+
+def test_ctrl_c_aborts_a_durable_run_for_good(repo, tmp_path):
+    """The operator's Ctrl-C is an abort: the run finishes `aborted`, and calling it again returns
+    that saved result without running anything."""
+    ready = tmp_path / "ready"
+    path = race_file(tmp_path, repo, [
+        ("a", ["--ready", str(ready), "--hang-on-attempt", "1", "--write", "fix.txt", "--commit"])])
+    process = start(path)
+    wait_for(ready.exists, "the agent to start", process)
+    process.send_signal(signal.SIGINT)
     out, _ = process.communicate(timeout=60)
-    assert json.loads(out)["status"] == "aborted"
-    assert gone(int((tmp_path / "a.pid").read_text().split()[0]))
+    assert process.returncode == 1 and json.loads(out)["status"] == "aborted"
     view = inspect(repo)
     assert view["owner"] is None and view["status"] == "aborted"
-    # Aborted is a finished race: calling it again returns its saved result and runs nothing.
     branches = git(repo, "branch", "--list", "outpost/*")
     again = cli("run", str(path), "--headless", "--json")
     assert again.returncode == 1, again.stderr
@@ -560,3 +583,21 @@ def test_a_finished_run_with_cleanup_pending_is_cleaned_when_called_again(repo, 
         if leftover.poll() is None:
             leftover.kill()
             leftover.wait()
+
+
+def test_a_replay_with_its_attempts_used_up_says_why_and_how_to_go_on(repo, tmp_path):
+    ready = tmp_path / "ready"
+    path = race_file(tmp_path, repo, [
+        ("a", ["--ready", str(ready), "--hang-on-attempt", "1", "--write", "fix.txt", "--commit"])],
+        tables="\n[budget]\nattempts = 1\n")
+    process = start(path)
+    wait_for(ready.exists, "the agent to start", process)
+    process.send_signal(signal.SIGTERM)  # stopped, resumable
+    assert process.wait(timeout=60) == 10
+    replay = cli("recover", RUN_ID, "--repo", str(repo), "--replay", "--json")
+    assert replay.returncode == 1, replay.stderr
+    result = json.loads(replay.stdout)
+    assert result["status"] == "budget-exhausted"
+    assert "attempt budget exhausted: 1 of 1 used" in result["error"]
+    assert "new run_id with a larger [budget] attempts" in result["error"]
+    assert "new run_id" in replay.stderr

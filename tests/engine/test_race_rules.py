@@ -14,8 +14,8 @@ import anyio
 import psutil
 import pytest
 
-from outpost_tui.engine import (CandidateSpec, CandidateStatus, EventKind, RaceStatus, build_spec,
-                                run_race, run_race_async)
+from outpost_tui.engine import (CandidateSpec, CandidateStatus, EventKind, RaceError, RaceStatus,
+                                build_spec, run_race, run_race_async)
 from outpost_tui.engine.agents.command import ProtocolDecoder
 from outpost_tui.engine.racefile import load_race
 from outpost_tui.engine.spec import ValidateSpec
@@ -292,3 +292,14 @@ def test_an_unreadable_quota_reset_time_is_dropped_and_kept_as_text(reset_at):
     assert decoder.quota.reset_at is None
     assert decoder.quota.message == f"limit (reset time not understood: {reset_at})"
     assert events[0].data == {"message": decoder.quota.message, "reset_at": None}
+
+
+@pytest.mark.parametrize("in_the_way", ["workspaces", "runs"])
+def test_a_file_where_the_race_writes_is_refused_before_anything_starts(repo, in_the_way):
+    (repo / ".outpost").mkdir(mode=0o700)
+    (repo / ".outpost" / in_the_way).write_text("not a directory\n")
+    spec = build_spec(repository=repo, candidates=[cmd("a", "--write", "a.txt", "--commit")],
+                      validate=["true"])
+    with pytest.raises(RaceError, match=f"cannot use .*{in_the_way}: exists and is not a directory"):
+        run_race(spec)
+    assert git(repo, "branch", "--list", "outpost/*") == ""
