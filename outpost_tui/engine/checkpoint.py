@@ -20,10 +20,12 @@ import dataclasses
 import hashlib
 import json
 import os
+import shlex
 import threading
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .. import exitcodes
@@ -45,13 +47,20 @@ class CheckpointError(Exception):
 class AlreadyOwned(CheckpointError):
     exit_code = exitcodes.OWNED
 
-    def __init__(self, run_id: str, owner: Owner, *, now: float | None = None) -> None:
+    def __init__(self, run_id: str, owner: Owner, *, now: float | None = None,
+                 repository: str | Path | None = None) -> None:
         now = time.time() if now is None else now
         self.run_id, self.owner = run_id, owner
         super().__init__(
             f"run {run_id} is already owned by a coordinator (pid {owner.pid} on {owner.host}, last "
-            f"heartbeat {describe_age(now - owner.heartbeat_at)} ago): stop it, then run "
-            f"`outpost-tui recover {run_id}`")
+            f"heartbeat {describe_age(now - owner.heartbeat_at)} ago): recover it step by step, "
+            f"starting with `{recover_command(run_id, repository, '--stop')}`")
+
+
+def recover_command(run_id: str, repository: str | Path | None, step: str) -> str:
+    """The recover command line for a step, runnable from any directory when the repository is known."""
+    where = f" --repo {shlex.quote(str(repository))}" if repository is not None else ""
+    return f"outpost-tui recover {shlex.quote(run_id)}{where} {step}"
 
 
 class RevisionChanged(CheckpointError):
@@ -276,9 +285,11 @@ class CheckpointStore:
     so the caller may mutate its dict afterwards, but not during the call.
     """
 
-    def __init__(self, transport: Transport, run_id: str) -> None:
+    def __init__(self, transport: Transport, run_id: str,
+                 repository: str | Path | None = None) -> None:
         self.transport = transport
         self.run_id = run_id
+        self.repository = repository  # named in messages, so their commands work from anywhere
         self.key = checkpoint_key(run_id)
         self.owner: Owner | None = None
         self.revision: str | None = None
@@ -306,7 +317,7 @@ class CheckpointStore:
             saved = self.read()
             if saved is not None:
                 if saved.owner is not None:
-                    raise AlreadyOwned(self.run_id, saved.owner)
+                    raise AlreadyOwned(self.run_id, saved.owner, repository=self.repository)
                 if saved.state.get("identity") != identity:
                     raise IdentityMismatch(self.run_id)
             self._identity = identity
@@ -328,7 +339,7 @@ class CheckpointStore:
         except CheckpointError as error:
             return error
         if current is not None and current.owner is not None:
-            return AlreadyOwned(self.run_id, current.owner)
+            return AlreadyOwned(self.run_id, current.owner, repository=self.repository)
         return RevisionChanged(f"run {self.run_id} changed while it was being claimed: try again")
 
     def _write(self, owner: Owner | None, state_text: str) -> None:

@@ -22,7 +22,8 @@ from .. import exitcodes
 from . import git
 from .attempt import Attempt
 from .budget import Accounting
-from .checkpoint import CheckpointError, CheckpointStore, CorruptCheckpoint, race_identity
+from .checkpoint import (CheckpointError, CheckpointStore, CorruptCheckpoint, race_identity,
+                         recover_command)
 from .checkpoint_state import interrupted
 from .events import EventKind
 from .result import CandidateRecord, RaceResult, race_result_from_json
@@ -54,7 +55,7 @@ class DurableRun:
         if not spec.run_id:
             raise RaceError("a durable race needs [race] run_id (a stable name for this run)")
         self.transport = LocalTransport(storage)
-        self.store = CheckpointStore(self.transport, spec.run_id)
+        self.store = CheckpointStore(self.transport, spec.run_id, repository=race.repository)
         self.identity = race_identity(spec)
         self._lock = anyio.Lock()
         self._dirty = False
@@ -83,8 +84,9 @@ class DurableRun:
                 and spec.durability.resume != "retry-incomplete"
                 and saved.state.get("identity") == self.identity):
             raise ReplayRequired(
-                f"run {spec.run_id} was interrupted: replay it with `outpost-tui recover "
-                f"{spec.run_id} --replay` (or `run --resume`) to restart its unfinished candidates")
+                f"run {spec.run_id} was interrupted: replay it with "
+                f"`{recover_command(spec.run_id, race.repository, '--replay')}` (or `run --resume`) "
+                "to restart its unfinished candidates")
         from .coordinator import new_race_id
 
         race.id = new_race_id()
@@ -298,7 +300,8 @@ class DurableRun:
             self._failed = f"checkpoint not saved, race stopped: {error}"
         else:
             self._failed = (f"checkpoint storage failed, race stopped: {error}; run {race.spec.run_id} "
-                            f"stays owned: recover it with `outpost-tui recover {race.spec.run_id}`")
+                            f"stays owned: recover it with "
+                            f"`{recover_command(race.spec.run_id, race.repository, '--inspect')}`")
         race.abort("cancelled: the run was released or taken over"
                    if isinstance(error, CheckpointError) else "cancelled: checkpoint storage failed")
 

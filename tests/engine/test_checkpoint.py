@@ -104,10 +104,12 @@ def test_claim_on_an_owned_run_says_how_to_recover(transport: LocalTransport) ->
     CheckpointStore(transport, RUN).claim(initial(), identity=IDENTITY)
     before = transport.read(checkpoint_key(RUN))
     with pytest.raises(AlreadyOwned) as owned:
-        CheckpointStore(transport, RUN).claim(initial(), identity=IDENTITY)
+        CheckpointStore(transport, RUN, repository="/work/my repo").claim(initial(), identity=IDENTITY)
     message = str(owned.value)
     assert f"pid {os.getpid()} on {this_host()}" in message and "heartbeat" in message
-    assert f"run `outpost-tui recover {RUN}`" in message and "\n" not in message
+    # a command that works from any directory, quoted for the shell
+    assert f"`outpost-tui recover {RUN} --repo '/work/my repo' --stop`" in message
+    assert "\n" not in message
     assert owned.value.exit_code == exitcodes.OWNED
     assert transport.read(checkpoint_key(RUN)).revision == before.revision
 
