@@ -8,7 +8,9 @@ Every transition is an event on the bus; durable races also save a checkpoint at
 
 from __future__ import annotations
 
+import os
 import secrets
+import shutil
 import time
 from collections import deque
 from pathlib import Path
@@ -26,7 +28,7 @@ from .flightlog import FlightLog, make_private_directory, runs_directory
 from .model import RaceModel
 from .result import CandidateRecord, RaceResult, Validation
 from .sandbox import SandboxContext, SandboxError, SandboxProvider, provider_for
-from .sandbox.local import resource_id_for
+from .sandbox.local import LocalProvider, resource_id_for
 from .spec import RaceSpec, valid_key
 from .statuses import CandidateStatus, Phase, RaceStatus
 from .usage import Usage
@@ -172,6 +174,17 @@ class Race:
             self._host_before = await anyio.to_thread.run_sync(git.host_snapshot, self.repository)
         except git.GitError as error:
             raise RaceError(_one_line(error)) from None
+        if self._provider is None:
+            self._provider = provider_for(spec.sandbox)
+        if isinstance(self._provider, LocalProvider):
+            # A validation or score program that is not there fails every candidate, but only
+            # after each agent has done (and paid for) its work: refuse the race up front instead.
+            for what, command in (("validate.command", spec.validate.command),
+                                  ("score.command", spec.score.command if spec.score else None)):
+                program = command[0] if command else None
+                own_path = any("PATH" in candidate.env for candidate in spec.candidates)
+                if program and os.sep not in program and not own_path and not shutil.which(program):
+                    raise RaceError(f"{what}: program {program!r} not found on PATH")
         # Where every attempt writes (its worktree, its flight log) must be usable before anything
         # is claimed or started: a file in the way would otherwise fail each candidate in turn.
         for directory in (outpost_dir / git.WORKSPACES, runs_directory(outpost_dir)):
@@ -180,8 +193,6 @@ class Race:
             except OSError as error:
                 raise RaceError(f"cannot use {directory}: {error.strerror or error}") from None
         self._started_at = time.time()
-        if self._provider is None:
-            self._provider = provider_for(spec.sandbox)
 
         if spec.durability.enabled:
             from .durable import DurableRun
@@ -354,7 +365,11 @@ class Race:
             done = await attempt.sandbox.run(launch.argv, env=launch.env, stdin=launch.stdin,
                                              on_output=on_output, timeout=timeout)
         except SandboxError as error:
-            raise SandboxError(adapter.start_failure(str(error))) from error
+            # the sandbox names a missing program neutrally (validation uses it too)
+            message = str(error)
+            if message.startswith("program "):
+                message = f"agent {message}"
+            raise SandboxError(adapter.start_failure(message)) from error
         outcome = decoder.finish(done.exit_code, done.stderr_tail)
         self._report_usage(attempt, decoder.usage, final=True)
         reason = f"agent timed out after {timeout:g}s" if done.timed_out else outcome.reason

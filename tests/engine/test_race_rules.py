@@ -303,3 +303,27 @@ def test_a_file_where_the_race_writes_is_refused_before_anything_starts(repo, in
     with pytest.raises(RaceError, match=f"cannot use .*{in_the_way}: exists and is not a directory"):
         run_race(spec)
     assert git(repo, "branch", "--list", "outpost/*") == ""
+
+
+@pytest.mark.parametrize("where", ["validate", "score"])
+def test_a_missing_validation_or_score_program_is_refused_before_any_agent_runs(repo, tmp_path,
+                                                                                where):
+    started = tmp_path / "agent-ran"
+    options = ({"validate": ["no-such-test-runner-xyz"]} if where == "validate" else
+               {"validate": ["true"], "select": "best", "score": ["no-such-scorer-xyz"]})
+    spec = build_spec(repository=repo, candidates=[cmd("a", "--touch", str(started), "--commit")],
+                      **options)
+    refused = rf"{where}.command: program 'no-such-[a-z-]+-xyz' not found"
+    with pytest.raises(RaceError, match=refused):
+        run_race(spec)
+    assert not started.exists()
+
+
+def test_a_validation_program_missing_in_the_sandbox_is_not_called_an_agent(repo):
+    """A program that vanishes from the sandbox is reported as the validation's, not an agent's."""
+    spec = build_spec(repository=repo, candidates=[cmd("a", "--write", "a.txt", "--commit")],
+                      validate=["./run-tests.sh"])
+    record = run_race(spec).candidates[0]
+    assert record.validation.status == "error"
+    assert "program './run-tests.sh' not found" in record.validation.reason
+    assert "agent program" not in record.validation.reason

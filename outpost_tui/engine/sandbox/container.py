@@ -621,7 +621,7 @@ class ContainerSandbox(Sandbox):
         if signalled is None and exit_code in (126, 127) and MARKER in stderr_tail:
             line = next(line for line in stderr_tail.splitlines() if MARKER in line)
             what = "not executable" if exit_code == 126 else "not found"
-            raise SandboxError(f"agent program {argv[0]!r} {what} in image {self.provider.image} "
+            raise SandboxError(f"program {argv[0]!r} {what} in image {self.provider.image} "
                                f"({line.split(MARKER, 1)[1].strip()})")
         if exit_code is None:
             exit_code = -9 if signalled else 1  # no status: killed, or the engine lost it

@@ -77,7 +77,7 @@ class LocalSandbox(Sandbox):
         full_env = {**os.environ, **self.context.env, **(env or {})}
         program = argv[0]
         if os.sep not in program and shutil.which(program, path=full_env.get("PATH")) is None:
-            raise SandboxError(f"agent program {program!r} not found on PATH")
+            raise SandboxError(f"program {program!r} not found on PATH")
         started = time.monotonic()
         try:
             process = await anyio.open_process(
@@ -90,9 +90,9 @@ class LocalSandbox(Sandbox):
                 start_new_session=True,
             )
         except (FileNotFoundError, NotADirectoryError):
-            raise SandboxError(f"agent program {program!r} not found") from None
+            raise SandboxError(f"program {program!r} not found") from None
         except PermissionError:
-            raise SandboxError(f"agent program {program!r} is not executable (permission denied)") from None
+            raise SandboxError(f"program {program!r} is not executable (permission denied)") from None
         self._running.add(process)
         pipes = _pipe_ids(process.pid)
         if self.context.register_resource is not None:
