@@ -185,7 +185,7 @@ async def test_stdin_bytes_arrive_exactly(provider, attempt, leftovers):
 async def test_program_not_found_is_one_clear_error(provider, attempt, leftovers):
     sandbox = await provider.acquire(attempt)
     try:
-        with pytest.raises(SandboxError, match=r"agent program 'no-such-agent' not found in image"):
+        with pytest.raises(SandboxError, match=r"program 'no-such-agent' not found in image"):
             await sandbox.run(["no-such-agent", "--flag"])
         (attempt.directory / "script.sh").write_text("#!/bin/sh\necho hi\n")
         with pytest.raises(SandboxError, match="not executable"):
