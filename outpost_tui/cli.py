@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from . import __version__, exitcodes
@@ -29,7 +30,13 @@ exit codes:
   3 run owned by a coordinator   4 revision changed   5 identity mismatch
   6 corrupt checkpoint   7 unknown run id   8 storage not writable   9 requirement missing
   10 interrupted durable run: replay it with `outpost-tui recover RUN-ID --replay`
+  130 interrupted by Ctrl-C outside a race (during a race, Ctrl-C aborts the race cleanly)
+  141 stdout was closed before everything was printed (e.g. piped into `head`); a race still ran
+      to its end and a durable run is saved
 """
+
+# The shell's code for a process killed by SIGPIPE (128 + 13): what `cmd | head` scripts expect.
+CLOSED_OUTPUT = 141
 
 
 class Parser(argparse.ArgumentParser):
@@ -78,7 +85,42 @@ def _app_arguments(argv: list[str]) -> tuple[str | None, bool] | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    # Everything, imports of the subcommands included, runs inside these handlers: a Ctrl-C or a
+    # closed pipe at any moment ends with an exit code, never a traceback.
+    try:
+        try:
+            return _main(sys.argv[1:] if argv is None else argv)
+        finally:
+            # A reader that went away is found here (also after --help's SystemExit), not in the
+            # interpreter's final flush.
+            sys.stdout.flush()
+    except KeyboardInterrupt:
+        _say("interrupted")
+        return exitcodes.INTERRUPTED
+    except BrokenPipeError:
+        _drop_stdout()
+        return CLOSED_OUTPUT
+
+
+def _say(text: str) -> None:
+    try:
+        print(f"outpost-tui: {text}", file=sys.stderr, flush=True)
+    except OSError:
+        pass  # stderr is gone too: the exit code says it
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush of what is still buffered does
+    not raise BrokenPipeError again (the recipe in Python's signal module documentation)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass  # stdout has no descriptor (replaced in-process): nothing will flush to a pipe
+
+
+def _main(argv: list[str]) -> int:
     app_args = _app_arguments(argv)
     if app_args is not None:
         race_file, start = app_args
@@ -94,11 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     if handler is None:
         parser.print_help()
         return 0
-    try:
-        return int(handler(args) or 0)
-    except KeyboardInterrupt:
-        print("outpost-tui: interrupted", file=sys.stderr)
-        return exitcodes.INTERRUPTED
+    return int(handler(args) or 0)
 
 
 if __name__ == "__main__":

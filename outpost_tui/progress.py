@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 import time
 from typing import IO
@@ -29,7 +30,7 @@ class ProgressPrinter:
         self.model = model
         self.stream = stream or sys.stderr
         self.verbose = verbose
-        self._usage_version = -1
+        self._usage_said: str | None = None
 
     def _say(self, text: str, at: float | None = None) -> None:
         stamp = time.strftime("%H:%M:%S", time.localtime(at or time.time()))
@@ -76,15 +77,40 @@ class ProgressPrinter:
         elif kind is EventKind.OPERATOR:
             self._say(f"{who} operator: {data['action']}", event.at)
         elif kind is EventKind.RACE_FINISHED:
-            self._say(finish_line(data["result"]), event.at)
+            for line in finish_lines(data["result"]):
+                self._say(line, event.at)
         elif self.verbose and kind is EventKind.TOOL:
             self._say(f"{who} ▸ {data.get('name')} {str(data.get('input', ''))[:120]}", event.at)
 
     def tick(self) -> None:
-        """Called every few seconds: print usage if it changed."""
-        if self.model.version != self._usage_version and self.model.usage.tokens:
-            self._usage_version = self.model.version
-            self._say(usage_line(self.model))
+        """Called every few seconds: print usage if its figures changed (log lines also bump the
+        model's version, and a repeated identical line tells the reader nothing)."""
+        if not self.model.usage.tokens:
+            return
+        line = usage_line(self.model)
+        if line != self._usage_said:
+            self._usage_said = line
+            self._say(line)
+
+
+REASON_WIDTH = 100
+
+
+def finish_lines(result: dict) -> list[str]:
+    """The end of a headless race: status, time and spend; then how to merge the winner, or why
+    each candidate did not win."""
+    lines = [finish_line(result)]
+    winner = result.get("winner")
+    if winner and winner.get("branch"):
+        repository = result.get("repository") or "."
+        lines.append(f"merge it with: git -C {shlex.quote(str(repository))} merge "
+                     f"{shlex.quote(winner['branch'])}")
+    elif not winner:
+        for candidate in result.get("candidates", []):
+            reason = _short(candidate_reason(candidate))
+            lines.append(f"  {candidate['key']}#{candidate['attempt']} {candidate['status']}"
+                         + (f": {reason}" if reason else ""))
+    return lines
 
 
 def finish_line(result: dict) -> str:
@@ -94,6 +120,7 @@ def finish_line(result: dict) -> str:
         text += f": {winner['key']} on {winner['branch']} at {str(winner['commit'])[:12]}"
     if result.get("duration") is not None:
         text += f" in {result['duration']:.1f}s"
+    text += f" · {spend(result.get('usage') or {})}"
     integration = result.get("integration")
     if integration:
         text += f" · integration {integration['status']}"
@@ -102,3 +129,31 @@ def finish_line(result: dict) -> str:
     if result.get("error"):
         text += f" · {result['error']}"
     return text
+
+
+def spend(usage: dict) -> str:
+    """Total tokens and cost, saying when the cost is estimated or the figures are a lower bound."""
+    tokens = sum(int(usage.get(name) or 0) for name in ("input", "cached", "cache_write", "output"))
+    cost = float(usage.get("cost_usd") or 0)
+    if not tokens and not cost:
+        return "no usage reported" + ("" if usage.get("complete", True) else " (incomplete)")
+    text = f"{_tokens(tokens)} tokens, ${cost:.4f}"
+    marks = []
+    if usage.get("estimated"):
+        marks.append("estimated")
+    if usage.get("complete") is False:
+        marks.append("incomplete: at least this much")
+    return text + (f" ({', '.join(marks)})" if marks else "")
+
+
+def candidate_reason(candidate: dict) -> str:
+    validation = candidate.get("validation") or {}
+    quota = candidate.get("quota") or {}
+    reason = candidate.get("error") or validation.get("reason") or quota.get("message") or ""
+    # records often repeat their status as a prefix ("rejected: tests failed")
+    return str(reason).removeprefix(f"{candidate.get('status')}: ")
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= REASON_WIDTH else text[:REASON_WIDTH - 1] + "…"

@@ -92,27 +92,59 @@ def materialise(name: str, target_dir: str | os.PathLike[str]) -> Path:
                           f"which is missing from {project.parent}")
     target = Path(target_dir).expanduser().absolute()
     created = not target.exists()
-    if not created:
-        if not target.is_dir():
-            raise SampleError(f"{target} exists and is not a directory")
-        if any(target.iterdir()):
-            raise SampleError(f"{target} is not empty; choose a new or empty directory")
+    try:
+        if not created:
+            if not target.is_dir():
+                raise SampleError(f"{target} exists and is not a directory")
+            if any(target.iterdir()):
+                raise SampleError(f"{target} is not empty; choose a new or empty directory")
+    except OSError as error:
+        raise SampleError(f"cannot write the sample to {target}: {_reason(error, target)}") from None
     try:
         shutil.copytree(sample.directory, target, ignore=SKIPPED, dirs_exist_ok=True)
         shutil.copytree(project, target / "project", ignore=SKIPPED)
         _init_repository(target / "project", f"{sample.project}: sample project for outpost-tui")
+    except OSError as error:
+        _remove_written(target, created)
+        raise SampleError(f"cannot write the sample to {target}: {_reason(error, target)}") from None
     except BaseException:
-        # Only what we wrote is removed: the directory was absent or empty before.
-        if created:
-            shutil.rmtree(target, ignore_errors=True)
-        else:
-            for entry in target.iterdir():
-                if entry.is_dir() and not entry.is_symlink():
-                    shutil.rmtree(entry, ignore_errors=True)
-                else:
-                    entry.unlink(missing_ok=True)
+        _remove_written(target, created)
         raise
     return target / RACE_FILE
+
+
+def _remove_written(target: Path, created: bool) -> None:
+    # Only what we wrote is removed: the directory was absent or empty before.
+    if created:
+        shutil.rmtree(target, ignore_errors=True)
+        return
+    try:
+        entries = list(target.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+        except OSError:
+            continue  # best effort: the error being reported matters more
+
+
+def _reason(error: OSError, target: Path) -> str:
+    """The OS's reason, naming the file it concerns when that is not the target itself."""
+    if isinstance(error, shutil.Error):
+        # copytree gathers per-file failures: (source, destination, why) for each
+        failures = error.args[0] if error.args and isinstance(error.args[0], list) else []
+        if failures:
+            _, destination, why = failures[0]
+            more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
+            return f"{destination}: {why}{more}"
+    reason = error.strerror or str(error)
+    if error.filename and Path(os.fsdecode(error.filename)) != target:
+        return f"{os.fsdecode(error.filename)}: {reason}"
+    return reason
 
 
 def _init_repository(directory: Path, message: str) -> None:

@@ -22,6 +22,9 @@ examples:
 
 The engine is DOCKER_HOST, else the usual Docker and Podman sockets; --endpoint overrides both.
 Name the image in the race file: [sandbox] provider = "podman", image = "local/outpost-sample:latest".
+
+exit codes: 0 built, 1 the build failed, 2 bad arguments (tag, archive or Dockerfile missing),
+9 no container engine reachable
 """
 
 

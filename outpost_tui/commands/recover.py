@@ -16,7 +16,8 @@ examples, the four steps in order:
   outpost-tui recover parser-race --replay               run again: stop leftovers, restart interrupted
                                                          candidates as new attempts
 
-exit codes: 3 owned by a live coordinator, 4 revision changed, 5 identity mismatch,
+exit codes: 0 done (--release on a run nobody owns changes nothing and says so), 2 bad arguments
+or race file, 3 owned by a live coordinator, 4 revision changed, 5 identity mismatch,
 6 corrupt checkpoint (left untouched), 7 unknown run id, 8 storage not writable.
 --replay ends like `run --headless`: 0 a winner, 1 no winner, and 8 (storage failed) or 4 (the run
 was released or taken over) when the checkpoint could not be saved while racing.
@@ -35,11 +36,35 @@ def register(subparsers) -> None:
     step.add_argument("--inspect", action="store_true", help="show the saved state")
     step.add_argument("--release", action="store_true", help="clear ownership (needs --revision)")
     step.add_argument("--replay", action="store_true", help="run the race again, resuming")
-    parser.add_argument("--revision", help="the revision read by --inspect (for --release)")
-    parser.add_argument("--race-file", help="the race file to replay (default: the one on record)")
-    parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait in --stop")
+    parser.add_argument("--revision", help="the revision read by --inspect (only with --release)")
+    parser.add_argument("--race-file",
+                        help="the race file to replay (only with --replay; default: the one on record)")
+    parser.add_argument("--timeout", type=_seconds, default=10.0,
+                        help="seconds to wait for the coordinator to exit in --stop, after TERM and "
+                             "again after KILL (default 10)")
     parser.add_argument("--json", action="store_true", help="JSON output")
     parser.set_defaults(handler=_handle)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value >= 0 or value == float("inf"):  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be 0 or more seconds, found {text}")
+    return value
+
+
+def _misused_option(args) -> str | None:
+    """An option given with a step that does not use it: said, not silently ignored."""
+    step = ("--stop" if args.stop else "--release" if args.release else
+            "--replay" if args.replay else "--inspect")
+    if args.revision is not None and not args.release:
+        return f"--revision is only for --release, not {step}"
+    if args.race_file is not None and not args.replay:
+        return f"--race-file is only for --replay, not {step}"
+    return None
 
 
 def _fail(error) -> int:
@@ -65,6 +90,9 @@ def _handle(args) -> int:
               file=sys.stderr)
         list_runs(argparse.Namespace(repository=args.repo, json=False))
         return exitcodes.BAD_INPUT
+    misused = _misused_option(args)
+    if misused:
+        return _fail(f"{misused} (see `outpost-tui recover --help`)")
     if args.release and not args.revision:
         return _fail("--release needs --revision R (read it with --inspect)")
     try:
@@ -74,6 +102,11 @@ def _handle(args) -> int:
             return 0 if gone else exitcodes.OWNED
         if args.release:
             revision = recovery.release(args.repo, args.run_id, args.revision)
+            if revision is None:
+                print(json.dumps({"released": False, "reason": "not owned"}) if args.json
+                      else f"run {args.run_id} is not owned: nothing to release (replay it with "
+                           "--replay)")
+                return 0
             print(json.dumps({"released": True, "revision": revision}) if args.json
                   else f"run {args.run_id} released (revision {revision}); replay it with --replay")
             return 0

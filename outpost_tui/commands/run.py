@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import signal
 import sys
 from pathlib import Path
@@ -20,7 +21,8 @@ from ..progress import ProgressPrinter
 EPILOG = """\
 examples:
   outpost-tui run race.toml --headless          progress on stderr, summary at the end
-  outpost-tui run race.toml --headless --json   the result as one JSON document on stdout
+  outpost-tui run race.toml --json              the result as one JSON document on stdout
+                                                (--json implies --headless)
 
 exit codes: 0 a winner, 1 no winner, 2 bad race file or arguments (one line, no traceback);
 durable runs: 3 owned by a coordinator, 4 revision changed (the run was released or taken over
@@ -32,6 +34,14 @@ not writable (the race is stopped), 10 interrupted run: replay it with --resume 
 USAGE_EVERY = 5.0
 
 
+class _JsonImpliesHeadless(argparse.Action):
+    """--json: only a headless run prints a result, so asking for it means running headless."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        namespace.json = True
+        namespace.headless = True
+
+
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "run", help="run a race (headless: for scripts and CI)", epilog=EPILOG,
@@ -40,7 +50,8 @@ def register(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("race_file", metavar="RACE.toml", help="the race file")
     parser.add_argument("--headless", action="store_true", help="run without the app")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    parser.add_argument("--json", action=_JsonImpliesHeadless, nargs=0, default=False,
+                        help="print the result as JSON on stdout (implies --headless)")
     parser.add_argument("--verbose", "-v", action="store_true", help="also print every tool call")
     parser.add_argument("--resume", action="store_true",
                         help="authorise replaying an interrupted durable race (retry-incomplete)")
@@ -130,11 +141,25 @@ def run_spec_headless(spec, *, json_output: bool = False, verbose: bool = False,
             out.write(said + "\n")
             out.flush()
     failure = getattr(durable, "failure", None)
+    if race.suspended and failure is None:
+        run_id = spec.run_id
+        print(f"outpost-tui: run {run_id} stopped; its candidates' work is kept: resume it with "
+              f"`outpost-tui recover {run_id} --replay{_repo_option(spec)}`", file=sys.stderr)
+        return exitcodes.REPLAY_REQUIRED
     if failure is not None:
         # The checkpoint could not be written: whatever the race reached, the run is not recorded.
         print(f"outpost-tui: {result.error or failure}", file=sys.stderr)
         return failure.exit_code
     return exitcodes.WINNER if result.status is RaceStatus.WINNER else exitcodes.NO_WINNER
+
+
+def _repo_option(spec) -> str:
+    """` --repo PATH` unless the current directory is the race's repository."""
+    try:
+        here = Path.cwd().resolve() == Path(spec.repository).resolve()
+    except OSError:
+        here = False
+    return "" if here else f" --repo {shlex.quote(str(spec.repository))}"
 
 
 def final_message_line(result: RaceResult, limit: int = 200) -> str | None:
@@ -147,9 +172,14 @@ def final_message_line(result: RaceResult, limit: int = 200) -> str | None:
 
 
 async def _abort_on_signal(race: Race) -> None:
+    # Ctrl-C is the operator's abort; SIGTERM is the coordinator being stopped (`recover --stop`,
+    # kill, a CI timeout), which leaves a durable run to be replayed rather than finished.
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async for _ in signals:
-            race.abort()
+        async for signum in signals:
+            if signum == signal.SIGTERM:
+                race.stop_resumable()
+            else:
+                race.abort()
 
 
 async def _usage_ticker(printer: ProgressPrinter) -> None:

@@ -13,6 +13,9 @@ EPILOG = """\
 examples:
   outpost-tui runs                 durable runs of the repository in the current directory
   outpost-tui runs ../project --json
+
+exit codes: 0 listed (a run whose saved state cannot be read is listed as corrupt), 2 not a git
+repository, 8 the storage directory cannot be read
 """
 
 

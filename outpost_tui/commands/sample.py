@@ -14,6 +14,9 @@ examples:
   outpost-tui sample                         list the samples
   outpost-tui sample race /tmp/demo          write the 'race' sample to /tmp/demo
   outpost-tui sample fallback /tmp/fb --run  write the 'fallback' sample and run it headless
+
+exit codes: 0 listed or written (with --run: 0 a winner, 1 no winner), 2 unknown sample, DIR not
+new or empty, or not writable (one line naming the path and the reason)
 """
 
 
@@ -45,9 +48,11 @@ def handle(args: argparse.Namespace) -> int:
         print(f"outpost-tui sample: {error}", file=sys.stderr)
         return exitcodes.BAD_INPUT
     print(f"Wrote sample {args.name!r}: {path}")
-    print(f"Run it with:\n  outpost-tui run {shlex.quote(str(path))} --headless")
+    command = f"outpost-tui run {shlex.quote(str(path))} --headless"
     if not args.run:
+        print(f"Run it with:\n  {command}")
         return exitcodes.WINNER
+    print(f"Running it now, as:\n  {command}")
     sys.stdout.flush()
     from .run import run_headless  # the run machinery is only needed when asked to run
 

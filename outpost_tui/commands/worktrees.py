@@ -15,6 +15,10 @@ examples:
 
 A worktree is kept when it holds uncommitted, untracked or ignored files, when its candidate failed,
 or when the race was durable; its branch (outpost/speculation/<race>/<key>/<attempt>) always stays.
+A worktree whose .git link was changed (by its agent, say) is listed as "git link changed: not
+inspected": git is never run in it.
+
+exit codes: 0 listed, 2 not a git repository (or git cannot list its worktrees)
 """
 
 
@@ -48,7 +52,7 @@ def _handle(args) -> int:
     if not worktrees:
         print(f"no retained worktrees in {root}")
     for w in worktrees:
-        state = "missing" if w["missing"] else ("clean" if w["clean"] else "has changes")
+        state = _state(w)
         who = f"{w['key']}#{w['attempt']} of race {w['race_id']}" if w["key"] else (w["branch"] or "detached")
         print(f"{w['path']}\n    {who}, {state}, HEAD {str(w['head'])[:12]}")
     for c in containers:
@@ -57,6 +61,16 @@ def _handle(args) -> int:
     if engine_error:
         print(f"(containers not listed: {engine_error})", file=sys.stderr)
     return 0
+
+
+def _state(worktree: dict) -> str:
+    if worktree["missing"]:
+        return "missing"
+    if worktree.get("link_changed"):
+        return "git link changed: not inspected"
+    if worktree.get("problem"):
+        return f"not inspected: {worktree['problem']}"
+    return "clean" if worktree["clean"] else "has changes"
 
 
 def _containers(root, endpoint: str | None) -> tuple[list[dict], str | None]:

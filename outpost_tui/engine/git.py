@@ -700,12 +700,27 @@ def list_worktrees(repo_root: Path | str) -> list[dict]:
         present = os.path.isdir(entry["path"])
         branch = entry["branch"]
         match = SPECULATION_BRANCH.match(branch or "")
+        clean, problem, link_changed = False, None, False
+        if present:
+            # One worktree an agent tampered with must not hide the others: it is listed, marked,
+            # and git is never run in it (check_worktree_link refuses it).
+            try:
+                check_worktree_link(entry["path"])
+            except GitError as error:
+                problem, link_changed = str(error), True
+            else:
+                try:
+                    clean = is_clean(entry["path"])
+                except GitError as error:
+                    problem = str(error)
         listed.append({
             "path": entry["path"],
             "branch": branch,
             "head": entry["head"],
-            "clean": present and is_clean(entry["path"]),
+            "clean": clean,
             "missing": not present,
+            "link_changed": link_changed,
+            "problem": problem,
             "locked": entry["locked"],
             "race_id": match.group(1) if match else None,
             "key": match.group(2) if match else None,

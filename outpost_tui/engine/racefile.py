@@ -12,6 +12,7 @@ import json
 import math
 import os
 import re
+import stat
 import subprocess
 import tomllib
 from dataclasses import fields
@@ -404,7 +405,7 @@ def load_race(path: str | Path) -> RaceSpec:
     shown = str(path)
     file = Path(path).expanduser()
     try:
-        data = file.read_bytes()
+        data = _read_regular_file(file, shown)
     except FileNotFoundError:
         raise RaceFileError(shown, None, None, "no such file") from None
     except IsADirectoryError:
@@ -427,6 +428,31 @@ def load_race(path: str | Path) -> RaceSpec:
         locator = _Locator("")
     reader = _Reader(shown, locator)
     return _build(reader, document, file.resolve())
+
+
+_FILE_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"),
+               (stat.S_ISBLK, "a device"))
+
+
+def _read_regular_file(file: Path, shown: str) -> bytes:
+    """The file's bytes, refusing anything but a regular file before opening it.
+
+    Opening a FIFO blocks until a writer comes, and reading a device may never end: `check` and
+    `run` would hang on a mistyped path. The mode is checked again on the opened descriptor (opened
+    without blocking) in case the path was swapped between the two looks."""
+    mode = os.stat(file).st_mode
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(shown)
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _FILE_KINDS if test(mode)), "a special file")
+        raise RaceFileError(shown, None, None, f"is {kind}, not a race file (it must be a regular "
+                                               "file)")
+    descriptor = os.open(file, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    with os.fdopen(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise RaceFileError(shown, None, None, "changed while it was being read: not a "
+                                                   "regular file any more")
+        return handle.read()
 
 
 def _syntax_error(shown: str, text: str, message: str) -> RaceFileError:
@@ -593,7 +619,12 @@ def _budget(reader: _Reader, value: Any) -> BudgetSpec:
 
     out: dict[str, Any] = {}
     if "attempts" in table:
-        out["attempts"] = reader.integer(at("attempts"), table["attempts"], 0)
+        # 0 attempts is allowed by the API (a race that starts nothing) but useless in a file.
+        out["attempts"] = reader.integer(at("attempts"), table["attempts"])
+        if out["attempts"] < 1:
+            raise reader.error(at("attempts"), f"must be at least 1, found {out['attempts']}"
+                                               + (": no candidate would ever start"
+                                                  if out["attempts"] == 0 else ""))
     if "tokens" in table:
         tokens = reader.table(at("tokens"), table["tokens"], _TOKEN_KEYS,
                               " like { input = 100000, output = 20000 }")

@@ -104,19 +104,28 @@ def stop(repository: str | Path, run_id: str, *, timeout: float = 10.0) -> tuple
     return False, f"coordinator pid {owner.pid} is still running after TERM and KILL"
 
 
-def release(repository: str | Path, run_id: str, revision: str) -> str:
+def release(repository: str | Path, run_id: str, revision: str) -> str | None:
+    """Clear the run's owner; the new revision, or None when nobody owns it at `revision` (nothing
+    is written: a release that changes nothing must not bump the revision others may hold). A stale
+    revision is refused as always (RevisionChanged), owned or not."""
+    view = inspect(repository, run_id)
+    if view.owner is None and view.revision == revision:
+        return None
     return release_run(transport_for(repository), run_id, revision)
 
 
 def replay_spec(repository: str | Path, run_id: str, race_file: str | Path | None = None):
     """The run's race spec with replay authorised, from its saved race file (or the one given)."""
-    from .racefile import load_race
+    from .racefile import RaceFileError, load_race
 
     view = inspect(repository, run_id)
     path = race_file or view.state.get("race_file")
     if not path:
         raise UnknownRun(f"run {run_id} has no race file on record: pass --race-file")
     spec = load_race(path)
+    if spec.run_id is None:
+        raise RaceFileError(str(path), None, None,
+                            "has no [race] run_id (a durable race needs one)")
     if spec.run_id != run_id:
         raise UnknownRun(f"{path} is for run {spec.run_id!r}, not {run_id!r}")
     return replace(spec, durability=replace(spec.durability, resume="retry-incomplete"))

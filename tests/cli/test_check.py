@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -63,6 +64,8 @@ BAD = {
                            "race.select"),
     "fallback-with-concurrency": (RACE + 'mode = "fallback"\nconcurrency = 3\n' + CAND, "race.concurrency"),
     "race-brief-and-brief-file": (RACE + 'brief = "go"\nbrief_file = "brief.md"\n' + CAND, "race.brief_file"),
+    # the API allows 0 (a race that starts nothing); a race file asking for it is a mistake
+    "zero-attempts": (RACE + "[budget]\nattempts = 0\n" + CAND, "budget.attempts"),
 }
 
 
@@ -133,3 +136,27 @@ def test_help_shows_an_example(area: Path):
     done = check("--help", cwd=area)
     assert done.returncode == 0
     assert "outpost-tui check race.toml" in done.stdout and "--json" in done.stdout
+
+
+def test_zero_attempts_says_at_least_one(area: Path):
+    (area / "zero.toml").write_text(RACE + "[budget]\nattempts = 0\n" + CAND)
+    done = check("zero.toml", cwd=area)
+    assert done.returncode == 2
+    assert done.stderr.startswith("outpost-tui: zero.toml:5: budget.attempts: must be at least 1, found 0")
+
+
+@pytest.mark.parametrize("command", [["check"], ["run", "--headless"]])
+def test_a_fifo_is_refused_at_once_and_never_opened(area: Path, command: list[str]):
+    """Opening a FIFO for reading blocks until some writer comes: the command would hang forever."""
+    fifo = area / f"fifo-{command[0]}.toml"
+    os.mkfifo(fifo)
+    done = subprocess.run([sys.executable, "-m", "outpost_tui.cli", command[0], str(fifo), *command[1:]],
+                          cwd=area, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2
+    assert done.stderr == f"outpost-tui: {fifo}: is a FIFO, not a race file (it must be a regular file)\n"
+
+
+def test_a_device_is_refused(area: Path):
+    done = check("/dev/zero", cwd=area)  # reading it would never end
+    assert done.returncode == 2
+    assert done.stderr == "outpost-tui: /dev/zero: is a device, not a race file (it must be a regular file)\n"

@@ -128,3 +128,12 @@ def test_a_dirty_checkout_is_pointed_out(repo, tmp_path):
     assert done.returncode == 0, done.stderr
     assert "uncommitted changes" in done.stderr
     assert (repo / "base.txt").read_text() == "edited but not committed\n"  # the host is never touched
+
+
+def test_json_implies_headless(repo, tmp_path):
+    race_file = write_race(tmp_path, repo, fake_candidate("a", "--write", "a.txt", "--commit"))
+    done = run_cli("run", str(race_file), "--json")  # no terminal, no --headless: still runs
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["winner"]["key"] == "a"
+    helped = run_cli("run", "--help")
+    assert "implies --headless" in helped.stdout

@@ -181,9 +181,9 @@ def test_minimal_race_file_takes_the_defaults(tmp_path: Path, repo: Path):
 
 def test_budget_tokens_may_be_a_table_of_its_own(tmp_path: Path, repo: Path):
     (tmp_path / "race.toml").write_text(
-        f'[race]\nrepository = "{repo}"\n[budget]\nattempts = 0\n[budget.tokens]\noutput = 0\n'
+        f'[race]\nrepository = "{repo}"\n[budget]\nattempts = 1\n[budget.tokens]\noutput = 0\n'
         '[[candidates]]\nkey = "a"\nagent = "command"\ncommand = ["true"]\nbrief = "go"\n')
-    assert load_race(tmp_path / "race.toml").budget == BudgetSpec(attempts=0, tokens=TokenLimits(output=0))
+    assert load_race(tmp_path / "race.toml").budget == BudgetSpec(attempts=1, tokens=TokenLimits(output=0))
 
 
 def test_dump_race_round_trips_the_full_file(race_dir: Path):
@@ -350,7 +350,7 @@ ERRORS = {
     "race not a table": ('race = "fast"  # <-\n' + CAND, "race", "expected a table, found a string"),
     # [budget]
     "negative attempts": (RACE + "[budget]\nattempts = -1  # <-\n" + CAND, "budget.attempts",
-                          "must be 0 or more, found -1"),
+                          "must be at least 1, found -1"),
     "attempts as bool": (RACE + "[budget]\nattempts = false  # <-\n" + CAND, "budget.attempts",
                          "expected an integer, found a boolean"),
     "negative output tokens": (RACE + "[budget.tokens]\noutput = -5  # <-\n" + CAND, "budget.tokens.output",
