@@ -77,6 +77,10 @@ class ProgressPrinter:
         elif kind is EventKind.OPERATOR:
             self._say(f"{who} operator: {data['action']}", event.at)
         elif kind is EventKind.RACE_FINISHED:
+            if data.get("saved"):
+                result = data["result"]
+                self._say(f"run {result.get('run_id')} had already finished: its saved result "
+                          f"(race {result.get('id')}), nothing ran", event.at)
             for line in finish_lines(data["result"]):
                 self._say(line, event.at)
         elif self.verbose and kind is EventKind.TOOL:

@@ -29,6 +29,8 @@ durable runs: 3 owned by a coordinator, 4 revision changed (the run was released
 while running), 5 identity mismatch, 6 corrupt checkpoint, 7 unknown run id, 8 storage failed or
 not writable (the race is stopped), 10 interrupted run: replay it with --resume or
 `outpost-tui recover RUN-ID --replay`. Ctrl-C aborts the race cleanly (status aborted).
+SIGTERM (e.g. `recover --stop`) stops a durable run so that it can be replayed (exit 10); any other
+race it aborts like Ctrl-C.
 """
 
 USAGE_EVERY = 5.0

@@ -363,6 +363,7 @@ def test_ctrl_c_aborts_a_durable_run_for_good(repo, tmp_path):
     assert result["previous_attempts"] == [] and result["usage"]["attempts"] == 1
     assert git(repo, "branch", "--list", "outpost/*") == branches
     assert "admitted" not in again.stderr
+    assert f"run {RUN_ID} had already finished: its saved result" in again.stderr
 
 
 def test_unknown_run_id(repo, tmp_path):
