@@ -149,3 +149,24 @@ async def test_an_unreachable_container_engine_is_a_one_line_note(kept, monkeypa
         assert len(note.splitlines()) == 1 and "cannot reach the container engine" in note
         # The worktrees are listed by their own worker: the engine's absence does not hide them.
         await until(pilot, lambda: screen.query_one("#worktrees", DataTable).row_count == 2, "the worktrees")
+
+
+async def test_a_worktree_whose_git_link_was_changed_is_shown_but_never_read_with_git(kept, tmp_path):
+    """An agent that rewired its worktree's .git to a configuration of its own gets no git run there."""
+    marker = tmp_path / "ran"
+    planted = make_repo(tmp_path / "planted")
+    git(planted, "config", "core.fsmonitor", f"touch {marker}; false")
+    screen = WorktreesScreen(kept)
+    app = HostApp(screen)
+    async with app.run_test(size=(120, 40)) as pilot:
+        table = screen.query_one("#worktrees", DataTable)
+        await until(pilot, lambda: table.row_count == 2, "the worktree list")
+        dirty = await select(pilot, screen, "dirty")
+        (Path(dirty["path"]) / ".git").write_text(f"gitdir: {planted / '.git'}\n")
+        await pilot.press("r")  # reload the list
+        await until(pilot, lambda: rows(table).get("dirty#1", ["", "", ""])[2].startswith("git link"),
+                    "the changed link to be marked")
+        await select(pilot, screen, "dirty")
+        await until(pilot, lambda: "link" in text(screen, "#details").split("\n", 2)[-1],
+                    "the details to say why they are not shown")
+    assert not marker.exists()

@@ -37,7 +37,9 @@ MAX_PATCH_LINES = 20000
 def run_git(directory: str | Path, *args: str) -> str:
     """Read-only git in `directory`; the output, or one line saying why there is none."""
     try:
-        done = subprocess.run(["git", "-C", str(directory), "--no-optional-locks", *args],
+        # an agent left these worktrees: git reading them must not start any program they name
+        done = subprocess.run(["git", "-C", str(directory), "--no-optional-locks",
+                               "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", *args],
                               capture_output=True, text=True, errors="replace", timeout=GIT_TIMEOUT,
                               env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as error:
@@ -49,6 +51,8 @@ def run_git(directory: str | Path, *args: str) -> str:
 
 
 def state_of(worktree: dict) -> str:
+    if worktree.get("link_changed"):
+        return "git link changed: not inspected"
     state = "missing" if worktree["missing"] else ("clean" if worktree["clean"] else "has changes")
     return f"{state}, locked" if worktree.get("locked") else state
 
@@ -205,6 +209,9 @@ class WorktreesScreen(Screen):
         lines = [f"{worktree['path']}", f"branch {worktree.get('branch') or '(detached)'}, {state_of(worktree)}", ""]
         if worktree["missing"]:
             lines.append("The directory is missing: only git's record of it is left (delete clears it).")
+        elif worktree.get("link_changed"):
+            # git in it would read a configuration the worktree chose: look at it by hand
+            lines.append(worktree.get("problem") or "its .git link no longer leads to this repository")
         else:
             # --ignored too: ignored files also keep a worktree from being removed.
             status = run_git(worktree["path"], "status", "--short", "--untracked-files=normal", "--ignored")
