@@ -106,6 +106,9 @@ def finish_lines(result: dict) -> list[str]:
     lines = [finish_line(result)]
     winner = result.get("winner")
     if winner and winner.get("branch"):
+        record = next((c for c in result.get("candidates", []) if c["key"] == winner["key"]), {})
+        for flag in record.get("review") or []:
+            lines.append(f"review before merging: {flag}")
         repository = result.get("repository") or "."
         lines.append(f"merge it with: git -C {shlex.quote(str(repository))} merge "
                      f"{shlex.quote(winner['branch'])}")

@@ -84,7 +84,7 @@ def _check_record(where: str, record: Any, *, key: str | None = None, number: in
         raise InvalidState(f"{where}.cleanup is {record.get('cleanup')!r}, expected pending or done")
     for name in ("agent", "branch", "error", "directory", "retained_directory", "decided_by"):
         _optional(where, record, name, str, "text")
-    for name in ("commits", "resources"):
+    for name in ("commits", "resources", "review"):
         _optional(where, record, name, list, "a list")
     for name in ("validation", "quota"):
         _optional(where, record, name, dict, "an object")

@@ -27,6 +27,7 @@ from .events import Event, EventBus, EventKind
 from .flightlog import FlightLog, make_private_directory, runs_directory
 from .model import RaceModel
 from .result import CandidateRecord, RaceResult, Validation
+from .review import review
 from .sandbox import SandboxContext, SandboxError, SandboxProvider, provider_for
 from .sandbox.local import LocalProvider, resource_id_for
 from .spec import RaceSpec, valid_key
@@ -601,6 +602,12 @@ class Race:
             check = await anyio.to_thread.run_sync(git.integration_check, self.repository,
                                                    winner.branch, winner.commit)
             integration = check.to_json()
+            if winner.commit and self.baseline:
+                try:
+                    winner.review = await anyio.to_thread.run_sync(
+                        review, self.repository, self.baseline, winner.commit)
+                except git.GitError as error:
+                    winner.review = [f"could not be reviewed: {_one_line(error)}"]
         result = RaceResult(
             id=self.id, status=status, baseline=self.baseline, name=self.spec.name,
             mode=self.spec.mode, select=self.spec.select, candidates=records,

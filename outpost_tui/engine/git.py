@@ -682,6 +682,43 @@ def _conflicts(out: str) -> tuple[str, ...]:
 # --- review ------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Change:
+    """One path a candidate's commits changed against the baseline (`git diff --raw`)."""
+
+    status: str  # A added, M modified, D deleted, T type changed, R renamed, C copied
+    path: str
+    mode: str  # the new file mode: 120000 is a symlink, 100755 an executable
+    target: str | None = None  # a symlink's target, read from its blob
+
+
+def changes(repo_root: Path | str, baseline: str, commit: str) -> tuple[bool, list[Change]]:
+    """Whether `commit` descends from `baseline`, and what changed between them (renames seen)."""
+    _revision(baseline, "baseline")
+    _revision(commit, "commit")
+    descends = _run(repo_root, "merge-base", "--is-ancestor", baseline, commit)[0] == 0
+    out = str(_check("git diff", repo_root, "diff", "--raw", "-z", "--no-abbrev", "-M",
+                     "--no-ext-diff", baseline, commit, "--", strip=False))
+    fields = out.split("\0")
+    found: list[Change] = []
+    index = 0
+    while index < len(fields) - 1:
+        meta = fields[index].lstrip(":").split()
+        if len(meta) < 5:
+            break
+        status = meta[4][0]
+        names = 2 if status in "RC" else 1
+        path = fields[index + names]
+        found.append(Change(status, path, meta[1], None))
+        index += 1 + names
+    links = [c for c in found if c.mode == "120000" and c.status != "D"]
+    if links:
+        targets = {c.path: str(_check("reading a symlink", repo_root, "cat-file", "blob",
+                                      f"{commit}:{c.path}", strip=False)) for c in links}
+        found = [Change(c.status, c.path, c.mode, targets.get(c.path)) for c in found]
+    return descends, found
+
+
 def diff(repo_root: Path | str, baseline: str, commit: str) -> str:
     """The change a candidate made, as text for the diff view."""
     _revision(baseline, "baseline")

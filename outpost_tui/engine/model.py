@@ -29,6 +29,7 @@ class CandidateModel:
     tools: int = 0
     last_tool: str | None = None
     retrying: str | None = None
+    review: list[str] = field(default_factory=list)  # what to look at before merging (winners)
     reason: str | None = None
     quota: dict | None = None
     commit: str | None = None
@@ -152,3 +153,8 @@ class RaceModel:
         elif event.kind is EventKind.RACE_FINISHED:
             self.status = event.data.get("status")
             self.winner = event.data.get("winner")
+            for record in (event.data.get("result") or {}).get("candidates", []):
+                candidate = self.candidates.get(record.get("key"))
+                if candidate is not None and record.get("review"):
+                    candidate.review = list(record["review"])
+                    candidate.add_log(*(f"⚑ review before merging: {flag}" for flag in candidate.review))

@@ -53,6 +53,8 @@ class CandidateRecord:
     started_at: float | None = None
     finished_at: float | None = None
     result: str | None = None  # the agent's final message (clipped), when it gave one
+    # what to look at before merging (engine/review.py); None: not reviewed (only winners are)
+    review: list[str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -79,6 +81,7 @@ class CandidateRecord:
             "duration": (round(self.finished_at - self.started_at, 3)
                          if self.started_at and self.finished_at else None),
             "result": self.result,
+            "review": None if self.review is None else list(self.review),
         }
 
     @classmethod
@@ -95,6 +98,7 @@ class CandidateRecord:
             committed_on_behalf=bool(data.get("committed_on_behalf")),
             resources=list(data.get("resources") or []), started_at=data.get("started_at"),
             finished_at=data.get("finished_at"), result=data.get("result"),
+            review=None if data.get("review") is None else list(data["review"]),
         )
 
 

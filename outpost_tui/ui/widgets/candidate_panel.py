@@ -114,6 +114,9 @@ class CandidatePanel(Vertical, can_focus=True):
         self.query_one(".cost", Static).update(self.cost_line(model))
         reason = self.query_one(".reason", Static)
         why = model.reason or model.retrying or ""
+        if model.review:
+            flags = "; ".join(model.review)
+            why = f"⚑ review before merging: {flags}" + (f" · {why}" if why else "")
         reason.update(Content(why[:300]))
         reason.set_class(not why, "-empty")
         for status in FINAL:

@@ -1,0 +1,57 @@
+"""What the operator should look at before merging a winner, beside the test verdict.
+
+Passing the project's tests says the change works; it does not say the tests are the ones the
+project had, or that the change stays inside the repository. A candidate can win by weakening a
+test, by editing the CI or a build script that runs on other machines, by planting a symlink that
+points out of the tree, or by rewriting history so its branch no longer descends from the baseline.
+None of these is refused (they can be legitimate); each becomes one flag on the record, shown
+wherever the winner is.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from pathlib import PurePosixPath
+
+from . import git
+
+TEST_PATH = re.compile(r"(^|/)(tests?|spec|__tests__)/|(^|/)(test_[^/]*|[^/]*_test\.[^/]+|"
+                       r"[^/]*\.(test|spec)\.[^/]+|conftest\.py)$")
+BUILD_AND_CI = re.compile(r"(^|/)(\.github/workflows/|\.gitlab-ci\.yml$|\.circleci/|Jenkinsfile$|"
+                          r"\.pre-commit-config\.yaml$|Makefile$|[^/]*\.mk$|tox\.ini$|noxfile\.py$|"
+                          r"setup\.cfg$|pyproject\.toml$|package\.json$|\.githooks/|\.husky/)")
+SHOWN = 5  # paths named per flag; the rest are counted
+
+
+def review(repository, baseline: str, commit: str) -> list[str]:
+    """One line per thing worth a look in `commit` against `baseline`; [] when nothing is."""
+    descends, changed = git.changes(repository, baseline, commit)
+    flags: list[str] = []
+    if not descends:
+        flags.append(f"does not descend from the baseline {baseline[:12]}: history was rewritten")
+    tests = [c.path for c in changed if TEST_PATH.search(c.path)]
+    if tests:
+        removed = [c.path for c in changed if c.status == "D" and TEST_PATH.search(c.path)]
+        what = "changed tests" + (f" (deleted {len(removed)})" if removed else "")
+        flags.append(f"{what}: {_names(tests)}")
+    build = [c.path for c in changed if BUILD_AND_CI.search(c.path)]
+    if build:
+        flags.append(f"changed build or CI files: {_names(build)}")
+    outside = [f"{c.path} -> {c.target}" for c in changed
+               if c.target is not None and _leaves_tree(c.path, c.target)]
+    if outside:
+        flags.append(f"symlinks pointing out of the repository: {_names(outside)}")
+    return flags
+
+
+def _leaves_tree(path: str, target: str) -> bool:
+    if target.startswith("/"):
+        return True
+    joined = posixpath.normpath(posixpath.join(str(PurePosixPath(path).parent), target))
+    return joined == ".." or joined.startswith("../")
+
+
+def _names(paths: list[str]) -> str:
+    shown = ", ".join(paths[:SHOWN])
+    return shown + (f" and {len(paths) - SHOWN} more" if len(paths) > SHOWN else "")
