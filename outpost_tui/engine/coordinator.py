@@ -177,22 +177,7 @@ class Race:
             raise RaceError(_one_line(error)) from None
         if self._provider is None:
             self._provider = provider_for(spec.sandbox)
-        if isinstance(self._provider, LocalProvider):
-            # A validation or score program that is not there fails every candidate, but only
-            # after each agent has done (and paid for) its work: refuse the race up front instead.
-            for what, command in (("validate.command", spec.validate.command),
-                                  ("score.command", spec.score.command if spec.score else None)):
-                program = command[0] if command else None
-                own_path = any("PATH" in candidate.env for candidate in spec.candidates)
-                if program and os.sep not in program and not own_path and not shutil.which(program):
-                    raise RaceError(f"{what}: program {program!r} not found on PATH")
-        # Where every attempt writes (its worktree, its flight log) must be usable before anything
-        # is claimed or started: a file in the way would otherwise fail each candidate in turn.
-        for directory in (outpost_dir / git.WORKSPACES, runs_directory(outpost_dir)):
-            try:
-                await anyio.to_thread.run_sync(make_private_directory, directory)
-            except OSError as error:
-                raise RaceError(f"cannot use {directory}: {error.strerror or error}") from None
+        await self._preflight(outpost_dir)
         self._started_at = time.time()
 
         if spec.durability.enabled:
@@ -254,6 +239,25 @@ class Race:
         if spec.mode == "fallback" and (spec.select == "best" or (spec.concurrency or 1) > 1):
             raise RaceError("mode 'fallback' runs one candidate at a time and stops at the first "
                             "success: select 'best' and concurrency above 1 do not apply")
+
+    async def _preflight(self, outpost_dir: Path) -> None:
+        """Refuse, before anything is claimed or started, what would fail every candidate in turn."""
+        spec = self.spec
+        if isinstance(self._provider, LocalProvider):
+            # A missing validation or score program would fail each candidate only after its agent
+            # had done (and paid for) its work.
+            own_path = any("PATH" in candidate.env for candidate in spec.candidates)
+            for what, command in (("validate.command", spec.validate.command),
+                                  ("score.command", spec.score.command if spec.score else None)):
+                program = command[0] if command else None
+                if program and os.sep not in program and not own_path and not shutil.which(program):
+                    raise RaceError(f"{what}: program {program!r} not found on PATH")
+        # where every attempt writes: its worktree, its flight log
+        for directory in (outpost_dir / git.WORKSPACES, runs_directory(outpost_dir)):
+            try:
+                await anyio.to_thread.run_sync(make_private_directory, directory)
+            except OSError as error:
+                raise RaceError(f"cannot use {directory}: {error.strerror or error}") from None
 
     def _add_attempt(self, candidate, index: int, number: int) -> Attempt:
         branch = git.branch_name(self.id, candidate.key, number)
