@@ -107,3 +107,18 @@ async def test_nothing_outside_the_command_is_touched(sandbox, tmp_path):
     finally:
         bystander.kill()
         await bystander.wait()
+
+
+async def test_a_cancelled_command_takes_its_daemon_with_it(sandbox, tmp_path):
+    pids_file = tmp_path / "pids"
+    program = DAEMON + "import time\ntime.sleep(300)\n"
+    async with anyio.create_task_group() as group:
+        async def run() -> None:
+            await sandbox.run([sys.executable, "-c", program, "single", str(pids_file)])
+
+        group.start_soon(run)
+        [daemon] = await wait_for_pids(pids_file, 1)
+        group.cancel_scope.cancel()
+    with anyio.fail_after(10):
+        while alive(daemon):
+            await anyio.sleep(0.02)

@@ -147,6 +147,9 @@ class LocalSandbox(Sandbox):
                     await stop_group(process)
                 else:
                     _signal_group(process.pid, signal.SIGKILL)
+                # a daemon that left the group would outlive the cancelled attempt (a /proc scan:
+                # a few milliseconds)
+                await anyio.to_thread.run_sync(_kill_pipe_holders, pipes)
             raise
         finally:
             self._running.discard(process)
