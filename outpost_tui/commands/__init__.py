@@ -9,6 +9,8 @@ MODULES = [
     "check",
     "recover",
     "runs",
+    "history",
+    "show",
     "worktrees",
     "doctor",
     "image",

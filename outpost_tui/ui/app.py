@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
@@ -32,8 +33,10 @@ class OutpostApp(App):
 
     def __init__(self, race_file: str | Path | None = None, *, start: bool = False,
                  screen: str | None = None, repository: str | Path = ".", testing: bool = False,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, recorded: str | None = None) -> None:
+        """recorded: the id of a race recorded in `repository`, to open read-only."""
         super().__init__()
+        self.recorded_race = recorded
         self.clock = clock  # elapsed times on screen; tests fix it
         self.race_file = Path(race_file) if race_file else None
         self.start_race_now = start
@@ -66,6 +69,8 @@ class OutpostApp(App):
             self.notify("; ".join(self._load_errors), severity="error", timeout=10)
         if self.race_file is not None:
             self.open_race(self.race_file, start=self.start_race_now)
+        elif self.recorded_race is not None:
+            self.show_recorded(self.recorded_race)
         elif self.first_screen == "recover":
             self.action_recover()
         else:
@@ -126,6 +131,75 @@ class OutpostApp(App):
             return
         self.session = RaceSession(spec)
         self.push_screen(RaceScreen(self.session, start=start, clock=self.clock))
+
+    # ------------------------------------------------------------------ recorded races
+
+    def recorded_repository(self) -> Path:
+        """Where to look for recorded races: the current race's repository, else the app's."""
+        race = self.session.race if self.session is not None else None
+        return Path(race.repository) if race is not None and race.repository else self.repository
+
+    def show_recorded(self, race_id: str, repository: Path | None = None) -> None:
+        """Open a recorded race read-only on the race screen. Its logs can be large: they are
+        read in a thread, and the screen opens when they are."""
+        where = Path(repository) if repository is not None else self.recorded_repository()
+        self.run_worker(self._load_recorded(race_id, where), group="recorded", exit_on_error=False)
+
+    async def _load_recorded(self, race_id: str, repository: Path) -> None:
+        import anyio.to_thread
+
+        from ..engine.git import GitError
+        from ..engine.history import UnknownRace, UnreadableRace, load_recording
+
+        try:
+            recording = await anyio.to_thread.run_sync(load_recording, repository, race_id)
+        except (GitError, UnknownRace, UnreadableRace, OSError) as error:
+            self._recorded_failed(str(error))
+            return
+        self._open_recorded(recording)
+
+    def _open_recorded(self, recording: Any) -> None:
+        from .screens.race import RecordedRaceScreen
+
+        self.push_screen(RecordedRaceScreen(recording))
+        if recording.skipped:
+            self.notify(f"{recording.skipped} recorded event(s) could not be replayed and are left out",
+                        severity="warning")
+
+    def _recorded_failed(self, message: str) -> None:
+        self.notify(message, severity="error", timeout=15)
+        if len(self.screen_stack) <= 1:
+            from .screens.home import HomeScreen
+
+            self.push_screen(HomeScreen())
+
+    def action_history(self) -> None:
+        """Pick one of the races recorded in the current repository (newest first)."""
+        from textual.command import SimpleCommand
+
+        from ..engine.git import GitError
+        from ..engine.history import recorded_races
+
+        repository = self.recorded_repository()
+        try:
+            races = recorded_races(repository)
+        except GitError as error:
+            self.notify(f"no recorded races: {error}", severity="warning")
+            return
+        if not races:
+            self.notify(f"no races recorded in {repository}", severity="warning")
+            return
+
+        def started(at: float | None) -> str:
+            return time.strftime("%Y-%m-%d %H:%M", time.localtime(at)) if at else "?"
+
+        self.search_commands([
+            SimpleCommand(f"{race.id} · {race.name or '?'} · {race.status}"
+                          + (f" · {race.winner} won" if race.winner else ""),
+                          partial(self.show_recorded, race.id, repository),
+                          race.problem or f"started {started(race.started_at)}; "
+                                          f"{', '.join(race.candidates)}")
+            for race in races], placeholder="Show a recorded race…")
 
     def on_recovery_screen_replay_requested(self, message: Any) -> None:
         self.start_race(message.spec, start=True)
@@ -214,6 +288,8 @@ class OutpostApp(App):
         commands: list[tuple[str, str, Callable[[], Any]]] = [
             ("Show worktrees", "review the worktrees races kept", self.action_worktrees),
             ("Recover a crashed race", "stop, inspect, release, replay", self.action_recover),
+            ("Show a recorded race…", f"races recorded in {self.recorded_repository()}",
+             self.action_history),
             ("Help", "keys of this screen", self.action_help),
         ]
         session = self.session

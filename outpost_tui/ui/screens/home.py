@@ -1,4 +1,5 @@
-"""Where the app starts without a race file: open one, try a sample, recover, review worktrees."""
+"""Where the app starts without a race file: open one, try a sample, recover, review worktrees,
+look back at a recorded race."""
 
 from __future__ import annotations
 
@@ -32,9 +33,10 @@ class HomeScreen(Screen):
     # of this screen (o, r, w, t, ?) would be typed into it instead. `o` moves to the input.
     AUTO_FOCUS = "#samples"
     BINDINGS = [
-        Binding("o", "open", "Open race file", id="home.open"),
+        Binding("o", "open", "Open file", id="home.open"),
         Binding("r", "app.recover", "Recover", id="home.recover"),
         Binding("w", "app.worktrees", "Worktrees", id="home.worktrees"),
+        Binding("h", "app.history", "History", id="home.history"),
     ]
 
     def compose(self) -> ComposeResult:

@@ -88,6 +88,24 @@ class RaceScreen(Screen):
 
     def _summary(self) -> Text:
         spec, model, session = self.session.spec, self.session.model, self.session
+        text = self._state_text()
+        if session.error:
+            return text
+        budget = spec.budget
+        usage = model.usage
+        parts = [f"attempts {model.attempts}" + (f"/{budget.attempts}" if budget.attempts is not None else ""),
+                 f"out {tokens(usage.output)}" + (f"/{tokens(budget.tokens.output)}"
+                                                  if budget.tokens.output is not None else ""),
+                 f"in {tokens(usage.input)}", f"cached {tokens(usage.cached)}",
+                 f"${usage.cost_usd:.4f}" + (f"/${budget.cost_usd:.2f}" if budget.cost_usd is not None else "")]
+        text.append("\n" + "  ".join(parts))
+        if model.budget_reason:
+            text.append(f"  · {model.budget_reason}", style="bold yellow")
+        return text
+
+    def _state_text(self) -> Text:
+        """The summary's first line: why the race cannot run, how it ended, or where it stands."""
+        spec, model, session = self.session.spec, self.session.model, self.session
         text = Text()
         if session.error:
             text.append(f"cannot run: {session.error}", style="bold red")
@@ -109,16 +127,6 @@ class RaceScreen(Screen):
         else:
             text.append("ready: press s to start", style="bold")
             text.append(f"  ({spec.mode}, select {spec.select}, {len(spec.candidates)} candidates)")
-        budget = spec.budget
-        usage = model.usage
-        parts = [f"attempts {model.attempts}" + (f"/{budget.attempts}" if budget.attempts is not None else ""),
-                 f"out {tokens(usage.output)}" + (f"/{tokens(budget.tokens.output)}"
-                                                  if budget.tokens.output is not None else ""),
-                 f"in {tokens(usage.input)}", f"cached {tokens(usage.cached)}",
-                 f"${usage.cost_usd:.4f}" + (f"/${budget.cost_usd:.2f}" if budget.cost_usd is not None else "")]
-        text.append("\n" + "  ".join(parts))
-        if model.budget_reason:
-            text.append(f"  · {model.budget_reason}", style="bold yellow")
         return text
 
     # ------------------------------------------------------------------------ actions
@@ -252,3 +260,89 @@ class RaceScreen(Screen):
             search.value = ""
         if key is not None:
             self._panels[key].focus()
+
+
+# ------------------------------------------------------------------------ recorded races
+
+
+class RecordedSession:
+    """A race that already ran, shaped as the screen reads a RaceSession: started, never running,
+    its model filled once from the recorded events."""
+
+    started = True
+    running = False
+    error = None
+
+    def __init__(self, recording) -> None:
+        self.recording = recording
+        self.spec = recording.spec
+        self.model = recording.model
+        self.result = recording.result
+
+
+READ_ONLY = ("start", "cancel", "accept", "abort")
+
+
+class RecordedRaceScreen(RaceScreen):
+    """A recorded race, read-only: every panel, zoom, log search and diff; the controls that
+    would change a race are not offered and say why when pressed."""
+
+    # Same keys and binding ids (a user's rebinding applies here too), hidden from the footer.
+    BINDINGS = [Binding(b.key, b.action, f"{b.description} (live races only)", show=False, id=b.id)
+                for b in RaceScreen.BINDINGS if b.action in READ_ONLY]
+
+    def __init__(self, recording) -> None:
+        last = recording.last_event_at
+        super().__init__(RecordedSession(recording), clock=(lambda: last) if last else time.time)
+        self.recording = recording
+
+    def on_mount(self) -> None:
+        # Textual calls RaceScreen.on_mount after this one (handlers run up the MRO) and it sets
+        # the live title: the recorded one is set once it has run.
+        self.call_later(self._recorded_title)
+
+    def _recorded_title(self) -> None:
+        race = self.recording.race
+        started = (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(race.started_at))
+                   if race.started_at else "?")
+        self.title = f"outpost-tui · {self.session.spec.name} · recorded"
+        self.sub_title = f"race {race.id}, started {started}"
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        return True
+
+    def _state_text(self) -> Text:
+        if self.session.result is not None:
+            return super()._state_text()
+        text = Text("unfinished", style="bold")
+        text.append("  no race-finished event was recorded: its coordinator was killed, or it still runs")
+        return text
+
+    def _read_only(self, what: str) -> None:
+        self.notify(f"a recorded race: nothing to {what}", severity="warning")
+
+    def action_start(self) -> None:
+        self._read_only("start")
+
+    def action_cancel(self) -> None:
+        self._read_only("cancel")
+
+    def action_accept(self) -> None:
+        self._read_only("accept")
+
+    def action_abort(self) -> None:
+        self._read_only("abort")
+
+    def action_diff(self) -> None:
+        from .diff import DiffScreen
+
+        key = self.focused_key()
+        baseline = self.recording.baseline
+        if key is None or baseline is None:
+            return
+        branch = self.session.model.candidates[key].branch
+        if branch is None:
+            self.notify(f"{key} never had a branch", severity="warning")
+            return
+        self.app.push_screen(DiffScreen(self.recording.repository, baseline, branch,
+                                        f"{key}: {branch} against {baseline[:12]}"))
