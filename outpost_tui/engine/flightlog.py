@@ -15,7 +15,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import IO
+from typing import IO, Iterator
 
 from .events import Event, EventKind
 
@@ -124,12 +124,18 @@ class FlightLog:
 
 
 def read_flight_log(path: Path) -> list[dict]:
-    """Events of one flight-log file; a torn last line (crash mid-write) is skipped."""
-    events = []
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
+    """Events of one flight-log file, in file order."""
+    return list(flight_log_lines(path))
+
+
+def flight_log_lines(path: Path) -> Iterator[dict]:
+    """The JSON objects of one flight-log file, in file order. A line that is not one (a torn
+    last line, even one cut inside a multi-byte character) is skipped."""
+    with open(path, "rb") as handle:
+        for raw in handle:
             try:
-                events.append(json.loads(line))
-            except ValueError:
+                value = json.loads(raw.decode("utf-8"))
+            except ValueError:  # UnicodeDecodeError is one too
                 continue
-    return events
+            if isinstance(value, dict):
+                yield value

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import difflib
 import heapq
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any, Iterator
 
 from . import git
 from .events import Event, EventKind
-from .flightlog import runs_directory
+from .flightlog import flight_log_lines, runs_directory
 from .model import RaceModel
 from .result import RaceResult, race_result_from_json
 from .spec import BudgetSpec, CandidateSpec, RaceSpec
@@ -72,19 +71,6 @@ def runs_root(repository: str | Path) -> Path:
 # ----------------------------------------------------------------------------- reading
 
 
-def _lines(path: Path) -> Iterator[dict]:
-    """The JSON objects of one flight-log file, in file order. A line that is not one (a torn
-    last line, even one cut inside a multi-byte character) is skipped."""
-    with open(path, "rb") as handle:
-        for raw in handle:
-            try:
-                value = json.loads(raw.decode("utf-8"))
-            except ValueError:  # UnicodeDecodeError is one too
-                continue
-            if isinstance(value, dict):
-                yield value
-
-
 def event_from_json(data: dict, *, race_level: bool) -> Event | None:
     """An Event back from its flight-log line; None for a kind this version does not know.
 
@@ -106,7 +92,7 @@ def event_from_json(data: dict, *, race_level: bool) -> Event | None:
 
 
 def _events_of(path: Path, rank: int, race_level: bool) -> Iterator[tuple[float, int, int, Event]]:
-    for index, line in enumerate(_lines(path)):
+    for index, line in enumerate(flight_log_lines(path)):
         event = event_from_json(line, race_level=race_level)
         if event is not None:
             yield event.at, rank, index, event
@@ -115,7 +101,7 @@ def _events_of(path: Path, rank: int, race_level: bool) -> Iterator[tuple[float,
 def _race_summary(race_id: str, directory: Path) -> RecordedRace:
     try:
         events = [e for e in (event_from_json(line, race_level=True)
-                              for line in _lines(directory / RACE_FILE)) if e is not None]
+                              for line in flight_log_lines(directory / RACE_FILE)) if e is not None]
     except FileNotFoundError:
         return RecordedRace(race_id, directory, status=UNREADABLE, problem=f"no {RACE_FILE}")
     except OSError as error:
@@ -180,7 +166,7 @@ def recorded_result(repository: str | Path, race_id: str) -> dict | None:
     directory = race_directory(repository, race_id)
     result = None
     try:
-        for line in _lines(directory / RACE_FILE):
+        for line in flight_log_lines(directory / RACE_FILE):
             if line.get("kind") == EventKind.RACE_STARTED:
                 result = None  # a replayed durable race: only a finish after its last start counts
             elif line.get("kind") == EventKind.RACE_FINISHED and isinstance(line.get("result"), dict):
@@ -235,7 +221,7 @@ def _events_in(directory: Path) -> Iterator[Event]:
     race_file = directory / RACE_FILE
     order: list[str] = []
     try:
-        for line in _lines(race_file):
+        for line in flight_log_lines(race_file):
             if line.get("kind") == EventKind.RACE_STARTED and isinstance(line.get("candidates"), list):
                 order = [str(key) for key in line["candidates"]]
                 break
