@@ -198,3 +198,17 @@ async def test_stopping_a_live_coordinator_ends_it(live):
         assert not psutil.pid_exists(live.process.pid)
         assert screen.view.owner is None and screen.step == "stop"
         assert "nothing to stop" in text(screen, "#detail")
+        # a stopped coordinator leaves its run interrupted, not finished: the wizard goes on to replay
+        assert screen.view.status == "interrupted"
+        await pilot.press("enter")
+        assert screen.step == "inspect"
+        await pilot.press("enter")
+        assert screen.step == "release" and "nothing to release" in text(screen, "#detail")
+        await pilot.press("enter")
+        assert screen.step == "replay"
+        await pilot.press("p")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await until(pilot, lambda: app.replays, "the replay request")
+        [spec] = app.replays
+        assert spec.run_id == RUN_ID and spec.durability.resume == "retry-incomplete"
