@@ -270,14 +270,25 @@ class OutpostApp(App):
             self.exit()
             return
 
+        # Leaving the app is the coordinator going away, not a verdict on the race: a durable race
+        # is stopped so that it can be replayed later (`x` is the abort that ends it for good).
+        spec = session.race.spec
+        durable = spec.durability.enabled
+
         def answer(yes: bool | None) -> None:
             if yes:
-                session.race.abort()
+                if durable:
+                    session.race.stop_resumable()
+                else:
+                    session.race.abort()
                 self.run_worker(self._exit_when_settled(), group="quit")
 
         from .screens.confirm import ConfirmScreen
 
-        self.push_screen(ConfirmScreen("A race is running: abort it and quit?"), answer)
+        question = (f"A durable race is running: stop it and quit? It stays resumable: "
+                    f"`outpost-tui recover {spec.run_id} --replay`" if durable
+                    else "A race is running: abort it and quit?")
+        self.push_screen(ConfirmScreen(question), answer)
 
     async def _exit_when_settled(self) -> None:
         # The race stops every candidate's processes before it returns: wait for that, then leave.

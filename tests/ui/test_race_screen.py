@@ -177,3 +177,25 @@ async def test_a_user_keymap_rebinds_a_key_by_its_id(repo, tmp_path, monkeypatch
         assert app.session.result.candidates[0].error == "cancelled by operator"
         titles = [title for title, _, _ in app.palette_commands()]
         assert "Show worktrees" in titles and any(t.startswith("Switch theme: outpost-") for t in titles)
+
+
+async def test_quitting_a_durable_race_leaves_it_resumable(repo, tmp_path):
+    """Quitting is the coordinator going away: the durable run is stopped, not finished, and the
+    next step is a replay."""
+    from outpost_tui.engine import recovery
+
+    race_file = fake_race(tmp_path, repo, [("hang", ["--pidfile", str(tmp_path / "p"), "--hang"])])
+    race_file.write_text(race_file.read_text().replace(
+        '[race]\n', '[race]\nrun_id = "ui-durable"\n') + '\n[durability]\nenabled = true\nversion = "1"\n')
+    app = OutpostApp(race_file, start=True, testing=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: (tmp_path / "p").exists(), "the agent to start")
+        await pilot.press("ctrl+q")
+        assert isinstance(app.screen, ConfirmScreen)
+        assert "recover ui-durable --replay" in app.screen.question
+        await pilot.press("y")
+        await until(pilot, lambda: app.session.result, "the race to stop")
+    view = recovery.inspect(repo, "ui-durable")
+    assert view.owner is None and view.status == "interrupted"
+    for pid in (int(p) for p in (tmp_path / "p").read_text().split()):
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
