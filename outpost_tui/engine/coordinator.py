@@ -140,9 +140,11 @@ class Race:
         A durable race is left as a crash would leave it, but tidily: every candidate's processes
         are stopped, nothing of the stop is saved, and ownership is released, so `recover --replay`
         picks it up where it was. Anything else is simply aborted."""
-        if self._durable is None:
+        if not self.spec.durability.enabled:
             self.abort()
             return
+        if self._settling or self._finished:
+            return  # its outcome is being written: let it finish and be saved
         self.suspended = True
         self.abort("cancelled: coordinator stopped (the run can be replayed)")
 
@@ -437,9 +439,11 @@ class Race:
     async def _claim_victory(self, attempt: Attempt) -> None:
         # Let results that became acceptable in the same instant arrive before the choice.
         await anyio.lowlevel.checkpoint()
-        if self._winner is None:
-            best = min(self._accepted_pending, key=lambda a: a.index)
-            self._set_winner(best, "validation")
+        # one that passed and then failed (reading its HEAD) or was cancelled is out of the running
+        eligible = [a for a in self._accepted_pending if a.record.error is None
+                    and a.cancel_reason is None and a.phase is not Phase.SETTLED]
+        if self._winner is None and eligible:
+            self._set_winner(min(eligible, key=lambda a: a.index), "validation")
 
     async def _accept_by_operator(self, attempt: Attempt) -> None:
         directory = attempt.directory
@@ -506,7 +510,7 @@ class Race:
 
         if attempt.cleanup_failed:
             record.status = CandidateStatus.FAILED
-        elif attempt is self._winner:
+        elif attempt is self._winner and record.error is None:
             record.status = CandidateStatus.WINNER
         elif attempt.phase is Phase.VALIDATED and record.error is None and not attempt.operator_accept:
             record.status = CandidateStatus.REJECTED

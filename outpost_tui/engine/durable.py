@@ -158,7 +158,7 @@ class DurableRun:
             if attempt.cleanup != "pending":
                 continue
             pending = True
-            with anyio.move_on_after(race.spec.cleanup_timeout):
+            with anyio.move_on_after(race.spec.cleanup_timeout) as deadline:
                 for resource in attempt.record.resources:
                     # the engine's own host processes (git allocating a worktree) are process
                     # groups whatever the sandbox
@@ -170,6 +170,10 @@ class DurableRun:
                         except Exception as error:  # best effort: an unreachable engine must not stop the replay
                             self.warnings.append(f"could not stop leftover {resource} of "
                                                  f"{attempt.key}#{attempt.number}: {_one_line(error)}")
+            if deadline.cancelled_caught:
+                self.warnings.append(f"stopping the leftovers of {attempt.key}#{attempt.number} took "
+                                     f"longer than {race.spec.cleanup_timeout:g}s: some may still "
+                                     f"be running ({', '.join(attempt.record.resources)})")
             attempt.cleanup = attempt.record.cleanup = "done"
         return pending
 
@@ -259,8 +263,8 @@ class DurableRun:
         if self._failed is not None or self.race.suspended:
             return  # a suspended race keeps the state it had when its coordinator was stopped
         async with self._lock:
-            if self._failed is not None:
-                return
+            if self._failed is not None or self.race.suspended:
+                return  # (re-checked: the stop may have come while this save waited its turn)
             state = {**self._state(), **extra}
             self._dirty = False
             started = time.perf_counter()

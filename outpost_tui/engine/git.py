@@ -502,12 +502,22 @@ def check_worktree_link(directory: Path | str) -> None:
         git_dir = (target / text.removeprefix("gitdir:").strip()).resolve()
         commondir = (git_dir / "commondir").read_text(encoding="utf-8").strip()
         leads_to = (git_dir / commondir).resolve()
+        # git's own record of which worktree that git directory belongs to
+        back = (git_dir / "gitdir").read_text(encoding="utf-8").strip()
+        owner = Path(back if os.path.isabs(back) else git_dir / back).resolve()
     except (OSError, UnicodeDecodeError) as error:
         raise GitError(f"cannot read the git link of {target}: {error}") from None
     if (not text.startswith("gitdir:") or git_dir.parent != common / "worktrees"
             or leads_to != common):
         raise GitError(f"the git link of {target} was changed to lead to {leads_to} "
                        f"(expected {common}): refusing to run git in that worktree")
+    if owner != (target / ".git").resolve():
+        raise GitError(f"the git link of {target} was changed to another worktree's "
+                       f"({owner.parent}): refusing to run git in that worktree")
+    if (git_dir / "config.worktree").exists():
+        # the engine never writes one; its settings (filters, fsmonitor) would apply on the host
+        raise GitError(f"{git_dir / 'config.worktree'} appeared in the worktree's git directory: "
+                       "refusing to run git in that worktree")
 
 
 def head(directory: Path | str) -> str:
@@ -690,6 +700,7 @@ class Change:
     path: str
     mode: str  # the new file mode: 120000 is a symlink, 100755 an executable
     target: str | None = None  # a symlink's target, read from its blob
+    old_path: str | None = None  # where a renamed or copied file came from
 
 
 def changes(repo_root: Path | str, baseline: str, commit: str) -> tuple[bool, list[Change]]:
@@ -709,13 +720,13 @@ def changes(repo_root: Path | str, baseline: str, commit: str) -> tuple[bool, li
         status = meta[4][0]
         names = 2 if status in "RC" else 1
         path = fields[index + names]
-        found.append(Change(status, path, meta[1], None))
+        found.append(Change(status, path, meta[1], None, fields[index + 1] if names == 2 else None))
         index += 1 + names
     links = [c for c in found if c.mode == "120000" and c.status != "D"]
     if links:
         targets = {c.path: str(_check("reading a symlink", repo_root, "cat-file", "blob",
                                       f"{commit}:{c.path}", strip=False)) for c in links}
-        found = [Change(c.status, c.path, c.mode, targets.get(c.path)) for c in found]
+        found = [Change(c.status, c.path, c.mode, targets.get(c.path), c.old_path) for c in found]
     return descends, found
 
 

@@ -30,12 +30,13 @@ def review(repository, baseline: str, commit: str) -> list[str]:
     flags: list[str] = []
     if not descends:
         flags.append(f"does not descend from the baseline {baseline[:12]}: history was rewritten")
-    tests = [c.path for c in changed if TEST_PATH.search(c.path)]
+    # a rename counts from both ends: moving a test out of the test paths disables it
+    tests = [_shown(c) for c in changed if _matches(TEST_PATH, c)]
     if tests:
         removed = [c.path for c in changed if c.status == "D" and TEST_PATH.search(c.path)]
         what = "changed tests" + (f" (deleted {len(removed)})" if removed else "")
         flags.append(f"{what}: {_names(tests)}")
-    build = [c.path for c in changed if BUILD_AND_CI.search(c.path)]
+    build = [_shown(c) for c in changed if _matches(BUILD_AND_CI, c)]
     if build:
         flags.append(f"changed build or CI files: {_names(build)}")
     outside = [f"{c.path} -> {c.target}" for c in changed
@@ -43,6 +44,14 @@ def review(repository, baseline: str, commit: str) -> list[str]:
     if outside:
         flags.append(f"symlinks pointing out of the repository: {_names(outside)}")
     return flags
+
+
+def _matches(pattern: re.Pattern, change: git.Change) -> bool:
+    return bool(pattern.search(change.path) or (change.old_path and pattern.search(change.old_path)))
+
+
+def _shown(change: git.Change) -> str:
+    return f"{change.old_path} -> {change.path}" if change.old_path else change.path
 
 
 def _leaves_tree(path: str, target: str) -> bool:

@@ -602,3 +602,17 @@ def test_a_replay_with_its_attempts_used_up_says_why_and_how_to_go_on(repo, tmp_
     assert "attempt budget exhausted: 1 of 1 used" in result["error"]
     assert "new run_id with a larger [budget] attempts" in result["error"]
     assert "new run_id" in replay.stderr
+
+
+def test_a_stop_before_the_race_got_going_leaves_nothing_finished(repo, tmp_path):
+    """SIGTERM (or quitting the app) while the race is still setting up must not record it as
+    finished: calling it again runs it."""
+    path = race_file(tmp_path, repo, [("a", ["--write", "fix.txt", "--content", "good", "--commit"])])
+    from outpost_tui.engine.racefile import load_race
+
+    spec = load_race(path)
+    stopped = anyio.run(lambda: run_race_async(spec, on_start=lambda race: race.stop_resumable()))
+    assert stopped.status.value == "aborted"
+    again = cli("run", str(path), "--headless", "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["winner"]["key"] == "a"

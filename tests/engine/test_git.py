@@ -454,3 +454,27 @@ def test_settings_in_the_repository_cannot_start_programs_from_the_engine(repo, 
     assert g.commit_all(directory, "on behalf") == g.head(directory)
     assert g.is_clean(directory)
     assert not marker.exists()
+
+
+def test_a_link_borrowed_from_another_worktree_is_refused(repo, tmp_path):
+    """Pointing a candidate at the user's own linked worktree would commit onto the user's branch."""
+    run(repo, "worktree", "add", "-q", "-b", "feature", str(tmp_path / "feat"))
+    _, directory, _ = new_worktree(repo)
+    (directory / ".git").write_text(f"gitdir: {repo / '.git' / 'worktrees' / 'feat'}\n")
+    (directory / "evil").write_text("x\n")
+    before = run(repo, "rev-parse", "feature")
+    with pytest.raises(g.GitError, match="another worktree"):
+        g.commit_all(directory, "on behalf")
+    assert run(repo, "rev-parse", "feature") == before
+
+
+def test_a_planted_per_worktree_config_is_refused(repo, tmp_path):
+    _, directory, _ = new_worktree(repo)
+    marker = tmp_path / "ran"
+    git_dir = Path((directory / ".git").read_text().split(":", 1)[1].strip())
+    (git_dir / "config.worktree").write_text(f"[filter \"x\"]\n\tclean = sh -c 'touch {marker}; cat'\n")
+    (directory / ".gitattributes").write_text("* filter=x\n")
+    for operation in (lambda: g.has_changes(directory), lambda: g.commit_all(directory, "x")):
+        with pytest.raises(g.GitError, match="config.worktree"):
+            operation()
+    assert not marker.exists()

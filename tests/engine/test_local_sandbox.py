@@ -122,3 +122,14 @@ async def test_a_cancelled_command_takes_its_daemon_with_it(sandbox, tmp_path):
     with anyio.fail_after(10):
         while alive(daemon):
             await anyio.sleep(0.02)
+
+
+async def test_a_daemon_left_by_a_command_that_exits_at_once_is_found_too(sandbox, tmp_path):
+    """The command's pipes are known from this side: a leader that is already gone when the run
+    looks (its /proc entry vanished) still has its escaped daemon found and killed."""
+    pids_file = tmp_path / "pids"
+    with anyio.fail_after(30):
+        done = await sandbox.run(["sh", "-c", f"setsid sleep 300 & echo $! > {pids_file}; exit 0"])
+    [daemon] = await wait_for_pids(pids_file, 1)
+    assert done.exit_code == 0
+    assert not alive(daemon)

@@ -73,4 +73,9 @@ def test_review_reads_renames_and_paths_with_spaces(repo):
     git(repo, "mv", "tests/test a.py", "tests/test b.py")
     git(repo, "commit", "-qm", "rename")
     assert review(repo, baseline, git(repo, "rev-parse", "HEAD")) == [
-        "changed tests: tests/test b.py"]
+        "changed tests: tests/test a.py -> tests/test b.py"]
+    # moving a test out of the test paths disables it: flagged from its old name
+    git(repo, "mv", "tests/test b.py", "notes.txt")
+    git(repo, "commit", "-qm", "hide the test")
+    assert review(repo, baseline, git(repo, "rev-parse", "HEAD")) == [
+        "changed tests: tests/test a.py -> notes.txt"]

@@ -94,7 +94,7 @@ class LocalSandbox(Sandbox):
         except PermissionError:
             raise SandboxError(f"program {program!r} is not executable (permission denied)") from None
         self._running.add(process)
-        pipes = _pipe_ids(process.pid)
+        pipes = _pipe_ids(process)
         if self.context.register_resource is not None:
             with anyio.CancelScope(shield=True):
                 await self.context.register_resource(resource_id_for(process.pid))
@@ -153,6 +153,11 @@ class LocalSandbox(Sandbox):
             raise
         finally:
             self._running.discard(process)
+            if process.returncode is not None:
+                # pipes abandoned to an escaped process are closed here, not by the event loop's
+                # shutdown (which reports them as "Event loop is closed")
+                with anyio.CancelScope(shield=True):
+                    await process.aclose()
         return Completed(
             exit_code=process.returncode if process.returncode is not None else -signal.SIGKILL,
             stdout_tail=tails["stdout"].text(),
@@ -239,13 +244,24 @@ class LocalProvider(SandboxProvider):
         return True
 
 
-def _pipe_ids(pid: int) -> set[str]:
-    """The kernel's names of a child's stdout and stderr pipes ("pipe:[inode]"), read right after
-    it started; empty where /proc is not available."""
+def _pipe_ids(process: Process) -> set[str]:
+    """The kernel's names of a command's stdout and stderr pipes ("pipe:[inode]").
+
+    Read from this process's own ends of the pipes, which exist as long as it reads them: the
+    child's side (/proc/<pid>/fd) is gone when a quick command has already exited. anyio gives no
+    public handle on those ends (its version is pinned exactly); without one, the child's side is
+    the fallback."""
     ids = set()
+    transport = getattr(process, "_transport", None)
     for fd in (1, 2):
         try:
-            ids.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+            pipe = transport.get_pipe_transport(fd).get_extra_info("pipe")
+            ids.add(f"pipe:[{os.fstat(pipe.fileno()).st_ino}]")
+            continue
+        except (AttributeError, OSError, ValueError):
+            pass
+        try:
+            ids.add(os.readlink(f"/proc/{process.pid}/fd/{fd}"))
         except OSError:
             pass
     return {name for name in ids if name.startswith("pipe:")}
