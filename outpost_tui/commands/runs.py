@@ -44,7 +44,7 @@ def _handle(args) -> int:
         print(f"outpost-tui: {error}", file=sys.stderr)
         return error.exit_code
     containers = _containers()
-    race_ids = {r.run_id: _race_id(args.repository, r.run_id) for r in found if r.run_id}
+    race_ids = {r.run_id: r.race_id for r in found if r.run_id}
     if args.json:
         print(json.dumps([{
             "run_id": r.run_id, "race_id": race_ids.get(r.run_id), "status": r.status,
@@ -66,15 +66,6 @@ def _handle(args) -> int:
         for name in containers.get(race_ids.get(r.run_id), []):
             print(f"    container {name}")
     return 0
-
-
-def _race_id(repository: str, run_id: str) -> str | None:
-    from ..engine.recovery import inspect
-
-    try:
-        return inspect(repository, run_id).state.get("id")
-    except Exception:  # a run that cannot be read is already listed with its problem
-        return None
 
 
 def _containers() -> dict[str, list[str]]:

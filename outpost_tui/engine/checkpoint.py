@@ -169,6 +169,7 @@ class RunSummary:
     status: str
     updated_at: float
     problem: str | None = None
+    race_id: str | None = None  # the race the run's latest call ran (its flight log, containers)
 
 
 def _encode_state(run_id: str, state: dict[str, Any]) -> str:
@@ -266,9 +267,10 @@ def list_runs(transport: Transport) -> list[RunSummary]:
             continue
         if saved is None:
             continue  # removed while listing
-        run_id = saved.state.get("run_id")
+        run_id, race_id = saved.state.get("run_id"), saved.state.get("id")
         runs.append(RunSummary(run_id if isinstance(run_id, str) else None, entry.key, saved.revision,
-                               saved.owner, _status(saved), saved.updated_at))
+                               saved.owner, _status(saved), saved.updated_at,
+                               race_id=race_id if isinstance(race_id, str) else None))
     runs.sort(key=lambda run: run.updated_at, reverse=True)
     return runs
 

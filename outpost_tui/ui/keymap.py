@@ -36,22 +36,37 @@ def keymap_path() -> Path:
     return config_dir() / KEYMAP_FILE
 
 
+class ConfigFileError(ValueError):
+    """A user file that cannot be read as TOML; the message says why, without the file name."""
+
+
+def read_toml(file: Path, *, missing_ok: bool = True) -> dict | None:
+    """The TOML document in one of the user's files; None when it does not exist (and
+    `missing_ok`). Raises ConfigFileError with a one-line reason."""
+    try:
+        return tomllib.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError as error:
+        if missing_ok:
+            return None
+        raise ConfigFileError(f"cannot read: {error.strerror or error}") from None
+    except UnicodeDecodeError:
+        raise ConfigFileError("not UTF-8 text") from None
+    except OSError as error:
+        raise ConfigFileError(f"cannot read: {error.strerror or error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigFileError(f"invalid TOML: {error}") from None
+
+
 def load_keymap(path: str | os.PathLike[str] | None = None) -> tuple[dict[str, str], list[str]]:
     """The binding id -> keys mapping in the keymap file, and one error line per bad entry.
     A missing file is an empty keymap, not an error."""
     file = Path(path) if path is not None else keymap_path()
     try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
+        document = read_toml(file)
+    except ConfigFileError as error:
+        return {}, [f"{file}: {error}"]
+    if document is None:
         return {}, []
-    except UnicodeDecodeError:
-        return {}, [f"{file}: not UTF-8 text"]
-    except OSError as error:
-        return {}, [f"{file}: cannot read: {error.strerror or error}"]
-    try:
-        document = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        return {}, [f"{file}: invalid TOML: {error}"]
 
     errors: list[str] = []
     for name in document:

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import os
 import tempfile
-import tomllib
 from pathlib import Path
 from typing import Any
 
 import tomli_w
 
-from .keymap import config_dir
+from .keymap import ConfigFileError, config_dir, read_toml
 
 SETTINGS_FILE = "settings.toml"
 
@@ -29,15 +28,11 @@ def load_settings(path: Path | None = None) -> tuple[dict[str, Any], list[str]]:
     """The saved settings and one error line per problem; a missing file is no settings."""
     file = path or settings_path()
     try:
-        document = tomllib.loads(file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+        document = read_toml(file)
+    except ConfigFileError as error:
+        return {}, [f"{file}: {error}"]
+    if document is None:
         return {}, []
-    except UnicodeDecodeError:
-        return {}, [f"{file}: not UTF-8 text"]
-    except OSError as error:
-        return {}, [f"{file}: cannot read: {error.strerror or error}"]
-    except tomllib.TOMLDecodeError as error:
-        return {}, [f"{file}: invalid TOML: {error}"]
     errors = []
     theme = document.get("theme")
     if theme is not None and not isinstance(theme, str):

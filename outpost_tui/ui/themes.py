@@ -17,14 +17,13 @@ theme of the same name.
 from __future__ import annotations
 
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
-from .keymap import config_dir
+from .keymap import ConfigFileError, config_dir, read_toml
 
 DEFAULT_THEME = "outpost-dark"
 COLOUR_KEYS = ("primary", "secondary", "accent", "foreground", "background", "surface", "panel",
@@ -99,13 +98,9 @@ def load_themes(directories: list[Path] | None = None) -> tuple[list[Theme], lis
 def load_theme(file: Path) -> Theme:
     """The Theme a file describes; raises ThemeFileError."""
     try:
-        document = tomllib.loads(file.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise ThemeFileError(file, None, "not UTF-8 text") from None
-    except OSError as error:
-        raise ThemeFileError(file, None, f"cannot read: {error.strerror or error}") from None
-    except tomllib.TOMLDecodeError as error:
-        raise ThemeFileError(file, None, f"invalid TOML: {error}") from None
+        document = read_toml(file, missing_ok=False)
+    except ConfigFileError as error:
+        raise ThemeFileError(file, None, str(error)) from None
 
     for key in document:
         if key not in ALLOWED_KEYS:
