@@ -46,7 +46,7 @@ _ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
 _STATUS = ("--no-optional-locks", "status")
 # Git run by the engine inside a candidate's worktree runs as the operator on what an agent
 # (perhaps a contained one) left there: it must not start programs the worktree could name.
-_IN_WORKTREE = ("core.fsmonitor=false", "core.hooksPath=/dev/null")
+IN_WORKTREE_CONFIG = ("core.fsmonitor=false", "core.hooksPath=/dev/null")
 
 
 _worktree_locks: dict[str, threading.Lock] = {}
@@ -523,7 +523,7 @@ def check_worktree_link(directory: Path | str) -> None:
 def head(directory: Path | str) -> str:
     check_worktree_link(directory)
     return str(_check("reading HEAD", directory, "rev-parse", "--verify", "HEAD",
-                      config=_IN_WORKTREE))
+                      config=IN_WORKTREE_CONFIG))
 
 
 def commits_since(directory: Path | str, baseline: str) -> list[Commit]:
@@ -532,7 +532,7 @@ def commits_since(directory: Path | str, baseline: str) -> list[Commit]:
     check_worktree_link(directory)
     # Topological order puts HEAD last, which head_and_commits relies on.
     out = _check("listing commits", directory, "log", "--topo-order", "--reverse", "--no-show-signature",
-                 "--format=%H %s", f"{baseline}..HEAD", "--", config=_IN_WORKTREE)
+                 "--format=%H %s", f"{baseline}..HEAD", "--", config=IN_WORKTREE_CONFIG)
     commits = []
     for line in str(out).splitlines():
         oid, _, subject = line.partition(" ")
@@ -551,7 +551,7 @@ def has_changes(directory: Path | str) -> bool:
     """Uncommitted tracked changes or untracked files that are not ignored."""
     check_worktree_link(directory)
     out = _check("git status", directory, *_STATUS, "--porcelain", "--untracked-files=normal",
-                 config=_IN_WORKTREE)
+                 config=IN_WORKTREE_CONFIG)
     return bool(str(out).strip())
 
 
@@ -568,9 +568,9 @@ def commit_all(directory: Path | str, message: str) -> str | None:
     user's pre-commit tooling.
     """
     check_worktree_link(directory)
-    _check("git add", directory, "add", "-A", "--", ".", config=_IN_WORKTREE)
+    _check("git add", directory, "add", "-A", "--", ".", config=IN_WORKTREE_CONFIG)
     commit = ("commit", "--quiet", "--no-verify", "--no-gpg-sign", "--allow-empty-message", "-m", message)
-    status, _, err = _run(directory, *commit, config=(*_IN_WORKTREE, "user.useConfigOnly=true"))
+    status, _, err = _run(directory, *commit, config=(*IN_WORKTREE_CONFIG, "user.useConfigOnly=true"))
     if status != 0 and any(marker in err for marker in _IDENTITY_ERRORS):
         config = []
         configured = str(_run(directory, "config", "--get-regexp", r"^user\.(name|email)$")[1])
@@ -579,9 +579,9 @@ def commit_all(directory: Path | str, message: str) -> str | None:
             config += [f"user.email={BOT_EMAIL}", f"user.name={BOT_NAME}"]
         elif "user.name" not in names:
             config += [f"user.name={BOT_NAME}"]
-        status, _, err = _run(directory, *commit, config=(*_IN_WORKTREE, *config))
+        status, _, err = _run(directory, *commit, config=(*IN_WORKTREE_CONFIG, *config))
     if status != 0:
-        if _run(directory, "diff", "--cached", "--quiet", config=_IN_WORKTREE)[0] == 0:
+        if _run(directory, "diff", "--cached", "--quiet", config=IN_WORKTREE_CONFIG)[0] == 0:
             return None
         raise _failure("committing on the agent's behalf", directory, err)
     return head(directory)
@@ -591,7 +591,7 @@ def is_clean(directory: Path | str) -> bool:
     """Attached HEAD and no modified, untracked or ignored file: safe to remove."""
     check_worktree_link(directory)
     out = _check("git status", directory, *_STATUS, "--porcelain=v2", "--branch",
-                 "--untracked-files=normal", "--ignored", config=_IN_WORKTREE)
+                 "--untracked-files=normal", "--ignored", config=IN_WORKTREE_CONFIG)
     for line in str(out).splitlines():
         if line == "# branch.head (detached)":
             return False

@@ -38,8 +38,8 @@ def run_git(directory: str | Path, *args: str) -> str:
     """Read-only git in `directory`; the output, or one line saying why there is none."""
     try:
         # an agent left these worktrees: git reading them must not start any program they name
-        done = subprocess.run(["git", "-C", str(directory), "--no-optional-locks",
-                               "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", *args],
+        settings = [option for setting in git.IN_WORKTREE_CONFIG for option in ("-c", setting)]
+        done = subprocess.run(["git", "-C", str(directory), "--no-optional-locks", *settings, *args],
                               capture_output=True, text=True, errors="replace", timeout=GIT_TIMEOUT,
                               env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as error:
