@@ -74,6 +74,8 @@ class ProgressPrinter:
             self._say(f"{who} {data['status']}{': ' + detail if detail else ''}{kept}", event.at)
         elif kind is EventKind.BUDGET_EXHAUSTED:
             self._say(f"race {data['reason']}", event.at)
+        elif kind is EventKind.WARNING:
+            self._say(f"{who} warning: {data['message']}", event.at)
         elif kind is EventKind.OPERATOR:
             self._say(f"{who} operator: {data['action']}", event.at)
         elif kind is EventKind.RACE_FINISHED:

@@ -348,10 +348,15 @@ class Race:
                                  register_resource=register)
         attempt.sandbox = await self._provider.acquire(context)
 
+        # The brief by file too (OUTPOST_BRIEF_FILE): a large one fits no argv or environment.
+        # In the worktree's own git directory: outside its tree, mounted in a container, and
+        # removed with the worktree.
+        brief_file = await anyio.to_thread.run_sync(git.worktree_git_dir, directory) / "outpost-brief.md"
+        await anyio.to_thread.run_sync(brief_file.write_text, candidate.brief, "utf-8")
         adapter = adapter_for(candidate.agent)
         launch = adapter.launch(candidate, candidate.brief, LaunchContext(
             directory=directory, git_common_dir=self._git_common_dir,
-            race_file_dir=spec.path.parent if spec.path else None))
+            race_file_dir=spec.path.parent if spec.path else None, brief_file=brief_file))
         decoder = adapter.decoder(candidate, spec.prices)
         timeout = candidate.timeout or spec.budget.candidate_timeout
         program = Path(launch.argv[0]).name if candidate.agent != "demo" else f"demo {candidate.script.name}"
@@ -366,7 +371,7 @@ class Race:
                 quota_reported = quota_reported or event.kind is EventKind.QUOTA
                 self.bus.publish(Event(event.kind, candidate.key, attempt.number, event.data))
             if decoder.usage != attempt.usage_seen:
-                self._report_usage(attempt, decoder.usage)
+                self._take_usage(attempt, decoder)
 
         try:
             done = await attempt.sandbox.run(launch.argv, env=launch.env, stdin=launch.stdin,
@@ -378,7 +383,7 @@ class Race:
                 message = f"agent {message}"
             raise SandboxError(adapter.start_failure(message)) from error
         outcome = decoder.finish(done.exit_code, done.stderr_tail)
-        self._report_usage(attempt, decoder.usage, final=True)
+        self._take_usage(attempt, decoder, final=True)
         reason = f"agent timed out after {timeout:g}s" if done.timed_out else outcome.reason
         record.result = outcome.result
         self.bus.emit(EventKind.AGENT_EXITED, candidate.key, attempt.number,
@@ -472,6 +477,21 @@ class Race:
             await self._save()
 
         return register
+
+    def _take_usage(self, attempt: Attempt, decoder, *, final: bool = False) -> None:
+        """Count the decoder's total, unless it or the race's sum with it is not a finite,
+        non-negative number: then it is refused with a warning and the last sound total stands."""
+        total = decoder.usage
+        problem = total.problem()
+        if problem is None:
+            _, problem = self.accounting.usage.plus(total - attempt.usage_seen)
+        if problem is not None:
+            self.bus.emit(EventKind.WARNING, attempt.key, attempt.number,
+                          message=f"refused a usage report: {problem}")
+            decoder.usage = total = attempt.usage_seen
+            if not final:
+                return
+        self._report_usage(attempt, total, final=final)
 
     def _report_usage(self, attempt: Attempt, total: Usage, *, final: bool = False) -> None:
         delta = total - attempt.usage_seen
@@ -646,7 +666,7 @@ class Race:
     def _total_usage(self) -> Usage:
         total = Usage()
         for attempt in [*self.previous, *self.attempts.values()]:
-            total = total + attempt.record.usage
+            total, _ = total.plus(attempt.record.usage)  # refused (and warned about) when taken
         return total
 
     @staticmethod

@@ -33,6 +33,7 @@ class EventKind(StrEnum):
     SETTLED = "settled"  # payload: status, reason, commit
     CLEANUP = "cleanup"  # payload: retained_directory, cleanup
     BUDGET_EXHAUSTED = "budget-exhausted"
+    WARNING = "warning"  # payload: message (one line: something was refused or could not be done)
     OPERATOR = "operator"  # payload: action (cancel | accept | abort)
     RACE_FINISHED = "race-finished"  # payload: status, winner
 

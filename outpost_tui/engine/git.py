@@ -587,6 +587,14 @@ def commit_all(directory: Path | str, message: str) -> str | None:
     return head(directory)
 
 
+def worktree_git_dir(directory: Path | str) -> Path:
+    """The worktree's own git directory (<common>/worktrees/<name>), checked to be the engine's:
+    git removes it with the worktree."""
+    check_worktree_link(directory)
+    link = Path(directory).absolute() / ".git"
+    return (link.parent / link.read_text(encoding="utf-8").strip().removeprefix("gitdir:").strip()).resolve()
+
+
 def is_clean(directory: Path | str) -> bool:
     """Attached HEAD and no modified, untracked or ignored file: safe to remove."""
     check_worktree_link(directory)

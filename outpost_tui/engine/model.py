@@ -93,6 +93,8 @@ class RaceModel:
             candidate.add_log(f"▸ {data.get('name')} {str(data.get('input', ''))[:200]}")
         elif kind is EventKind.TEXT:
             candidate.add_log(str(data.get("text", "")))
+        elif kind is EventKind.WARNING:
+            candidate.add_log(f"warning: {data.get('message', '')}")
         elif kind is EventKind.RETRY:
             candidate.retrying = data.get("message") or "retrying"
         elif kind is EventKind.ADMITTED:

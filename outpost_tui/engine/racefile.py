@@ -40,6 +40,10 @@ from .spec import (
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 MEMORY_PATTERN = re.compile(r"^[0-9]+(\.[0-9]+)?[bkmgBKMG]?$")
 MAX_CONCURRENCY = 64
+# The largest brief a race file may give (UTF-8 bytes). Agents receive briefs over
+# agents.MAX_BRIEF_ENV by file, never on argv or in the environment (one argv or environment
+# string is limited to 128 KiB on Linux), so this bound is about memory and checkpoints only.
+MAX_BRIEF_BYTES = 1024 * 1024
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
 Path_ = tuple[str | int, ...]
@@ -806,10 +810,16 @@ def _brief(reader: _Reader, table: dict, at: Callable[[str], Path_], base_dir: P
     if "brief" in table and "brief_file" in table:
         raise reader.error(at("brief_file"), "give either brief or brief_file, not both")
     if "brief" in table:
-        return reader.string(at("brief"), table["brief"])
-    if "brief_file" in table:
-        return _read_brief(reader, at("brief_file"), table["brief_file"], base_dir)
-    return None
+        brief, where = reader.string(at("brief"), table["brief"]), at("brief")
+    elif "brief_file" in table:
+        brief, where = _read_brief(reader, at("brief_file"), table["brief_file"], base_dir), at("brief_file")
+    else:
+        return None
+    size = len(brief.encode())
+    if size > MAX_BRIEF_BYTES:
+        raise reader.error(where, f"the brief is {size:,} bytes: at most {MAX_BRIEF_BYTES // (1024 * 1024)} "
+                                  f"MiB ({MAX_BRIEF_BYTES:,} bytes)")
+    return brief
 
 
 def _read_brief(reader: _Reader, where: Path_, value: Any, base_dir: Path) -> str:

@@ -6,9 +6,28 @@
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import asdict, dataclass, fields
 
 TOKEN_DIMENSIONS = ("input", "cached", "cache_write", "output")
+FIGURES = (*TOKEN_DIMENSIONS, "cost_usd")
+# The largest token count a report or a total may hold: what a signed 64-bit reader of the result
+# JSON can represent.
+MAX_TOKENS = 2**63 - 1
+
+
+def figure_problem(name: str, value: object) -> str | None:
+    """Why one reported figure cannot be counted (not a finite, non-negative number), or None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"{name} {json.dumps(value, default=str)[:60]} is not a number"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{name} {json.dumps(value)} is not a finite number"
+    if value < 0:
+        return f"{name} {json.dumps(value)} is negative"
+    if name != "cost_usd" and value > MAX_TOKENS:
+        return f"{name} {json.dumps(value)} is too large to count"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +72,25 @@ class Usage:
 
     def is_zero(self) -> bool:
         return self.tokens == 0 and self.cost_usd == 0
+
+    def problem(self) -> str | None:
+        """Why these figures cannot be counted, or None; a sum that overflowed says so."""
+        for name in FIGURES:
+            problem = figure_problem(name, getattr(self, name))
+            if problem is not None:
+                return problem
+        return None
+
+    def plus(self, other: "Usage") -> tuple["Usage", str | None]:
+        """self + other, or self and the reason when other or the sum cannot be counted: a report
+        that is refused is never summed."""
+        problem = other.problem()
+        if problem is None:
+            total = self + other
+            if total.problem() is not None:
+                return self, f"adding it would overflow the total ({total.problem()})"
+            return total, None
+        return self, problem
 
     def to_json(self) -> dict:
         return asdict(self)

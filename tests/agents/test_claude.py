@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from outpost_tui.engine.agents import LaunchContext, adapter_for
-from outpost_tui.engine.agents.claude import DEFAULT_ALLOWED_TOOLS, MAX_BRIEF_ARGUMENT
+from outpost_tui.engine.agents.base import MAX_BRIEF_INLINE
+from outpost_tui.engine.agents.claude import DEFAULT_ALLOWED_TOOLS
 from outpost_tui.engine.spec import Price
 from outpost_tui.engine.usage import Usage
 from tests.agents.replay import candidate, decoder_for, feed, kinds, of_kind, transcript
@@ -47,7 +48,7 @@ def test_command_line_with_explicit_tools_and_awkward_briefs():
     no_tools = adapter.launch(candidate("claude", allowed_tools=()), "x", CONTEXT)
     assert "--allowedTools" not in no_tools.argv
     # Too long for one argv entry: the brief goes on stdin and no prompt argument is given.
-    long_brief = "y" * (MAX_BRIEF_ARGUMENT + 1)
+    long_brief = "y" * (MAX_BRIEF_INLINE + 1)
     long = adapter.launch(candidate("claude"), long_brief, CONTEXT)
     assert long.argv[:3] == ("claude", "-p", "--output-format")
     assert long.stdin == long_brief.encode()

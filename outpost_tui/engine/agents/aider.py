@@ -20,7 +20,7 @@ from ..events import EventKind
 from ..spec import CandidateSpec, Price
 from ..usage import Usage
 from .agentcli import CliDecoder, as_argument, log
-from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext
+from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext, brief_fits_inline
 from .prices import with_estimated_cost
 
 _TOKENS = re.compile(
@@ -133,7 +133,11 @@ class AiderAgent(AgentAdapter):
             raise ValueError(f"candidate {candidate.key!r}: aider has no max-turns option; remove max_turns")
         if candidate.allowed_tools is not None:
             raise ValueError(f"candidate {candidate.key!r}: aider takes no tool list; remove allowed_tools")
-        argv = [self.program, "--message", as_argument(brief), "--yes-always", "--no-pretty",
+        # aider reads a large brief from its file (--message-file) rather than from argv
+        message = (["--message", as_argument(brief)]
+                   if brief_fits_inline(brief) or context.brief_file is None
+                   else ["--message-file", str(context.brief_file)])
+        argv = [self.program, *message, "--yes-always", "--no-pretty",
                 "--no-stream", "--no-check-update", "--no-show-model-warnings", "--no-gitignore",
                 "--no-analytics"]
         if candidate.model:

@@ -32,6 +32,43 @@ class LaunchContext:
     directory: Path  # the worktree the agent runs in
     git_common_dir: Path  # the repository's .git (some agents need it writable to commit)
     race_file_dir: Path | None = None  # resolves relative paths given in the race file
+    # Where the engine wrote the brief for this attempt (outside the worktree, visible inside a
+    # container); None when a race file is only being checked.
+    brief_file: Path | None = None
+
+
+# Briefs up to this size (UTF-8 bytes) are also passed inline (OUTPOST_BRIEF, an argv entry);
+# larger ones only by file or stdin: Linux refuses any single argv or environment string over
+# 128 KiB ("Argument list too long"), and all of them together over a quarter of the stack limit.
+MAX_BRIEF_INLINE = 64 * 1024
+
+
+def brief_fits_inline(brief: str) -> bool:
+    return len(brief.encode()) <= MAX_BRIEF_INLINE
+
+
+def brief_env(brief: str, context: LaunchContext) -> dict[str, str]:
+    """OUTPOST_BRIEF_FILE always (during a race), OUTPOST_BRIEF too when the brief is small."""
+    env = {"OUTPOST_BRIEF_FILE": str(context.brief_file)} if context.brief_file is not None else {}
+    if brief_fits_inline(brief):
+        env["OUTPOST_BRIEF"] = brief
+    return env
+
+
+def brief_argument(brief: str, context: LaunchContext) -> str:
+    """The brief as a prompt argument; a large one becomes a pointer to its file (agents that
+    take the prompt on argv can read files)."""
+    from .agentcli import as_argument
+
+    if brief_fits_inline(brief) or context.brief_file is None:
+        return as_argument(brief)
+    return (f"Your task is written in the file {context.brief_file} ({len(brief.encode())} bytes): "
+            "read all of it first, then carry it out.")
+
+
+def refused_usage(problem: str) -> AgentEvent:
+    """The warning for a usage report that is not counted."""
+    return AgentEvent(EventKind.WARNING, {"message": f"refused a usage report: {problem}"})
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Claude Code (`claude -p … --output-format stream-json --verbose`).
 
-Launch: the brief is the argument right after `-p` (a brief over ~100 KB, too long for one argv
+Launch: the brief is the argument right after `-p` (a brief over 64 KiB, too long for one argv
 entry, goes on stdin instead, which `claude -p` reads when no prompt argument is given). Edits are
 approved by `--permission-mode acceptEdits`; every other tool must be allow-listed, as one
 comma-separated `--allowedTools` argument because the option is variadic.
@@ -23,7 +23,7 @@ from ..events import EventKind
 from ..spec import CandidateSpec, Price
 from ..usage import Usage
 from .agentcli import CliDecoder, as_argument, as_dict, as_list, count, log, money, short
-from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext
+from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext, brief_fits_inline
 from .prices import cost_of, price_for
 from .quota_time import from_epoch
 
@@ -33,7 +33,6 @@ DEFAULT_ALLOWED_TOOLS = (
     "Bash(git log:*)", "Bash(python:*)", "Bash(python3:*)", "Bash(pytest:*)",
 )
 # One argv entry may not exceed 128 KiB on Linux (MAX_ARG_STRLEN).
-MAX_BRIEF_ARGUMENT = 100_000
 
 _QUOTA_TEXT = re.compile(
     r"usage limit reached|hit your (?:\w+ )?limit|reached your specified API usage limits"
@@ -281,7 +280,7 @@ class ClaudeAgent(AgentAdapter):
     def launch(self, candidate: CandidateSpec, brief: str, context: LaunchContext) -> Launch:
         argv = [self.program, "-p"]
         stdin = None
-        if len(brief.encode()) > MAX_BRIEF_ARGUMENT:
+        if not brief_fits_inline(brief):
             stdin = brief.encode()
         else:
             argv.append(as_argument(brief))

@@ -10,21 +10,10 @@ import math
 
 from ..events import EventKind
 from ..spec import CandidateSpec
-from ..usage import Usage
-from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext, Quota, parse_json_object
+from ..usage import FIGURES, Usage, figure_problem
+from .base import (AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext, Quota, brief_env,
+                   parse_json_object, refused_usage)
 from .quota_time import from_epoch, parse_reset
-
-
-def _count(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return 0
-    return max(0, int(value))
-
-
-def _cost(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return 0.0
-    return max(0.0, float(value))
 
 
 class ProtocolDecoder(Decoder):
@@ -34,13 +23,15 @@ class ProtocolDecoder(Decoder):
             return None
         kind = message.get("kind")
         if kind == "usage":
-            self.usage = self.usage + Usage(
-                input=_count(message.get("input")),
-                cached=_count(message.get("cached")),
-                cache_write=_count(message.get("cache_write")),
-                output=_count(message.get("output")),
-                cost_usd=_cost(message.get("cost_usd")),
-            )
+            figures = {name: message[name] for name in FIGURES if message.get(name) is not None}
+            problem = next(filter(None, (figure_problem(name, value)
+                                         for name, value in figures.items())), None)
+            if problem is None:
+                self.usage, problem = self.usage.plus(Usage(**{
+                    name: float(value) if name == "cost_usd" else int(value)
+                    for name, value in figures.items()}))
+            if problem is not None:
+                return [refused_usage(problem)]
             return []  # the engine emits USAGE from the changed total
         if kind == "text":
             text = str(message.get("text", ""))
@@ -86,7 +77,7 @@ class CommandAgent(AgentAdapter):
     def launch(self, candidate: CandidateSpec, brief: str, context: LaunchContext) -> Launch:
         if not candidate.command:
             raise ValueError(f"candidate {candidate.key!r}: agent 'command' needs a command")
-        return Launch(argv=tuple(candidate.command), env={"OUTPOST_BRIEF": brief},
+        return Launch(argv=tuple(candidate.command), env=brief_env(brief, context),
                       stdin=brief.encode())
 
     def decoder(self, candidate: CandidateSpec, prices=None) -> Decoder:

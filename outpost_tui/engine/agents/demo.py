@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 
 from ..spec import CandidateSpec
-from .base import Launch, LaunchContext
+from .base import Launch, LaunchContext, brief_env
 from .command import CommandAgent
 
 
@@ -20,4 +20,4 @@ class DemoAgent(CommandAgent):
         if candidate.script is None:
             raise ValueError(f"candidate {candidate.key!r}: agent 'demo' needs a script")
         argv = (sys.executable, "-m", "outpost_tui.engine.agents.demo_program", str(candidate.script))
-        return Launch(argv=argv, env={"OUTPOST_BRIEF": brief}, stdin=brief.encode())
+        return Launch(argv=argv, env=brief_env(brief, context), stdin=brief.encode())

@@ -18,8 +18,9 @@ from typing import Mapping
 from ..events import EventKind
 from ..spec import CandidateSpec, Price
 from ..usage import Usage
-from .agentcli import CliDecoder, as_argument, as_dict, count, log, short
-from .base import AgentAdapter, AgentEvent, AgentOutcome, Decoder, Launch, LaunchContext
+from .agentcli import CliDecoder, as_dict, count, log, short
+from .base import (AgentAdapter, AgentEvent, AgentOutcome, Decoder, Launch, LaunchContext,
+                   brief_argument)
 from .prices import with_estimated_cost
 
 _QUOTA_TEXT = re.compile(
@@ -198,7 +199,7 @@ class GeminiAgent(AgentAdapter):
         if candidate.max_turns:
             raise ValueError(f"candidate {candidate.key!r}: gemini has no max-turns option "
                              f"(set model.maxSessionTurns in its settings.json); remove max_turns")
-        argv = [self.program, "-p", as_argument(brief), "--output-format", "stream-json"]
+        argv = [self.program, "-p", brief_argument(brief, context), "--output-format", "stream-json"]
         if candidate.allowed_tools is None:
             argv += ["--approval-mode", "yolo"]
         else:

@@ -20,8 +20,8 @@ from typing import Mapping
 from ..events import EventKind
 from ..spec import CandidateSpec, Price
 from ..usage import Usage
-from .agentcli import CliDecoder, as_argument, count, log, money, short
-from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext
+from .agentcli import CliDecoder, count, log, money, short
+from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext, brief_argument
 from .prices import with_estimated_cost
 from .quota_time import iso_utc
 
@@ -141,7 +141,7 @@ class OpencodeAgent(AgentAdapter):
         argv = [self.program, "run", "--format", "json"]
         if candidate.model:
             argv += ["-m", candidate.model]
-        argv += ["--auto", *candidate.args, as_argument(brief)]
+        argv += ["--auto", *candidate.args, brief_argument(brief, context)]
         return Launch(argv=tuple(argv), env={"TZ": "UTC"}, stdin=None)
 
     def decoder(self, candidate: CandidateSpec, prices: Mapping[str, Price] | None = None) -> Decoder:
