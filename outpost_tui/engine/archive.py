@@ -226,38 +226,49 @@ def archived_commit(root: Path | str, attempt: Attempt) -> str | None:
     return str(out) if status == 0 and out else None
 
 
+def write_tree(root: Path | str, directory: Path | str, entries: list[Entry]) -> str:
+    """Write `entries` of the worktree at `directory` into the object store; the tree's id."""
+    root, top = Path(root), Path(directory)
+    with tempfile.TemporaryDirectory(prefix="outpost-archive-") as scratch:
+        records = []
+        # Each file's bytes go in through hash-object --no-filters: a clean filter or autocrlf the
+        # worktree's attributes select must not change (or run a program on) what is kept.
+        files = [e for e in entries if e.kind == "file"]
+        oids: list[str] = []
+        if any(b"\n" in os.fsencode(e.path) for e in files):
+            raise ArchiveError(f"{top} holds a file whose name contains a newline: not archived")
+        if files:
+            listed = b"".join(os.fsencode(str(top / e.path)) + b"\n" for e in files)
+            oids = _plumbing(root, "hash-object", "-w", "--no-filters", "--stdin-paths",
+                             input=listed).decode().split()
+        for entry, oid in zip(files, oids):
+            records.append(f"{_git_mode(entry)} {oid}\t{entry.path}")
+        for entry in (e for e in entries if e.kind == "link"):
+            target = Path(scratch) / "link"
+            target.write_bytes(_content(top, entry))
+            oid = _plumbing(root, "hash-object", "-w", "--no-filters", str(target)).decode().strip()
+            records.append(f"120000 {oid}\t{entry.path}")
+        if not records:
+            return _plumbing(root, "mktree", input=b"").decode().strip()
+        index = Path(scratch) / "index"
+        _plumbing(root, "update-index", "-z", "--add", "--index-info",
+                  input=b"".join(os.fsencode(r) + b"\0" for r in records), index=index)
+        return _plumbing(root, "write-tree", index=index).decode().strip()
+
+
+def snapshot(root: Path | str, directory: Path | str, include_ignored: bool = False) -> str:
+    """The tree of the worktree as it is on disk (committed or not), written to the object store."""
+    entries, _, _ = scan(directory, include_ignored)
+    return write_tree(root, directory, entries)
+
+
 def archive(root: Path | str, directory: Path | str, attempt: Attempt, *,
             include_ignored: bool = False) -> Archive:
     """Commit everything in `directory` to the attempt's archive ref, verified; the worktree stays."""
     root, top = Path(root), Path(directory).absolute()
     head = git.head(top)
     entries, empty, left = scan(top, include_ignored)
-    algorithm = _object_format(root)
-    with tempfile.TemporaryDirectory(prefix="outpost-archive-") as scratch:
-        records = []
-        # Each file's bytes go in through hash-object --no-filters: a clean filter or autocrlf the
-        # worktree's attributes select must not change (or run a program on) what is kept.
-        files = [e for e in entries if e.kind == "file"]
-        links = [e for e in entries if e.kind == "link"]
-        oids: list[str] = []
-        if files:
-            listed = b"".join(os.fsencode(str(top / e.path)) + b"\n" for e in files)
-            if any(b"\n" in os.fsencode(e.path) for e in files):
-                raise ArchiveError(f"{top} holds a file whose name contains a newline: not archived")
-            oids = _plumbing(root, "hash-object", "-w", "--no-filters", "--stdin-paths",
-                             input=listed).decode().split()
-        for entry, oid in zip(files, oids):
-            records.append(f"{_git_mode(entry)} {oid}\t{entry.path}")
-        for entry in links:
-            target = scratch_file = Path(scratch) / "link"
-            scratch_file.write_bytes(_content(top, entry))
-            oid = _plumbing(root, "hash-object", "-w", "--no-filters", str(target)).decode().strip()
-            records.append(f"120000 {oid}\t{entry.path}")
-        index = Path(scratch) / "index"
-        _plumbing(root, "update-index", "-z", "--add", "--index-info",
-                  input=b"".join(os.fsencode(r) + b"\0" for r in records), index=index)
-        tree = _plumbing(root, "write-tree", index=index).decode().strip() if records else \
-            _plumbing(root, "mktree", input=b"").decode().strip()
+    tree = write_tree(root, top, entries)
     umask = _umask()
     modes = {e.path: stat.S_IMODE(e.mode) for e in entries
              if e.kind == "file" and stat.S_IMODE(e.mode) != _restored_mode(e, umask)}
@@ -443,7 +454,9 @@ def restore(root: Path | str, attempt: Attempt, directory: Path | str | None = N
         raise ArchiveError(f"no archive of {attempt.label} ({attempt.ref} does not exist)")
     manifest = manifest_of(root, commit)
     head = manifest["head"]
-    target = Path(directory or manifest["directory"]).absolute()
+    # a branch-only archive names no directory: the attempt's usual place
+    target = Path(directory or manifest.get("directory")
+                  or git.worktree_directory(root, attempt.key, attempt.branch)).absolute()
     if os.path.lexists(target):
         raise ArchiveError(f"{target} already exists: not restored over it")
     if not git._inside(target, git._workspaces(root)):

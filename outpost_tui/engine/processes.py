@@ -31,21 +31,33 @@ def _inside(path: str, base: str) -> bool:
 
 def occupants(directory: os.PathLike | str) -> list[Occupant]:
     """Every process (that this user may inspect) with its cwd or an open file inside `directory`."""
-    base = os.path.realpath(directory)
-    found: list[Occupant] = []
+    return occupants_of([directory])[os.fspath(directory)]
+
+
+def occupants_of(directories: list) -> dict[str, list[Occupant]]:
+    """`occupants` of several directories with one pass over the processes (keyed as given)."""
+    bases = {os.fspath(d): os.path.realpath(d) for d in directories}
+    found: dict[str, list[Occupant]] = {key: [] for key in bases}
+    if not bases:
+        return found
     me = os.getpid()
     for process in psutil.process_iter(["pid", "name"]):
         if process.pid == me:
             continue
         try:
-            cwd = process.cwd()
-            if cwd and _inside(os.path.realpath(cwd), base):
-                found.append(Occupant(process.pid, process.info["name"] or "?", "working directory"))
+            name = process.info["name"] or "?"
+            cwd = os.path.realpath(process.cwd() or "/")
+            hit = {key for key, base in bases.items() if _inside(cwd, base)}
+            for key in hit:
+                found[key].append(Occupant(process.pid, name, "working directory"))
+            if len(hit) == len(bases):
                 continue
             for handle in process.open_files():
-                if _inside(os.path.realpath(handle.path), base):
-                    found.append(Occupant(process.pid, process.info["name"] or "?", f"open file {handle.path}"))
-                    break
+                path = os.path.realpath(handle.path)
+                for key, base in bases.items():
+                    if key not in hit and _inside(path, base):
+                        hit.add(key)
+                        found[key].append(Occupant(process.pid, name, f"open file {handle.path}"))
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, FileNotFoundError):
             continue
     return found

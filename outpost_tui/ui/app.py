@@ -73,6 +73,11 @@ class OutpostApp(App):
             self.show_recorded(self.recorded_race)
         elif self.first_screen == "recover":
             self.action_recover()
+        elif self.first_screen == "worktrees":
+            from .screens.home import HomeScreen
+
+            self.push_screen(HomeScreen())  # escape from the review lands home
+            self.action_worktrees()
         else:
             from .screens.home import HomeScreen
 

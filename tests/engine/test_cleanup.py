@@ -1,0 +1,117 @@
+"""engine/cleanup.py and engine/retained.py on a real race's kept worktrees."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from outpost_tui.engine import archive as a
+from outpost_tui.engine import cleanup as c
+from outpost_tui.engine.retained import find, retained
+from tests.conftest import git
+from tests.retention import kept_race
+
+
+def du(path: Path) -> int:
+    """Allocated bytes under `path`, counted independently of the engine (hard links once)."""
+    out = subprocess.run(["du", "-s", "-B1", str(path)], capture_output=True, text=True, check=True).stdout
+    return int(out.split()[0])
+
+
+def test_review_rows_carry_outcome_holdings_and_whole_work(repo):
+    kept = kept_race(repo)
+    (Path(kept["win"]) / "notes.log").write_text("ignored\n" * 100)
+    races = retained(repo)
+    assert [r.id for r in races] == [kept["race_id"]]
+    rows = {row.key: row for row in races[0].attempts}
+    assert rows["lose"].outcome == "rejected" and "validation failed" in rows["lose"].reason
+    assert rows["win"].outcome == "winner"
+    assert rows["win"].holds.untracked == 1 and rows["win"].holds.ignored == 1
+    assert rows["win"].holds.ignored_bytes > 0
+    # committed a.txt plus the untracked file the agent left
+    assert rows["win"].diff_stat["files"] == 2
+    assert find(races, f"{kept['race_id']}/win/1") is rows["win"]
+    assert find(races, kept["win"]) is rows["win"]
+    with pytest.raises(ValueError, match="no retained attempt 'nope'"):
+        find(races, "nope")
+
+
+def test_prune_archives_removes_and_reports_what_it_freed(repo):
+    kept = kept_race(repo)
+    directories = [Path(kept["lose"]), Path(kept["win"])]
+    git_dirs = [a._worktree_git_dir(d) for d in directories]
+    expected = sum(du(d) for d in directories) + sum(du(g) for g in git_dirs)
+    before = {d: sorted(p.name for p in d.iterdir()) for d in directories}
+
+    steps = c.plan_prune(retained(repo))
+    assert [s.action for s in steps] == [c.REMOVE, c.REMOVE]
+    report = c.prune(repo, steps)
+
+    assert not report.kept and not report.failed
+    assert not any(d.exists() for d in directories) and not any(g.exists() for g in git_dirs)
+    assert report.freed_bytes == expected
+    for row_id, directory in zip(("lose", "win"), directories):
+        attempt = a.Attempt(kept["race_id"], row_id, 1)
+        assert a.archived_commit(repo, attempt)
+        a.restore(repo, attempt)
+        assert sorted(p.name for p in directory.iterdir()) == before[directory]
+
+
+def test_prune_keeps_a_worktree_in_use_and_young_ones(repo):
+    kept = kept_race(repo)
+    busy = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], cwd=kept["win"],
+                            stdin=subprocess.PIPE)
+    try:
+        steps = {s.attempt.key: s for s in c.plan_prune(retained(repo))}
+        assert steps["win"].action == c.KEEP and f"pid {busy.pid}" in steps["win"].why
+        assert steps["lose"].action == c.REMOVE
+        young = c.plan_prune(retained(repo), older_than_days=1)
+        assert {s.action for s in young} == {c.KEEP}
+        assert all("younger than 1 days" in s.why for s in young)
+    finally:
+        busy.stdin.close()
+        busy.wait()
+
+
+def test_branches_with_unmerged_work_are_refused_and_squash_merges_count(repo):
+    kept = kept_race(repo)
+    race_id = kept["race_id"]
+    for key in ("lose", "win"):
+        a.archive_and_remove(repo, kept[key], a.Attempt(race_id, key, 1))
+    # the archives keep every commit reachable: delete the archive refs to see the branch check itself
+    for key in ("lose", "win"):
+        git(repo, "update-ref", "-d", a.Attempt(race_id, key, 1).ref)
+    checks = {ch.branch.split("/")[-2]: ch for ch in c.check_branches(repo, race_id)}
+    assert not checks["win"].deletable and "reachable from nothing else" in checks["win"].why
+
+    # squash-merge the winner by hand: its commits are not on main, its change is
+    git(repo, "merge", "--squash", "-q", checks["win"].branch)
+    git(repo, "commit", "-qm", "squashed the winner")
+    checks = {ch.branch.split("/")[-2]: ch for ch in c.check_branches(repo, race_id)}
+    assert checks["win"].deletable and "squash-merged" in checks["win"].why
+    assert not checks["lose"].deletable
+    with pytest.raises(a.ArchiveError, match="not deleted"):
+        c.delete_branch(repo, checks["lose"])
+
+    c.delete_branch(repo, checks["win"])
+    assert git(repo, "branch", "--list", checks["win"].branch) == ""
+    # archived first, the loser's commits stay reachable, so its branch may go
+    c.archive_branch(repo, checks["lose"].branch)
+    again = {ch.branch.split("/")[-2]: ch for ch in c.check_branches(repo, race_id)}
+    assert again["lose"].deletable
+    c.delete_branch(repo, again["lose"])
+    restored = a.restore(repo, a.Attempt(race_id, "lose", 1))
+    assert (restored / "a.txt").read_text() == "bad"
+
+
+def test_a_branch_checked_out_in_a_worktree_is_not_deleted(repo):
+    kept = kept_race(repo)
+    checks = c.check_branches(repo, kept["race_id"])
+    assert all(not ch.deletable and "checked out in" in ch.why for ch in checks)
+    moved = checks[0]
+    with pytest.raises(a.ArchiveError):
+        c.delete_branch(repo, moved)
