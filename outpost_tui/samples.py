@@ -16,13 +16,12 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from .engine import gitenv
+
 PROJECTS = "projects"
 METADATA = "sample.toml"
 RACE_FILE = "race.toml"
 IDENTITY = ("-c", "user.name=outpost-tui sample", "-c", "user.email=sample@outpost.invalid")
-# Git variables that would point our git calls at some other repository than the one we create.
-GIT_LOCATION_VARIABLES = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
-                          "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE")
 SKIPPED = shutil.ignore_patterns("__pycache__", "*.pyc", ".git", ".outpost", METADATA)
 
 
@@ -148,7 +147,7 @@ def _reason(error: OSError, target: Path) -> str:
 
 
 def _init_repository(directory: Path, message: str) -> None:
-    env = {key: value for key, value in os.environ.items() if key not in GIT_LOCATION_VARIABLES}
+    env = gitenv.scrubbed()  # a hook's GIT_DIR would aim these at some other repository
     steps = (
         ("init", ("git", "init", "-q", "-b", "main")),
         ("add", ("git", "add", "-A")),

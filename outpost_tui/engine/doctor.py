@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from . import gitenv
 from .agents import adapter_for, known_agents
 from .spec import RaceSpec
 
@@ -167,7 +168,7 @@ def git_checks(env: Mapping[str, str], *, required: bool) -> list[Check]:
 
 def merge_tree_check(env: Mapping[str, str], *, required: bool) -> Check:
     """Tries `git merge-tree --write-tree` (git 2.38+) in a scratch repository."""
-    clean_env = {k: v for k, v in env.items() if not k.startswith("GIT_")}
+    clean_env = gitenv.scrubbed(env)
     with tempfile.TemporaryDirectory(prefix="outpost-doctor-") as scratch:
         steps = (["git", "init", "-q"],
                  ["git", *GIT_IDENTITY, "commit", "-q", "--allow-empty", "-m", "probe"],
@@ -190,7 +191,8 @@ def merge_tree_check(env: Mapping[str, str], *, required: bool) -> Check:
 def _git_toplevel(directory: Path, env: Mapping[str, str]) -> Path | None:
     try:
         done = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=directory, capture_output=True,
-                              text=True, stdin=subprocess.DEVNULL, timeout=VERSION_TIMEOUT, env=dict(env))
+                              text=True, stdin=subprocess.DEVNULL, timeout=VERSION_TIMEOUT,
+                              env=gitenv.scrubbed(env))
     except (OSError, subprocess.TimeoutExpired):
         return None
     return Path(done.stdout.strip()) if done.returncode == 0 and done.stdout.strip() else None

@@ -1,6 +1,6 @@
 """Git for the race: baseline, candidate branches and worktrees, commits, integration check, retention.
 
-Every function is synchronous and spawns `git` through GitPython (the coordinator calls them in a
+Every function is synchronous and spawns `git` through one runner (the coordinator calls them in a
 worker thread). Each runs as few git processes as it can: a race's overhead is measured against the
 raw git work it wraps. Nothing here merges, pushes, deletes a branch or removes a worktree that holds
 any file git would not recreate.
@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import stat
+import subprocess
 import threading
 import uuid
 from dataclasses import asdict, dataclass
@@ -20,8 +21,7 @@ from functools import cache
 from pathlib import Path
 from typing import Callable, Sequence
 
-import git as gitpython
-
+from . import gitenv
 from .spec import valid_key
 
 OUTPOST_DIR = ".outpost"
@@ -39,14 +39,9 @@ MERGE_TREE_MIN_VERSION = (2, 38)
 RACE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 SPECULATION_BRANCH = re.compile(r"^outpost/speculation/([^/]+)/([^/]+)/([0-9]+)$")
 
-# GitPython already forces LC_ALL=C; prompts would hang a worker thread forever.
-_ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
 # status must not take the index lock: agents run git in their worktrees at the same time, and the
 # integration check promises not to touch the host's index.
 _STATUS = ("--no-optional-locks", "status")
-# Git run by the engine inside a candidate's worktree runs as the operator on what an agent
-# (perhaps a contained one) left there: it must not start programs the worktree could name.
-IN_WORKTREE_CONFIG = ("core.fsmonitor=false", "core.hooksPath=/dev/null")
 
 
 _worktree_locks: dict[str, threading.Lock] = {}
@@ -108,12 +103,162 @@ class Integration:
 
 # --- running git -----------------------------------------------------------------------------
 
+# Settings on every command line of the engine's git. A candidate in the local sandbox shares the
+# repository's .git directory and can write its config; these keep anything written there from
+# making the engine's git start a program: hooks, the fsmonitor, editors, pagers, signing, network
+# transports (ssh commands, credential helpers, upload-pack), background gc. The stat
+# settings keep an edit from hiding behind stat data a candidate forged (core.ignoreStat, ctime).
+# Named drivers (filters, diff and merge drivers) are found and switched off per repository.
+PROGRAM_CONFIG = (
+    "core.hooksPath=/dev/null", "core.fsmonitor=false", "core.editor=false", "sequence.editor=false",
+    "core.pager=cat", "commit.gpgSign=false", "tag.gpgSign=false",
+    "log.showSignature=false", "protocol.allow=never", "credential.helper=", "core.sshCommand=false",
+    "gc.auto=0", "maintenance.auto=false", "core.ignoreStat=false", "core.trustctime=true",
+    "core.checkStat=default", "submodule.recurse=false",
+)
+# Drivers that git looks up by a name an attribute gives (.gitattributes, info/attributes), each
+# with a program in the config. Emptied, a filter passes content through and a textconv is off; a
+# merge driver cannot be emptied (git tries to run ""), so it becomes `false`: a conflict.
+_DRIVERS = (r"^((filter|diff|merge)\..+\.(clean|smudge|process|textconv|command|driver)"
+            r"|include(if\..+)?\.path)$")
+GIT_TIMEOUT_STATUS = -9
+
+
+def _environment() -> dict[str, str]:
+    # prompts would hang a worker thread forever; C locale keeps git's messages parseable
+    return {**gitenv.scrubbed(), "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "LANGUAGE": "C",
+            "GIT_PAGER": "cat", "GIT_EDITOR": "false"}
+
 
 def _command(directory: str, args: Sequence[str], config: Sequence[str]) -> list[str]:
-    command = [gitpython.Git.GIT_PYTHON_GIT_EXECUTABLE or "git", "-C", directory]
-    for setting in config:
+    command = ["git", "--no-pager", "-C", directory]
+    for setting in (*PROGRAM_CONFIG, *_driver_config(directory), *config):
         command += ["-c", setting]
     return command + list(args)
+
+
+_drivers_seen: dict[str, tuple[tuple, tuple[str, ...], tuple[str, ...]]] = {}
+_drivers_guard = threading.Lock()
+
+
+def _driver_config(directory: str) -> tuple[str, ...]:
+    """Settings that switch off every filter, diff and merge driver the configuration names.
+
+    Found with one `git config` call and remembered until a file it read, or could read, changes
+    (the repository's and the worktree's config, the user's, the system's, every included file)."""
+    files = _config_files(directory)
+    with _drivers_guard:
+        cached = _drivers_seen.get(directory)
+    if cached is not None and cached[0] == _stat_all(cached[1]):
+        return cached[2]
+    command = ["git", "--no-pager", "-C", directory]
+    for setting in PROGRAM_CONFIG:
+        command += ["-c", setting]
+    command += ["config", "--null", "--show-origin", "--get-regexp", _DRIVERS]
+    status, out, _ = _execute(command, timeout=60.0, binary=False, strip=False)
+    settings: list[str] = []
+    watched = list(files)
+    for origin, key, value in _config_records(str(out)):
+        origin = origin.removeprefix("file:")
+        watched.append(origin)
+        if key.endswith(".path"):
+            watched.append(_include_target(value, origin))
+            continue
+        kind, _, rest = key.partition(".")
+        name = rest.rpartition(".")[0]
+        if kind == "filter":
+            settings += [f"filter.{name}.clean=", f"filter.{name}.smudge=", f"filter.{name}.process=",
+                         f"filter.{name}.required=false"]
+        elif kind == "diff":
+            settings.append(f"diff.{name}.textconv=")  # external diffs: every diff says --no-ext-diff
+        else:
+            settings.append(f"merge.{name}.driver=false")
+    found = tuple(dict.fromkeys(settings))
+    if status in (0, 1):  # 1: nothing matched
+        paths = tuple(dict.fromkeys(watched))
+        with _drivers_guard:
+            _drivers_seen[directory] = (_stat_all(paths), paths, found)
+    return found
+
+
+def _config_records(out: str) -> list[tuple[str, str, str]]:
+    # --null --show-origin: origin NUL key NEWLINE value NUL (no newline when a key has no value)
+    fields = out.split("\0")
+    records = []
+    for index in range(0, len(fields) - 1, 2):
+        key, _, value = fields[index + 1].partition("\n")
+        records.append((fields[index], key.lower(), value))
+    return records
+
+
+def _include_target(value: str, origin: str) -> str:
+    target = os.path.expanduser(value)
+    return target if os.path.isabs(target) else os.path.join(os.path.dirname(origin), target)
+
+
+def _config_files(directory: str) -> tuple[str, ...]:
+    """Every configuration file git could read for `directory`, present or not."""
+    home = os.path.expanduser("~")
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    files = ["/etc/gitconfig", os.path.join(home, ".gitconfig"), os.path.join(xdg, "git", "config")]
+    dirs = _git_dirs(Path(directory))
+    if dirs is not None:
+        git_dir, common = dirs
+        files += [str(common / "config"), str(common / "config.worktree"), str(git_dir / "config.worktree")]
+    return tuple(files)
+
+
+def _stat_all(paths: Sequence[str]) -> tuple:
+    seen = []
+    for path in paths:
+        try:
+            info = os.stat(path)
+        except OSError:
+            seen.append(None)
+        else:
+            seen.append((info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns))
+    return tuple(seen)
+
+
+def _execute(command: list[str], *, timeout: float | None, binary: bool, strip: bool,
+             on_start: Callable[[int], None] | None = None,
+             new_group: bool = False) -> tuple[int, str | bytes, str]:
+    """The one place the engine starts git: scrubbed environment, no stdin, output captured."""
+    where = command[command.index("-C") + 1] if "-C" in command else "/"
+    try:
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, env=_environment(), cwd="/",
+                                   start_new_session=new_group)
+    except FileNotFoundError as error:
+        raise GitError(f"git is not installed or not on PATH (needed for {where})") from error
+    except OSError as error:
+        raise GitError(f"cannot run git in {where}: {error.strerror or error}") from error
+    try:
+        if on_start is not None:
+            on_start(process.pid)
+        try:
+            out, err = process.communicate(timeout=timeout)
+            status = process.returncode
+        except subprocess.TimeoutExpired:
+            process.kill()
+            out, err = process.communicate()
+            status, err = GIT_TIMEOUT_STATUS, f"Timeout: git did not finish within {timeout:g} s".encode()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        if new_group:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)  # whatever it left in the background
+            except (ProcessLookupError, PermissionError):
+                pass
+    error_text = err.decode(errors="replace")
+    if strip:
+        error_text = error_text.removesuffix("\n")
+    if binary:
+        return status, out, error_text
+    text = out.decode(errors="surrogateescape")
+    return status, (text.removesuffix("\n") if strip else text), error_text
 
 
 def _run(
@@ -126,54 +271,28 @@ def _run(
 ) -> tuple[int, str | bytes, str]:
     """Run git in `directory` and return (status, stdout, stderr) without raising on a non-zero exit.
 
-    `-C` pins the directory: GitPython silently falls back to the process's own working directory
-    when its cwd is missing, which would aim the command at whatever checkout the app runs in.
-    """
-    directory = os.path.abspath(directory)  # -C and the child's cwd would otherwise both apply
-    command = _command(directory, args, config)
-    try:
-        status, out, err = gitpython.Git(directory).execute(
-            command,
-            with_extended_output=True,
-            with_exceptions=False,
-            stdout_as_string=not binary,
-            strip_newline_in_stdout=strip,
-            kill_after_timeout=timeout,
-            env=_ENV,
-        )
-    except gitpython.GitCommandNotFound as error:
-        raise GitError(f"git is not installed or not on PATH (needed for {directory})") from error
-    return status, out, err
+    `-C` pins the directory; the child's own cwd is "/", so a missing directory is an error rather
+    than whatever checkout the app happens to run in."""
+    directory = os.path.abspath(directory)
+    return _execute(_command(directory, args, config), timeout=timeout, binary=binary, strip=strip)
+
+
+def run(directory: Path | str, *args: str, timeout: float | None = 60.0) -> tuple[int, str, str]:
+    """Git for the rest of outpost-tui (race file checks, the worktrees screen): the same runner."""
+    status, out, err = _run(directory, *args, timeout=timeout, strip=False)
+    return status, str(out), err
 
 
 def _run_in_group(directory: Path | str, *args: str, config: Sequence[str] = (),
                   on_start: Callable[[int], None] | None = None) -> tuple[int, str, str]:
     """Run git in a process group of its own, reported to `on_start` while it runs.
 
-    For commands that run the user's hooks (worktree add runs post-checkout): the group lets a
-    crashed coordinator's successor stop whatever they started, and is swept when git is done."""
+    For commands that may run for a while inside an allocation (worktree add): the group lets a
+    crashed coordinator's successor stop it, and is swept when git is done."""
     directory = os.path.abspath(directory)
-    command = _command(directory, args, config)
-    try:
-        running = gitpython.Git(directory).execute(command, as_process=True, env=_ENV,
-                                                   start_new_session=True)
-    except gitpython.GitCommandNotFound as error:
-        raise GitError(f"git is not installed or not on PATH (needed for {directory})") from error
-    process = running.proc
-    try:
-        if on_start is not None:
-            on_start(process.pid)
-        out, err = process.communicate()
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        try:
-            os.killpg(process.pid, signal.SIGKILL)  # what its hooks left in the background
-        except (ProcessLookupError, PermissionError):
-            pass
-    out, err = out.decode(errors="replace"), err.decode(errors="replace")
-    return process.returncode, out.strip(), err
+    status, out, err = _execute(_command(directory, args, config), timeout=None, binary=False,
+                                strip=False, on_start=on_start, new_group=True)
+    return status, str(out).strip(), err
 
 
 def _first_line(text: str) -> str:
@@ -235,6 +354,12 @@ def git_common_dir(repo_root: Path | str) -> Path:
 
 def _common_dir_from_files(root: Path) -> Path | None:
     """Read the .git layout directly, as git itself does, to save a process per call."""
+    dirs = _git_dirs(root)
+    return dirs[1] if dirs is not None else None
+
+
+def _git_dirs(root: Path) -> tuple[Path, Path] | None:
+    """(git directory, common directory) of the checkout at `root`, read from its .git."""
     dot_git = root / ".git"
     try:
         if dot_git.is_dir():
@@ -247,12 +372,11 @@ def _common_dir_from_files(root: Path) -> Path | None:
         else:
             return None
         common = git_dir / "commondir"
-        if common.is_file():
-            git_dir = git_dir / common.read_text(encoding="utf-8").strip()
-        git_dir = git_dir.resolve()
+        common_dir = git_dir / common.read_text(encoding="utf-8").strip() if common.is_file() else git_dir
+        git_dir, common_dir = git_dir.resolve(), common_dir.resolve()
     except (OSError, UnicodeDecodeError):
         return None
-    return git_dir if (git_dir / "objects").is_dir() else None
+    return (git_dir, common_dir) if (common_dir / "objects").is_dir() else None
 
 
 def ensure_outpost_dir(repo_root: Path | str) -> Path:
@@ -522,8 +646,7 @@ def check_worktree_link(directory: Path | str) -> None:
 
 def head(directory: Path | str) -> str:
     check_worktree_link(directory)
-    return str(_check("reading HEAD", directory, "rev-parse", "--verify", "HEAD",
-                      config=IN_WORKTREE_CONFIG))
+    return str(_check("reading HEAD", directory, "rev-parse", "--verify", "HEAD"))
 
 
 def commits_since(directory: Path | str, baseline: str) -> list[Commit]:
@@ -532,7 +655,7 @@ def commits_since(directory: Path | str, baseline: str) -> list[Commit]:
     check_worktree_link(directory)
     # Topological order puts HEAD last, which head_and_commits relies on.
     out = _check("listing commits", directory, "log", "--topo-order", "--reverse", "--no-show-signature",
-                 "--format=%H %s", f"{baseline}..HEAD", "--", config=IN_WORKTREE_CONFIG)
+                 "--format=%H %s", f"{baseline}..HEAD", "--")
     commits = []
     for line in str(out).splitlines():
         oid, _, subject = line.partition(" ")
@@ -550,8 +673,7 @@ def head_and_commits(directory: Path | str, baseline: str) -> tuple[str, list[Co
 def has_changes(directory: Path | str) -> bool:
     """Uncommitted tracked changes or untracked files that are not ignored."""
     check_worktree_link(directory)
-    out = _check("git status", directory, *_STATUS, "--porcelain", "--untracked-files=normal",
-                 config=IN_WORKTREE_CONFIG)
+    out = _check("git status", directory, *_STATUS, "--porcelain", "--untracked-files=normal")
     return bool(str(out).strip())
 
 
@@ -568,9 +690,9 @@ def commit_all(directory: Path | str, message: str) -> str | None:
     user's pre-commit tooling.
     """
     check_worktree_link(directory)
-    _check("git add", directory, "add", "-A", "--", ".", config=IN_WORKTREE_CONFIG)
+    _check("git add", directory, "add", "-A", "--", ".")
     commit = ("commit", "--quiet", "--no-verify", "--no-gpg-sign", "--allow-empty-message", "-m", message)
-    status, _, err = _run(directory, *commit, config=(*IN_WORKTREE_CONFIG, "user.useConfigOnly=true"))
+    status, _, err = _run(directory, *commit, config=("user.useConfigOnly=true",))
     if status != 0 and any(marker in err for marker in _IDENTITY_ERRORS):
         config = []
         configured = str(_run(directory, "config", "--get-regexp", r"^user\.(name|email)$")[1])
@@ -579,9 +701,9 @@ def commit_all(directory: Path | str, message: str) -> str | None:
             config += [f"user.email={BOT_EMAIL}", f"user.name={BOT_NAME}"]
         elif "user.name" not in names:
             config += [f"user.name={BOT_NAME}"]
-        status, _, err = _run(directory, *commit, config=(*IN_WORKTREE_CONFIG, *config))
+        status, _, err = _run(directory, *commit, config=config)
     if status != 0:
-        if _run(directory, "diff", "--cached", "--quiet", config=IN_WORKTREE_CONFIG)[0] == 0:
+        if _run(directory, "diff", "--cached", "--quiet", "--no-ext-diff")[0] == 0:
             return None
         raise _failure("committing on the agent's behalf", directory, err)
     return head(directory)
@@ -599,7 +721,7 @@ def is_clean(directory: Path | str) -> bool:
     """Attached HEAD and no modified, untracked or ignored file: safe to remove."""
     check_worktree_link(directory)
     out = _check("git status", directory, *_STATUS, "--porcelain=v2", "--branch",
-                 "--untracked-files=normal", "--ignored", config=IN_WORKTREE_CONFIG)
+                 "--untracked-files=normal", "--ignored")
     for line in str(out).splitlines():
         if line == "# branch.head (detached)":
             return False
@@ -654,7 +776,7 @@ def integration_check(repo_root: Path | str, branch: str, expected_commit: str |
     if expected_commit is not None and expected_commit != candidate:
         return Integration("blocked", reason="Candidate branch changed since validation", **blocked)
     status, out, err = _run(root, "merge-tree", "--write-tree", "--name-only", "-z", before.head, candidate,
-                            config=("core.hooksPath=/dev/null",), timeout=MERGE_TREE_TIMEOUT)
+                            timeout=MERGE_TREE_TIMEOUT)
     if status not in (0, 1):
         return Integration("blocked", reason=_merge_tree_failure(status, err), **blocked)
     if len(out) >= MERGE_TREE_MAX_OUTPUT:
@@ -742,7 +864,8 @@ def diff(repo_root: Path | str, baseline: str, commit: str) -> str:
     """The change a candidate made, as text for the diff view."""
     _revision(baseline, "baseline")
     _revision(commit, "commit")
-    return str(_check("git diff", repo_root, "diff", "--no-color", "--no-ext-diff", baseline, commit, "--",
+    return str(_check("git diff", repo_root, "diff", "--no-color", "--no-ext-diff", "--no-textconv",
+                      baseline, commit, "--",
                       strip=False))
 
 

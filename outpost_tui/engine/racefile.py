@@ -13,7 +13,6 @@ import math
 import os
 import re
 import stat
-import subprocess
 import tomllib
 from dataclasses import fields
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any, Callable, Iterable
 import tomli_w
 
 from . import agents
+from . import git as git_runner
 from .spec import (
     KEY_PATTERN,
     MAX_CANDIDATES,
@@ -581,17 +581,15 @@ def _race(reader: _Reader, value: Any, base_dir: Path) -> dict:
     return out
 
 
-def _git(reader: _Reader, where: Path_, directory: Path, *args: str) -> subprocess.CompletedProcess:
-    # Variables a git hook may have set would point git at another repository.
-    env = {name: value for name, value in os.environ.items()
-           if name not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR")}
+def _git(reader: _Reader, where: Path_, directory: Path, *args: str) -> tuple[int, str, str]:
+    # the engine's runner: variables a git hook may have set would point git at another repository
     try:
-        return subprocess.run(["git", "-C", str(directory), *args], capture_output=True, text=True,
-                              env=env, stdin=subprocess.DEVNULL, timeout=60)
-    except FileNotFoundError:
-        raise reader.error(where, "git is not installed (or not on PATH)") from None
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise reader.error(where, f"cannot run git in {directory}: {error}") from None
+        status, out, err = git_runner.run(directory, *args)
+    except git_runner.GitError as error:
+        raise reader.error(where, str(error)) from None
+    if status == git_runner.GIT_TIMEOUT_STATUS:
+        raise reader.error(where, f"cannot run git in {directory}: {err}")
+    return status, out, err
 
 
 def _repository(reader: _Reader, value: Any, base_dir: Path, base: str,
@@ -602,13 +600,13 @@ def _repository(reader: _Reader, value: Any, base_dir: Path, base: str,
         raise reader.error(where, f"no such directory: {directory}")
     if kind != "directory":
         raise reader.error(where, f"not a directory: {directory}")
-    toplevel = _git(reader, where, directory, "rev-parse", "--show-toplevel")
-    if toplevel.returncode != 0:
-        detail = (toplevel.stderr.strip().splitlines() or [""])[0]
+    status, _, err = _git(reader, where, directory, "rev-parse", "--show-toplevel")
+    if status != 0:
+        detail = (err.strip().splitlines() or [""])[0]
         raise reader.error(where, f"not a git repository: {directory}"
                                   + (f" ({detail})" if detail else ""))
-    commit = _git(reader, where, directory, "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}")
-    if commit.returncode != 0:
+    status, _, _ = _git(reader, where, directory, "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}")
+    if status != 0:
         if explicit_base:
             raise reader.error(("race", "base"), f"{json.dumps(base)} is not a commit in {directory}")
         raise reader.error(where, f"the repository has no commits yet: {directory} "

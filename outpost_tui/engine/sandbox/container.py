@@ -21,7 +21,6 @@ import io
 import math
 import os
 import re
-import subprocess
 import tarfile
 import time
 import uuid
@@ -33,6 +32,7 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 
+from .. import git, gitenv
 from ..images import DEFAULT_TAG, KEEP_ALIVE
 from ..spec import SandboxSpec
 from .base import Completed, LineSink, Sandbox, SandboxContext, SandboxError, SandboxProvider
@@ -190,12 +190,11 @@ def _host_git_identity() -> dict[str, str]:
     identity: dict[str, str] = {}
     for key in ("user.name", "user.email"):
         try:
-            result = subprocess.run(["git", "config", "--global", "--get", key],
-                                    capture_output=True, text=True, timeout=10, check=False)
-        except (OSError, subprocess.TimeoutExpired):
+            status, out, _ = git.run("/", "config", "--global", "--get", key, timeout=10)
+        except git.GitError:
             return identity
-        if result.returncode == 0 and result.stdout.strip():
-            identity[key.split(".")[1]] = result.stdout.strip()
+        if status == 0 and out.strip():
+            identity[key.split(".")[1]] = out.strip()
     return identity
 
 
@@ -338,7 +337,8 @@ class ContainerProvider(SandboxProvider):
         labels = {LABEL_RACE: context.race_id, LABEL_KEY: context.key,
                   LABEL_ATTEMPT: str(context.attempt),
                   LABEL_REPOSITORY: str(Path(context.repository).resolve())}
-        environment = {"HOME": "/tmp", "LANG": "C.UTF-8", **dict(context.env)}
+        # git's location variables would aim the agent's git elsewhere (the same rule as locally)
+        environment = gitenv.scrubbed({"HOME": "/tmp", "LANG": "C.UTF-8", **dict(context.env)})
         options: dict[str, Any] = dict(
             name=name, labels=labels, detach=True, init=True, user=f"{uid}:{gid}",
             cap_drop=["ALL"], security_opt=["no-new-privileges"],
@@ -554,7 +554,7 @@ class ContainerSandbox(Sandbox):
         command = ["sh", "-c", WRAPPER, "outpost-run", pid_file, stdin_file, deadline,
                    *map(str, argv)]
         environment = [f"{key}={value}" for key, value in
-                       {**(env or {}), "OUTPOST_RUN": WRAPPER}.items()]
+                       gitenv.scrubbed({**(env or {}), "OUTPOST_RUN": WRAPPER}).items()]
 
         def create_exec() -> str:
             if stdin is not None:

@@ -18,6 +18,7 @@ import anyio
 import psutil
 from anyio.abc import Process
 
+from .. import gitenv
 from .base import Completed, LineSink, Sandbox, SandboxContext, SandboxError, SandboxProvider
 from .lines import LineSplitter, Tail
 
@@ -74,7 +75,8 @@ class LocalSandbox(Sandbox):
         timeout: float | None = None,
         tail_bytes: int = 64 * 1024,
     ) -> Completed:
-        full_env = {**os.environ, **self.context.env, **(env or {})}
+        # a race started from a git hook must not aim the candidate's git at the user's repository
+        full_env = gitenv.scrubbed({**os.environ, **self.context.env, **(env or {})})
         program = argv[0]
         if os.sep not in program and shutil.which(program, path=full_env.get("PATH")) is None:
             raise SandboxError(f"program {program!r} not found on PATH")

@@ -7,9 +7,7 @@ untracked or ignored files stays, and the branch always stays, so a removal neve
 
 from __future__ import annotations
 
-import os
 import shlex
-import subprocess
 from pathlib import Path
 from typing import Any, Callable
 
@@ -37,17 +35,15 @@ MAX_PATCH_LINES = 20000
 def run_git(directory: str | Path, *args: str) -> str:
     """Read-only git in `directory`; the output, or one line saying why there is none."""
     try:
-        # an agent left these worktrees: git reading them must not start any program they name
-        settings = [option for setting in git.IN_WORKTREE_CONFIG for option in ("-c", setting)]
-        done = subprocess.run(["git", "-C", str(directory), "--no-optional-locks", *settings, *args],
-                              capture_output=True, text=True, errors="replace", timeout=GIT_TIMEOUT,
-                              env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as error:
+        # the engine's runner: an agent left these worktrees, and git reading them must not start
+        # any program they (or the repository's config) name
+        status, out, err = git.run(directory, "--no-optional-locks", *args, timeout=GIT_TIMEOUT)
+    except git.GitError as error:
         return f"(git {args[0]} failed: {error})"
-    if done.returncode != 0:
-        reason = next((line for line in done.stderr.splitlines() if line.strip()), "no message")
+    if status != 0:
+        reason = next((line for line in err.splitlines() if line.strip()), "no message")
         return f"(git {args[0]} failed: {reason.removeprefix('fatal: ')})"
-    return done.stdout
+    return out
 
 
 def state_of(worktree: dict) -> str:
@@ -312,7 +308,7 @@ class BranchLogScreen(Screen):
 
     @work(thread=True, exclusive=True, exit_on_error=False)
     def load(self) -> None:
-        text = run_git(self.repository, "log", "-p", "--stat", "--no-color", "--no-ext-diff",
+        text = run_git(self.repository, "log", "-p", "--stat", "--no-color", "--no-ext-diff", "--no-textconv",
                        "-n", str(PATCH_COMMITS), self.revision, "--")
         if not get_current_worker().is_cancelled:
             self.app.call_from_thread(self._show, text)
