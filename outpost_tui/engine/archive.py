@@ -23,7 +23,6 @@ import json
 import os
 import shutil
 import stat
-import subprocess
 import tempfile
 import uuid
 from dataclasses import dataclass, field
@@ -97,22 +96,16 @@ def _plumbing(root: Path, *args: str, input: bytes | None = None, index: Path | 
 
     None of these commands runs a hook, a filter or the fsmonitor (hash-object --no-filters; the
     others never touch a working tree)."""
-    command = git._command(os.path.abspath(root), args, git.IN_WORKTREE_CONFIG)
-    env = {name: value for name, value in os.environ.items() if not name.startswith("GIT_")}
-    env.update(git._ENV)
-    if index is not None:
-        env["GIT_INDEX_FILE"] = str(index)
     try:
-        done = subprocess.run(command, input=input or b"", capture_output=True, env=env, cwd="/",
-                              timeout=_GIT_TIMEOUT)
-    except FileNotFoundError as error:
-        raise ArchiveError(f"git is not installed or not on PATH (needed for {root})") from error
-    except subprocess.TimeoutExpired as error:
-        raise ArchiveError(f"git {args[0]} did not finish within {_GIT_TIMEOUT:g} s in {root}") from error
-    if done.returncode != 0:
-        raise ArchiveError(f"{check or 'git ' + args[0]} failed in {root}: "
-                           f"{git._first_line(done.stderr.decode(errors='replace'))}")
-    return done.stdout
+        status, out, err = git._run(root, *args, input=input or b"", index=index, timeout=_GIT_TIMEOUT,
+                                    binary=True, strip=False)
+    except git.GitError as error:
+        raise ArchiveError(str(error)) from error
+    if status == git.GIT_TIMEOUT_STATUS:
+        raise ArchiveError(f"git {args[0]} did not finish within {_GIT_TIMEOUT:g} s in {root}")
+    if status != 0:
+        raise ArchiveError(f"{check or 'git ' + args[0]} failed in {root}: {git._first_line(err)}")
+    return bytes(out)
 
 
 def _object_format(root: Path) -> str:
@@ -141,7 +134,7 @@ class Entry:
 def _ignored_paths(directory: Path) -> set[str]:
     """Ignored paths of the worktree as git reports them (directories end with "/")."""
     status, out, err = git._run(directory, "ls-files", "-z", "--others", "--ignored", "--exclude-standard",
-                                "--directory", config=git.IN_WORKTREE_CONFIG, strip=False)
+                                "--directory", strip=False)
     if status != 0:
         raise ArchiveError(f"listing ignored files failed in {directory}: {git._first_line(str(err))}")
     return {p for p in str(out).split("\0") if p}
@@ -467,9 +460,9 @@ def restore(root: Path | str, attempt: Attempt, directory: Path | str | None = N
     target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     with git._worktree_lock(root):
         git._check(f"creating worktree {target}", root, "worktree", "add", "--quiet", "--no-checkout",
-                   str(target), *checkout, config=git.IN_WORKTREE_CONFIG)
+                   str(target), *checkout)
     # The index follows HEAD (as a fresh checkout's would); the files come from the archive itself.
-    git._check("reading HEAD into the index", target, "read-tree", head, config=git.IN_WORKTREE_CONFIG)
+    git._check("reading HEAD into the index", target, "read-tree", head)
     tree = _tree_entries(root, commit)
     blobs = _read_blobs(root, [oid for _, oid in tree.values()])
     modes = {path: int(value, 8) for path, value in manifest.get("modes", {}).items()}

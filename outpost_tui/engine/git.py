@@ -130,9 +130,11 @@ def _environment() -> dict[str, str]:
             "GIT_PAGER": "cat", "GIT_EDITOR": "false"}
 
 
-def _command(directory: str, args: Sequence[str], config: Sequence[str]) -> list[str]:
+def _command(directory: str, args: Sequence[str], config: Sequence[str],
+             users_own: bool = False) -> list[str]:
     command = ["git", "--no-pager", "-C", directory]
-    for setting in (*PROGRAM_CONFIG, *_driver_config(directory), *config):
+    settings = config if users_own else (*PROGRAM_CONFIG, *_driver_config(directory), *config)
+    for setting in settings:
         command += ["-c", setting]
     return command + list(args)
 
@@ -221,13 +223,19 @@ def _stat_all(paths: Sequence[str]) -> tuple:
 
 
 def _execute(command: list[str], *, timeout: float | None, binary: bool, strip: bool,
-             on_start: Callable[[int], None] | None = None,
-             new_group: bool = False) -> tuple[int, str | bytes, str]:
-    """The one place the engine starts git: scrubbed environment, no stdin, output captured."""
+             on_start: Callable[[int], None] | None = None, new_group: bool = False,
+             input: bytes | None = None, index: Path | None = None) -> tuple[int, str | bytes, str]:
+    """The one place the engine starts git: scrubbed environment, output captured.
+
+    `index` is a private index file (object-store plumbing builds trees in one): the only git
+    location variable the engine ever sets, and only its own."""
     where = command[command.index("-C") + 1] if "-C" in command else "/"
+    env = _environment()
+    if index is not None:
+        env["GIT_INDEX_FILE"] = str(index)
     try:
-        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, env=_environment(), cwd="/",
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd="/",
                                    start_new_session=new_group)
     except FileNotFoundError as error:
         raise GitError(f"git is not installed or not on PATH (needed for {where})") from error
@@ -237,7 +245,7 @@ def _execute(command: list[str], *, timeout: float | None, binary: bool, strip: 
         if on_start is not None:
             on_start(process.pid)
         try:
-            out, err = process.communicate(timeout=timeout)
+            out, err = process.communicate(input, timeout=timeout)
             status = process.returncode
         except subprocess.TimeoutExpired:
             process.kill()
@@ -268,13 +276,19 @@ def _run(
     timeout: float | None = None,
     binary: bool = False,
     strip: bool = True,
+    input: bytes | None = None,
+    index: Path | None = None,
+    users_own: bool = False,
 ) -> tuple[int, str | bytes, str]:
     """Run git in `directory` and return (status, stdout, stderr) without raising on a non-zero exit.
 
     `-C` pins the directory; the child's own cwd is "/", so a missing directory is an error rather
-    than whatever checkout the app happens to run in."""
+    than whatever checkout the app happens to run in. `users_own`: the user's own act carried out
+    on request (merging a winner), which runs their hooks and drivers as the `git merge` they would
+    type; the environment is scrubbed all the same."""
     directory = os.path.abspath(directory)
-    return _execute(_command(directory, args, config), timeout=timeout, binary=binary, strip=strip)
+    return _execute(_command(directory, args, config, users_own), timeout=timeout, binary=binary,
+                    strip=strip, input=input, index=index)
 
 
 def run(directory: Path | str, *args: str, timeout: float | None = 60.0) -> tuple[int, str, str]:

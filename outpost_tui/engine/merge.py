@@ -61,7 +61,7 @@ def merge(repo_root: Path | str, commit: str, *, expected_commit: str | None = N
     args = ["merge", "--no-edit", "--no-stat"]
     if message:
         args += ["-m", message]
-    status, _, err = git._run(root, *args, target, "--")
+    status, _, err = git._run(root, *args, target, "--", users_own=True)
     after = _head(root)
     if status != 0:
         _abort(root, "merge")
@@ -89,7 +89,7 @@ def cherry_pick(repo_root: Path | str, commit: str, baseline: str, *,
     if not picks:
         return MergeOutcome(False, CHERRY_PICK, f"not cherry-picked: {target[:12]} has no commits since the "
                             "baseline", integration, integration.host_head)
-    status, _, err = git._run(root, "cherry-pick", "--allow-empty", *picks)
+    status, _, err = git._run(root, "cherry-pick", "--allow-empty", *picks, users_own=True)
     if status != 0:
         _abort(root, "cherry-pick")
         return MergeOutcome(False, CHERRY_PICK, f"not cherry-picked: git cherry-pick stopped: "

@@ -169,7 +169,7 @@ def holds(directory: Path | str) -> Holds:
     top = Path(directory)
     git.check_worktree_link(top)
     status, out, err = git._run(top, "--no-optional-locks", "status", "--porcelain=v1", "-z",
-                                "--untracked-files=all", "--ignored=matching", config=git.IN_WORKTREE_CONFIG,
+                                "--untracked-files=all", "--ignored=matching",
                                 strip=False)
     if status != 0:
         raise git.GitError(f"git status failed in {top}: {git._first_line(str(err))}")
@@ -206,7 +206,7 @@ def _blocks(path: Path) -> int:
 def hidden_edits(directory: Path | str) -> list[str]:
     """Paths whose index flags (assume-unchanged, skip-worktree) hide an edit on disk from git status."""
     top = Path(directory)
-    status, out, err = git._run(top, "ls-files", "-v", "-s", "-z", config=git.IN_WORKTREE_CONFIG, strip=False)
+    status, out, err = git._run(top, "ls-files", "-v", "-s", "-z", strip=False)
     if status != 0:
         raise git.GitError(f"git ls-files failed in {top}: {git._first_line(str(err))}")
     algorithm = archive._object_format(top)
