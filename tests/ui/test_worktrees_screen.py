@@ -1,24 +1,25 @@
-"""The worktrees review screen on worktrees a real race kept: one with an untracked file, one clean."""
+"""The review screen (f3) on the worktrees a real race kept: rows, details, diff, compare, and every
+action through its confirmation, checked against the repository afterwards."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
 import pytest
 from textual.app import App
-from textual.widgets import DataTable, RichLog, Static
+from textual.widgets import DataTable, OptionList, Static
 
-from tests.conftest import FAKE_AGENT, git, make_repo
+from outpost_tui.engine import archive as a
 from outpost_tui.ui.screens.confirm import ConfirmScreen
-from outpost_tui.ui.screens.worktrees import BranchLogScreen, WorktreesScreen
+from outpost_tui.ui.screens.work_diff import WorkDiffScreen
+from outpost_tui.ui.screens.worktrees import WorktreesScreen
+from tests.conftest import git, make_repo
+from tests.retention import kept_race
 
 pytestmark = pytest.mark.anyio
-VALIDATE = Path(__file__).parents[1] / "fixtures" / "agents" / "validate.py"
 
 
 class HostApp(App):
@@ -32,33 +33,12 @@ class HostApp(App):
 
 
 @pytest.fixture
-def kept(tmp_path) -> Path:
-    """A repository after a race that kept two worktrees: `dirty` (an untracked file) and `clean`
-    (its agent failed after committing)."""
+def kept(tmp_path) -> dict:
     repo = make_repo(tmp_path / "repo")
-
-    def candidate(key: str, *flags: str) -> str:
-        argv = json.dumps([sys.executable, str(FAKE_AGENT), "--write", "fix.txt", "--content", "bad",
-                           "--commit", *flags])
-        return f'\n[[candidates]]\nkey = "{key}"\nagent = "command"\nbrief = "fix"\ncommand = {argv}\n'
-
-    race = tmp_path / "race.toml"
-    race.write_text(textwrap.dedent(f"""\
-        [race]
-        name = "keep"
-        repository = "{repo}"
-        concurrency = 2
-
-        [validate]
-        command = {json.dumps([sys.executable, str(VALIDATE)])}
-        """) + candidate("dirty", "--dirty") + candidate("clean", "--exit", "1"))
-    done = subprocess.run([sys.executable, "-m", "outpost_tui.cli", "run", str(race), "--headless"],
-                          capture_output=True, text=True, timeout=60)
-    assert done.returncode == 1, done.stderr
-    return repo
+    return {"repo": repo, **kept_race(repo)}
 
 
-async def until(pilot, condition, what: str, timeout: float = 20.0) -> None:
+async def until(pilot, condition, what: str, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
@@ -69,104 +49,206 @@ def text(screen, selector: str) -> str:
     return str(screen.query_one(selector, Static).content)
 
 
-def rows(table: DataTable) -> dict[str, list[str]]:
-    return {str(table.get_row_at(i)[0]): [str(c) for c in table.get_row_at(i)] for i in range(table.row_count)}
-
-
-async def select(pilot, screen: WorktreesScreen, key: str) -> dict:
+def cells(screen: WorktreesScreen) -> dict[str, list[str]]:
     table = screen.query_one("#worktrees", DataTable)
-    index = list(rows(table)).index(f"{key}#1")
-    table.move_cursor(row=index)
-    await until(pilot, lambda: (screen.selected() or {}).get("key") == key, f"{key} to be selected")
-    return screen.selected()
+    return {str(table.coordinate_to_cell_key((i, 0)).row_key.value): [str(c) for c in table.get_row_at(i)]
+            for i in range(table.row_count)}
 
 
-async def test_lists_both_and_removes_only_the_clean_one_keeping_its_branch(kept):
-    screen = WorktreesScreen(kept)
+async def listed(pilot, screen: WorktreesScreen, count: int) -> None:
+    await until(pilot, lambda: len(screen.attempts()) == count and screen.query_one("#worktrees", DataTable)
+                .row_count == count + len(screen.races), f"{count} attempts listed")
+
+
+async def select(pilot, screen: WorktreesScreen, ident: str) -> None:
+    table = screen.query_one("#worktrees", DataTable)
+    table.move_cursor(row=table.get_row_index(ident))
+    await until(pilot, lambda: screen.selected() is not None and screen.selected().id == ident
+                and text(screen, "#details").startswith(f"branch outpost/speculation/{ident}\n"), ident)
+
+
+async def test_rows_grouped_by_race_with_outcome_holdings_and_details(kept):
+    screen = WorktreesScreen(kept["repo"])
+    async with HostApp(screen).run_test(size=(120, 40)) as pilot:
+        await listed(pilot, screen, 2)
+        race = kept["race_id"]
+        rows = cells(screen)
+        assert list(rows) == [f"race:{race}", f"{race}/lose/1", f"{race}/win/1"]
+        assert rows[f"race:{race}"][1] == "winner"
+        assert rows[f"{race}/lose/1"][1:4] == ["rejected", "?1", "2f +2 -0"]
+        assert rows[f"{race}/win/1"][1] == "winner"
+        await select(pilot, screen, f"{race}/lose/1")
+        details = text(screen, "#details")
+        assert f"branch outpost/speculation/{race}/lose/1" in details
+        assert "rejected: validation failed (exit code 1)" in details and "holds 1 untracked" in details
+
+
+async def test_whole_work_diff_with_file_navigation_and_fold(kept):
+    screen = WorktreesScreen(kept["repo"])
     app = HostApp(screen)
     async with app.run_test(size=(120, 40)) as pilot:
-        table = screen.query_one("#worktrees", DataTable)
-        await until(pilot, lambda: table.row_count == 2, "the worktree list")
-        listed = rows(table)
-        assert listed["dirty#1"][2] == "has changes" and listed["clean#1"][2] == "clean"
-        race_id = listed["dirty#1"][1]
-        assert race_id == listed["clean#1"][1] != "—"
-
-        dirty = await select(pilot, screen, "dirty")
-        await until(pilot, lambda: text(screen, "#details").startswith(f"{dirty['path']}\nbranch"),
-                    "dirty's details")
-        details = text(screen, "#details")
-        assert "?? untracked-notes.txt" in details and "fake agent change" in details
-
-        await pilot.press("delete")
-        assert app.screen is screen  # refused before asking
-        assert "not removed" in text(screen, "#error") and dirty["path"] in text(screen, "#error")
-        assert (Path(dirty["path"]) / "untracked-notes.txt").read_text() == "scratch\n"
-
-        clean = await select(pilot, screen, "clean")
-        await pilot.press("delete")
-        assert isinstance(app.screen, ConfirmScreen)
-        assert clean["path"] in app.screen.question and clean["branch"] in app.screen.question
-        await pilot.press("n")
-        assert Path(clean["path"]).is_dir()
-
-        await pilot.press("delete", "y")
-        await until(pilot, lambda: table.row_count == 1, "the list without the clean worktree")
-        assert not Path(clean["path"]).exists()
-        assert list(rows(table)) == ["dirty#1"]
-        assert git(kept, "rev-parse", "--verify", clean["branch"]) == clean["head"]
-        assert Path(dirty["path"], "untracked-notes.txt").exists()
-
-
-async def test_shows_the_branch_log_with_patches_and_the_open_command(kept):
-    screen = WorktreesScreen(kept)
-    app = HostApp(screen)
-    async with app.run_test(size=(120, 40), notifications=True) as pilot:
-        table = screen.query_one("#worktrees", DataTable)
-        await until(pilot, lambda: table.row_count == 2, "the worktree list")
-        clean = await select(pilot, screen, "clean")
-
-        await pilot.press("o")
-        assert any(f"cd {clean['path']}" in str(n.message) for n in app._notifications)
-
+        await listed(pilot, screen, 2)
+        await select(pilot, screen, f"{kept['race_id']}/win/1")
         await pilot.press("d")
-        assert isinstance(app.screen, BranchLogScreen)
-        log = app.screen.query_one(RichLog)
-        await until(pilot, lambda: len(log.lines) > 3, "the patches")
-        shown = "\n".join(line.text for line in log.lines)
-        assert "fake agent change" in shown and "+bad" in shown and "fix.txt | 1 +" in shown
+        await until(pilot, lambda: isinstance(app.screen, WorkDiffScreen), "the diff")
+        diff = app.screen
+        # the committed file and the untracked one the agent left
+        assert [f.path for f in diff.files] == ["a.txt", "untracked-notes.txt"]
+        assert "+good" in str(diff.query_one("#body-0", Static).content)
+        files = diff.query_one("#files", OptionList)
+        await pilot.press("n")
+        assert diff.current == 1 and files.highlighted == 1
+        await pilot.press("p")
+        assert diff.current == 0
+        await pilot.press("z")
+        assert diff.is_folded(0) and not diff.is_folded(1)
+        assert str(diff.query_one("#file-0", Static).content).startswith("▸ a.txt")
+        await pilot.press("Z")
+        assert diff.is_folded(0) and diff.is_folded(1)
+        await pilot.press("Z")
+        assert not diff.is_folded(0) and not diff.is_folded(1)
         await pilot.press("escape")
         assert app.screen is screen
 
 
+async def test_compare_two_candidates(kept):
+    screen = WorktreesScreen(kept["repo"])
+    app = HostApp(screen)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await listed(pilot, screen, 2)
+        race = kept["race_id"]
+        await select(pilot, screen, f"{race}/win/1")
+        await pilot.press("c")
+        assert "mark one attempt" in text(screen, "#error")
+        await pilot.press("space")
+        assert screen.marked == f"{race}/win/1"
+        await select(pilot, screen, f"{race}/lose/1")
+        (Path(kept["lose"]) / "only-lose.txt").write_text("mine\n")
+        await pilot.press("c")
+        await until(pilot, lambda: isinstance(app.screen, WorkDiffScreen), "the comparison")
+        summary = text(app.screen, "#diff-summary")
+        assert "only lose#1: only-lose.txt" in summary and "both: a.txt, untracked-notes.txt" in summary
+        body = str(app.screen.query_one("#body-0", Static).content)
+        assert "-good" in body and "+bad" in body
+
+
+async def test_archive_asks_then_keeps_everything_and_restore_brings_it_back(kept):
+    screen = WorktreesScreen(kept["repo"])
+    app = HostApp(screen)
+    lose = Path(kept["lose"])
+    (lose / "debug.log").write_text("x" * 5000)
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await listed(pilot, screen, 2)
+        ident = f"{kept['race_id']}/lose/1"
+        await select(pilot, screen, ident)
+        await pilot.press("a")
+        assert isinstance(app.screen, ConfirmScreen)
+        assert "ignored file(s)" in app.screen.question and "are NOT kept" in app.screen.question
+        await pilot.press("n")
+        assert lose.is_dir() and app.screen is screen
+        await pilot.press("A")
+        assert "are archived too" in app.screen.question
+        await pilot.press("y")
+        await until(pilot, lambda: cells(screen).get(ident, [""] * 3)[2] == "archived", "the archived row")
+        assert not lose.exists()
+        ref = a.Attempt(kept["race_id"], "lose", 1).ref
+        assert git(kept["repo"], "show", f"{ref}:debug.log") == "x" * 5000
+        await select(pilot, screen, ident)
+        await pilot.press("u")
+        await until(pilot, lambda: cells(screen).get(ident, [""] * 3)[2] == "?1 !1", "the restored row")
+        assert (lose / "debug.log").read_text() == "x" * 5000
+        assert (lose / "untracked-notes.txt").exists()
+
+
+async def test_a_worktree_in_use_is_not_archived_and_who_is_named(kept):
+    busy = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], cwd=kept["win"],
+                            stdin=subprocess.PIPE)
+    try:
+        screen = WorktreesScreen(kept["repo"])
+        app = HostApp(screen)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await listed(pilot, screen, 2)
+            ident = f"{kept['race_id']}/win/1"
+            await select(pilot, screen, ident)
+            assert cells(screen)[ident][6] == "1 proc"
+            assert f"pid {busy.pid}" in text(screen, "#details")
+            await pilot.press("a")
+            assert app.screen is screen
+            assert f"pid {busy.pid}" in text(screen, "#error") and "not removed" in text(screen, "#error")
+            assert Path(kept["win"]).is_dir()
+    finally:
+        busy.stdin.close()
+        busy.wait()
+
+
+async def test_merge_after_a_fresh_check_and_a_conflict_refused(kept):
+    repo = kept["repo"]
+    screen = WorktreesScreen(repo)
+    app = HostApp(screen)
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await listed(pilot, screen, 2)
+        race = kept["race_id"]
+        await select(pilot, screen, f"{race}/win/1")
+        await pilot.press("m")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the merge confirmation")
+        question = app.screen.question
+        assert "into main" in question and "Integration check just now: clean" in question
+        assert "not part of the merge" in question  # its untracked file is named as left out
+        await pilot.press("y")
+        await until(pilot, lambda: (repo / "a.txt").exists(), "the merge")
+        assert (repo / "a.txt").read_text() == "good"
+        # main had not moved since the baseline: git fast-forwards, as a merge typed by hand would
+        assert git(repo, "rev-parse", "HEAD") == git(repo, "rev-parse", f"outpost/speculation/{race}/win/1")
+        head = git(repo, "rev-parse", "HEAD")
+        await select(pilot, screen, f"{race}/lose/1")
+        await pilot.press("m")
+        await until(pilot, lambda: "would conflict in a.txt" in text(screen, "#error"), "the refusal")
+        assert app.screen is screen and git(repo, "rev-parse", "HEAD") == head
+
+
+async def test_copy_and_shell(kept):
+    screen = WorktreesScreen(kept["repo"])
+    app = HostApp(screen)
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await listed(pilot, screen, 2)
+        ident = f"{kept['race_id']}/win/1"
+        await select(pilot, screen, ident)
+        await pilot.press("y")
+        assert app.clipboard == f"outpost/speculation/{ident}"
+        await pilot.press("Y")
+        assert app.clipboard == git(kept["repo"], "rev-parse", f"outpost/speculation/{ident}")
+        await pilot.press("s")
+        assert any(f"run: cd {kept['win']}" in str(n.message) for n in app._notifications)
+
+
+async def test_prune_then_delete_branches_through_their_confirmations(kept):
+    repo = kept["repo"]
+    screen = WorktreesScreen(repo)
+    app = HostApp(screen)
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await listed(pilot, screen, 2)
+        await pilot.press("P")
+        assert isinstance(app.screen, ConfirmScreen)
+        assert "archive and remove 2 worktree(s) of finished races" in app.screen.question
+        await pilot.press("y")
+        await until(pilot, lambda: not Path(kept["win"]).exists() and not Path(kept["lose"]).exists()
+                    and [c[2] for k, c in cells(screen).items() if "/" in k] == ["archived", "archived"],
+                    "the pruned rows")
+        assert any("pruned 2 worktree(s), freed" in str(n.message) for n in app._notifications)
+        await pilot.press("B")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the branch confirmation")
+        assert "Delete 2 branch(es)" in app.screen.question
+        await pilot.press("y")
+        await until(pilot, lambda: git(repo, "branch", "--list", "outpost/*") == "", "the deletion")
+        assert len(git(repo, "for-each-ref", "refs/outpost/archive/").splitlines()) == 2
+
+
 async def test_an_unreachable_container_engine_is_a_one_line_note(kept, monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/outpost-test.sock")
-    screen = WorktreesScreen(kept)
+    screen = WorktreesScreen(kept["repo"])
     async with HostApp(screen).run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: text(screen, "#containers").startswith("Containers not listed"),
                     "the container note")
         note = text(screen, "#containers")
         assert len(note.splitlines()) == 1 and "cannot reach the container engine" in note
-        # The worktrees are listed by their own worker: the engine's absence does not hide them.
-        await until(pilot, lambda: screen.query_one("#worktrees", DataTable).row_count == 2, "the worktrees")
-
-
-async def test_a_worktree_whose_git_link_was_changed_is_shown_but_never_read_with_git(kept, tmp_path):
-    """An agent that rewired its worktree's .git to a configuration of its own gets no git run there."""
-    marker = tmp_path / "ran"
-    planted = make_repo(tmp_path / "planted")
-    git(planted, "config", "core.fsmonitor", f"touch {marker}; false")
-    screen = WorktreesScreen(kept)
-    app = HostApp(screen)
-    async with app.run_test(size=(120, 40)) as pilot:
-        table = screen.query_one("#worktrees", DataTable)
-        await until(pilot, lambda: table.row_count == 2, "the worktree list")
-        dirty = await select(pilot, screen, "dirty")
-        (Path(dirty["path"]) / ".git").write_text(f"gitdir: {planted / '.git'}\n")
-        await pilot.press("r")  # reload the list
-        await until(pilot, lambda: rows(table).get("dirty#1", ["", "", ""])[2].startswith("git link"),
-                    "the changed link to be marked")
-        await select(pilot, screen, "dirty")
-        await until(pilot, lambda: "link" in text(screen, "#details").split("\n", 2)[-1],
-                    "the details to say why they are not shown")
-    assert not marker.exists()
+        assert len(screen.attempts()) == 2  # the worktrees are listed all the same

@@ -1,100 +1,132 @@
-"""Review what races kept: the worktrees under .outpost/workspaces, their changes and commits, and the
-containers that belong to the repository's runs.
+"""Review what races kept (f3): every attempt's worktree or archive, grouped by race, newest first.
 
-Removing a worktree goes through `git.remove_worktree`, which never forces: a worktree with uncommitted,
-untracked or ignored files stays, and the branch always stays, so a removal never loses work.
+Each row says how the attempt ended and why, what its worktree holds beyond its last commit, its
+size, age, whole-work diff stat against the baseline, and whether a process or container still runs
+in it. From a row: the whole work as a diff (committed, uncommitted and untracked), a comparison
+with a marked attempt, a shell in it, its merge or cherry-pick into the current branch (after a
+fresh integration check and a confirmation), copying its branch or commit, archive-and-remove,
+restore, and for the repository a prune and a race's branch deletion. Everything that removes
+anything goes through the engine's archive (engine/archive.py, engine/cleanup.py), which keeps the
+work reachable first and refuses while a process uses the worktree.
 """
 
 from __future__ import annotations
 
-import shlex
+import time
 from pathlib import Path
 from typing import Any, Callable
 
+from rich.markup import escape
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, RichLog, Static
+from textual.widgets import DataTable, Footer, Header, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from ...engine import git
+from ...engine import archive, cleanup, git, merge
+from ...engine.retained import (RetainedAttempt, RetainedRace, human_age, human_bytes, retained,
+                                touched, whole_work, work_diff)
 from ...engine.sandbox import SandboxError
 from ...engine.sandbox.container import list_containers
+from ..shell import open_shell
 from .confirm import ConfirmScreen
+from .work_diff import WorkDiffScreen
 
-GIT_TIMEOUT = 30.0
-LOG_COMMITS = 20
-PATCH_COMMITS = 10
-# A patch view is for reading: past this many lines the rest is cut, with a note saying so.
-MAX_PATCH_LINES = 20000
+RACE_ROW = "race:"
+OUTCOME_STYLE = {"winner": "bold green", "rejected": "red", "failed": "red", "quota": "yellow",
+                 "cancelled": "dim", "skipped": "dim", "interrupted": "yellow"}
 
 
-def run_git(directory: str | Path, *args: str) -> str:
-    """Read-only git in `directory`; the output, or one line saying why there is none."""
+def shown_path(path: Path) -> str:
+    """A path as the user would type it from here: relative when under the working directory."""
     try:
-        # the engine's runner: an agent left these worktrees, and git reading them must not start
-        # any program they (or the repository's config) name
-        status, out, err = git.run(directory, "--no-optional-locks", *args, timeout=GIT_TIMEOUT)
-    except git.GitError as error:
-        return f"(git {args[0]} failed: {error})"
-    if status != 0:
-        reason = next((line for line in err.splitlines() if line.strip()), "no message")
-        return f"(git {args[0]} failed: {reason.removeprefix('fatal: ')})"
-    return out
+        return str(Path(path).absolute().relative_to(Path.cwd())) or "."
+    except ValueError:
+        return str(path)
 
 
-def state_of(worktree: dict) -> str:
-    if worktree.get("link_changed"):
-        return "git link changed: not inspected"
-    state = "missing" if worktree["missing"] else ("clean" if worktree["clean"] else "has changes")
-    return f"{state}, locked" if worktree.get("locked") else state
+def holds_cell(row: RetainedAttempt) -> str:
+    """What the worktree holds beyond its last commit, in a few characters (legend in the details)."""
+    if not row.present:
+        return "archived" if row.archive else "missing"
+    if row.link_changed:
+        return "link changed"
+    if row.holds is None:
+        return "?"
+    held = row.holds
+    parts = [f"{code}{n}" for code, n in (("M", held.uncommitted), ("?", held.untracked),
+                                          ("!", held.ignored), ("H", held.hidden)) if n]
+    return " ".join(parts) or "clean"
 
 
-def who(worktree: dict) -> str:
-    if worktree.get("key"):
-        return f"{worktree['key']}#{worktree['attempt']}"
-    return worktree.get("branch") or "detached"
+def diff_cell(row: RetainedAttempt) -> str:
+    stat = row.diff_stat
+    return f"{stat['files']}f +{stat['insertions']} -{stat['deletions']}" if stat else "—"
+
+
+def live_cell(row: RetainedAttempt) -> str:
+    marks = []
+    if row.occupants:
+        marks.append(f"{len(row.occupants)} proc")
+    if row.container:
+        marks.append("ctr " + str(row.container.get("status") or "?")[:4])
+    return ", ".join(marks) or "—"
 
 
 class WorktreesScreen(Screen):
-    """The retained worktrees of one repository, with details of the highlighted one."""
+    """The attempts races kept in one repository, with details and actions on the highlighted one."""
 
     DEFAULT_CSS = """
     WorktreesScreen > Vertical { padding: 0 1; }
-    WorktreesScreen #title { text-style: bold; margin: 1 0; }
-    WorktreesScreen #worktrees { height: auto; max-height: 50%; }
-    WorktreesScreen #containers { color: $text-muted; margin: 1 0 0 0; }
-    WorktreesScreen #details-box { height: 1fr; border-top: solid $primary; margin-top: 1; }
+    WorktreesScreen #title { text-style: bold; height: 1; }
+    WorktreesScreen #worktrees { height: 1fr; min-height: 5; }
+    WorktreesScreen #error { height: auto; max-height: 2; }
+    WorktreesScreen #containers { color: $text-muted; height: auto; max-height: 1; }
+    WorktreesScreen #details-box { height: 9; border-top: solid $primary; }
     WorktreesScreen .error { color: $error; text-style: bold; }
     """
     BINDINGS = [
-        Binding("r", "refresh", "Refresh", id="worktrees.refresh"),
-        Binding("d", "diff", "Commits + patches", id="worktrees.diff"),
-        Binding("o", "open", "Open (path)", id="worktrees.open"),
-        Binding("delete", "remove", "Remove worktree", id="worktrees.remove"),
+        Binding("r", "refresh", "Refresh", id="worktrees.refresh", show=False),
+        Binding("d,enter", "diff", "Diff", id="worktrees.diff"),
+        Binding("space", "mark", "Mark", id="worktrees.mark"),
+        Binding("c", "compare", "Compare", id="worktrees.compare"),
+        Binding("s", "shell", "Shell", id="worktrees.shell"),
+        Binding("m", "merge", "Merge", id="worktrees.merge"),
+        Binding("M", "cherry_pick", "Cherry-pick", id="worktrees.cherry_pick", show=False),
+        Binding("y", "copy('branch')", "Copy branch", id="worktrees.copy_branch", show=False),
+        Binding("Y", "copy('commit')", "Copy commit", id="worktrees.copy_commit", show=False),
+        Binding("a", "archive(False)", "Archive", id="worktrees.archive"),
+        Binding("A", "archive(True)", "Archive +ignored", id="worktrees.archive_ignored", show=False),
+        Binding("delete", "archive(False)", "Archive + remove", id="worktrees.remove", show=False),
+        Binding("u", "restore", "Restore", id="worktrees.restore", show=False),
+        Binding("P", "prune", "Prune", id="worktrees.prune"),
+        Binding("B", "delete_branches", "Delete branches", id="worktrees.delete_branches", show=False),
         Binding("escape", "app.pop_screen", "Back", id="worktrees.back"),
     ]
 
-    def __init__(self, repository: Path) -> None:
+    def __init__(self, repository: Path, *, clock: Callable[[], float] = time.time) -> None:
         super().__init__()
         self.repository = Path(repository)
+        self.clock = clock
         self.root: Path | None = None
-        self.worktrees: list[dict] = []
+        self.races: list[RetainedRace] = []
+        self.marked: str | None = None
+        self.busy_with: str | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
         with Vertical():
-            yield Static(f"Worktrees kept in {self.repository}", id="title", markup=False)
+            yield Static(f"Work kept in {shown_path(self.repository)}", id="title", markup=False)
             table = DataTable(id="worktrees", cursor_type="row", zebra_stripes=True)
-            table.add_columns("candidate", "race", "state", "HEAD", "path")
+            table.add_columns("attempt", "outcome", "holds", "diff", "size", "age", "live")
             yield table
             yield Static(id="error", classes="error", markup=False)
             yield Static(id="containers", markup=False)
             with VerticalScroll(id="details-box"):
-                yield Static(id="details", markup=False)
+                yield Static("reading…", id="details", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -102,12 +134,23 @@ class WorktreesScreen(Screen):
 
     # ------------------------------------------------------------------------------ helpers
 
-    def selected(self) -> dict | None:
+    def attempts(self) -> list[RetainedAttempt]:
+        return [row for race in self.races for row in race.attempts]
+
+    def selected_key(self) -> str | None:
         table = self.query_one("#worktrees", DataTable)
         if table.row_count == 0:
             return None
-        path = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-        return next((w for w in self.worktrees if w["path"] == path), None)
+        return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+
+    def selected(self) -> RetainedAttempt | None:
+        key = self.selected_key()
+        return next((row for row in self.attempts() if row.id == key), None)
+
+    def selected_race(self) -> RetainedRace | None:
+        key = self.selected_key() or ""
+        race_id = key.removeprefix(RACE_ROW) if key.startswith(RACE_ROW) else key.split("/")[0]
+        return next((race for race in self.races if race.id == race_id), None)
 
     def _deliver(self, callback: Callable[..., None], *args: Any) -> None:
         if not get_current_worker().is_cancelled:
@@ -122,70 +165,95 @@ class WorktreesScreen(Screen):
         if message:
             self.notify(message, severity="error")
 
+    def _say(self, message: str) -> None:
+        self._show_error("")
+        self.notify(message, timeout=8)
+
     @on(Worker.StateChanged)
     def _worker_changed(self, event: Worker.StateChanged) -> None:
         if event.state == WorkerState.ERROR:
             error = event.worker.error
-            self._show_error(f"unexpected error: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
+            first = str(error).splitlines()[0] if str(error) else ""
+            self._show_error(f"unexpected error: {type(error).__name__}: {first}")
+
+    def _relative(self, path: str | None) -> str:
+        if not path:
+            return "—"
+        if self.root is not None:
+            try:
+                return str(Path(path).relative_to(self.root))
+            except ValueError:
+                pass
+        return path
+
+    def _needs(self, row: RetainedAttempt | None, *, worktree: bool = False) -> RetainedAttempt | None:
+        if row is None:
+            self._show_error("select an attempt first (the rows under a race)")
+            return None
+        if worktree and not row.present:
+            self._show_error(f"{row.id} has no worktree" + (" (u restores it)" if row.archive else ""))
+            return None
+        if worktree and row.link_changed:
+            self._show_error(f"{row.id}: its git link was changed; look at it by hand, outpost-tui will not")
+            return None
+        return row
 
     # ------------------------------------------------------------------------------ listing
 
     def action_refresh(self) -> None:
         self._show_error("")
-        self.query_one("#containers", Static).update("Looking for containers…")
         self._list()
-        self._containers()
 
     @work(thread=True, exclusive=True, group="list", exit_on_error=False)
     def _list(self) -> None:
         try:
             root = git.repository_root(self.repository)
-            worktrees = git.list_worktrees(root)
         except git.GitError as error:
-            self._deliver(self._listed, None, [], str(error))
+            self._deliver(self._listed, None, [], str(error), "")
             return
-        self._deliver(self._listed, root, worktrees, "")
+        note = ""
+        try:
+            containers = list_containers(repository=str(root))
+        except SandboxError as error:
+            first = str(error).strip().splitlines()[0] if str(error).strip() else "unreachable"
+            containers, note = [], f"Containers not listed: {first}"
+        try:
+            races = retained(root, now=self.clock(), containers=containers)
+        except git.GitError as error:
+            self._deliver(self._listed, root, [], str(error), note)
+            return
+        self._deliver(self._listed, root, races, "", note)
 
-    def _listed(self, root: Path | None, worktrees: list[dict], error: str) -> None:
+    def _listed(self, root: Path | None, races: list[RetainedRace], error: str, note: str) -> None:
         self.root = root
-        self.worktrees = worktrees
+        self.races = races
         self._show_error(error)
+        self.query_one("#containers", Static).update(note)
         table = self.query_one("#worktrees", DataTable)
-        keep = self.selected()
+        keep = self.selected_key()
         table.clear()
-        for w in worktrees:
-            table.add_row(who(w), w.get("race_id") or "—", state_of(w), str(w.get("head") or "")[:12], w["path"],
-                          key=w["path"])
-        if keep is not None and any(w["path"] == keep["path"] for w in worktrees):
-            table.move_cursor(row=table.get_row_index(keep["path"]))
-        if not worktrees:
-            self.query_one("#details", Static).update(
-                "" if error else f"No retained worktrees in {root}.")
+        for race in races:
+            title = Text(f"▾ {race.id}", style="bold")
+            if race.name:
+                title.append(f" {race.name}", style="italic")
+            table.add_row(title, Text(race.status, style="bold"), "", "", "", "", "", key=RACE_ROW + race.id)
+            for row in race.attempts:
+                mark = "● " if row.id == self.marked else "  "
+                table.add_row(f"{mark}{row.key}#{row.attempt}", Text(row.outcome, style=OUTCOME_STYLE.get(row.outcome, "")),
+                              holds_cell(row), diff_cell(row),
+                              human_bytes(row.size_bytes) if row.size_bytes is not None else "—",
+                              human_age(row.age_seconds), live_cell(row), key=row.id)
+        keys = [RACE_ROW + r.id for r in races] + [row.id for row in self.attempts()]
+        if keep in keys:
+            table.move_cursor(row=table.get_row_index(keep))
+        elif races and races[0].attempts:
+            table.move_cursor(row=1)
+        if not races:
+            self.query_one("#details", Static).update("" if error else f"Nothing kept in {root}: no worktree or "
+                                                      "archive of a race.")
         else:
             table.focus()
             self._show_details()
-
-    @work(thread=True, exclusive=True, group="containers", exit_on_error=False)
-    def _containers(self) -> None:
-        try:
-            root = git.repository_root(self.repository)
-            containers = list_containers(repository=str(root))
-        except git.GitError:
-            self._deliver(self._containers_listed, "")
-            return
-        except SandboxError as error:
-            first = str(error).strip().splitlines()[0] if str(error).strip() else "unreachable"
-            self._deliver(self._containers_listed, f"Containers not listed: {first}")
-            return
-        if not containers:
-            self._deliver(self._containers_listed, "No containers of this repository's races.")
-            return
-        lines = [f"container {c.get('name')} ({c.get('status')}) for {c.get('key')}#{c.get('attempt')} "
-                 f"of race {c.get('race')}" for c in containers]
-        self._deliver(self._containers_listed, "\n".join(lines))
-
-    def _containers_listed(self, text: str) -> None:
-        self.query_one("#containers", Static).update(text)
 
     # ------------------------------------------------------------------------------ details
 
@@ -194,136 +262,312 @@ class WorktreesScreen(Screen):
         self._show_details()
 
     def _show_details(self) -> None:
-        worktree = self.selected()
-        if worktree is None or self.root is None:
+        details = self.query_one("#details", Static)
+        row = self.selected()
+        if row is None:
+            race = self.selected_race()
+            if race is not None:
+                kept = sum(1 for r in race.attempts if r.present)
+                details.update(f"race {race.id}{' (' + race.name + ')' if race.name else ''}: {race.status}\n"
+                               f"{len(race.attempts)} attempt(s), {kept} worktree(s) kept\n"
+                               "B deletes its branches that hold nothing unmerged; P prunes every finished race")
             return
-        self.query_one("#details", Static).update(f"{worktree['path']}\n\nreading…")
-        self._details(self.root, dict(worktree))
+        lines = [f"branch {row.branch}", f"{row.outcome}" + (f": {row.reason}" if row.reason else "")]
+        if row.verdict:
+            lines[-1] += "  verdict " + ", ".join(f"{k} {v}" for k, v in row.verdict.items())
+        if row.present:
+            lines.append(f"worktree {self._relative(row.path)}, {human_bytes(row.size_bytes)}, "
+                         f"{human_age(row.age_seconds)} old")
+            if row.holds is not None:
+                lines.append(f"holds {row.holds.describe()}  (M uncommitted ? untracked ! ignored H hidden)")
+        elif row.archive:
+            lines.append(f"archived at {row.archive[:12]} (u restores the worktree)")
+        if row.archive and row.present:
+            lines.append(f"an earlier archive is at {row.archive[:12]}")
+        if row.container:
+            lines.append(f"container {row.container.get('name')} ({row.container.get('status')})")
+        if row.occupants:
+            lines.append("in use by " + "; ".join(o.describe() for o in row.occupants))
+        if row.problem:
+            lines.append(f"not inspected: {row.problem}")
+        if self.marked and self.marked != row.id:
+            lines.append(f"marked for compare: {self.marked} (c compares)")
+        details.update("\n".join(lines))
 
-    @work(thread=True, exclusive=True, group="details", exit_on_error=False)
-    def _details(self, root: Path, worktree: dict) -> None:
-        lines = [f"{worktree['path']}", f"branch {worktree.get('branch') or '(detached)'}, {state_of(worktree)}", ""]
-        if worktree["missing"]:
-            lines.append("The directory is missing: only git's record of it is left (delete clears it).")
-        elif worktree.get("link_changed"):
-            # git in it would read a configuration the worktree chose: look at it by hand
-            lines.append(worktree.get("problem") or "its .git link no longer leads to this repository")
-        else:
-            # --ignored too: ignored files also keep a worktree from being removed.
-            status = run_git(worktree["path"], "status", "--short", "--untracked-files=normal", "--ignored")
-            lines += ["git status --short --ignored:", status.rstrip() or "(nothing to commit, working tree clean)"]
-        revision = worktree.get("branch") or worktree.get("head")
-        if revision:
-            log = run_git(root, "log", "--oneline", "--no-decorate", "-n", str(LOG_COMMITS), revision, "--")
-            lines += ["", f"commits on {revision} (latest {LOG_COMMITS}):", log.rstrip() or "(none)"]
-        self._deliver(self._details_shown, worktree["path"], "\n".join(lines))
-
-    def _details_shown(self, path: str, text: str) -> None:
-        selected = self.selected()
-        if selected is not None and selected["path"] == path:
-            self.query_one("#details", Static).update(text)
-
-    # ------------------------------------------------------------------------------ actions
-
-    def action_open(self) -> None:
-        worktree = self.selected()
-        if worktree is None:
-            return
-        self.notify(f"{worktree['path']}\ncd {shlex.quote(worktree['path'])}", title="Open in a shell",
-                    timeout=15)
+    # ------------------------------------------------------------------------------ diff and compare
 
     def action_diff(self) -> None:
-        worktree = self.selected()
-        if worktree is None or self.root is None:
+        row = self._needs(self.selected())
+        if row is None or self.root is None:
             return
-        revision = worktree.get("branch") or worktree.get("head")
-        self.app.push_screen(BranchLogScreen(self.root, revision, f"{who(worktree)}: {revision}"))
+        if not row.baseline:
+            self._show_error(f"{row.id}: its race's baseline is unknown, so there is nothing to diff against")
+            return
+        self._diff(self.root, row)
 
-    def action_remove(self) -> None:
-        worktree = self.selected()
-        if worktree is None or self.root is None:
+    @work(thread=True, exclusive=True, group="diff", exit_on_error=False)
+    def _diff(self, root: Path, row: RetainedAttempt) -> None:
+        try:
+            patch = work_diff(root, row.baseline, whole_work(root, row))
+        except (git.GitError, OSError) as error:
+            self._deliver(self._show_error, f"no diff for {row.id}: {error}")
             return
-        path = worktree["path"]
-        if not worktree["missing"] and not worktree["clean"]:
-            self._show_error(f"not removed: {path} has uncommitted, untracked or ignored files "
-                             f"(or a detached HEAD); commit or clean them first")
+        where = "worktree as it is" if row.present else "archive" if row.archive else "branch"
+        self._deliver(self.app.push_screen,
+                      WorkDiffScreen(f"{row.id}: whole work ({where}) against baseline {row.baseline[:12]}", patch))
+
+    def action_mark(self) -> None:
+        row = self._needs(self.selected())
+        if row is None:
             return
-        if worktree.get("locked"):
-            self._show_error(f"not removed: {path} is locked (git worktree unlock it first)")
+        self.marked = None if self.marked == row.id else row.id
+        self._listed(self.root, self.races, "", str(self.query_one("#containers", Static).content))
+
+    def action_compare(self) -> None:
+        row = self._needs(self.selected())
+        if row is None or self.root is None:
             return
-        branch = worktree.get("branch")
-        kept = f" Its branch {branch} is kept." if branch else ""
-        question = (f"Forget the missing worktree {path}?{kept}" if worktree["missing"]
-                    else f"Remove worktree {path}?{kept}")
+        other = next((r for r in self.attempts() if r.id == self.marked), None)
+        if other is None or other.id == row.id:
+            self._show_error("mark one attempt with space, then press c on another to compare them")
+            return
+        self._compare(self.root, other, row)
+
+    @work(thread=True, exclusive=True, group="diff", exit_on_error=False)
+    def _compare(self, root: Path, left: RetainedAttempt, right: RetainedAttempt) -> None:
+        try:
+            trees = whole_work(root, left), whole_work(root, right)
+            mine = set(touched(root, left.baseline, trees[0])) if left.baseline else set()
+            theirs = set(touched(root, right.baseline, trees[1])) if right.baseline else set()
+            patch = work_diff(root, *trees)
+        except (git.GitError, OSError) as error:
+            self._deliver(self._show_error, f"no comparison: {error}")
+            return
+
+        def listed(paths: set[str]) -> str:
+            return ", ".join(sorted(paths)[:8]) + (f" and {len(paths) - 8} more" if len(paths) > 8 else "") or "none"
+
+        summary = (f"only {left.key}#{left.attempt}: {listed(mine - theirs)}\n"
+                   f"only {right.key}#{right.attempt}: {listed(theirs - mine)}\n"
+                   f"both: {listed(mine & theirs)}")
+        self._deliver(self.app.push_screen, WorkDiffScreen(
+            f"{left.id} → {right.id}: the difference between their results", patch, summary))
+
+    # ------------------------------------------------------------------------------ shell, copy
+
+    def action_shell(self) -> None:
+        row = self._needs(self.selected(), worktree=True)
+        if row is None:
+            return
+        self._say(open_shell(self.app, row.path))
+        self.action_refresh()
+
+    def action_copy(self, what: str) -> None:
+        row = self._needs(self.selected())
+        if row is None:
+            return
+        value = row.branch if what == "branch" else row.head
+        if not value:
+            self._show_error(f"{row.id} has no {what} to copy")
+            return
+        self.app.copy_to_clipboard(value)
+        self._say(f"copied {what} {value}")
+
+    # ------------------------------------------------------------------------------ merge
+
+    def action_merge(self) -> None:
+        self._start_merge(merge.MERGE)
+
+    def action_cherry_pick(self) -> None:
+        self._start_merge(merge.CHERRY_PICK)
+
+    def _start_merge(self, how: str) -> None:
+        row = self._needs(self.selected())
+        if row is None or self.root is None:
+            return
+        if how == merge.CHERRY_PICK and not row.baseline:
+            self._show_error(f"{row.id}: its baseline is unknown, so its own commits cannot be told apart")
+            return
+        self._check_merge(self.root, row, how)
+
+    @work(thread=True, exclusive=True, group="merge", exit_on_error=False)
+    def _check_merge(self, root: Path, row: RetainedAttempt, how: str) -> None:
+        check = git.integration_check(root, row.branch, row.head)
+        host = git.host_snapshot(root).branch if check.status != "blocked" else ""
+        self._deliver(self._confirm_merge, root, row, how, check, host)
+
+    def _confirm_merge(self, root: Path, row: RetainedAttempt, how: str, check: git.Integration, host: str) -> None:
+        if check.status == "blocked":
+            self._show_error(f"not merged: {check.reason}")
+            return
+        if check.status == "conflict":
+            self._show_error(f"not merged: {row.id} would conflict in {', '.join(check.conflicts[:5])}")
+            return
+        left_out = ""
+        if row.holds is not None and row.holds.anything:
+            left_out = (f"\nIts worktree also holds {row.holds.describe()}: not part of the {how} "
+                        "(commit it in a shell first, s).")
+        verb = "Merge" if how == merge.MERGE else "Cherry-pick the commits of"
+        question = (f"{verb} {escape(row.id)} ({str(row.head)[:12]}) into {escape(host)}?\n"
+                    f"Integration check just now: clean. Your git hooks run; nothing is pushed.{escape(left_out)}")
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._merge(root, row, how)
+
+        self.app.push_screen(ConfirmScreen(question), answered)
+
+    @work(thread=True, exclusive=True, group="merge", exit_on_error=False)
+    def _merge(self, root: Path, row: RetainedAttempt, how: str) -> None:
+        if how == merge.MERGE:
+            outcome = merge.merge(root, row.branch, expected_commit=row.head,
+                                  message=f"Merge outpost candidate {row.id}")
+        else:
+            outcome = merge.cherry_pick(root, row.branch, row.baseline, expected_commit=row.head)
+        self._deliver(self._merged, outcome)
+
+    def _merged(self, outcome: merge.MergeOutcome) -> None:
+        if outcome.done:
+            self._say(outcome.message)
+        else:
+            self._show_error(outcome.message)
+
+    # ------------------------------------------------------------------------------ archive, restore
+
+    def action_archive(self, include_ignored: bool) -> None:
+        row = self._needs(self.selected(), worktree=True)
+        if row is None or self.root is None:
+            return
+        if row.occupants:
+            self._show_error(f"not removed: {row.id} is in use by " + "; ".join(o.describe() for o in row.occupants))
+            return
+        held = row.holds
+        ignored = ""
+        if held is not None and held.ignored:
+            ignored = (f"\nIts {held.ignored} ignored file(s), {human_bytes(held.ignored_bytes)}, are archived too."
+                       if include_ignored else
+                       f"\nIts {held.ignored} ignored file(s), {human_bytes(held.ignored_bytes)}, are NOT kept "
+                       "(A archives them too).")
+        question = (f"Archive {escape(row.id)} and remove its worktree?\n"
+                    f"Everything in it that its branch lacks goes to {escape(archive.Attempt(row.race_id, row.key, row.attempt).ref)} "
+                    f"first and is checked; the branch stays.{escape(ignored)}")
         root = self.root
 
         def answered(yes: bool | None) -> None:
             if yes:
-                self._remove(root, path)
+                self._archive(root, row, include_ignored)
 
         self.app.push_screen(ConfirmScreen(question), answered)
 
-    @work(thread=True, exclusive=True, group="remove", exit_on_error=False)
-    def _remove(self, root: Path, path: str) -> None:
+    @work(thread=True, exclusive=True, group="cleanup", exit_on_error=False)
+    def _archive(self, root: Path, row: RetainedAttempt, include_ignored: bool) -> None:
         try:
-            removed = git.remove_worktree(root, path)
-        except git.GitError as error:
-            self._deliver(self._removed, path, False, str(error))
+            removal = archive.archive_and_remove(root, row.path, archive.Attempt(row.race_id, row.key, row.attempt),
+                                                 include_ignored=include_ignored)
+        except (git.GitError, OSError) as error:
+            self._deliver(self._after, "", str(error))
             return
-        self._deliver(self._removed, path, removed, "")
+        self._deliver(self._after, f"archived {row.id} at {removal.archive.commit[:12]} and removed its worktree; "
+                                   f"{human_bytes(removal.freed_bytes)} freed", "")
 
-    def _removed(self, path: str, removed: bool, error: str) -> None:
-        if removed:
-            self._show_error("")
-            self.notify(f"removed {path}; its branch is kept")
+    def _after(self, said: str, error: str) -> None:
+        if error:
+            self._show_error(error)
         else:
-            self._show_error(error or f"not removed: {path} is not clean (uncommitted, untracked or ignored "
-                                      f"files, a detached HEAD, or a lock)")
+            self._say(said)
         self.action_refresh()
 
-
-class BranchLogScreen(Screen):
-    """A branch's latest commits with their stats and patches (read-only)."""
-
-    BINDINGS = [Binding("escape,q", "app.pop_screen", "Back", id="worktrees.log.back")]
-    DEFAULT_CSS = """
-    BranchLogScreen .title { padding: 0 1; background: $panel; }
-    BranchLogScreen RichLog { height: 1fr; }
-    """
-
-    def __init__(self, repository: Path, revision: str, title: str) -> None:
-        super().__init__()
-        self.repository = repository
-        self.revision = revision
-        self.heading = title
-
-    def compose(self) -> ComposeResult:
-        yield Header()
-        yield Static(f"{self.heading} — latest {PATCH_COMMITS} commits", classes="title", markup=False)
-        yield RichLog(highlight=False, markup=False, wrap=False, id="log")
-        yield Footer()
-
-    def on_mount(self) -> None:
-        self.load()
-
-    @work(thread=True, exclusive=True, exit_on_error=False)
-    def load(self) -> None:
-        text = run_git(self.repository, "log", "-p", "--stat", "--no-color", "--no-ext-diff", "--no-textconv",
-                       "-n", str(PATCH_COMMITS), self.revision, "--")
-        if not get_current_worker().is_cancelled:
-            self.app.call_from_thread(self._show, text)
-
-    def _show(self, text: str) -> None:
-        if not self.is_attached:
+    def action_restore(self) -> None:
+        row = self._needs(self.selected())
+        if row is None or self.root is None:
             return
-        log = self.query_one(RichLog)
-        lines = text.splitlines() or ["(no commits)"]
-        for line in lines[:MAX_PATCH_LINES]:
-            style = ("green" if line.startswith("+") and not line.startswith("+++") else
-                     "red" if line.startswith("-") and not line.startswith("---") else
-                     "cyan" if line.startswith("@@") else
-                     "bold yellow" if line.startswith("commit ") else "")
-            log.write(Text(line, style=style))
-        if len(lines) > MAX_PATCH_LINES:
-            log.write(Text(f"… {len(lines) - MAX_PATCH_LINES} more lines not shown", style="bold"))
-        log.scroll_home(animate=False)
+        if row.present or not row.archive:
+            self._show_error(f"{row.id}: " + ("its worktree is here already" if row.present else "it has no archive"))
+            return
+        self._restore(self.root, row)
+
+    @work(thread=True, exclusive=True, group="cleanup", exit_on_error=False)
+    def _restore(self, root: Path, row: RetainedAttempt) -> None:
+        try:
+            target = archive.restore(root, archive.Attempt(row.race_id, row.key, row.attempt))
+        except (git.GitError, OSError) as error:
+            self._deliver(self._after, "", str(error))
+            return
+        self._deliver(self._after, f"restored {row.id} into {self._relative(str(target))}", "")
+
+    # ------------------------------------------------------------------------------ prune, branches
+
+    def action_prune(self) -> None:
+        if self.root is None:
+            return
+        steps = cleanup.plan_prune(self.races)
+        removing = [s for s in steps if s.action == cleanup.REMOVE]
+        if not removing:
+            kept = "; ".join(f"{s.attempt.id}: {s.why}" for s in steps[:3])
+            self._show_error("nothing to prune" + (f" (kept {kept})" if kept else ""))
+            return
+        size = sum(s.attempt.size_bytes or 0 for s in removing)
+        kept = [s for s in steps if s.action == cleanup.KEEP]
+        lines = [f"Prune: archive and remove {len(removing)} worktree(s) of finished races, {human_bytes(size)}?",
+                 "Each is archived and checked before it goes; branches stay."]
+        lines += [f"keep {s.attempt.id}: {s.why}" for s in kept[:4]]
+        if len(kept) > 4:
+            lines.append(f"and {len(kept) - 4} more kept")
+        root = self.root
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._prune(root, steps)
+
+        self.app.push_screen(ConfirmScreen(escape("\n".join(lines))), answered)
+
+    @work(thread=True, exclusive=True, group="cleanup", exit_on_error=False)
+    def _prune(self, root: Path, steps: list[cleanup.PruneStep]) -> None:
+        report = cleanup.prune(root, steps)
+        said = f"pruned {len(report.removed)} worktree(s), freed {human_bytes(report.freed_bytes)}"
+        error = "; ".join(f"kept {ident}: {why}" for ident, why in report.failed)
+        self._deliver(self._after, said, error)
+
+    def action_delete_branches(self) -> None:
+        race = self.selected_race()
+        if race is None or self.root is None:
+            self._show_error("select a race (or one of its attempts) first")
+            return
+        self._check_branches(self.root, race.id)
+
+    @work(thread=True, exclusive=True, group="cleanup", exit_on_error=False)
+    def _check_branches(self, root: Path, race_id: str) -> None:
+        try:
+            checks = cleanup.check_branches(root, race_id)
+        except (git.GitError, ValueError) as error:
+            self._deliver(self._show_error, str(error))
+            return
+        self._deliver(self._confirm_branches, root, race_id, checks)
+
+    def _confirm_branches(self, root: Path, race_id: str, checks: list[cleanup.BranchCheck]) -> None:
+        deletable = [c for c in checks if c.deletable]
+        refused = [c for c in checks if not c.deletable]
+        if not deletable:
+            self._show_error(f"no branch of race {race_id} can go: " +
+                             "; ".join(f"{c.branch.split('/', 3)[-1]}: {c.why}" for c in refused[:3]))
+            return
+        lines = [f"Delete {len(deletable)} branch(es) of race {race_id}?"]
+        lines += [f"delete {c.branch}: {c.why}" for c in deletable[:4]]
+        lines += [f"keep {c.branch}: {c.why}" for c in refused[:3]]
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._delete(root, deletable)
+
+        self.app.push_screen(ConfirmScreen(escape("\n".join(lines))), answered)
+
+    @work(thread=True, exclusive=True, group="cleanup", exit_on_error=False)
+    def _delete(self, root: Path, checks: list[cleanup.BranchCheck]) -> None:
+        deleted, errors = 0, []
+        for check in checks:
+            try:
+                cleanup.delete_branch(root, check)
+                deleted += 1
+            except git.GitError as error:
+                errors.append(str(error))
+        self._deliver(self._after, f"deleted {deleted} branch(es)", "; ".join(errors))
