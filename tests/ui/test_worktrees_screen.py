@@ -49,6 +49,11 @@ def text(screen, selector: str) -> str:
     return str(screen.query_one(selector, Static).content)
 
 
+def asked(app) -> str:
+    """The confirmation's question, its wrapping undone."""
+    return " ".join(app.screen.question.split())
+
+
 def cells(screen: WorktreesScreen) -> dict[str, list[str]]:
     table = screen.query_one("#worktrees", DataTable)
     return {str(table.coordinate_to_cell_key((i, 0)).row_key.value): [str(c) for c in table.get_row_at(i)]
@@ -143,11 +148,11 @@ async def test_archive_asks_then_keeps_everything_and_restore_brings_it_back(kep
         await select(pilot, screen, ident)
         await pilot.press("a")
         assert isinstance(app.screen, ConfirmScreen)
-        assert "ignored file(s)" in app.screen.question and "are NOT kept" in app.screen.question
+        assert "ignored file(s)" in asked(app) and "are NOT kept" in asked(app)
         await pilot.press("n")
         assert lose.is_dir() and app.screen is screen
         await pilot.press("A")
-        assert "are archived too" in app.screen.question
+        assert "are archived too" in asked(app)
         await pilot.press("y")
         await until(pilot, lambda: cells(screen).get(ident, [""] * 3)[2] == "archived", "the archived row")
         assert not lose.exists()
@@ -191,7 +196,7 @@ async def test_merge_after_a_fresh_check_and_a_conflict_refused(kept):
         await select(pilot, screen, f"{race}/win/1")
         await pilot.press("m")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the merge confirmation")
-        question = app.screen.question
+        question = asked(app)
         assert "into main" in question and "Integration check just now: clean" in question
         assert "not part of the merge" in question  # its untracked file is named as left out
         await pilot.press("y")
@@ -229,7 +234,7 @@ async def test_prune_then_delete_branches_through_their_confirmations(kept):
         await listed(pilot, screen, 2)
         await pilot.press("P")
         assert isinstance(app.screen, ConfirmScreen)
-        assert "archive and remove 2 worktree(s) of finished races" in app.screen.question
+        assert "archive and remove 2 worktree(s) of finished races" in asked(app)
         await pilot.press("y")
         await until(pilot, lambda: not Path(kept["win"]).exists() and not Path(kept["lose"]).exists()
                     and [c[2] for k, c in cells(screen).items() if "/" in k] == ["archived", "archived"],
@@ -237,7 +242,7 @@ async def test_prune_then_delete_branches_through_their_confirmations(kept):
         assert any("pruned 2 worktree(s), freed" in str(n.message) for n in app._notifications)
         await pilot.press("B")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the branch confirmation")
-        assert "Delete 2 branch(es)" in app.screen.question
+        assert "Delete 2 branch(es)" in asked(app)
         await pilot.press("y")
         await until(pilot, lambda: git(repo, "branch", "--list", "outpost/*") == "", "the deletion")
         assert len(git(repo, "for-each-ref", "refs/outpost/archive/").splitlines()) == 2

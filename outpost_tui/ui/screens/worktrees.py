@@ -12,6 +12,8 @@ work reachable first and refuses while a process uses the worktree.
 
 from __future__ import annotations
 
+import os
+import textwrap
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -36,6 +38,8 @@ from .confirm import ConfirmScreen
 from .work_diff import WorkDiffScreen
 
 RACE_ROW = "race:"
+# A confirmation is read at 80 columns too: its lines are wrapped to fit the dialog there.
+QUESTION_WIDTH = 68
 OUTCOME_STYLE = {"winner": "bold green", "rejected": "red", "failed": "red", "quota": "yellow",
                  "cancelled": "dim", "skipped": "dim", "interrupted": "yellow"}
 
@@ -176,6 +180,16 @@ class WorktreesScreen(Screen):
             first = str(error).splitlines()[0] if str(error) else ""
             self._show_error(f"unexpected error: {type(error).__name__}: {first}")
 
+    def _ask(self, lines: list[str], then: Callable[[], None]) -> None:
+        """A confirmation of `lines` (plain text, wrapped to fit 80 columns); `then` runs on yes."""
+        wrapped = "\n".join(textwrap.fill(line, QUESTION_WIDTH, subsequent_indent="  ") for line in lines)
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                then()
+
+        self.app.push_screen(ConfirmScreen(escape(wrapped)), answered)
+
     def _relative(self, path: str | None) -> str:
         if not path:
             return "—"
@@ -233,10 +247,7 @@ class WorktreesScreen(Screen):
         keep = self.selected_key()
         table.clear()
         for race in races:
-            title = Text(f"▾ {race.id}", style="bold")
-            if race.name:
-                title.append(f" {race.name}", style="italic")
-            table.add_row(title, Text(race.status, style="bold"), "", "", "", "", "", key=RACE_ROW + race.id)
+            table.add_row(Text(f"▾ {race.id}", style="bold"), Text(race.status, style="bold"), "", "", "", "", "", key=RACE_ROW + race.id)
             for row in race.attempts:
                 mark = "● " if row.id == self.marked else "  "
                 table.add_row(f"{mark}{row.key}#{row.attempt}", Text(row.outcome, style=OUTCOME_STYLE.get(row.outcome, "")),
@@ -279,7 +290,7 @@ class WorktreesScreen(Screen):
             lines.append(f"worktree {self._relative(row.path)}, {human_bytes(row.size_bytes)}, "
                          f"{human_age(row.age_seconds)} old")
             if row.holds is not None:
-                lines.append(f"holds {row.holds.describe()}  (M uncommitted ? untracked ! ignored H hidden)")
+                lines.append(f"holds {row.holds.describe()}")
         elif row.archive:
             lines.append(f"archived at {row.archive[:12]} (u restores the worktree)")
         if row.archive and row.present:
@@ -403,19 +414,13 @@ class WorktreesScreen(Screen):
         if check.status == "conflict":
             self._show_error(f"not merged: {row.id} would conflict in {', '.join(check.conflicts[:5])}")
             return
-        left_out = ""
-        if row.holds is not None and row.holds.anything:
-            left_out = (f"\nIts worktree also holds {row.holds.describe()}: not part of the {how} "
-                        "(commit it in a shell first, s).")
         verb = "Merge" if how == merge.MERGE else "Cherry-pick the commits of"
-        question = (f"{verb} {escape(row.id)} ({str(row.head)[:12]}) into {escape(host)}?\n"
-                    f"Integration check just now: clean. Your git hooks run; nothing is pushed.{escape(left_out)}")
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self._merge(root, row, how)
-
-        self.app.push_screen(ConfirmScreen(question), answered)
+        lines = [f"{verb} {row.id} ({str(row.head)[:12]}) into {host}?",
+                 "Integration check just now: clean. Your git hooks run; nothing is pushed."]
+        if row.holds is not None and row.holds.anything:
+            lines.append(f"Its worktree also holds {row.holds.describe()}: not part of the {how} "
+                         "(commit it in a shell first, s).")
+        self._ask(lines, lambda: self._merge(root, row, how))
 
     @work(thread=True, exclusive=True, group="merge", exit_on_error=False)
     def _merge(self, root: Path, row: RetainedAttempt, how: str) -> None:
@@ -442,22 +447,16 @@ class WorktreesScreen(Screen):
             self._show_error(f"not removed: {row.id} is in use by " + "; ".join(o.describe() for o in row.occupants))
             return
         held = row.holds
-        ignored = ""
+        lines = [f"Archive {row.id} and remove its worktree?",
+                 f"Everything in it that its branch lacks goes to "
+                 f"{archive.Attempt(row.race_id, row.key, row.attempt).ref} first and is checked; the branch stays."]
         if held is not None and held.ignored:
-            ignored = (f"\nIts {held.ignored} ignored file(s), {human_bytes(held.ignored_bytes)}, are archived too."
-                       if include_ignored else
-                       f"\nIts {held.ignored} ignored file(s), {human_bytes(held.ignored_bytes)}, are NOT kept "
-                       "(A archives them too).")
-        question = (f"Archive {escape(row.id)} and remove its worktree?\n"
-                    f"Everything in it that its branch lacks goes to {escape(archive.Attempt(row.race_id, row.key, row.attempt).ref)} "
-                    f"first and is checked; the branch stays.{escape(ignored)}")
+            lines.append(f"Its {held.ignored} ignored file(s), {human_bytes(held.ignored_bytes)}, are archived too."
+                         if include_ignored else
+                         f"Its {held.ignored} ignored file(s), {human_bytes(held.ignored_bytes)}, are NOT kept "
+                         "(A archives them too).")
         root = self.root
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self._archive(root, row, include_ignored)
-
-        self.app.push_screen(ConfirmScreen(question), answered)
+        self._ask(lines, lambda: self._archive(root, row, include_ignored))
 
     @work(thread=True, exclusive=True, group="cleanup", exit_on_error=False)
     def _archive(self, root: Path, row: RetainedAttempt, include_ignored: bool) -> None:
@@ -514,12 +513,7 @@ class WorktreesScreen(Screen):
         if len(kept) > 4:
             lines.append(f"and {len(kept) - 4} more kept")
         root = self.root
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self._prune(root, steps)
-
-        self.app.push_screen(ConfirmScreen(escape("\n".join(lines))), answered)
+        self._ask(lines, lambda: self._prune(root, steps))
 
     @work(thread=True, exclusive=True, group="cleanup", exit_on_error=False)
     def _prune(self, root: Path, steps: list[cleanup.PruneStep]) -> None:
@@ -553,13 +547,8 @@ class WorktreesScreen(Screen):
             return
         lines = [f"Delete {len(deletable)} branch(es) of race {race_id}?"]
         lines += [f"delete {c.branch}: {c.why}" for c in deletable[:4]]
-        lines += [f"keep {c.branch}: {c.why}" for c in refused[:3]]
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self._delete(root, deletable)
-
-        self.app.push_screen(ConfirmScreen(escape("\n".join(lines))), answered)
+        lines += [f"keep {c.branch}: {c.why.replace(str(root) + os.sep, '')}" for c in refused[:3]]
+        self._ask(lines, lambda: self._delete(root, deletable))
 
     @work(thread=True, exclusive=True, group="cleanup", exit_on_error=False)
     def _delete(self, root: Path, checks: list[cleanup.BranchCheck]) -> None:
