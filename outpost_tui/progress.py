@@ -49,6 +49,12 @@ class ProgressPrinter:
                           "baseline commit without them", event.at)
         elif kind is EventKind.ADMITTED:
             self._say(f"{who} admitted ({data['agent']}) on {data['branch']}", event.at)
+        elif kind is EventKind.SETUP_FINISHED:
+            took = f" in {data['duration']:.1f}s" if data.get("duration") is not None else ""
+            cache = f", cache {data['cache']}" if data.get("cache") != "off" else ""
+            copied = f", copied {len(data['copied'])} file(s)" if data.get("copied") else ""
+            self._say(f"{who} setup {data['status']}{took}{cache}{copied}"
+                      + (f": {data['reason']}" if data.get("reason") else ""), event.at)
         elif kind is EventKind.AGENT_STARTED:
             self._say(f"{who} agent running: {data['program']}"
                       + (f" (timeout {data['timeout']:g}s)" if data.get("timeout") else ""), event.at)

@@ -9,6 +9,7 @@ import anyio
 
 from .result import CandidateRecord
 from .sandbox import Sandbox
+from .setup import PortReservation, SetupState
 from .spec import CandidateSpec
 from .statuses import Phase
 from .usage import Usage
@@ -31,6 +32,8 @@ class Attempt:
     cancel_reason: str | None = None
     operator_accept: bool = False
     cleanup_failed: bool = False
+    setup: SetupState | None = None
+    ports: PortReservation | None = None  # held from before the sandbox until the attempt settles
     # Set once the attempt is settled; created in the event loop that runs the race.
     settled: anyio.Event = field(default_factory=anyio.Event)
 

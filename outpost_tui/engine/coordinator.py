@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from . import git
+from . import git, setup as setups
 from .agents import LaunchContext, adapter_for
 from .attempt import Attempt
 from .budget import Accounting
@@ -80,6 +80,9 @@ class Race:
         self._durable: Any = None  # durable.DurableRun when [durability] is enabled
         self._host_before: git.HostSnapshot | None = None
         self._started_at: float | None = None
+        self._outpost_dir: Path | None = None
+        self._cache_key: str | None = None
+        self._cache_locks: dict[str, anyio.Lock] = {}
 
     # ----------------------------------------------------------------- operator controls
 
@@ -175,10 +178,14 @@ class Race:
             self._git_common_dir = await anyio.to_thread.run_sync(git.git_common_dir, self.repository)
             self.baseline = await anyio.to_thread.run_sync(git.resolve_commit, self.repository, spec.base)
             self._host_before = await anyio.to_thread.run_sync(git.host_snapshot, self.repository)
+            if spec.setup.cache:
+                self._cache_key = await anyio.to_thread.run_sync(setups.cache_key, spec,
+                                                                 self.repository, self.baseline)
         except git.GitError as error:
             raise RaceError(_one_line(error)) from None
         if self._provider is None:
             self._provider = provider_for(spec.sandbox)
+        self._outpost_dir = outpost_dir
         await self._preflight(outpost_dir)
         self._started_at = time.time()
 
@@ -250,7 +257,8 @@ class Race:
             # had done (and paid for) its work.
             own_path = any("PATH" in candidate.env for candidate in spec.candidates)
             for what, command in (("validate.command", spec.validate.command),
-                                  ("score.command", spec.score.command if spec.score else None)):
+                                  ("score.command", spec.score.command if spec.score else None),
+                                  ("setup.command", spec.setup.command)):
                 program = command[0] if command else None
                 if program and os.sep not in program and not own_path and not shutil.which(program):
                     raise RaceError(f"{what}: program {program!r} not found on PATH")
@@ -342,11 +350,24 @@ class Race:
 
         env = {"TZ": "UTC", "OUTPOST_CANDIDATE": candidate.key, "OUTPOST_ATTEMPT": str(attempt.number),
                "OUTPOST_RACE_ID": self.id, **candidate.env}
+        if spec.setup.enabled:
+            attempt.setup = setups.SetupState()
+            record.setup = attempt.setup.to_json()
+        if spec.setup.ports:
+            if isinstance(self._provider, LocalProvider):
+                attempt.ports = await anyio.to_thread.run_sync(setups.PortReservation.take,
+                                                               spec.setup.ports)
+                attempt.setup.ports = list(attempt.ports.ports)
+            else:  # a container's network namespace is its own: its ports collide with no one's
+                attempt.setup.ports = setups.container_ports(spec.setup.ports)
+            env.update(setups.port_environment(attempt.setup.ports))
         context = SandboxContext(repository=self.repository, directory=directory,
                                  git_common_dir=self._git_common_dir, race_id=self.id,
                                  key=candidate.key, attempt=attempt.number, env=env,
                                  register_resource=register)
         attempt.sandbox = await self._provider.acquire(context)
+        if attempt.setup is not None and not await self._set_up(attempt, directory):
+            return
 
         # The brief by file too (OUTPOST_BRIEF_FILE): a large one fits no argv or environment.
         # In the worktree's own git directory: outside its tree, mounted in a container, and
@@ -397,9 +418,11 @@ class Race:
             record.error = reason
             return
 
-        if adapter.commits_on_behalf and await anyio.to_thread.run_sync(git.has_changes, directory):
+        leave_out = attempt.setup.leave_out if attempt.setup is not None else []
+        if adapter.commits_on_behalf and await anyio.to_thread.run_sync(git.has_changes, directory,
+                                                                        leave_out):
             message = f"{candidate.agent} ({candidate.key}): {candidate.brief.strip().splitlines()[0][:60]}"
-            if await anyio.to_thread.run_sync(git.commit_all, directory, message):
+            if await anyio.to_thread.run_sync(git.commit_all, directory, message, leave_out):
                 record.committed_on_behalf = True
         commits = await anyio.to_thread.run_sync(git.commits_since, directory, self.baseline)
 
@@ -440,6 +463,75 @@ class Race:
         await self._save()
         if accepted and spec.select == "first":
             await self._claim_victory(attempt)
+
+    async def _set_up(self, attempt: Attempt, directory: Path) -> bool:
+        """Copy the user's files and the cache in, run the setup command; False when it failed
+        (the attempt then fails with the reason, and its agent never starts)."""
+        setup, state, record = self.spec.setup, attempt.setup, attempt.record
+        assert state is not None and self.repository is not None and self._outpost_dir is not None
+        key, number = attempt.key, attempt.number
+        self.bus.emit(EventKind.SETUP_STARTED, key, number,
+                      command=list(setup.command) if setup.command else None, ports=state.ports)
+        started = time.monotonic()
+        paths = await anyio.to_thread.run_sync(setups.files_to_copy, self.repository, setup.copy)
+        state.copied = await anyio.to_thread.run_sync(setups.copy_files, self.repository,
+                                                      directory, paths)
+        failure: str | None = None
+        if setup.command and self._cache_key is not None:
+            cache_key = self._cache_key
+            # one attempt builds the cache on the baseline; the others wait for it and copy it
+            async with self._cache_locks.setdefault(cache_key, anyio.Lock()):
+                hit = await anyio.to_thread.run_sync(setups.restore_cache, self._outpost_dir,
+                                                     cache_key, directory)
+                if not hit:
+                    failure = await self._setup_command(attempt)
+                    if failure is None:
+                        stored = await anyio.to_thread.run_sync(
+                            setups.store_cache, self._outpost_dir, cache_key, directory, setup.cache)
+                        state.cache = "built" if stored else "miss"
+            if hit:
+                state.cache = "hit"
+                failure = await self._setup_command(attempt)
+        elif setup.command:
+            failure = await self._setup_command(attempt)
+        state.duration = round(time.monotonic() - started, 3)
+        if failure is None:
+            state.top_level, state.products = await anyio.to_thread.run_sync(setups.snapshot,
+                                                                              directory)
+        record.setup = state.to_json()
+        if failure is not None:
+            record.setup["output"] = failure[1]
+            record.error = failure[0]
+        self.bus.emit(EventKind.SETUP_FINISHED, key, number, status=state.status,
+                      exit_code=state.exit_code, duration=state.duration, cache=state.cache,
+                      copied=sorted(state.copied), reason=record.error if failure else None)
+        return failure is None
+
+    async def _setup_command(self, attempt: Attempt) -> tuple[str, str] | None:
+        """Run [setup] command in the attempt's sandbox; (reason, output tail) when it failed."""
+        setup, state = self.spec.setup, attempt.setup
+        assert setup.command and state is not None and attempt.sandbox is not None
+
+        def on_output(stream: str, lines: list[str]) -> None:
+            self.bus.emit(EventKind.LOG, attempt.key, attempt.number, stream="setup", lines=lines)
+
+        try:
+            done = await attempt.sandbox.run(setup.command, on_output=on_output,
+                                             timeout=setup.timeout, tail_bytes=4000)
+        except SandboxError as error:
+            state.status = "error"
+            return f"setup could not start: {_one_line(error)}", ""
+        state.exit_code = done.exit_code
+        tail = setups.output_tail(done.stdout_tail, done.stderr_tail)
+        last = " | ".join(line.strip() for line in tail.splitlines()[-3:] if line.strip())[-300:]
+        if done.timed_out:
+            state.status = "timeout"
+            return f"setup timed out after {setup.timeout:g}s" + (f": {last}" if last else ""), tail
+        if done.exit_code != 0:
+            state.status = "failed"
+            return f"setup failed (exit {done.exit_code})" + (f": {last}" if last else ""), tail
+        state.status = "passed"
+        return None
 
     async def _claim_victory(self, attempt: Attempt) -> None:
         # Let results that became acceptable in the same instant arrive before the choice.
@@ -525,6 +617,8 @@ class Race:
             if deadline.cancelled_caught:
                 attempt.cleanup_failed = True
                 record.error = f"cleanup did not finish within {self.spec.cleanup_timeout:g}s"
+        if attempt.ports is not None:
+            attempt.ports.release()  # only now: validation may start the candidate's server too
         attempt.cleanup = "pending" if attempt.cleanup_failed else "done"
         record.cleanup = attempt.cleanup
 
@@ -567,12 +661,23 @@ class Race:
                 or record.status is CandidateStatus.FAILED)
         if not keep:
             try:
+                await anyio.to_thread.run_sync(self._clear_setup, attempt, directory)
                 removed = await anyio.to_thread.run_sync(git.remove_worktree, self.repository, directory)
             except git.GitError:
                 removed = False
             if removed:
                 return
         record.retained_directory = str(directory)
+
+    @staticmethod
+    def _clear_setup(attempt: Attempt, directory: Path) -> None:
+        # Setup's files would keep every worktree; they go only when they are exactly what setup
+        # left and the candidate left nothing else uncommitted.
+        state = attempt.setup
+        if state is None or state.products is None:
+            return
+        if not git.has_changes(directory, state.leave_out):
+            setups.remove_products(directory, state)
 
     # ------------------------------------------------------------------ end of the race
 
@@ -632,8 +737,10 @@ class Race:
             integration = check.to_json()
             if winner.commit and self.baseline:
                 try:
+                    setup = self.attempts[winner.key].setup
                     winner.review = await anyio.to_thread.run_sync(
-                        review, self.repository, self.baseline, winner.commit)
+                        review, self.repository, self.baseline, winner.commit,
+                        setup.leave_out if setup is not None else ())
                 except git.GitError as error:
                     winner.review = [f"could not be reviewed: {_one_line(error)}"]
         result = RaceResult(

@@ -17,6 +17,8 @@ class EventKind(StrEnum):
     RACE_STARTED = "race-started"
     ADMITTED = "admitted"
     WORKTREE_READY = "worktree-ready"
+    SETUP_STARTED = "setup-started"  # payload: command, ports
+    SETUP_FINISHED = "setup-finished"  # payload: status, exit_code, duration, cache, copied, reason
     AGENT_STARTED = "agent-started"
     LOG = "log"  # payload: lines (a batch, one per output line), stream ("stdout" | "stderr")
     TEXT = "text"  # the agent's own words

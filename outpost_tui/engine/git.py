@@ -510,6 +510,82 @@ def _hash_file(digest, root: Path, path: str) -> None:
         raise GitError(f"cannot read {full}: {error.strerror}") from error
 
 
+# --- files the race's setup copies and keys on ---------------------------------------------------
+
+
+def _paths(out: str | bytes) -> list[str]:
+    return [path for path in str(out).split("\0") if path]
+
+
+def untracked_files(repo_root: Path | str, globs: Sequence[str]) -> list[str]:
+    """Untracked files (ignored ones included) of the checkout matching git glob pathspecs."""
+    if not globs:
+        return []
+    specs = [f":(top,glob){pattern}" for pattern in globs]
+    out = _check("git ls-files", repo_root, "ls-files", "-z", "--others", "--", *specs,
+                 f":(top,exclude){OUTPOST_DIR}", strip=False)
+    return _paths(out)
+
+
+def included_files(repo_root: Path | str, include_file: Path | str) -> list[str]:
+    """Files a `.worktreeinclude` names (gitignore syntax) that git ignores, as Claude Code copies."""
+    out = _check("git ls-files", repo_root, "ls-files", "-z", "--others", "--ignored",
+                 f"--exclude-from={include_file}", "--", ".", f":(top,exclude){OUTPOST_DIR}",
+                 strip=False)
+    named = _paths(out)
+    ignored: list[str] = []
+    for start in range(0, len(named), 500):  # bounded command lines
+        chunk = [f":(top,literal){path}" for path in named[start:start + 500]]
+        out = _check("git ls-files", repo_root, "ls-files", "-z", "--others", "--ignored",
+                     "--exclude-standard", "--", *chunk, strip=False)
+        ignored += _paths(out)
+    return sorted(set(ignored))
+
+
+def tree_files(repo_root: Path | str, commit: str, globs: Sequence[str]) -> list[tuple[str, str]]:
+    """(path, blob id) of the files in commit's tree matching globs as git's glob pathspec reads
+    them (`*` stays within a directory, `**` crosses them); ls-tree has no glob magic itself."""
+    _revision(commit, "commit")
+    patterns = [_glob_pattern(pattern) for pattern in globs]
+    out = _check("git ls-tree", repo_root, "ls-tree", "-r", "-z", "--full-tree", commit, strip=False)
+    files = []
+    for entry in _paths(out):
+        meta, _, path = entry.partition("\t")
+        if any(pattern.fullmatch(path) for pattern in patterns):
+            files.append((path, meta.split()[2]))
+    return sorted(files)
+
+
+def _glob_pattern(glob: str) -> re.Pattern:
+    out, index = "", 0
+    while index < len(glob):
+        if glob.startswith("**/", index):
+            out, index = out + "(?:.*/)?", index + 3
+        elif glob.startswith("**", index):
+            out, index = out + ".*", index + 2
+        elif glob[index] == "*":
+            out, index = out + "[^/]*", index + 1
+        elif glob[index] == "?":
+            out, index = out + "[^/]", index + 1
+        elif glob[index] == "[" and "]" in glob[index + 2:]:
+            end = glob.index("]", index + 2)
+            body = glob[index + 1:end]
+            body = body.replace("\\", "\\\\")
+            out += "[" + ("^" + body[1:] if body[:1] == "!" else body) + "]"
+            index = end + 1
+        else:
+            out, index = out + re.escape(glob[index]), index + 1
+    return re.compile(out)
+
+
+def untracked_entries(directory: Path | str) -> list[str]:
+    """Untracked and ignored entries of a worktree as status shows them (a directory ends in /)."""
+    check_worktree_link(directory)
+    out = _check("git status", directory, *_STATUS, "--porcelain", "-z", "--ignored=matching",
+                 "--untracked-files=normal", strip=False)
+    return [entry[3:] for entry in _paths(out) if entry[:3] in ("?? ", "!! ")]
+
+
 # --- branches and worktrees --------------------------------------------------------------------
 
 
@@ -684,10 +760,17 @@ def head_and_commits(directory: Path | str, baseline: str) -> tuple[str, list[Co
     return (commits[-1].oid if commits else head(directory)), commits
 
 
-def has_changes(directory: Path | str) -> bool:
-    """Uncommitted tracked changes or untracked files that are not ignored."""
+def _left_out(paths: Sequence[str]) -> list[str]:
+    # Files the race's setup put in a worktree (copied from the user's checkout, or built) are
+    # never the candidate's work: they stay out of anything committed on its behalf.
+    return [f":(top,exclude,literal){path.rstrip('/')}" for path in paths]
+
+
+def has_changes(directory: Path | str, leave_out: Sequence[str] = ()) -> bool:
+    """Uncommitted tracked changes or untracked files that are not ignored (outside leave_out)."""
     check_worktree_link(directory)
-    out = _check("git status", directory, *_STATUS, "--porcelain", "--untracked-files=normal")
+    out = _check("git status", directory, *_STATUS, "--porcelain", "--untracked-files=normal",
+                 "--", ".", *_left_out(leave_out))
     return bool(str(out).strip())
 
 
@@ -695,16 +778,16 @@ _IDENTITY_ERRORS = ("Please tell me who you are", "auto-detection is disabled", 
                     "Author identity unknown", "Committer identity unknown")
 
 
-def commit_all(directory: Path | str, message: str) -> str | None:
+def commit_all(directory: Path | str, message: str, leave_out: Sequence[str] = ()) -> str | None:
     """Commit everything left in the worktree on the agent's behalf; None when nothing changed.
 
     The first attempt refuses guessed identities (user.useConfigOnly); only when the repository
     has none configured does outpost-tui's own identity fill the gap, so a configured user keeps
     authorship. Hooks are skipped: the agent's leftovers are judged by validation, not by the
-    user's pre-commit tooling.
+    user's pre-commit tooling. Paths in leave_out (the setup's files) are never added.
     """
     check_worktree_link(directory)
-    _check("git add", directory, "add", "-A", "--", ".")
+    _check("git add", directory, "add", "-A", "--", ".", *_left_out(leave_out))
     commit = ("commit", "--quiet", "--no-verify", "--no-gpg-sign", "--allow-empty-message", "-m", message)
     status, _, err = _run(directory, *commit, config=("user.useConfigOnly=true",))
     if status != 0 and any(marker in err for marker in _IDENTITY_ERRORS):

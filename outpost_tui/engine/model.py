@@ -111,6 +111,15 @@ class RaceModel:
             self.attempts = data.get("attempts", self.attempts)
         elif kind is EventKind.WORKTREE_READY:
             candidate.directory = data.get("directory")
+        elif kind is EventKind.SETUP_STARTED:
+            candidate.state = "setting up"
+            ports = f", ports {' '.join(map(str, data['ports']))}" if data.get("ports") else ""
+            command = " ".join(data.get("command") or []) or "files only"
+            candidate.add_log(f"── setup ({command}{ports})")
+        elif kind is EventKind.SETUP_FINISHED:
+            copied = f", copied {len(data['copied'])} file(s)" if data.get("copied") else ""
+            candidate.add_log(f"── setup {data.get('status')} (cache {data.get('cache')}{copied})"
+                              + (f": {data['reason']}" if data.get("reason") else ""))
         elif kind is EventKind.AGENT_STARTED:
             candidate.state = "running"
             candidate.timeout = data.get("timeout")

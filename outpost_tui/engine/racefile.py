@@ -32,6 +32,7 @@ from .spec import (
     RaceSpec,
     SandboxSpec,
     ScoreSpec,
+    SetupSpec,
     TokenLimits,
     ValidateSpec,
     frozen_map,
@@ -388,7 +389,8 @@ def _unknown_key(name: str, allowed: list[str]) -> str:
 
 # --- the schema -----------------------------------------------------------------------------------
 
-_TOP_KEYS = ["race", "budget", "validate", "score", "sandbox", "durability", "prices", "candidates"]
+_TOP_KEYS = ["race", "budget", "validate", "score", "sandbox", "setup", "durability", "prices",
+             "candidates"]
 _SECTION_KEYS = {
     "race": ["name", "repository", "base", "mode", "select", "concurrency", "run_id",
              "cleanup_timeout", "brief", "brief_file"],
@@ -396,6 +398,7 @@ _SECTION_KEYS = {
     "validate": ["command", "timeout", "require_commits"],
     "score": ["command", "timeout"],
     "sandbox": ["provider", "image", "network", "endpoint", "memory", "cpus", "pids"],
+    "setup": ["command", "timeout", "cache", "cache_key", "copy", "ports"],
     "durability": ["enabled", "version", "resume"],
 }
 _TOKEN_KEYS = ["input", "cached", "cache_write", "output"]
@@ -528,6 +531,7 @@ def _build(reader: _Reader, document: dict, file: Path) -> RaceSpec:
         validate=_validate(reader, document.get("validate", _MISSING)),
         score=score,
         sandbox=_sandbox(reader, document.get("sandbox", _MISSING)),
+        setup=_setup(reader, document.get("setup", _MISSING)),
         durability=_durability(reader, document.get("durability", _MISSING)),
         prices=_prices(reader, document.get("prices", _MISSING)),
         path=file,
@@ -688,6 +692,58 @@ def _sandbox(reader: _Reader, value: Any) -> SandboxSpec:
     if "pids" in table:
         out["pids"] = reader.integer(at("pids"), table["pids"], 1)
     return SandboxSpec(**out)
+
+
+MAX_PORTS = 16
+
+
+def _setup(reader: _Reader, value: Any) -> SetupSpec:
+    table = _section(reader, "setup", value)
+    def at(*names: str | int) -> Path_:
+        return ("setup", *names)
+
+    out: dict[str, Any] = {}
+    if "command" in table:
+        out["command"] = reader.argv(at("command"), table["command"])
+    if "timeout" in table:
+        out["timeout"] = reader.number(at("timeout"), table["timeout"], True)
+    for name, example in (("cache", '[".venv"]'), ("cache_key", '["requirements*.txt"]'),
+                          ("copy", '[".env"]')):
+        if name in table:
+            paths = reader.strings(at(name), table[name], f"a list of paths or globs, e.g. {example}")
+            for index, path in enumerate(paths):
+                problem = setup_path_problem(path, glob=name != "cache")
+                if problem:
+                    raise reader.error(at(name, index), problem)
+            out[name] = paths
+    if "ports" in table:
+        out["ports"] = reader.integer(at("ports"), table["ports"], 0, MAX_PORTS)
+    if out.get("cache") and not out.get("cache_key"):
+        raise reader.error(at("cache"), "cache needs cache_key: the files whose content decides "
+                                        'when to rebuild it, e.g. cache_key = ["requirements*.txt"]')
+    if out.get("cache_key") and not out.get("cache"):
+        raise reader.error(at("cache_key"), 'cache_key is only used with cache (the paths to keep, '
+                                            'e.g. cache = [".venv"])')
+    if out.get("cache") and "command" not in out:
+        raise reader.error(at("cache"), "cache needs a command: the cache holds what the setup "
+                                        "command builds")
+    return SetupSpec(**out)
+
+
+def setup_path_problem(path: str, *, glob: bool) -> str | None:
+    """Why a [setup] path cannot be used, or None: it must stay inside the repository."""
+    if not path.strip():
+        return "must not be empty"
+    parts = path.replace("\\", "/").split("/")
+    if path.startswith("/") or path.startswith("~"):
+        return f"{json.dumps(path)} must be relative to the repository root"
+    if ".." in parts:
+        return f"{json.dumps(path)} must not leave the repository (no '..')"
+    if parts[0] in (".git", ".outpost") or ".git" in parts:
+        return f"{json.dumps(path)} names git's or outpost-tui's own files"
+    if not glob and any(char in path for char in "*?["):
+        return f"{json.dumps(path)} must be a path, not a glob (it names what the setup builds)"
+    return None
 
 
 def _durability(reader: _Reader, value: Any) -> DurabilitySpec:
@@ -871,6 +927,13 @@ def dump_race(spec: RaceSpec, relative_to: Path | None = None) -> str:
                                    **_changed(spec.score, ("timeout",))}))
     sections.append(("sandbox", _changed(spec.sandbox, ("provider", "image", "network", "endpoint",
                                                         "memory", "cpus", "pids"))))
+    setup = _changed(spec.setup, ("timeout", "ports"))
+    for name in ("command", "cache", "cache_key", "copy"):
+        if getattr(spec.setup, name):
+            setup[name] = list(getattr(spec.setup, name))
+    if spec.setup.timeout is None and spec.setup.command:
+        _no_none(spec.setup, "setup", "timeout")
+    sections.append(("setup", setup))
     sections.append(("durability", _changed(spec.durability, ("enabled", "version", "resume"))))
     prices = {model: _changed(price, _PRICE_KEYS) for model, price in spec.prices.items()}
     if prices:

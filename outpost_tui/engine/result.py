@@ -55,6 +55,8 @@ class CandidateRecord:
     result: str | None = None  # the agent's final message (clipped), when it gave one
     # what to look at before merging (engine/review.py); None: not reviewed (only winners are)
     review: list[str] | None = None
+    # what [setup] did before the agent started (engine/setup.py); None: the race has no [setup]
+    setup: dict | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -82,6 +84,7 @@ class CandidateRecord:
                          if self.started_at and self.finished_at else None),
             "result": self.result,
             "review": None if self.review is None else list(self.review),
+            "setup": None if self.setup is None else dict(self.setup),
         }
 
     @classmethod
@@ -99,6 +102,7 @@ class CandidateRecord:
             resources=list(data.get("resources") or []), started_at=data.get("started_at"),
             finished_at=data.get("finished_at"), result=data.get("result"),
             review=None if data.get("review") is None else list(data["review"]),
+            setup=data.get("setup"),
         )
 
 

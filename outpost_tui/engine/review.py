@@ -13,6 +13,7 @@ from __future__ import annotations
 import posixpath
 import re
 from pathlib import PurePosixPath
+from typing import Sequence
 
 from . import git
 
@@ -24,12 +25,21 @@ BUILD_AND_CI = re.compile(r"(^|/)(\.github/workflows/|\.gitlab-ci\.yml$|\.circle
 SHOWN = 5  # paths named per flag; the rest are counted
 
 
-def review(repository, baseline: str, commit: str) -> list[str]:
-    """One line per thing worth a look in `commit` against `baseline`; [] when nothing is."""
+def review(repository, baseline: str, commit: str, setup_files: Sequence[str] = ()) -> list[str]:
+    """One line per thing worth a look in `commit` against `baseline`; [] when nothing is.
+
+    setup_files: what the race's setup put in the worktree (copies of the user's untracked files,
+    what the setup command built); committing them is never the candidate's work."""
     descends, changed = git.changes(repository, baseline, commit)
     flags: list[str] = []
     if not descends:
         flags.append(f"does not descend from the baseline {baseline[:12]}: history was rewritten")
+    prefixes = [path.rstrip("/") for path in setup_files]
+    committed = [c.path for c in changed if c.status != "D"
+                 and any(c.path == p or c.path.startswith(p + "/") for p in prefixes)]
+    if committed:
+        flags.append(f"commits files setup put in its worktree (copied from your checkout or "
+                     f"built by [setup]; they may hold secrets): {_names(committed)}")
     # a rename counts from both ends: moving a test out of the test paths disables it
     tests = [_shown(c) for c in changed if _matches(TEST_PATH, c)]
     if tests:

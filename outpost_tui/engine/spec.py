@@ -83,6 +83,24 @@ class SandboxSpec:
 
 
 @dataclass(frozen=True)
+class SetupSpec:
+    """What each attempt's worktree gets before its agent starts ([setup])."""
+
+    command: tuple[str, ...] | None = None  # runs in the worktree, in the attempt's sandbox
+    timeout: float | None = 600.0
+    # Paths the setup produces (".venv", "node_modules"): built once per cache key, then copied
+    # into each worktree before the command runs.
+    cache: tuple[str, ...] = ()
+    cache_key: tuple[str, ...] = ()  # globs of the baseline's files whose content keys the cache
+    copy: tuple[str, ...] = ()  # untracked or ignored files copied from the user's checkout
+    ports: int = 0  # free ports per attempt: OUTPOST_PORT, OUTPOST_PORT_1, ...
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.command or self.cache or self.copy or self.ports)
+
+
+@dataclass(frozen=True)
 class DurabilitySpec:
     enabled: bool = False
     version: str = "1"
@@ -129,6 +147,7 @@ class RaceSpec:
     validate: ValidateSpec = field(default_factory=ValidateSpec)
     score: ScoreSpec | None = None
     sandbox: SandboxSpec = field(default_factory=SandboxSpec)
+    setup: SetupSpec = field(default_factory=SetupSpec)
     durability: DurabilitySpec = field(default_factory=DurabilitySpec)
     prices: Mapping[str, Price] = field(default_factory=frozen_map)
     # Seconds to wait for a sandbox to close before reporting cleanup "pending".

@@ -18,7 +18,7 @@ from ...engine.model import CandidateModel
 from ...engine.spec import BudgetSpec
 
 FINAL = {"winner", "rejected", "failed", "quota", "cancelled", "skipped"}
-LIVE = ("starting", "running", "validating")
+LIVE = ("starting", "setting up", "running", "validating")
 BAR_CELLS = 20
 # How full a budget may get before the operator's eye should be drawn to it.
 WARN_AT, ALARM_AT = 0.75, 0.9
