@@ -70,6 +70,10 @@ def summary(spec: RaceSpec) -> dict[str, Any]:
                      "require_commits": spec.validate.require_commits},
         "sandbox": {"provider": spec.sandbox.provider, "image": spec.sandbox.image,
                     "network": spec.sandbox.network},
+        "setup": {"command": list(spec.setup.command) if spec.setup.command else None,
+                  "timeout": spec.setup.timeout, "cache": list(spec.setup.cache),
+                  "cache_key": list(spec.setup.cache_key), "copy": list(spec.setup.copy),
+                  "ports": spec.setup.ports},
         "durable": spec.durability.enabled,
     }
 
@@ -87,10 +91,27 @@ def render(shown_path: str, spec: RaceSpec) -> str:
         ("sandbox", spec.sandbox.provider + (f" {spec.sandbox.image}" if spec.sandbox.image else "")
          + f", network {spec.sandbox.network}"),
     ]
+    if spec.setup.enabled:
+        rows.append(("setup", _setup_text(spec)))
     if spec.durability.enabled:
         rows.append(("durable", f"yes (run id {spec.run_id or 'generated'})"))
     width = max(len(label) for label, _ in rows)
     return "\n".join([f"{shown_path}: ok"] + [f"  {label:<{width}}  {text}" for label, text in rows])
+
+
+def _setup_text(spec: RaceSpec) -> str:
+    setup = spec.setup
+    parts = []
+    if setup.command:
+        parts.append(shlex.join(setup.command)
+                     + (f" (timeout {_seconds(setup.timeout)})" if setup.timeout else ""))
+    if setup.cache:
+        parts.append(f"cache {', '.join(setup.cache)} keyed on {', '.join(setup.cache_key)}")
+    if setup.copy:
+        parts.append(f"copy {', '.join(setup.copy)}")
+    if setup.ports:
+        parts.append(f"{setup.ports} port(s) each")
+    return "; ".join(parts)
 
 
 def _budget_text(spec: RaceSpec) -> str:

@@ -66,6 +66,8 @@ BAD = {
     "race-brief-and-brief-file": (RACE + 'brief = "go"\nbrief_file = "brief.md"\n' + CAND, "race.brief_file"),
     # the API allows 0 (a race that starts nothing); a race file asking for it is a mistake
     "zero-attempts": (RACE + "[budget]\nattempts = 0\n" + CAND, "budget.attempts"),
+    "setup-copy-outside": (RACE + '[setup]\ncopy = ["../.env"]\n' + CAND, "setup.copy[0]"),
+    "setup-ports-string": (RACE + '[setup]\nports = "2"\n' + CAND, "setup.ports"),
 }
 
 
@@ -160,3 +162,16 @@ def test_a_device_is_refused(area: Path):
     done = check("/dev/zero", cwd=area)  # reading it would never end
     assert done.returncode == 2
     assert done.stderr == "outpost-tui: /dev/zero: is a device, not a race file (it must be a regular file)\n"
+
+
+def test_setup_is_summarised(area: Path):
+    (area / "setup.toml").write_text(RACE + '[setup]\ncommand = ["npm", "ci"]\ncache = ["node_modules"]\n'
+                                     'cache_key = ["package-lock.json"]\ncopy = [".env"]\nports = 2\n'
+                                     + CAND)
+    done = check("setup.toml", cwd=area)
+    assert done.returncode == 0, done.stderr
+    assert ("setup       npm ci (timeout 600s); cache node_modules keyed on package-lock.json; "
+            "copy .env; 2 port(s) each") in done.stdout
+    summary = json.loads(check("setup.toml", "--json", cwd=area).stdout)
+    assert summary["setup"] == {"command": ["npm", "ci"], "timeout": 600.0, "cache": ["node_modules"],
+                                "cache_key": ["package-lock.json"], "copy": [".env"], "ports": 2}

@@ -452,6 +452,31 @@ ERRORS = {
                                      "candidates[1].key", 'invalid key "../x"'),
     "quoted keys": (RACE + CAND + "[candidates.env]\n'LEVEL' = \"1\"\n\"ex\\u0074ra\" = 2  # <-\n",
                     "candidates[0].env.extra", "expected a string, found an integer (2)"),
+    # [setup]
+    "setup command as string": (RACE + "[setup]\ncommand = \"make deps\"  # <-\n" + CAND,
+                                "setup.command", "expected a list of strings (argv)"),
+    "setup unknown key": (RACE + "[setup]\ncopy_files = [\".env\"]  # <-\n" + CAND,
+                          "setup.copy_files", "unknown key"),
+    "setup copy leaves the repo": (RACE + "[setup]\ncopy = [\".env\", \"../secrets\"]  # <-\n" + CAND,
+                                   "setup.copy[1]", "must not leave the repository"),
+    "setup copy absolute": (RACE + "[setup]\ncopy = [\"/etc/passwd\"]  # <-\n" + CAND,
+                            "setup.copy[0]", "must be relative to the repository root"),
+    "setup cache a glob": (RACE + "[setup]\ncommand = [\"x\"]\ncache_key = [\"a\"]\n"
+                                  "cache = [\"*.venv\"]  # <-\n" + CAND,
+                           "setup.cache[0]", "must be a path, not a glob"),
+    "setup cache into git": (RACE + "[setup]\ncommand = [\"x\"]\ncache_key = [\"a\"]\n"
+                                    "cache = [\".git/hooks\"]  # <-\n" + CAND,
+                             "setup.cache[0]", "names git's or outpost-tui's own files"),
+    "setup cache without key": (RACE + "[setup]\ncommand = [\"x\"]\ncache = [\".venv\"]  # <-\n" + CAND,
+                                "setup.cache", "cache needs cache_key"),
+    "setup key without cache": (RACE + "[setup]\ncache_key = [\"package-lock.json\"]  # <-\n" + CAND,
+                                "setup.cache_key", "only used with cache"),
+    "setup cache without command": (RACE + "[setup]\ncache_key = [\"a\"]\ncache = [\"b\"]  # <-\n"
+                                    + CAND, "setup.cache", "cache needs a command"),
+    "setup too many ports": (RACE + "[setup]\nports = 99  # <-\n" + CAND, "setup.ports",
+                             "must be between 0 and 16, found 99"),
+    "setup timeout zero": (RACE + "[setup]\ncommand = [\"x\"]\ntimeout = 0  # <-\n" + CAND,
+                           "setup.timeout", "must be greater than 0"),
     # TOML syntax
     "toml syntax error": (RACE + "concurrency = = 2  # <-\n" + CAND, "race.concurrency", "invalid TOML"),
     "toml duplicate key": (RACE + CAND + 'key = "b"  # <-\n', "candidates[0].key", "already defined"),
@@ -613,3 +638,22 @@ def test_line_scanner_agrees_with_tomllib_on_generated_files():
                 if path in locator.lines:  # written on a line of its own, not inside an inline table
                     written = tomli_w.dumps({path[-1]: 0}).split(" = ")[0]
                     assert written in lines[line - 1], (path, line, source)
+
+
+def test_setup_table_builds_the_spec_and_round_trips(tmp_path: Path, repo: Path):
+    race_file = tmp_path / "race.toml"
+    race_file.write_text(race_text(str(repo), '[setup]\ncommand = ["sh", "-c", "npm ci"]\ntimeout = 300\n'
+                                              'cache = ["node_modules"]\ncache_key = ["package-lock.json"]\n'
+                                              'copy = [".env", "config/*.local.json"]\nports = 2\n'))
+    loaded = load_race(race_file)
+    assert loaded.setup == spec.SetupSpec(command=("sh", "-c", "npm ci"), timeout=300.0,
+                                          cache=("node_modules",), cache_key=("package-lock.json",),
+                                          copy=(".env", "config/*.local.json"), ports=2)
+    again = tmp_path / "again.toml"
+    again.write_text(dump_race(loaded))
+    assert load_race(again).setup == loaded.setup
+    # no [setup]: nothing written, nothing set up
+    plain = tmp_path / "plain.toml"
+    plain.write_text(race_text(str(repo)))
+    assert load_race(plain).setup.enabled is False
+    assert "[setup]" not in dump_race(load_race(plain))
