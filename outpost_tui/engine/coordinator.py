@@ -83,6 +83,7 @@ class Race:
         self._outpost_dir: Path | None = None
         self._cache_key: str | None = None
         self._cache_locks: dict[str, anyio.Lock] = {}
+        self._copy_paths: list[str] = []
 
     # ----------------------------------------------------------------- operator controls
 
@@ -181,6 +182,9 @@ class Race:
             if spec.setup.cache:
                 self._cache_key = await anyio.to_thread.run_sync(setups.cache_key, spec,
                                                                  self.repository, self.baseline)
+            # read once: every candidate gets the same files (and a big checkout is walked once)
+            self._copy_paths = await anyio.to_thread.run_sync(setups.files_to_copy, self.repository,
+                                                              spec.setup.copy)
         except git.GitError as error:
             raise RaceError(_one_line(error)) from None
         if self._provider is None:
@@ -350,7 +354,7 @@ class Race:
 
         env = {"TZ": "UTC", "OUTPOST_CANDIDATE": candidate.key, "OUTPOST_ATTEMPT": str(attempt.number),
                "OUTPOST_RACE_ID": self.id, **candidate.env}
-        if spec.setup.enabled:
+        if spec.setup.enabled or self._copy_paths:
             attempt.setup = setups.SetupState()
             record.setup = attempt.setup.to_json()
         if spec.setup.ports:
@@ -473,24 +477,24 @@ class Race:
         self.bus.emit(EventKind.SETUP_STARTED, key, number,
                       command=list(setup.command) if setup.command else None, ports=state.ports)
         started = time.monotonic()
-        paths = await anyio.to_thread.run_sync(setups.files_to_copy, self.repository, setup.copy)
         state.copied = await anyio.to_thread.run_sync(setups.copy_files, self.repository,
-                                                      directory, paths)
+                                                      directory, self._copy_paths)
         failure: str | None = None
         if setup.command and self._cache_key is not None:
-            cache_key = self._cache_key
-            # one attempt builds the cache on the baseline; the others wait for it and copy it
+            cache_key, built = self._cache_key, False
+            # one attempt builds the cache on the baseline while the others wait, then copy it
             async with self._cache_locks.setdefault(cache_key, anyio.Lock()):
-                hit = await anyio.to_thread.run_sync(setups.restore_cache, self._outpost_dir,
-                                                     cache_key, directory)
-                if not hit:
+                if not setups.cache_entry(self._outpost_dir, cache_key).exists():
+                    built = True
                     failure = await self._setup_command(attempt)
                     if failure is None:
                         stored = await anyio.to_thread.run_sync(
                             setups.store_cache, self._outpost_dir, cache_key, directory, setup.cache)
                         state.cache = "built" if stored else "miss"
-            if hit:
-                state.cache = "hit"
+            if not built:
+                hit = await anyio.to_thread.run_sync(setups.restore_cache, self._outpost_dir,
+                                                     cache_key, directory)
+                state.cache = "hit" if hit else "miss"
                 failure = await self._setup_command(attempt)
         elif setup.command:
             failure = await self._setup_command(attempt)
@@ -676,8 +680,11 @@ class Race:
         state = attempt.setup
         if state is None or state.products is None:
             return
-        if not git.has_changes(directory, state.leave_out):
-            setups.remove_products(directory, state)
+        try:
+            if not git.has_changes(directory, state.leave_out):
+                setups.remove_products(directory, state)
+        except OSError:
+            pass  # what cannot be removed keeps the worktree, which is then retained
 
     # ------------------------------------------------------------------ end of the race
 

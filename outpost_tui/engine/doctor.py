@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence
 
 from . import gitenv
 from .agents import adapter_for, known_agents
+from .sandbox.engines import engine_name
 from .spec import RaceSpec
 
 VERSION_TIMEOUT = 10.0
@@ -204,7 +205,7 @@ def container_checks(spec: RaceSpec | None, *, required: bool,
                      programs: Mapping[str, str] | None = None) -> list[Check]:
     """The engine (and the race's image); with `programs`, whether the image has each of them."""
     from .sandbox.base import SandboxError
-    from .sandbox.container import connect
+    from .sandbox.container import connect_endpoint
 
     programs = dict(programs or {})
     sandbox = spec.sandbox if spec else None
@@ -215,8 +216,9 @@ def container_checks(spec: RaceSpec | None, *, required: bool,
         return [Check(name, None, f"not checked: {why}", required) for name in programs]
 
     try:
-        client, endpoint = connect(sandbox.endpoint if sandbox else None, provider,
-                                   timeout=ENGINE_TIMEOUT, pool=1)
+        client, found = connect_endpoint(sandbox.endpoint if sandbox else None, provider,
+                                         timeout=ENGINE_TIMEOUT, pool=1)
+        endpoint = found.url
     except (SandboxError, ImportError) as error:
         return [Check("container engine", False, str(error), required),
                 *not_checked("no container engine to ask")]
@@ -228,7 +230,7 @@ def container_checks(spec: RaceSpec | None, *, required: bool,
             return [Check("container engine", False, f"{endpoint} not reachable: {detail}", required),
                     *not_checked(f"the container engine at {endpoint} is not reachable")]
         name = engine_name(version)
-        detail = f"{name} {version.get('Version', '?')} at {endpoint}"
+        detail = f"{name} {version.get('Version', '?')} at {endpoint}, chosen by {found.why}"
         ok: bool | None = True
         if provider and provider != name:
             detail += f" (the race asks for {provider}; the Docker API is the same, so it is used)"
@@ -239,7 +241,9 @@ def container_checks(spec: RaceSpec | None, *, required: bool,
             except Exception:
                 ok = False
                 detail += f"; image {image} not found (build it: outpost-tui image build --tag {image})"
-        checks = [Check("container engine", ok, detail, required)]
+        checks = [Check("container engine", ok, detail, required),
+                  *engine_setting_checks(client, endpoint, spec, image if ok else None,
+                                         required=required)]
         if not programs:
             return checks
         if image is None:
@@ -252,6 +256,81 @@ def container_checks(spec: RaceSpec | None, *, required: bool,
             client.close()
         except Exception:
             pass
+
+
+def engine_setting_checks(client: Any, endpoint: str, spec: RaceSpec | None, image: str | None, *,
+                          required: bool) -> list[Check]:
+    """Whether files containers write will be the user's on the host (checked with a real
+    container when there is an image), and whether the network the race asks for exists."""
+    from .sandbox.base import SandboxError
+    from .sandbox.container import check_network, engine_kind, user_mapping
+
+    try:
+        kind = engine_kind(client)
+    except Exception as error:  # docker, requests errors alike
+        return [Check("container files", None, f"not checked: the engine did not describe itself "
+                                               f"({str(error)[:200]})", required)]
+    uid, gid = os.getuid(), os.getgid()
+    options, how = user_mapping(kind, uid, gid)
+    if not endpoint.startswith("unix://"):
+        owner_check = Check("container files", None,
+                            f"{how}; ownership cannot be guaranteed: the engine at {endpoint} is "
+                            "not on this machine (files are written through its filesystem)", required)
+    elif image is None:
+        owner_check = Check("container files", None,
+                            f"{how}; ownership cannot be guaranteed until a container has written a "
+                            "file (no image to try it with: name one in the race file)", required)
+    else:
+        try:
+            owner = probe_ownership(client, image, options)
+        except Exception as error:  # docker, requests and timeout errors alike
+            owner_check = Check("container files", None,
+                                f"{how}; ownership cannot be guaranteed: the probe failed "
+                                f"({str(error).strip()[:200] or type(error).__name__})", required)
+        else:
+            if owner == (uid, gid):
+                owner_check = Check("container files", True,
+                                    f"{how}; a file written in a container belongs to you "
+                                    f"({uid}:{gid})", required)
+            else:
+                owner_check = Check("container files", False,
+                                    f"{how}; but a file written in a container belongs to "
+                                    f"{owner[0]}:{owner[1]} on the host, not to you ({uid}:{gid}): "
+                                    "the engine's user namespace maps ids differently", required)
+    checks = [owner_check]
+    network = spec.sandbox.network if spec is not None and spec.sandbox.provider != "local" else None
+    if network and network != "none":
+        try:
+            check_network(client, network)
+            checks.append(Check("container network", True, f"network {network!r} exists", required))
+        except SandboxError as error:
+            checks.append(Check("container network", False, str(error), required))
+    return checks
+
+
+def probe_ownership(client: Any, image: str, options: Mapping[str, Any], *,
+                    timeout: float = PROBE_TIMEOUT) -> tuple[int, int]:
+    """Who owns, on the host, a file a container run with options writes in a bind mount."""
+    with tempfile.TemporaryDirectory(prefix="outpost-doctor-") as directory:
+        os.chmod(directory, 0o777)  # whoever the container is mapped to may write here
+        container = client.containers.create(
+            image, ["sh", "-c", ": > /probe/written"], network_mode="none",
+            volumes={directory: {"bind": "/probe", "mode": "rw"}}, environment={"HOME": "/tmp"},
+            labels={"outpost.doctor": "probe"}, **options)
+        try:
+            container.start()
+            status = container.wait(timeout=timeout)
+        finally:
+            try:
+                container.remove(force=True)
+            except Exception:
+                pass  # already gone, or the engine is
+        code = status.get("StatusCode") if isinstance(status, dict) else None
+        written = Path(directory) / "written"
+        if code != 0 or not written.exists():
+            raise RuntimeError(f"the probe container could not write a file (exit code {code})")
+        info = written.stat()
+        return info.st_uid, info.st_gid
 
 
 def container_check(spec: RaceSpec | None, *, required: bool) -> Check:
@@ -316,12 +395,6 @@ def probe_image(client: Any, image: str, programs: Sequence[str], *,
         if program in found and where.strip():
             found[program] = where.strip()
     return found
-
-
-def engine_name(version: Mapping) -> str:
-    names = " ".join(str(c.get("Name", "")) for c in version.get("Components") or [] if isinstance(c, dict))
-    platform = str((version.get("Platform") or {}).get("Name", ""))
-    return "podman" if re.search(r"podman", names + " " + platform, re.IGNORECASE) else "docker"
 
 
 # -- storage -----------------------------------------------------------------------------------

@@ -34,3 +34,14 @@ def test_durable_checkpoint_writes_do_not_grow_with_usage_reports():
     assert figures["checkpoint_writes"] < 60, figures  # 2,000 usage reports, a few dozen writes at most
     # Target 1.2x; asserted with headroom for fsync latency on a loaded CI disk.
     assert figures["ratio"] <= 1.5, figures
+
+
+def test_setup_cache_makes_each_worktrees_venv_cheaper():
+    from tests.benchmarks import bench_setup
+
+    figures = bench_setup.setup_cache(candidates=2)
+    print(figures)
+    assert figures["cold_cache"]["cache"].count("built") == 1, figures
+    assert figures["warm_cache"]["cache"] == ["hit", "hit"], figures
+    # copying a venv and a pip run that finds everything installed, against building it
+    assert figures["warm_vs_no_cache"] < 0.8, figures

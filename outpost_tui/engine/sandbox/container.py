@@ -36,6 +36,7 @@ from .. import git, gitenv
 from ..images import DEFAULT_TAG, KEEP_ALIVE
 from ..spec import SandboxSpec
 from .base import Completed, LineSink, Sandbox, SandboxContext, SandboxError, SandboxProvider
+from .engines import ContextError, Endpoint, discover, engine_name, searched
 from .lines import LineSplitter, Tail
 
 RESOURCE_PREFIX = "container:"
@@ -50,10 +51,6 @@ KILL_GRACE = 0.5
 DRAIN_GRACE = 3.0
 # Seconds a command may outlive its timeout inside the container before the backstop stops it.
 BACKSTOP_MARGIN = 5.0
-SOCKETS = {
-    "docker": ("/var/run/docker.sock", "~/.docker/run/docker.sock"),
-    "podman": ("$XDG_RUNTIME_DIR/podman/podman.sock", "/run/podman/podman.sock"),
-}
 MARKER = "outpost-sandbox:"
 
 # $1 pid file, $2 stdin file or "", $3 deadline in seconds or "", then argv; $OUTPOST_RUN is this
@@ -109,18 +106,12 @@ def _docker():
 # -- the engine ---------------------------------------------------------------------------------
 
 def resolve_endpoint(explicit: str | None = None, provider: str | None = None) -> str | None:
-    """The engine to use: the race file's, DOCKER_HOST, then the usual sockets (named engine first)."""
-    if explicit:
-        return explicit
-    if os.environ.get("DOCKER_HOST"):
-        return os.environ["DOCKER_HOST"]
-    order = ["podman", "docker"] if provider == "podman" else ["docker", "podman"]
-    for engine in order:
-        for candidate in SOCKETS[engine]:
-            path = os.path.expanduser(os.path.expandvars(candidate))
-            if "$" not in path and Path(path).is_socket():
-                return f"unix://{path}"
-    return None
+    """The engine to use (see engines.py for the order); None when there is none."""
+    try:
+        found = discover(explicit, provider)
+    except ContextError:
+        return None
+    return found.url if found else None
 
 
 def describe_endpoint(endpoint: str | None) -> str:
@@ -129,16 +120,34 @@ def describe_endpoint(endpoint: str | None) -> str:
     return f"{where} (DOCKER_HOST={docker_host})" if docker_host else f"{where} (DOCKER_HOST unset)"
 
 
+def find_endpoint(explicit: str | None = None, provider: str | None = None) -> Endpoint:
+    """The engine to use and why; SandboxError saying where it looked when there is none."""
+    try:
+        found = discover(explicit, provider)
+    except ContextError as error:
+        raise SandboxError(f"{error} (switch with `docker context use default`, or set DOCKER_HOST)") \
+            from None
+    if found is None:
+        raise SandboxError(
+            f"no container engine found (looked at {searched(provider)}): set DOCKER_HOST (e.g. "
+            "unix:///run/podman/podman.sock, ssh://user@host, tcp://host:2376) or [sandbox] "
+            "endpoint, or start Docker or `podman system service`")
+    return found
+
+
 def connect(endpoint: str | None = None, provider: str | None = None, *,
             timeout: float = 60.0, pool: int = 128) -> tuple[Any, str]:
     """A Docker API client and the endpoint it talks to; SandboxError when there is none."""
+    client, found = connect_endpoint(endpoint, provider, timeout=timeout, pool=pool)
+    return client, found.url
+
+
+def connect_endpoint(endpoint: str | None = None, provider: str | None = None, *,
+                     timeout: float = 60.0, pool: int = 128) -> tuple[Any, Endpoint]:
+    """connect(), also saying how the endpoint was chosen."""
     docker = _docker()
-    resolved = resolve_endpoint(endpoint, provider)
-    if resolved is None:
-        raise SandboxError(
-            "no container engine found: set DOCKER_HOST (e.g. unix:///run/podman/podman.sock, "
-            "ssh://user@host, tcp://host:2376) or [sandbox] endpoint, or start Docker or "
-            "`podman system service`")
+    found = find_endpoint(endpoint, provider)
+    resolved = found.url
     # ssh:// goes through the ssh program (keys, agent and ~/.ssh/config as usual). The API version
     # is negotiated from /_ping below: the SDK's own negotiation asks /version, which takes
     # ~0.4 s on Podman, for every race.
@@ -146,15 +155,68 @@ def connect(endpoint: str | None = None, provider: str | None = None, *,
                                "use_ssh_client": resolved.startswith("ssh://"),
                                "version": docker.constants.MINIMUM_DOCKER_API_VERSION}
     try:
-        if not endpoint and os.environ.get("DOCKER_HOST"):
+        if found.why == "DOCKER_HOST":
             client = docker.from_env(**options)  # also honours DOCKER_TLS_VERIFY / DOCKER_CERT_PATH
         else:
+            if found.tls and resolved.startswith("tcp://"):
+                tls = found.tls
+                options["tls"] = docker.tls.TLSConfig(
+                    client_cert=(tls["cert"], tls["key"]) if tls.get("cert") and tls.get("key") else None,
+                    ca_cert=tls.get("ca"), verify=bool(tls.get("verify")) and (tls.get("ca") or True))
             client = docker.DockerClient(base_url=resolved, **options)
         _negotiate(client)
     except Exception as error:  # requests, urllib3, ssh and docker errors alike
-        raise SandboxError(f"cannot reach the container engine at {describe_endpoint(resolved)}: "
+        docker_host = os.environ.get("DOCKER_HOST")
+        where = found.describe()
+        if found.why != "DOCKER_HOST":
+            where += f"; DOCKER_HOST={docker_host} not used" if docker_host else "; DOCKER_HOST unset"
+        raise SandboxError(f"cannot reach the container engine at {where}: "
                            f"{_first_line(error)}") from None
-    return client, resolved
+    return client, found
+
+
+def engine_kind(client: Any) -> dict[str, Any]:
+    """Which engine it is (docker | podman), whether it runs rootless, and its networks' names
+    and drivers: what decides how containers must run for their files to belong to the user."""
+    info = client.info()
+    version = client.version()
+    name = engine_name(version)
+    options = " ".join(str(option) for option in info.get("SecurityOptions") or [])
+    rootless = "rootless" in options or bool((info.get("host") or {}).get("security", {})
+                                             .get("rootless"))
+    return {"name": name, "version": version.get("Version", "?"), "rootless": rootless}
+
+
+def user_mapping(kind: Mapping[str, Any], uid: int, gid: int) -> tuple[dict[str, Any], str]:
+    """Container options under which files written in the worktree belong to uid:gid on the host,
+    and how. A rootful engine runs the container as uid:gid. A rootless engine (Docker or Podman)
+    maps the container's root to the user who runs the engine and every other id to a subordinate
+    one, so the container runs as its root: still unprivileged on the host, and without
+    capabilities inside."""
+    if not kind.get("rootless"):
+        return {"user": f"{uid}:{gid}"}, f"rootful {kind['name']}: containers run as {uid}:{gid}"
+    name = "Podman" if kind["name"] == "podman" else "Docker"
+    return ({"user": "0:0"},
+            f"rootless {name}: containers run as their root, which is the engine's user on the host")
+
+
+def check_network(client: Any, network: str) -> None:
+    """SandboxError unless the engine has the network the race asks for: an engine without a
+    bridge network would otherwise start the container with no network, silently."""
+    if network in ("none", "host", ""):
+        return
+    try:
+        networks = client.networks.list()
+    except Exception as error:  # docker, requests errors alike
+        raise SandboxError(f"cannot list the engine's networks: {_first_line(error)}") from None
+    names = {n.name: (n.attrs or {}).get("Driver") for n in networks}
+    if network in names:
+        return
+    if network == "bridge" and "bridge" in names.values():
+        return  # Podman's default network ("podman") is a bridge
+    shown = ", ".join(f"{name} ({driver})" for name, driver in sorted(names.items())) or "none"
+    raise SandboxError(f"[sandbox] network = {network!r}: the engine has no such network "
+                       f"(it has: {shown}); a container would start without any network")
 
 
 def _negotiate(client) -> None:
@@ -304,16 +366,33 @@ class ContainerProvider(SandboxProvider):
         self._pumps: anyio.CapacityLimiter | None = None
         self._paths_checked = False
         self._connecting: anyio.Lock | None = None
+        self._mapping: dict[str, Any] = {"user": f"{self.user[0]}:{self.user[1]}"}
+        self.mapping_note = ""
 
     async def client(self) -> Any:
         if self._connecting is None:
             self._connecting = anyio.Lock()
         async with self._connecting:  # candidates start together: one connection for all
             if self._client is None:
-                self._client, self.endpoint = await anyio.to_thread.run_sync(
-                    lambda: connect(self.spec.endpoint, self.spec.provider,
-                                    timeout=self.request_timeout))
+                client, found = await anyio.to_thread.run_sync(
+                    lambda: connect_endpoint(self.spec.endpoint, self.spec.provider,
+                                             timeout=self.request_timeout))
+                try:
+                    await anyio.to_thread.run_sync(self._learn_engine, client)
+                except BaseException:
+                    client.close()
+                    raise
+                self._client, self.endpoint = client, found.url
         return self._client
+
+    def _learn_engine(self, client: Any) -> None:
+        try:
+            kind = engine_kind(client)
+        except Exception as error:  # docker, requests errors alike
+            raise SandboxError(f"the container engine did not describe itself: "
+                               f"{_first_line(error)}") from None
+        self._mapping, self.mapping_note = user_mapping(kind, *self.user)
+        check_network(client, self.spec.network or "none")
 
     def pumps(self) -> anyio.CapacityLimiter:
         # Output pumps hold a thread for a command's whole run; their own limiter keeps them
@@ -340,7 +419,7 @@ class ContainerProvider(SandboxProvider):
         # git's location variables would aim the agent's git elsewhere (the same rule as locally)
         environment = gitenv.scrubbed({"HOME": "/tmp", "LANG": "C.UTF-8", **dict(context.env)})
         options: dict[str, Any] = dict(
-            name=name, labels=labels, detach=True, init=True, user=f"{uid}:{gid}",
+            name=name, labels=labels, detach=True, init=True, **self._mapping,
             cap_drop=["ALL"], security_opt=["no-new-privileges"],
             network_mode="none" if self.spec.network in ("none", "", None) else self.spec.network,
             volumes={directory: {"bind": directory, "mode": "rw"},
@@ -412,18 +491,32 @@ class ContainerProvider(SandboxProvider):
         if not self._paths_checked:
             # A remote engine (tcp, ssh, or a unix socket forwarded from another machine) mounts
             # *its* paths: the worktree must exist there at the same path. Once per race: every
-            # worktree lives in the same repository.
+            # worktree lives in the same repository. The same probe writes a file there, to see
+            # that what the container writes belongs to the user on the host.
+            marker = f".outpost-owner-{uuid.uuid4().hex[:8]}"
             try:
-                probe = await sandbox.run(["test", "-e", f"{directory}/.git"], timeout=30)
+                probe = await sandbox.run(["sh", "-c", 'test -e "$1/.git" || exit 3; : > "$1/$2"',
+                                           "sh", directory, marker], timeout=30)
             except BaseException:
                 with anyio.CancelScope(shield=True):
                     await sandbox.close()
                 raise
-            if probe.exit_code != 0:
+            owner = await anyio.to_thread.run_sync(_owner_and_remove, Path(directory) / marker)
+            if probe.exit_code == 3:
                 await sandbox.close()
                 raise SandboxError(
                     f"the worktree {directory} is not visible to the engine at {self.endpoint}: "
                     "a remote engine needs the repository at the same path (e.g. a shared filesystem)")
+            if probe.exit_code != 0 or owner is None:
+                await sandbox.close()
+                raise SandboxError(f"a container cannot write in the worktree {directory} "
+                                   f"({self.mapping_note}): {probe.stderr_tail.strip()[:200]}")
+            if owner != self.user:
+                await sandbox.close()
+                raise SandboxError(
+                    f"files written in the container belong to {owner[0]}:{owner[1]} on the host, not "
+                    f"to {self.user[0]}:{self.user[1]} ({self.mapping_note}): the engine's user "
+                    "namespace maps ids differently; `outpost-tui doctor` says more")
             self._paths_checked = True
         return sandbox
 
@@ -498,6 +591,15 @@ class _Stream:
             if rest:
                 self._emit(stream, rest)
         self.done.set()
+
+
+def _owner_and_remove(path: Path) -> tuple[int, int] | None:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    path.unlink()
+    return info.st_uid, info.st_gid
 
 
 def _read_only_git_settings(git_dir: str) -> dict[str, dict[str, str]]:
