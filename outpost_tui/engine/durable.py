@@ -120,6 +120,10 @@ class DurableRun:
         usage = state.get("usage") or {}
         race.accounting = Accounting(spec.budget, attempts=int(usage.get("attempts", 0)),
                                      usage=Usage.from_json(usage))
+        for attempt in race.attempts.values():
+            if attempt.phase is Phase.SETTLED:
+                race.model.restore(attempt.record, attempts=race.accounting.attempts,
+                                   usage=race.accounting.usage)
         if state.get("finished"):
             # Only a quota is not final: calling the race again reruns the candidates the quota
             # stopped, as new attempts. Any other finished race (aborted included) is its saved result.

@@ -16,6 +16,16 @@ from .usage import Usage
 LOG_RING = 2000
 
 
+def said(outcome: str, reason: str | None) -> str:
+    """An outcome and its reason in one phrase, without saying the outcome twice when the reason
+    already starts with it ("validation failed (exit code 1)", "cancelled: another candidate won")."""
+    if not reason:
+        return outcome
+    if reason.lower().startswith(outcome.lower()):
+        return reason
+    return f"{outcome}: {reason}"
+
+
 @dataclass
 class CandidateModel:
     key: str
@@ -139,8 +149,8 @@ class RaceModel:
             candidate.state = "validating"
             candidate.add_log(f"── validating ({data.get('commits')} commit(s))")
         elif kind is EventKind.VALIDATION_FINISHED:
-            candidate.add_log(f"── validation {data.get('status')}"
-                              + (f": {data['reason']}" if data.get("reason") else ""))
+            outcome = f"validation {data.get('status')}"
+            candidate.add_log(f"── {said(outcome, data.get('reason'))}")
         elif kind is EventKind.QUOTA:
             candidate.quota = dict(data)
             candidate.add_log(f"quota: {data.get('message')} (resets {data.get('reset_at') or '?'})")
@@ -152,8 +162,32 @@ class RaceModel:
             candidate.commit = data.get("commit")
             candidate.finished_at = event.at
             # the last word in the log, so a zoomed panel tells the whole story on its own
-            ending = f": {candidate.reason}" if candidate.reason else ""
-            candidate.add_log(f"── {candidate.state}{ending}")
+            candidate.add_log(f"── {said(candidate.state, candidate.reason)}")
+
+    def restore(self, record, *, attempts: int, usage: Usage) -> None:
+        """Start a candidate from a saved run's settled attempt (a durable replay): it shows how it
+        ended before the coordinator stopped, not "waiting" for the whole replay."""
+        candidate = self.candidates.get(record.key)
+        if candidate is None or (candidate.attempt == record.attempt
+                                 and candidate.state == str(record.status)):
+            return  # unknown, or restored already
+        self.version += 1
+        candidate.version += 1
+        candidate.state = str(record.status)
+        candidate.attempt = record.attempt
+        candidate.branch = record.branch
+        candidate.directory = record.retained_directory or record.directory
+        candidate.usage = record.usage
+        candidate.reason = record.error
+        candidate.quota = record.quota
+        candidate.commit = record.commit
+        candidate.review = list(record.review or [])
+        candidate.started_at = record.started_at
+        candidate.finished_at = record.finished_at
+        candidate.add_log(f"── attempt {record.attempt}, before the coordinator stopped: "
+                          f"{said(candidate.state, candidate.reason)}")
+        self.attempts = attempts
+        self.usage = usage
 
     def _race_event(self, event: Event) -> None:
         if event.kind is EventKind.RACE_STARTED:

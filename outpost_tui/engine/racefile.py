@@ -643,6 +643,26 @@ def _budget(reader: _Reader, value: Any) -> BudgetSpec:
     return BudgetSpec(**out)
 
 
+def check_budget(table: dict) -> BudgetSpec:
+    """A [budget] table as a race file holds it, checked by the rules `check` applies (the
+    configure form uses them as the user types); RaceFileError keyed `budget.<name>`, no line."""
+    return _budget(_Reader(None, _Locator("")), table)
+
+
+def field_value(text: str) -> Any:
+    """What a form field's text would be as a TOML value: an integer, a number, else a string
+    (so a wrong kind is refused in `check`'s words: expected an integer, found a string)."""
+    text = text.strip()
+    try:
+        return int(text.replace("_", ""))
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
 def _validate(reader: _Reader, value: Any) -> ValidateSpec:
     table = _section(reader, "validate", value)
     out: dict[str, Any] = {}

@@ -130,3 +130,25 @@ def replay_spec(repository: str | Path, run_id: str, race_file: str | Path | Non
         raise UnknownRun(f"{path} is for run {spec.run_id!r}, not {run_id!r}")
     return replace(spec, durability=replace(spec.durability, resume="retry-incomplete"))
 
+
+def restore_model(model, repository: str | Path, run_id: str) -> None:
+    """Fill a replay's model from the saved run before it runs: a candidate that settled before
+    the crash shows how it ended from the first frame. Nothing saved yet: nothing to restore."""
+    from .usage import Usage
+    from .result import CandidateRecord
+
+    from .checkpoint import CheckpointError
+
+    try:
+        view = inspect(repository, run_id)
+    except (CheckpointError, git.GitError, OSError, ValueError):
+        return  # the replay itself says what is wrong with the saved run
+    latest: dict[str, dict] = {}
+    for saved in view.state.get("attempts", []):
+        latest[saved["key"]] = saved
+    usage = view.state.get("usage") or {}
+    for saved in latest.values():
+        if saved["phase"] == "settled":
+            model.restore(CandidateRecord.from_json(saved["record"]),
+                          attempts=int(usage.get("attempts", 0)), usage=Usage.from_json(usage))
+

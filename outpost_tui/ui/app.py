@@ -21,12 +21,19 @@ from .session import RaceSession
 class OutpostApp(App):
     TITLE = "outpost-tui"
     COMMANDS = App.COMMANDS | {OutpostCommands}
+    # Toasts at the top right, over the header and the race's summary band: at the bottom they
+    # covered the panels' borders and their logs' last lines, which is what an operator watches.
+    CSS = """
+    ToastRack { align: right top; margin-top: 1; }
+    Toast { max-width: 60; }
+    """
     BINDINGS = [
         Binding("ctrl+q", "quit", "Quit", id="app.quit", priority=True),
         Binding("question_mark", "help", "Help", id="app.help"),
-        Binding("f3", "worktrees", "Worktrees", id="app.worktrees"),
-        Binding("f4", "recover", "Recover", id="app.recover"),
-        Binding("f5", "configure", "Configure", id="app.configure"),
+        # Short words: at 80 columns the footer holds every key that applies.
+        Binding("f3", "worktrees", "Trees", id="app.worktrees", tooltip="Review kept worktrees"),
+        Binding("f4", "recover", "Recover", id="app.recover", tooltip="Crash recovery wizard"),
+        Binding("f5", "configure", "Config", id="app.configure", tooltip="Configure the race"),
         # Not in the footer (race screens fill it); the help screen and the palette list it.
         Binding("t", "pick_theme", "Pick theme", id="app.theme", show=False),
     ]
@@ -214,6 +221,12 @@ class OutpostApp(App):
 
     # ------------------------------------------------------------------------- actions
 
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        if action == "configure":
+            # only before a race file's race starts: hidden otherwise, the footer is short
+            return self.session is not None and self.race_file is not None and not self.session.started
+        return True
+
     def action_help(self) -> None:
         from .screens.help import HelpScreen
 
@@ -247,16 +260,44 @@ class OutpostApp(App):
             self.notify(f"theme {name} is used now but not remembered: "
                         f"{error.strerror or error} ({error.filename or 'settings'})", severity="error")
 
+    def race_repository(self) -> Path:
+        """The repository the open race is about (its file says which), else the app's."""
+        if self.session is not None:
+            race = getattr(self.session, "race", None)
+            if race is not None and race.repository is not None:
+                return Path(race.repository)
+            if self.session.spec.repository:
+                return Path(self.session.spec.repository)
+        return self.repository
+
     def action_worktrees(self) -> None:
         from .screens.worktrees import WorktreesScreen
 
-        repository = self.session.race.repository if self.session and self.session.race.repository else self.repository
-        self.push_screen(WorktreesScreen(Path(repository)))
+        self.push_screen(WorktreesScreen(self.race_repository()))
 
-    def action_recover(self) -> None:
+    def action_recover(self, run_id: str | None = None) -> None:
         from .screens.recovery import RecoveryScreen
 
-        self.push_screen(RecoveryScreen(self.repository))
+        if run_id is None and self.session is not None and not self.session.started:
+            # the open race's own durable run, when it is the one waiting for recovery
+            run_id = getattr(self.screen, "recovery_run", None)
+        self.push_screen(RecoveryScreen(self.race_repository(), run_id))
+
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
+        """Save an SVG of the screen where the user will look for it, and say where: the
+        Downloads directory when there is one, else the current directory."""
+        if self.is_web:
+            self.deliver_screenshot(filename, path)
+            return
+        downloads = Path.home() / "Downloads"
+        directory = Path(path) if path else downloads if downloads.is_dir() else Path.cwd()
+        try:
+            saved = self.save_screenshot(filename, str(directory))
+        except OSError as error:
+            self.notify(f"screenshot not saved in {directory}: {error.strerror or error}",
+                        severity="error")
+            return
+        self.notify(f"screenshot saved: {Path(saved).resolve()}", markup=False)
 
     def action_configure(self) -> None:
         from .screens.configure import ConfigureScreen

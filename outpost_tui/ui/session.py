@@ -17,6 +17,10 @@ class RaceSession:
         self.spec = spec
         self.bus = EventBus()
         self.race = Race(spec, bus=self.bus)
+        if spec.durability.enabled and spec.run_id and spec.durability.resume == "retry-incomplete":
+            from ..engine.recovery import restore_model
+
+            restore_model(self.race.model, spec.repository, spec.run_id)
         self.result: RaceResult | None = None
         self.error: str | None = None
         self.started = False

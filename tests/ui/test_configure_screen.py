@@ -145,17 +145,18 @@ async def test_budget_errors_are_inline_and_keep_the_form_open(race_file):
         assert app.screen is form
         errors = {field: str(form.query_one(f"#{field}-error", Static).render())
                   for field in ("attempts", "output", "cost_usd", "candidate_timeout")}
-        assert errors == {"attempts": "must be 0 or more, found -1", "output": "",
-                          "cost_usd": "must be a number, found 'lots'",
+        # `check`'s own words: the form and the race file share one set of rules
+        assert errors == {"attempts": "must be at least 1, found -1", "output": "",
+                          "cost_usd": 'expected a number, found a string ("lots")',
                           "candidate_timeout": "must be greater than 0, found 0"}
         assert form.focused is form.query_one("#attempts", Input)
 
-        await type_into(pilot, form.query_one("#attempts", Input), "0")
+        await type_into(pilot, form.query_one("#attempts", Input), "1")
         await type_into(pilot, form.query_one("#cost_usd", Input), "")
         await type_into(pilot, form.query_one("#candidate_timeout", Input), "")
         await pilot.press("ctrl+s")
         assert isinstance(app.screen, ConfigureScreen)
-        assert app.screen.budget.attempts == 0 and app.screen.budget.cost_usd is None
+        assert app.screen.budget.attempts == 1 and app.screen.budget.cost_usd is None
         assert app.screen.budget.tokens.output == 200000
 
 

@@ -77,7 +77,7 @@ async def test_a_recorded_race_shows_how_it_ended_and_changes_nothing(repo, race
         assert "log line 4" in bad_log and "── rejected" in bad_log
         assert "validation passed" in good_log and "── winner" in good_log
         summary = str(screen.query_one("#summary").render())
-        assert summary.startswith("winner  winner good on outpost/speculation/")
+        assert summary.startswith("winner good on outpost/speculation/")
         header = lambda: "".join(str(title.render()) for title in screen.query(HeaderTitle))
         await until(pilot, lambda: "recorded" in header(), "the header")
         assert header().startswith(f"outpost-tui · calc · recorded — race {race_id}, started 20")
@@ -121,7 +121,8 @@ async def test_the_live_race_screen_is_unchanged_by_it(repo, race_id, tmp_path):
     async with app.run_test(size=SIZE) as pilot:
         assert type(app.screen) is RaceScreen
         await until(pilot, lambda: footer(app.screen), "the footer")
-        assert {"Start", "Diff"} <= footer(app.screen)
+        assert {"Start", "Zoom"} <= footer(app.screen)
+        assert "Diff" not in footer(app.screen)  # no branch to diff before the start
 
 
 async def test_home_h_lists_recorded_races_and_opens_one(repo, race_id, monkeypatch):

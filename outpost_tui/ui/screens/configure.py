@@ -26,7 +26,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Header, Input, Label, Select, Static, TextArea
 
 from ...engine.agents import known_agents
-from ...engine.racefile import RaceFileError, dump_race, load_race
+from ...engine.racefile import RaceFileError, check_budget, dump_race, field_value, load_race
 from ...engine.spec import KEY_PATTERN, BudgetSpec, CandidateSpec, RaceSpec
 from .confirm import ConfirmScreen
 
@@ -250,7 +250,8 @@ class CandidateForm(FormScreen):
 
 
 class BudgetForm(FormScreen):
-    """Edit the race's budget; an empty field means no limit. Dismisses with the BudgetSpec."""
+    """Edit the race's budget; an empty field means no limit. Every field is checked as you type
+    by the rules `check` applies to [budget], in its words. Dismisses with the BudgetSpec."""
 
     BINDINGS = [
         Binding("ctrl+s", "submit", "Done", id="budget-form.submit"),
@@ -259,17 +260,23 @@ class BudgetForm(FormScreen):
     FIELDS = (
         ("attempts", "Attempts (agent runs the race may start; empty: no limit)"),
         ("output", "Output tokens (across every candidate; empty: no limit)"),
+        ("input", "Uncached input tokens (empty: no limit)"),
+        ("cached", "Cached input tokens (empty: no limit)"),
+        ("cache_write", "Cache-write tokens (empty: no limit)"),
         ("cost_usd", "Cost in USD (empty: no limit)"),
         ("candidate_timeout", "Candidate timeout in seconds (empty: none)"),
     )
+    TOKEN_FIELDS = ("output", "input", "cached", "cache_write")
 
     def __init__(self, budget: BudgetSpec) -> None:
         super().__init__()
         self.budget = budget
 
     def compose(self) -> ComposeResult:
-        values = {"attempts": self.budget.attempts, "output": self.budget.tokens.output,
-                  "cost_usd": self.budget.cost_usd, "candidate_timeout": self.budget.candidate_timeout}
+        limits = self.budget.tokens
+        values = {"attempts": self.budget.attempts, "cost_usd": self.budget.cost_usd,
+                  "candidate_timeout": self.budget.candidate_timeout,
+                  **{name: getattr(limits, name) for name in self.TOKEN_FIELDS}}
         with VerticalScroll():
             yield Static("Budget", classes="form-title")
             for field, label in self.FIELDS:
@@ -284,49 +291,52 @@ class BudgetForm(FormScreen):
         super().on_mount()
         self.query_one("#attempts", Input).focus()
 
-    def action_submit(self) -> None:
-        errors: dict[str, str] = {}
-
-        def whole(field: str) -> int | None:
-            text = self.query_one(f"#{field}", Input).value.strip().replace("_", "")
-            if not text:
-                return None
-            try:
-                value = int(text)
-            except ValueError:
-                errors[field] = f"must be a whole number of 0 or more, found {text!r}"
-                return None
-            if value < 0:
-                errors[field] = f"must be 0 or more, found {value}"
-            return value
-
-        def number(field: str, positive: bool) -> float | None:
+    def table(self) -> dict:
+        """The fields as the [budget] table the race file would hold (empty fields left out)."""
+        table: dict = {}
+        tokens: dict = {}
+        for field, _ in self.FIELDS:
             text = self.query_one(f"#{field}", Input).value.strip()
             if not text:
-                return None
-            try:
-                value = float(text)
-            except ValueError:
-                errors[field] = f"must be a number, found {text!r}"
-                return None
-            if not math.isfinite(value):
-                errors[field] = f"must be a finite number, found {text!r}"
-            elif positive and value <= 0:
-                errors[field] = f"must be greater than 0, found {value:g}"
-            elif value < 0:
-                errors[field] = f"must be 0 or more, found {value:g}"
-            return value
+                continue
+            (tokens if field in self.TOKEN_FIELDS else table)[field] = field_value(text)
+        if tokens:
+            table["tokens"] = tokens
+        return table
 
-        attempts = whole("attempts")
-        output = whole("output")
-        cost = number("cost_usd", positive=False)
-        timeout = number("candidate_timeout", positive=True)
-        self.show_errors(errors)
+    def check(self) -> tuple[BudgetSpec | None, dict[str, str]]:
+        """The budget, or the errors by field; the race file's rules give one error at a time,
+        so each field is checked alone and every wrong field shows its own."""
+        errors: dict[str, str] = {}
+        table = self.table()
+        for field, _ in self.FIELDS:
+            alone = ({"tokens": {field: table["tokens"][field]}} if field in table.get("tokens", {})
+                     else {field: table[field]} if field in table else None)
+            if alone is None:
+                continue
+            try:
+                check_budget(alone)
+            except RaceFileError as error:
+                errors[field] = error.message
         if errors:
+            return None, errors
+        return check_budget(table), {}
+
+    @on(Input.Changed)
+    def _typed(self, event: Input.Changed) -> None:
+        _, errors = self.check()
+        field = event.input.id or ""
+        # as you type: this field's error appears or goes; the others keep what they showed
+        for line in self.query(f"#{field}-error").results(Static):
+            line.update(errors.get(field, ""))
+            line.set_class(field in errors, "-shown")
+
+    def action_submit(self) -> None:
+        budget, errors = self.check()
+        self.show_errors(errors)
+        if budget is None:
             return
-        tokens = dataclasses.replace(self.budget.tokens, output=output)
-        self.dismiss(dataclasses.replace(self.budget, attempts=attempts, tokens=tokens,
-                                         cost_usd=cost, candidate_timeout=timeout))
+        self.dismiss(budget)
 
 
 class ConfigureScreen(Screen[RaceSpec | None]):
@@ -384,7 +394,7 @@ class ConfigureScreen(Screen[RaceSpec | None]):
         yield Static("", id="budget-summary", markup=False)
         yield DataTable(id="candidates", cursor_type="row", zebra_stripes=True)
         yield Static("", id="configure-status", markup=False)
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.sub_title = f"configure {self.race_file.name}"

@@ -16,7 +16,8 @@ class ConfirmScreen(ModalScreen[bool]):
         width: auto; max-width: 80; height: auto; padding: 1 2;
         border: thick $warning; background: $panel;
     }
-    ConfirmScreen .question { width: auto; }
+    /* auto width up to the box's: a long question wraps instead of losing its end */
+    ConfirmScreen .question { width: auto; max-width: 76; }
     ConfirmScreen .keys { color: $text-muted; margin-top: 1; }
     """
     BINDINGS = [
@@ -30,7 +31,7 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(self.question, classes="question")
+            yield Static(self.question, classes="question", markup=False)
             yield Static("[b]y[/b]/enter yes   [b]n[/b]/escape no", classes="keys")
 
     def action_answer(self, answer: bool) -> None:

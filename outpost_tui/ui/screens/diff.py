@@ -32,7 +32,7 @@ class DiffScreen(Screen):
         yield Header()
         yield Static(self.heading, classes="title")
         yield RichLog(highlight=False, markup=False, wrap=False, id="diff")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.load()

@@ -49,7 +49,7 @@ class HomeScreen(Screen):
             except SampleError as error:
                 options = [Option(f"no samples: {error}", disabled=True)]
             yield OptionList(*options, id="samples")
-        yield Footer()
+        yield Footer(compact=True)
 
     def action_open(self) -> None:
         self.query_one("#path", Input).focus()

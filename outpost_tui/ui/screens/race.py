@@ -24,6 +24,13 @@ from .confirm import ConfirmScreen
 REFRESH_EVERY = 0.1
 
 
+def _read(path) -> bytes | None:
+    try:
+        return open(path, "rb").read() if path is not None else None
+    except OSError:
+        return None
+
+
 class RaceScreen(Screen):
     DEFAULT_CSS = """
     RaceScreen #summary { height: auto; padding: 0 1; background: $panel; }
@@ -51,6 +58,14 @@ class RaceScreen(Screen):
         self.clock = clock
         self._panels: dict[str, CandidatePanel] = {}
         self._model_version = -1
+        # The race file as it was when this screen's spec was read: before the start, the screen
+        # runs what the file says now (a save in the configure screen, or an edit elsewhere).
+        self.race_file = getattr(session.spec, "path", None)
+        self._source = _read(self.race_file)
+        # The open race's durable run, when it waits for recovery (f4 opens the wizard on it).
+        self.recovery_run: str | None = None
+        self._recovery_note: str | None = None
+        self._starting = False
 
     # ------------------------------------------------------------------------- layout
 
@@ -67,7 +82,7 @@ class RaceScreen(Screen):
                 self._panels[candidate.key] = panel
                 yield panel
         yield Input(placeholder="search the focused log (enter to filter, escape to clear)", id="search")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.title = f"outpost-tui · {self.session.spec.name}"
@@ -78,6 +93,40 @@ class RaceScreen(Screen):
             first.focus()
         if self.start_now:
             self.action_start()
+        else:
+            self._check_durable_run()
+
+    @work(thread=True, group="durable-check", exit_on_error=False)
+    def _check_durable_run(self) -> None:
+        """A durable race whose saved run was interrupted (or is owned by a coordinator that is
+        gone) cannot simply start: say so and offer the wizard."""
+        spec = self.session.spec
+        if not spec.durability.enabled or not spec.run_id or self.session.started:
+            return
+        from ...engine import recovery
+        from ...engine.checkpoint import CheckpointError
+        from ...engine.git import GitError
+
+        try:
+            view = recovery.inspect(spec.repository, spec.run_id)
+        except (CheckpointError, GitError, OSError, ValueError):
+            return  # never saved (a first run), or unreadable: starting says why
+        dead = view.coordinator is not None and view.coordinator.alive is False
+        if view.status == "interrupted":
+            note = f"durable run {spec.run_id} was interrupted"
+        elif view.status == "owned" and dead:
+            note = f"durable run {spec.run_id} is owned by a coordinator that is gone ({view.coordinator.reason})"
+        else:
+            return
+        self.app.call_from_thread(self._needs_recovery, spec.run_id, note)
+
+    def _needs_recovery(self, run_id: str, note: str) -> None:
+        if self.session.started:
+            return
+        self.recovery_run = run_id
+        self._recovery_note = note
+        self.refresh_panels()
+        self.notify(f"{note}: press f4 to recover it", severity="warning", markup=False)
 
     def refresh_panels(self) -> None:
         model = self.session.model
@@ -112,10 +161,12 @@ class RaceScreen(Screen):
             return text
         if session.result is not None:
             result = session.result
-            text.append(f"{result.status}", style="bold")
             if result.winner:
-                text.append(f"  winner {result.winner.key} on {result.winner.branch} "
-                            f"at {str(result.winner.commit)[:12]}")
+                # the status is "winner" then: say it once, with whom
+                text.append(f"winner {result.winner.key}", style="bold")
+                text.append(f" on {result.winner.branch} at {str(result.winner.commit)[:12]}")
+            else:
+                text.append(f"{result.status}", style="bold")
             if result.integration:
                 text.append(f"  · integration {result.integration['status']}")
             if result.error:
@@ -124,10 +175,71 @@ class RaceScreen(Screen):
             text.append(f"racing ({spec.mode}, select {spec.select})", style="bold")
             if model.race_id:
                 text.append(f"  race {model.race_id}")
+        elif self._recovery_note:
+            text.append(f"needs recovery: {self._recovery_note}", style="bold yellow")
+            text.append("  · f4 opens the recovery wizard (stop, inspect, release, replay)")
         else:
             text.append("ready: press s to start", style="bold")
             text.append(f"  ({spec.mode}, select {spec.select}, {len(spec.candidates)} candidates)")
         return text
+
+    # ------------------------------------------------------------- the file on disk
+
+    def file_changed(self) -> bool:
+        return self.race_file is not None and not self.session.started and _read(self.race_file) != self._source
+
+    async def reload_from_file(self) -> bool:
+        """Before the start: read the race file again if it changed, and show what it says now.
+        False when it no longer reads (the error is shown; the screen keeps the previous race)."""
+        if not self.file_changed():
+            return True
+        import anyio.to_thread
+
+        from ...engine.racefile import RaceFileError, load_race
+
+        path = self.race_file
+        source = _read(path)
+        try:
+            spec = await anyio.to_thread.run_sync(load_race, path)
+        except RaceFileError as error:
+            self.notify(f"{error}", severity="error", markup=False, timeout=15)
+            return False
+        await self.use_session(RaceSession(spec), source)
+        return True
+
+    async def use_session(self, session: RaceSession, source: bytes | None = None) -> None:
+        """Show (and run) another race: rebuilds the panels for its candidates."""
+        self.session = session
+        if getattr(self.app, "session", None) is not None:
+            self.app.session = session
+        self._source = source if source is not None else _read(self.race_file)
+        self._panels.clear()
+        await self.recompose()
+        self.title = f"outpost-tui · {session.spec.name}"
+        self.refresh_panels()
+        first = next(iter(self._panels.values()), None)
+        if first is not None:
+            first.focus()
+        self.refresh_bindings()
+
+    async def on_screen_resume(self) -> None:
+        if not self.session.started:
+            await self.reload_from_file()
+
+    # Footer order: the race's controls, then the app's keys (quit, help, f3-f5), then moving
+    # about. At 80 columns whatever does not fit is at the end; `?` lists every key.
+    FOOTER_FIRST = ("start", "cancel", "accept", "abort")
+    FOOTER_LAST = ("zoom", "back", "search", "diff")
+
+    @property
+    def active_bindings(self):
+        bindings = super().active_bindings
+
+        def rank(item) -> int:
+            action = item[1].binding.action
+            return 0 if action in self.FOOTER_FIRST else 2 if action in self.FOOTER_LAST else 1
+
+        return dict(sorted(bindings.items(), key=rank))
 
     # ------------------------------------------------------------------------ actions
 
@@ -141,17 +253,32 @@ class RaceScreen(Screen):
         session = self.session
         if action == "start":
             return not session.started
+        if action == "back":
+            return (self.query_one("#search", Input).has_class("-visible") or self.maximized is not None
+                    or (not session.running and len(self.app.screen_stack) > 2))
+        if action == "diff":
+            key = self.focused_key()
+            return key is not None and self.session.model.candidates[key].branch is not None
         if action in ("cancel", "accept", "abort"):
-            return True if session.running else None
+            # hidden, not greyed, when there is no running race: the footer keeps its room for
+            # the keys that still do something
+            return session.running
         return True
 
     def action_start(self) -> None:
-        if self.session.started:
+        if self.session.started or self._starting:
             return
+        self._starting = True
         self.app.run_worker(self._run(), group="race", exclusive=True, exit_on_error=False)
         self.refresh_bindings()
 
     async def _run(self) -> None:
+        try:
+            if not await self.reload_from_file():
+                return
+        finally:
+            self._starting = False
+        self.recovery_run = self._recovery_note = None
         await self.session.run()
         self.refresh_panels()
         self.refresh_bindings()

@@ -110,7 +110,7 @@ class RecoveryScreen(Screen):
             yield Static(id="busy", markup=False)
             yield Static(id="outcome", markup=False)
             yield Static(id="error", classes="error", markup=False)
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self._redraw()

@@ -104,6 +104,11 @@ class CandidatePanel(Vertical, can_focus=True):
         log.can_focus = False  # tab moves between candidates, not into their logs
         yield log
 
+    def on_mount(self) -> None:
+        # Anchored: the log follows its end through resizes and zooms until the user scrolls up,
+        # and follows again once they scroll back to the end.
+        self.query_one(Log).anchor()
+
     def refresh_from(self, model: CandidateModel, force: bool = False) -> None:
         if model.version == self._version and not force and model.state not in LIVE:
             return
