@@ -68,8 +68,10 @@ async def test_saved_in_configure_then_back_the_race_runs_and_shows_the_saved_fi
         assert isinstance(form, BudgetForm)
         form.query_one("#attempts", Input).value = "5"
         await pilot.press("ctrl+s")
-        await pilot.press("ctrl+s")
+        await until(pilot, lambda: isinstance(app.screen, ConfigureScreen), "the budget form to close")
         configure = app.screen
+        assert configure.dirty
+        await pilot.press("ctrl+s")
         await until(pilot, lambda: not configure.dirty and not configure.saving, "the save")
         await pilot.press("escape")
         screen = app.screen

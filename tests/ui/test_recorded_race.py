@@ -160,5 +160,6 @@ async def test_an_unknown_race_says_so_on_the_home_screen(repo):
     app = OutpostApp(recorded="20000101-000000-abcdef", repository=repo, testing=True)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: isinstance(app.screen, HomeScreen), "the home screen")
+        await pilot.pause()  # let the home screen finish mounting before the test leaves
         said = notifications(app)
         assert any("no recorded race" in message for message in said), said
