@@ -70,7 +70,15 @@ def run_checks(spec: RaceSpec | None = None, *, env: Mapping[str, str] | None = 
                                    programs=image_programs(spec) if contained else {}))
     repository = spec.repository if spec else (repository or _git_toplevel(Path.cwd(), env))
     checks.append(storage_check(repository, required=bool(spec and spec.durability.enabled)))
+    checks.append(containment_check())
     return checks
+
+
+def containment_check() -> Check:
+    """How the local sandbox ends every process a command starts (cgroup v2 or the tracked tree)."""
+    from .sandbox import containment
+
+    return Check("process containment", True, containment.mechanism())
 
 
 # -- what a race needs --------------------------------------------------------------------------

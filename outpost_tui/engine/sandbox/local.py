@@ -1,8 +1,9 @@
 """Local sandbox: commands are child processes in their own process group, in the worktree.
 
 Cancellation and timeouts signal the whole group (TERM, then KILL after a short grace), and after
-every command the group is swept with KILL, so nothing the agent started in the background survives
-its attempt.
+every command everything it started is killed and confirmed gone, including processes that left the
+group (see containment: a cgroup per command, or the tracked process tree), so nothing the agent
+started in the background survives its command, let alone its attempt.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import shutil
 import signal
 import subprocess
 import time
+import uuid
+from pathlib import Path
 from typing import Mapping, Sequence
 
 import anyio
@@ -19,6 +22,7 @@ import psutil
 from anyio.abc import Process
 
 from .. import gitenv
+from . import containment
 from .base import Completed, LineSink, Sandbox, SandboxContext, SandboxError, SandboxProvider
 from .lines import LineSplitter, Tail
 
@@ -64,6 +68,19 @@ class LocalSandbox(Sandbox):
         self.context = context
         self.directory = context.directory
         self._running: set[Process] = set()
+        self._commands = 0
+        self._cgroup: Path | None = None  # the attempt's, made at its first command
+
+    async def _attempt_cgroup(self, root: Path) -> Path:
+        if self._cgroup is None:
+            context = self.context
+            group = root / f"{context.race_id}.{context.key}.{context.attempt}.{uuid.uuid4().hex[:8]}"
+            if context.register_resource is not None:
+                with anyio.CancelScope(shield=True):
+                    await context.register_resource(containment.RESOURCE_CGROUP + str(group))
+            group.mkdir()
+            self._cgroup = group
+        return self._cgroup
 
     async def run(
         self,
@@ -77,13 +94,38 @@ class LocalSandbox(Sandbox):
     ) -> Completed:
         # a race started from a git hook must not aim the candidate's git at the user's repository
         full_env = gitenv.scrubbed({**os.environ, **self.context.env, **(env or {})})
+        full_env.pop(containment.MARKER, None)
         program = argv[0]
-        if os.sep not in program and shutil.which(program, path=full_env.get("PATH")) is None:
-            raise SandboxError(f"program {program!r} not found on PATH")
+        _check_program(program, self.directory, full_env.get("PATH"))
+        self._commands += 1
+        # Every process the command starts is contained: in a cgroup of its own, or else marked
+        # and watched (see containment).
+        group: Path | None = None
+        token: str | None = None
+        launch = list(argv)
+        root = containment.cgroup_root()
+        try:
+            if root is not None:
+                group = await self._attempt_cgroup(root) / f"command-{self._commands}"
+                if self.context.register_resource is not None:
+                    # recorded before it exists, as every command's processes are
+                    with anyio.CancelScope(shield=True):
+                        await self.context.register_resource(containment.RESOURCE_CGROUP + str(group))
+                group.mkdir()
+                launch = ["/bin/sh", "-c", containment.SHIM, str(group / "cgroup.procs"), *argv]
+        except OSError as error:
+            raise SandboxError(f"cannot create a cgroup for {program!r}: {error.strerror or error}") from None
+        if group is None:
+            token = uuid.uuid4().hex
+            full_env[containment.MARKER] = token
+            if self.context.register_resource is not None:
+                with anyio.CancelScope(shield=True):
+                    await self.context.register_resource(containment.RESOURCE_MARKER + token)
+        known: dict[int, float] = {}
         started = time.monotonic()
         try:
             process = await anyio.open_process(
-                list(argv),
+                launch,
                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -92,18 +134,30 @@ class LocalSandbox(Sandbox):
                 start_new_session=True,
             )
         except (FileNotFoundError, NotADirectoryError):
+            if group is not None:
+                await anyio.to_thread.run_sync(containment.end_cgroup, group)
             raise SandboxError(f"program {program!r} not found") from None
         except PermissionError:
+            if group is not None:
+                await anyio.to_thread.run_sync(containment.end_cgroup, group)
             raise SandboxError(f"program {program!r} is not executable (permission denied)") from None
         self._running.add(process)
         pipes = _pipe_ids(process)
-        if self.context.register_resource is not None:
+        if group is None and self.context.register_resource is not None:
             with anyio.CancelScope(shield=True):
                 await self.context.register_resource(resource_id_for(process.pid))
         tails = {"stdout": Tail(tail_bytes), "stderr": Tail(tail_bytes)}
         timed_out = False
         open_streams = {"stdout", "stderr"}
         drained = anyio.Event()
+        ended = anyio.Event()
+
+        def note(text: str) -> None:
+            before = tails["stderr"].text()
+            gap = "\n" if before and not before.endswith("\n") else ""
+            tails["stderr"].add(f"{gap}{text}\n".encode())
+            if on_output is not None:
+                on_output("stderr", [text])
 
         async def pump(name: str, stream) -> None:
             try:
@@ -113,12 +167,36 @@ class LocalSandbox(Sandbox):
                 if not open_streams:
                     drained.set()
 
+        async def watch() -> None:
+            # the fallback's record of the command's tree, by pid and start time
+            while not ended.is_set():
+                known.update(await anyio.to_thread.run_sync(containment.descendants, process.pid))
+                with anyio.move_on_after(containment.POLL):
+                    await ended.wait()
+
+        async def end() -> None:
+            """Kill everything the command started that is still there, confirmed gone."""
+            ended.set()
+            try:
+                if group is not None:
+                    gone = await anyio.to_thread.run_sync(containment.end_cgroup, group)
+                else:
+                    gone = await anyio.to_thread.run_sync(containment.kill_tree, known, token)
+            except containment.ContainmentError as error:
+                raise SandboxError(f"processes of {program!r} could not be stopped: {error}") from None
+            escaped = [f"{pid} {name}" for pid, name, pgid in gone if pgid != process.pid]
+            if escaped:
+                note("outpost: killed processes that left the command's process group: "
+                     + ", ".join(escaped))
+
         try:
-            async with anyio.create_task_group() as group:
+            async with anyio.create_task_group() as tasks:
                 if stdin is not None:
-                    group.start_soon(_feed_stdin, process, stdin)
-                group.start_soon(pump, "stdout", process.stdout)
-                group.start_soon(pump, "stderr", process.stderr)
+                    tasks.start_soon(_feed_stdin, process, stdin)
+                tasks.start_soon(pump, "stdout", process.stdout)
+                tasks.start_soon(pump, "stderr", process.stderr)
+                if group is None:
+                    tasks.start_soon(watch)
                 with anyio.move_on_after(timeout) as deadline:
                     await process.wait()
                 if deadline.cancelled_caught:
@@ -128,27 +206,26 @@ class LocalSandbox(Sandbox):
                 else:
                     # The leader is gone; sweep whatever it left in its group so the pipes close.
                     _signal_group(process.pid, signal.SIGKILL)
+                with anyio.CancelScope(shield=True):
+                    await end()
                 with anyio.move_on_after(DRAIN_GRACE):
                     await drained.wait()
                 if not drained.is_set():
                     escaped = await anyio.to_thread.run_sync(_kill_pipe_holders, pipes)
                     if escaped:
-                        note = ("outpost: killed processes that left the command's process group "
-                                f"but kept its output open: {', '.join(escaped)}")
-                        before = tails["stderr"].text()
-                        gap = "\n" if before and not before.endswith("\n") else ""
-                        tails["stderr"].add(f"{gap}{note}\n".encode())
-                        if on_output is not None:
-                            on_output("stderr", [note])
+                        note("outpost: killed processes that left the command's process group "
+                             f"but kept its output open: {', '.join(escaped)}")
                     with anyio.move_on_after(DRAIN_GRACE):
                         await drained.wait()
-                    group.cancel_scope.cancel()  # held by what cannot be killed: stop reading
+                    tasks.cancel_scope.cancel()  # held by what cannot be killed: stop reading
         except BaseException:
             with anyio.CancelScope(shield=True):
                 if process.returncode is None:
                     await stop_group(process)
                 else:
                     _signal_group(process.pid, signal.SIGKILL)
+                if not ended.is_set():
+                    await end()
                 # a daemon that left the group would outlive the cancelled attempt (a /proc scan:
                 # a few milliseconds)
                 await anyio.to_thread.run_sync(_kill_pipe_holders, pipes)
@@ -172,6 +249,27 @@ class LocalSandbox(Sandbox):
         for process in list(self._running):
             with anyio.CancelScope(shield=True):
                 await stop_group(process)
+        if self._cgroup is not None:
+            group, self._cgroup = self._cgroup, None
+            with anyio.CancelScope(shield=True):
+                try:
+                    await anyio.to_thread.run_sync(containment.end_cgroup, group)
+                except containment.ContainmentError as error:
+                    raise SandboxError(str(error)) from None
+
+
+def _check_program(program: str, directory: Path, path: str | None) -> None:
+    """The program must exist and be executable: checked here, before the cgroup shim execs it
+    (its shell would otherwise answer with its own, image-dependent message)."""
+    if os.sep not in program:
+        if shutil.which(program, path=path) is None:
+            raise SandboxError(f"program {program!r} not found on PATH")
+        return
+    target = Path(directory) / program
+    if not target.exists():
+        raise SandboxError(f"program {program!r} not found")
+    if target.is_dir() or not os.access(target, os.X_OK):
+        raise SandboxError(f"program {program!r} is not executable (permission denied)")
 
 
 async def _feed_stdin(process: Process, data: bytes) -> None:
@@ -214,13 +312,23 @@ class LocalProvider(SandboxProvider):
         return LocalSandbox(context)
 
     def owns(self, resource_id: str) -> bool:
-        return resource_id.startswith("pgid:")
+        return resource_id.startswith(("pgid:", containment.RESOURCE_CGROUP,
+                                       containment.RESOURCE_MARKER))
 
     async def recover(self, resource_id: str) -> bool:
-        """Kill a process group left by a crashed coordinator: `pgid:<pid>:<create_time>`.
-
-        The leader's start time guards against a reused pid killing an unrelated group.
-        """
+        """Kill what a crashed coordinator left: an attempt's cgroup (`cgroup:<path>`), the
+        processes carrying a command's marker (`marker:<token>`), a process group
+        (`pgid:<pid>:<create_time>`: the leader's start time guards against a reused pid killing
+        an unrelated group)."""
+        if resource_id.startswith(containment.RESOURCE_CGROUP):
+            group = containment.valid_cgroup(resource_id[len(containment.RESOURCE_CGROUP):])
+            if group is None or not group.is_dir():
+                return False
+            await anyio.to_thread.run_sync(containment.end_cgroup, group)
+            return True
+        if resource_id.startswith(containment.RESOURCE_MARKER):
+            token = resource_id[len(containment.RESOURCE_MARKER):]
+            return bool(await anyio.to_thread.run_sync(containment.kill_tree, {}, token))
         try:
             _, pid_text, started_text = resource_id.split(":", 2)
             pgid, started = int(pid_text), float(started_text)
