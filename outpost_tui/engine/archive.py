@@ -27,7 +27,7 @@ import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from . import git
 from .processes import Occupant, occupants
@@ -249,9 +249,15 @@ def write_tree(root: Path | str, directory: Path | str, entries: list[Entry]) ->
         return _plumbing(root, "write-tree", index=index).decode().strip()
 
 
-def snapshot(root: Path | str, directory: Path | str, include_ignored: bool = False) -> str:
-    """The tree of the worktree as it is on disk (committed or not), written to the object store."""
+def snapshot(root: Path | str, directory: Path | str, include_ignored: bool = False,
+             leave_out: Sequence[str] = ()) -> str:
+    """The tree of the worktree as it is on disk (committed or not), written to the object store.
+
+    `leave_out`: paths that are not the candidate's work (what the race's setup put there)."""
     entries, _, _ = scan(directory, include_ignored)
+    prefixes = [path.rstrip("/") for path in leave_out]
+    entries = [e for e in entries
+               if not any(e.path == p or e.path.startswith(p + "/") for p in prefixes)]
     return write_tree(root, directory, entries)
 
 

@@ -71,6 +71,8 @@ class RetainedAttempt:
     problem: str | None = None
     link_changed: bool = False
     locked: bool = False
+    # what the race's setup put in the worktree (result JSON `setup.files`): never its work
+    setup_files: list[str] = field(default_factory=list)
 
     @property
     def id(self) -> str:
@@ -148,6 +150,11 @@ def _verdict_counts(record: dict) -> dict | None:
         counts = verdict.get("counts") if isinstance(verdict.get("counts"), dict) else verdict
         return {str(k): v for k, v in counts.items() if isinstance(v, int) and not isinstance(v, bool)} or None
     return None
+
+
+def _setup_files(record: dict | None) -> list[str]:
+    files = ((record or {}).get("setup") or {}).get("files") if isinstance(record, dict) else None
+    return [path for path in files if isinstance(path, str) and path] if isinstance(files, list) else []
 
 
 def _records(result: dict | None) -> dict[tuple[str, int], dict]:
@@ -248,7 +255,7 @@ def diff_stat(root: Path | str, baseline: str, tree: str) -> dict:
 def whole_work(root: Path | str, attempt: RetainedAttempt) -> str:
     """The tree of an attempt's whole work: its worktree as on disk, else its archive, else its branch."""
     if attempt.present and attempt.path and not attempt.link_changed:
-        return archive.snapshot(root, attempt.path)
+        return archive.snapshot(root, attempt.path, leave_out=attempt.setup_files)
     if attempt.archive:
         return str(git._check("reading the archive", root, "rev-parse", f"{attempt.archive}^{{tree}}"))
     return str(git._check("reading the branch", root, "rev-parse", f"{attempt.head or attempt.branch}^{{tree}}"))
@@ -328,7 +335,7 @@ def retained(repository: Path | str, *, now: float | None = None, detail: bool =
                 occupants=busy.get(worktree["path"], []) if worktree else [],
                 archive=archived[label][1] if label in archived else None,
                 problem=(worktree or {}).get("problem"), link_changed=bool((worktree or {}).get("link_changed")),
-                locked=bool((worktree or {}).get("locked")))
+                locked=bool((worktree or {}).get("locked")), setup_files=_setup_files(record))
             started = race.started_at if race and race.started_at else None
             if row.present:
                 try:

@@ -61,7 +61,8 @@ class SetupState:
 
     def to_json(self) -> dict:
         return {"status": self.status, "exit_code": self.exit_code, "duration": self.duration,
-                "cache": self.cache, "copied": sorted(self.copied), "ports": list(self.ports)}
+                "cache": self.cache, "copied": sorted(self.copied), "ports": list(self.ports),
+                "files": self.leave_out}
 
 
 # --- ports ----------------------------------------------------------------------------------------

@@ -283,3 +283,22 @@ def test_setup_runs_concurrently_across_candidates(repo, tmp_path):
     result = run_race(spec)
     assert [c.setup["status"] for c in result.candidates] == ["passed", "passed"]
     assert time.monotonic() - started < 60
+
+
+def test_the_review_of_a_kept_worktree_never_shows_setup_files_as_its_work(tmp_path):
+    """A kept worktree's whole work (the review screen's diff) leaves out what setup put there."""
+    from outpost_tui.engine.retained import retained, touched, whole_work
+
+    repo = python_project(tmp_path / "project")
+    (repo / ".gitignore").write_text(".venv/\n")  # .env is untracked and not ignored here
+    git(repo, "commit", "-qam", ".env is not ignored here")
+    spec = build_spec(repository=repo, candidates=[cmd("a", "--write", "notes.txt", "--dirty")],
+                      validate=["true"], setup=SetupSpec(copy=(".env",)))
+    result = run_race(spec)
+    candidate = result.candidates[0]
+    assert candidate.setup["files"] == [".env"]
+    assert candidate.retained_directory  # it left uncommitted work
+    row = next(a for race in retained(repo) for a in race.attempts if a.key == "a")
+    assert row.setup_files == [".env"]
+    changed = touched(repo, result.baseline, whole_work(repo, row))
+    assert sorted(changed) == ["notes.txt", "untracked-notes.txt"]
