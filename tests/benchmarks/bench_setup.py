@@ -46,9 +46,11 @@ def project(path: Path) -> Path:
     return repo
 
 
-SETUP = SetupSpec(command=("sh", "-c", f"{sys.executable} -m venv .venv && .venv/bin/pip install "
-                                       "--quiet --no-index --disable-pip-version-check "
-                                       "--find-links wheels -r requirements.txt"),
+# Idempotent, as a cached setup should be: a venv copied in is kept, pip finds what is installed.
+SETUP = SetupSpec(command=("sh", "-c", f"[ -x .venv/bin/python ] || {sys.executable} -m venv .venv; "
+                                       ".venv/bin/pip install --quiet --no-index "
+                                       "--disable-pip-version-check --find-links wheels "
+                                       "-r requirements.txt"),
                   timeout=600)
 CACHED = replace(SETUP, cache=(".venv",), cache_key=("requirements.txt", "wheels/*.whl"))
 
