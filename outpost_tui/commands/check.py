@@ -92,26 +92,11 @@ def render(shown_path: str, spec: RaceSpec) -> str:
          + f", network {spec.sandbox.network}"),
     ]
     if spec.setup.enabled:
-        rows.append(("setup", _setup_text(spec)))
+        rows.append(("setup", spec.setup.describe()))
     if spec.durability.enabled:
         rows.append(("durable", f"yes (run id {spec.run_id or 'generated'})"))
     width = max(len(label) for label, _ in rows)
     return "\n".join([f"{shown_path}: ok"] + [f"  {label:<{width}}  {text}" for label, text in rows])
-
-
-def _setup_text(spec: RaceSpec) -> str:
-    setup = spec.setup
-    parts = []
-    if setup.command:
-        parts.append(shlex.join(setup.command)
-                     + (f" (timeout {_seconds(setup.timeout)})" if setup.timeout else ""))
-    if setup.cache:
-        parts.append(f"cache {', '.join(setup.cache)} keyed on {', '.join(setup.cache_key)}")
-    if setup.copy:
-        parts.append(f"copy {', '.join(setup.copy)}")
-    if setup.ports:
-        parts.append(f"{setup.ports} port(s) each")
-    return "; ".join(parts)
 
 
 def _budget_text(spec: RaceSpec) -> str:

@@ -7,6 +7,7 @@ one directly. Everything the engine reads about a race comes from here.
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -98,6 +99,20 @@ class SetupSpec:
     @property
     def enabled(self) -> bool:
         return bool(self.command or self.cache or self.copy or self.ports)
+
+    def describe(self) -> str:
+        """One line for people: `check` and the configure screen show it."""
+        parts = []
+        if self.command:
+            parts.append(shlex.join(self.command)
+                         + (f" (timeout {self.timeout:g}s)" if self.timeout else ""))
+        if self.cache:
+            parts.append(f"cache {', '.join(self.cache)} keyed on {', '.join(self.cache_key)}")
+        if self.copy:
+            parts.append(f"copy {', '.join(self.copy)}")
+        if self.ports:
+            parts.append(f"{self.ports} port(s) each")
+        return "; ".join(parts)
 
 
 @dataclass(frozen=True)

@@ -257,3 +257,25 @@ async def test_removing_every_candidate_cannot_be_saved_and_escape_asks_before_d
         await until(pilot, lambda: app.results)
     assert app.results == [None]
     assert race_file.read_bytes() == before
+
+
+@pytest.mark.anyio
+async def test_the_races_setup_is_shown_and_kept_when_saving(race_file):
+    text = race_file.read_text()
+    race_file.write_text(text.replace("[[candidates]]", '[setup]\ncommand = ["sh", "-c", "true"]\n'
+                                      'copy = [".env"]\nports = 2\n\n[[candidates]]', 1))
+    before = load_race(race_file).setup
+    assert before.ports == 2
+    app = Host(race_file)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        summary = str(app.screen.query_one("#race-summary", Static).render())
+        assert "Setup sh -c true (timeout 600s); copy .env; 2 port(s) each" in summary
+        await pilot.press("down", "e")
+        await type_into(pilot, app.screen.query_one("#model", Input), "opus-4")
+        await pilot.press("ctrl+s")
+        await pilot.press("ctrl+s")
+        await until(pilot, lambda: saved(app))
+    after = load_race(race_file)
+    assert after.setup == before
+    assert after.candidate("breaker").model == "opus-4"

@@ -412,7 +412,9 @@ class ConfigureScreen(Screen[RaceSpec | None]):
         self.query_one("#race-summary", Static).update(
             f"Race {spec.name}   mode {spec.mode}   select {spec.select}   concurrency {concurrency}\n"
             f"File {self.race_file}\n"
-            f"Validate {validate}   (timeout {_seconds(spec.validate.timeout)})")
+            f"Validate {validate}   (timeout {_seconds(spec.validate.timeout)})"
+            + (f"\nSetup {spec.setup.describe()}   (edit [setup] in the file)" if spec.setup.enabled
+               else ""))
         budget = self.budget
         cost = "none" if budget.cost_usd is None else f"${budget.cost_usd:g}"
         output = "none" if budget.tokens.output is None else f"{budget.tokens.output:,}"
