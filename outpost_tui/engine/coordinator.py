@@ -28,7 +28,7 @@ from .flightlog import FlightLog, make_private_directory, runs_directory
 from .model import RaceModel
 from .result import CandidateRecord, RaceResult, Validation
 from .review import review
-from .sandbox import SandboxContext, SandboxError, SandboxProvider, provider_for
+from .sandbox import Sandbox, SandboxContext, SandboxError, SandboxProvider, provider_for
 from .sandbox.local import LocalProvider, resource_id_for
 from .spec import RaceSpec, valid_key
 from .statuses import CandidateStatus, Phase, RaceStatus
@@ -358,12 +358,7 @@ class Race:
             attempt.setup = setups.SetupState()
             record.setup = attempt.setup.to_json()
         if spec.setup.ports:
-            if isinstance(self._provider, LocalProvider):
-                attempt.ports = await anyio.to_thread.run_sync(setups.PortReservation.take,
-                                                               spec.setup.ports)
-                attempt.setup.ports = list(attempt.ports.ports)
-            else:  # a container's network namespace is its own: its ports collide with no one's
-                attempt.setup.ports = setups.container_ports(spec.setup.ports)
+            attempt.ports, attempt.setup.ports = await self._take_ports()
             env.update(setups.port_environment(attempt.setup.ports))
         context = SandboxContext(repository=self.repository, directory=directory,
                                  git_common_dir=self._git_common_dir, race_id=self.id,
@@ -468,25 +463,50 @@ class Race:
         if accepted and spec.select == "first":
             await self._claim_victory(attempt)
 
+    async def _take_ports(self) -> tuple[setups.PortReservation | None, list[int]]:
+        """[setup] ports for one checkout: free host ports held until released, or in a container
+        its own (its network namespace is its own, so they collide with no one's)."""
+        count = self.spec.setup.ports
+        if not isinstance(self._provider, LocalProvider):
+            return None, setups.container_ports(count)
+        reservation = await anyio.to_thread.run_sync(setups.PortReservation.take, count)
+        return reservation, list(reservation.ports)
+
     async def _set_up(self, attempt: Attempt, directory: Path) -> bool:
-        """Copy the user's files and the cache in, run the setup command; False when it failed
-        (the attempt then fails with the reason, and its agent never starts)."""
-        setup, state, record = self.spec.setup, attempt.setup, attempt.record
-        assert state is not None and self.repository is not None and self._outpost_dir is not None
-        key, number = attempt.key, attempt.number
+        """[setup] in the attempt's worktree; False when it failed (the attempt then fails with
+        the reason, and its agent never starts)."""
+        state, record = attempt.setup, attempt.record
+        assert state is not None and attempt.sandbox is not None
+        failure = await self.prepare_directory(attempt.key, attempt.number, directory,
+                                               attempt.sandbox, state)
+        record.setup = state.to_json()
+        if failure is not None:
+            record.setup["output"] = failure[1]
+            record.error = failure[0]
+        return failure is None
+
+    async def prepare_directory(self, key: str, number: int, directory: Path, sandbox: Sandbox,
+                                state: setups.SetupState) -> tuple[str, str] | None:
+        """Give one checkout what [setup] promises, in its sandbox: the user's files copied in,
+        the cache, then the setup command. A candidate's worktree gets it before its agent starts;
+        any other checkout of the baseline or a result (where validation runs) can get the same.
+        Returns (reason, output tail) when it failed. Ports are the caller's: they are in the
+        environment the sandbox was acquired with."""
+        setup = self.spec.setup
+        assert self.repository is not None and self._outpost_dir is not None
         self.bus.emit(EventKind.SETUP_STARTED, key, number,
                       command=list(setup.command) if setup.command else None, ports=state.ports)
         started = time.monotonic()
         state.copied = await anyio.to_thread.run_sync(setups.copy_files, self.repository,
                                                       directory, self._copy_paths)
-        failure: str | None = None
+        failure: tuple[str, str] | None = None
         if setup.command and self._cache_key is not None:
             cache_key, built = self._cache_key, False
-            # one attempt builds the cache on the baseline while the others wait, then copy it
+            # one checkout builds the cache on the baseline while the others wait, then copy it
             async with self._cache_locks.setdefault(cache_key, anyio.Lock()):
                 if not setups.cache_entry(self._outpost_dir, cache_key).exists():
                     built = True
-                    failure = await self._setup_command(attempt)
+                    failure = await self._setup_command(key, number, sandbox, state)
                     if failure is None:
                         stored = await anyio.to_thread.run_sync(
                             setups.store_cache, self._outpost_dir, cache_key, directory, setup.cache)
@@ -495,33 +515,30 @@ class Race:
                 hit = await anyio.to_thread.run_sync(setups.restore_cache, self._outpost_dir,
                                                      cache_key, directory)
                 state.cache = "hit" if hit else "miss"
-                failure = await self._setup_command(attempt)
+                failure = await self._setup_command(key, number, sandbox, state)
         elif setup.command:
-            failure = await self._setup_command(attempt)
+            failure = await self._setup_command(key, number, sandbox, state)
         state.duration = round(time.monotonic() - started, 3)
         if failure is None:
             state.top_level, state.products = await anyio.to_thread.run_sync(setups.snapshot,
                                                                               directory)
-        record.setup = state.to_json()
-        if failure is not None:
-            record.setup["output"] = failure[1]
-            record.error = failure[0]
         self.bus.emit(EventKind.SETUP_FINISHED, key, number, status=state.status,
                       exit_code=state.exit_code, duration=state.duration, cache=state.cache,
-                      copied=sorted(state.copied), reason=record.error if failure else None)
-        return failure is None
+                      copied=sorted(state.copied), reason=failure[0] if failure else None)
+        return failure
 
-    async def _setup_command(self, attempt: Attempt) -> tuple[str, str] | None:
-        """Run [setup] command in the attempt's sandbox; (reason, output tail) when it failed."""
-        setup, state = self.spec.setup, attempt.setup
-        assert setup.command and state is not None and attempt.sandbox is not None
+    async def _setup_command(self, key: str, number: int, sandbox: Sandbox,
+                             state: setups.SetupState) -> tuple[str, str] | None:
+        """Run [setup] command in the sandbox; (reason, output tail) when it failed."""
+        setup = self.spec.setup
+        assert setup.command
 
         def on_output(stream: str, lines: list[str]) -> None:
-            self.bus.emit(EventKind.LOG, attempt.key, attempt.number, stream="setup", lines=lines)
+            self.bus.emit(EventKind.LOG, key, number, stream="setup", lines=lines)
 
         try:
-            done = await attempt.sandbox.run(setup.command, on_output=on_output,
-                                             timeout=setup.timeout, tail_bytes=4000)
+            done = await sandbox.run(setup.command, on_output=on_output, timeout=setup.timeout,
+                                     tail_bytes=4000)
         except SandboxError as error:
             state.status = "error"
             return f"setup could not start: {_one_line(error)}", ""
