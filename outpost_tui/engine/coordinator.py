@@ -28,6 +28,7 @@ from .flightlog import FlightLog, make_private_directory, runs_directory
 from .model import RaceModel
 from .result import CandidateRecord, RaceResult, Validation
 from .review import review
+from .revalidation import recorded_validation
 from .sandbox import Sandbox, SandboxContext, SandboxError, SandboxProvider, provider_for
 from .sandbox.local import LocalProvider, resource_id_for
 from .spec import RaceSpec, valid_key
@@ -215,7 +216,8 @@ class Race:
             self.bus.emit(EventKind.RACE_STARTED, id=self.id, name=spec.name, mode=spec.mode,
                           select=spec.select, baseline=self.baseline,
                           candidates=[c.key for c in spec.candidates], run_id=spec.run_id,
-                          host_dirty=bool(self._host_before and self._host_before.dirty))
+                          host_dirty=bool(self._host_before and self._host_before.dirty),
+                          validate=recorded_validation(spec))
             if self._durable is not None:
                 await self._durable.reconcile()
             await self._save()

@@ -115,3 +115,23 @@ def test_a_branch_checked_out_in_a_worktree_is_not_deleted(repo):
     moved = checks[0]
     with pytest.raises(a.ArchiveError):
         c.delete_branch(repo, moved)
+
+
+def test_revalidation_runs_the_recorded_command_in_the_worktree_now(repo):
+    from outpost_tui.engine.revalidation import NotRecorded, revalidate
+
+    kept = kept_race(repo)
+    race_id = kept["race_id"]
+    assert revalidate(repo, race_id, "lose", 1, kept["lose"]).status == "failed"
+    (Path(kept["lose"]) / "a.txt").write_text("good")  # fixed by hand, not committed
+    assert revalidate(repo, race_id, "lose", 1, kept["lose"]).status == "passed"
+    # the recorded result is untouched
+    assert {r.key: r.outcome for r in retained(repo)[0].attempts}["lose"] == "rejected"
+
+    from outpost_tui.engine import race
+    from tests.conftest import cmd
+
+    called = race(repository=repo, candidates=[cmd("c", "--write", "c.txt", "--commit", "--dirty")],
+                  validate=lambda context: True)
+    with pytest.raises(NotRecorded, match="recorded no validation command"):
+        revalidate(repo, called.id, "c", 1, called.candidates[0].retained_directory)

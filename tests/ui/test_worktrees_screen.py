@@ -257,3 +257,22 @@ async def test_an_unreachable_container_engine_is_a_one_line_note(kept, monkeypa
         note = text(screen, "#containers")
         assert len(note.splitlines()) == 1 and "cannot reach the container engine" in note
         assert len(screen.attempts()) == 2  # the worktrees are listed all the same
+
+
+async def test_revalidate_shows_the_new_verdict(kept):
+    screen = WorktreesScreen(kept["repo"])
+    app = HostApp(screen)
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await listed(pilot, screen, 2)
+        ident = f"{kept['race_id']}/lose/1"
+        await select(pilot, screen, ident)
+        await pilot.press("v")
+        await until(pilot, lambda: ident in screen.verdicts, "the first verdict")
+        assert screen.verdicts[ident].status == "failed"
+        assert "validated again: failed (validation failed (exit code 1))" in text(screen, "#details")
+        (Path(kept["lose"]) / "a.txt").write_text("good")
+        screen.verdicts.clear()
+        await pilot.press("v")
+        await until(pilot, lambda: ident in screen.verdicts, "the second verdict")
+        assert screen.verdicts[ident].status == "passed"
+        assert "validated again: passed" in text(screen, "#details")

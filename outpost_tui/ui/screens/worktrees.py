@@ -29,6 +29,8 @@ from textual.widgets import DataTable, Footer, Header, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from ...engine import archive, cleanup, git, merge
+from ...engine.result import Validation
+from ...engine.revalidation import NotRecorded, revalidate
 from ...engine.retained import (RetainedAttempt, RetainedRace, human_age, human_bytes, retained,
                                 touched, whole_work, work_diff)
 from ...engine.sandbox import SandboxError
@@ -98,6 +100,7 @@ class WorktreesScreen(Screen):
         Binding("space", "mark", "Mark", id="worktrees.mark"),
         Binding("c", "compare", "Compare", id="worktrees.compare"),
         Binding("s", "shell", "Shell", id="worktrees.shell"),
+        Binding("v", "revalidate", "Revalidate", id="worktrees.revalidate", show=False),
         Binding("m", "merge", "Merge", id="worktrees.merge"),
         Binding("M", "cherry_pick", "Cherry-pick", id="worktrees.cherry_pick", show=False),
         Binding("y", "copy('branch')", "Copy branch", id="worktrees.copy_branch", show=False),
@@ -118,6 +121,7 @@ class WorktreesScreen(Screen):
         self.root: Path | None = None
         self.races: list[RetainedRace] = []
         self.marked: str | None = None
+        self.verdicts: dict[str, Validation] = {}  # validations run again from this screen
         self.busy_with: str | None = None
 
     def compose(self) -> ComposeResult:
@@ -295,6 +299,9 @@ class WorktreesScreen(Screen):
             lines.append(f"archived at {row.archive[:12]} (u restores the worktree)")
         if row.archive and row.present:
             lines.append(f"an earlier archive is at {row.archive[:12]}")
+        if row.id in self.verdicts:
+            again = self.verdicts[row.id]
+            lines.append(f"validated again: {again.status}" + (f" ({again.reason})" if again.reason else ""))
         if row.container:
             lines.append(f"container {row.container.get('name')} ({row.container.get('status')})")
         if row.occupants:
@@ -383,6 +390,38 @@ class WorktreesScreen(Screen):
             return
         self.app.copy_to_clipboard(value)
         self._say(f"copied {what} {value}")
+
+    # ------------------------------------------------------------------------------ revalidate
+
+    def action_revalidate(self) -> None:
+        row = self._needs(self.selected(), worktree=True)
+        if row is None or self.root is None:
+            return
+        if row.occupants:
+            self._show_error(f"{row.id} is in use by " + "; ".join(o.describe() for o in row.occupants)
+                             + ": validate it when that is done")
+            return
+        self.notify(f"validating {row.id} again…")
+        self._revalidate(self.root, row)
+
+    @work(thread=True, exclusive=True, group="revalidate", exit_on_error=False)
+    def _revalidate(self, root: Path, row: RetainedAttempt) -> None:
+        try:
+            verdict = revalidate(root, row.race_id, row.key, row.attempt, row.path)
+        except (NotRecorded, git.GitError) as error:
+            self._deliver(self._show_error, str(error))
+            return
+        self._deliver(self._revalidated, row.id, verdict)
+
+    def _revalidated(self, ident: str, verdict: Validation) -> None:
+        self.verdicts[ident] = verdict
+        said = f"{ident} validated again: {verdict.status}" + (f" ({verdict.reason})" if verdict.reason else "")
+        if verdict.status == "passed":
+            self._say(said)
+        else:
+            tail = verdict.output.strip().splitlines()[-3:]
+            self._show_error(said + ("\n" + "\n".join(tail) if tail else ""))
+        self._show_details()
 
     # ------------------------------------------------------------------------------ merge
 
