@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from rich.markup import escape
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -192,7 +191,7 @@ class WorktreesScreen(Screen):
             if yes:
                 then()
 
-        self.app.push_screen(ConfirmScreen(escape(wrapped)), answered)
+        self.app.push_screen(ConfirmScreen(wrapped), answered)
 
     def _relative(self, path: str | None) -> str:
         if not path:
