@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import math
 import os
 import shlex
-import tempfile
 from pathlib import Path
 
 from textual import on, work
@@ -26,6 +24,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Header, Input, Label, Select, Static, TextArea
 
 from ...engine.agents import known_agents
+from ...engine.files import write_atomically
 from ...engine.racefile import RaceFileError, check_budget, dump_race, field_value, load_race
 from ...engine.spec import KEY_PATTERN, BudgetSpec, CandidateSpec, RaceSpec
 from .confirm import ConfirmScreen
@@ -43,26 +42,6 @@ def spec_problem(candidates: list[CandidateSpec]) -> str | None:
             return f"candidates[{index}].key: duplicate key {candidate.key!r}"
         seen.add(candidate.key)
     return None
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Replace path's content in one step (temp file in the same directory, fsync, rename),
-    keeping its permissions, so a crash leaves either the old file or the new one."""
-    try:
-        mode = path.stat().st_mode & 0o7777
-    except FileNotFoundError:
-        mode = 0o644
-    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(temp, mode)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
 
 
 def save_race(spec: RaceSpec, race_file: Path) -> RaceSpec:

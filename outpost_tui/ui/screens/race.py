@@ -47,6 +47,7 @@ class RaceScreen(Screen):
         Binding("enter", "zoom", "Zoom", id="race.zoom"),
         Binding("escape", "back", "Back", id="race.back"),
         Binding("slash", "search", "Search", id="race.search"),
+        Binding("v", "results", "Results", id="race.results"),
         *[Binding(str(n), f"focus_panel({n})", f"Panel {n}", show=False, id=f"race.panel{n}")
           for n in range(1, 10)],
     ]
@@ -228,7 +229,7 @@ class RaceScreen(Screen):
 
     # Footer order: the race's controls, then the app's keys (quit, help, f3-f5), then moving
     # about. At 80 columns whatever does not fit is at the end; `?` lists every key.
-    FOOTER_FIRST = ("start", "cancel", "accept", "abort")
+    FOOTER_FIRST = ("results", "start", "cancel", "accept", "abort")
     FOOTER_LAST = ("zoom", "back", "search", "diff")
 
     @property
@@ -253,6 +254,8 @@ class RaceScreen(Screen):
         session = self.session
         if action == "start":
             return not session.started
+        if action == "results":
+            return session.result is not None
         if action == "back":
             return (self.query_one("#search", Input).has_class("-visible") or self.maximized is not None
                     or (not session.running and len(self.app.screen_stack) > 2))
@@ -284,10 +287,19 @@ class RaceScreen(Screen):
         self.refresh_bindings()
         result = self.session.result
         if result is not None:
-            self.notify(f"race {result.status}" + (f": {result.winner.key} won" if result.winner else ""),
-                        severity="information" if result.winner else "warning")
+            self.notify(f"race {result.status}" + (f": {result.winner.key} won" if result.winner else "")
+                        + " · v shows the results", severity="information" if result.winner else "warning")
         elif self.session.error:
             self.notify(self.session.error, severity="error")
+
+    def action_results(self) -> None:
+        from .result import ResultScreen
+
+        result = self.session.result
+        if result is None:
+            return
+        self.app.push_screen(ResultScreen(result.to_json(), race_file=self.race_file,
+                                          recorded=isinstance(self.session, RecordedSession)))
 
     def action_focus_panel(self, number: int) -> None:
         panels = list(self._panels.values())
@@ -436,6 +448,8 @@ class RecordedRaceScreen(RaceScreen):
         self.sub_title = f"race {race.id}, started {started}"
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
+        if action == "results":
+            return self.session.result is not None
         return True
 
     def _state_text(self) -> Text:
