@@ -76,7 +76,8 @@ async def test_saved_in_configure_then_back_the_race_runs_and_shows_the_saved_fi
         await pilot.press("escape")
         screen = app.screen
         assert isinstance(screen, RaceScreen)
-        await until(pilot, lambda: set(screen._panels) == {"fixer", "breaker"}, "the saved candidates")
+        await until(pilot, lambda: not screen.rebuilding and set(screen._panels) == {"fixer", "breaker"},
+                    "the saved candidates")
         assert "attempts 0/5" in summary(screen)
         await pilot.press("s")
         await until(pilot, lambda: app.session.result, "the race")

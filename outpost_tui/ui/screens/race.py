@@ -67,6 +67,7 @@ class RaceScreen(Screen):
         self.recovery_run: str | None = None
         self._recovery_note: str | None = None
         self._starting = False
+        self.rebuilding = False
 
     # ------------------------------------------------------------------------- layout
 
@@ -130,6 +131,8 @@ class RaceScreen(Screen):
         self.notify(f"{note}: press f4 to recover it", severity="warning", markup=False)
 
     def refresh_panels(self) -> None:
+        if self.rebuilding:
+            return
         model = self.session.model
         with self.app.batch_update():
             self.query_one("#summary", Static).update(self._summary())
@@ -215,7 +218,11 @@ class RaceScreen(Screen):
             self.app.session = session
         self._source = source if source is not None else _read(self.race_file)
         self._panels.clear()
-        await self.recompose()
+        self.rebuilding = True  # the timer must not draw into widgets being replaced
+        try:
+            await self.recompose()
+        finally:
+            self.rebuilding = False
         self.title = f"outpost-tui · {session.spec.name}"
         self.refresh_panels()
         first = next(iter(self._panels.values()), None)
