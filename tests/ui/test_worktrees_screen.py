@@ -276,3 +276,15 @@ async def test_revalidate_shows_the_new_verdict(kept):
         await until(pilot, lambda: ident in screen.verdicts, "the second verdict")
         assert screen.verdicts[ident].status == "passed"
         assert "validated again: passed" in text(screen, "#details")
+
+
+async def test_the_app_opens_on_the_review_and_escape_lands_home(kept):
+    from outpost_tui.ui.app import OutpostApp
+    from outpost_tui.ui.screens.home import HomeScreen
+
+    app = OutpostApp(screen="worktrees", repository=kept["repo"], testing=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, WorktreesScreen), "the review screen")
+        await listed(pilot, app.screen, 2)
+        await pilot.press("escape")
+        assert isinstance(app.screen, HomeScreen)
