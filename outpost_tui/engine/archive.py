@@ -317,7 +317,7 @@ def manifest_of(root: Path | str, commit: str) -> dict:
     raise ArchiveError(f"{commit[:12]} is not an outpost archive (no manifest in its message)")
 
 
-def verify(root: Path | str, directory: Path | str, archived: Archive) -> None:
+def verify(root: Path | str, directory: Path | str, archived: Archive) -> set[str]:
     """Prove the archive holds the worktree as it is now; ArchiveError naming the first difference."""
     root, top = Path(root), Path(directory)
     resolved = archived_commit(root, archived.attempt)
@@ -328,7 +328,7 @@ def verify(root: Path | str, directory: Path | str, archived: Archive) -> None:
     if not parents or parents[0] != git.head(top):
         raise ArchiveError(f"the HEAD of {top} moved since it was archived: not removed")
     tree = _tree_entries(root, archived.commit)
-    entries, empty, _ = scan(top, archived.ignored_included)
+    entries, empty, left = scan(top, archived.ignored_included)
     algorithm = _object_format(root)
     seen = set()
     for entry in entries:
@@ -353,6 +353,7 @@ def verify(root: Path | str, directory: Path | str, archived: Archive) -> None:
         checked = _plumbing(root, "cat-file", "--batch-check", input=listed).decode()
         if "missing" in checked:
             raise ArchiveError(f"the archive {archived.commit[:12]} misses objects: {top} not removed")
+    return {entry.path for entry in left}
 
 
 # --- removal -----------------------------------------------------------------------------------
@@ -409,7 +410,7 @@ def archive_and_remove(root: Path | str, directory: Path | str, attempt: Attempt
     found = occupants(top)  # one may have started while archiving
     if found:
         raise Occupied(top, found)
-    verify(root, top, archived)
+    left_out = verify(root, top, archived)
     git_dir = _worktree_git_dir(top)
     freed = disk_usage(top) + (disk_usage(git_dir) if git_dir else 0)
     aside = root / git.OUTPOST_DIR / git.RECOVERY / f"{REMOVING}-{top.name}-{uuid.uuid4().hex[:8]}"
@@ -418,8 +419,43 @@ def archive_and_remove(root: Path | str, directory: Path | str, attempt: Attempt
     with git._worktree_lock(root):
         os.rename(top, aside)
         git._check("git worktree prune", root, "worktree", "prune")
+    # Whatever wrote into the worktree between the check and the rename is caught here, before a
+    # byte is deleted: the directory then stays aside, whole, and the error says where.
+    changed = _written_since(root, aside, archived, left_out)
+    if changed is not None:
+        raise ArchiveError(f"{changed} changed while {top} was being removed: nothing was deleted, the "
+                           f"directory is kept whole at {aside} (its archive {archived.commit[:12]} "
+                           "holds the rest)")
     shutil.rmtree(aside)
     return Removal(str(top), archived, freed)
+
+
+def _written_since(root: Path, aside: Path, archived: Archive, left_out: set[str]) -> str | None:
+    """The first file under `aside` that the archive does not hold as it is, or None."""
+    tree = _tree_entries(root, archived.commit)
+    algorithm = _object_format(root)
+    for current, dirs, files in os.walk(aside, followlinks=False):
+        relative = os.path.relpath(current, aside)
+        prefix = "" if relative == "." else relative.replace(os.sep, "/") + "/"
+        if not prefix:
+            dirs[:] = [d for d in dirs if d != ".git"]
+            files = [f for f in files if f != ".git"]
+        for name in list(dirs):
+            if os.path.islink(os.path.join(current, name)):
+                dirs.remove(name)
+                files.append(name)
+        for name in files:
+            path = prefix + name
+            if path in left_out:
+                continue
+            info = os.lstat(os.path.join(current, name))
+            kind = "link" if stat.S_ISLNK(info.st_mode) else "file"
+            entry = Entry(path, kind, info.st_mode, 0)
+            expected = tree.get(path)
+            if (expected is None or not (stat.S_ISLNK(info.st_mode) or stat.S_ISREG(info.st_mode))
+                    or expected != (_git_mode(entry), _blob_id(_content(aside, entry), algorithm))):
+                return path
+    return None
 
 
 def _worktree_git_dir(top: Path) -> Path | None:

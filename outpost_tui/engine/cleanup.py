@@ -73,6 +73,8 @@ def plan_prune(races: list[RetainedRace], *, older_than_days: float | None = Non
                 why = "its race has not finished (it may be resumed)"
             elif row.occupants:
                 why = "in use by " + "; ".join(o.describe() for o in row.occupants[:3])
+            elif row.container and str(row.container.get("status")) in ("running", "paused", "restarting"):
+                why = f"its container {row.container.get('name')} is {row.container.get('status')}"
             elif row.link_changed:
                 why = "its git link was changed: not inspected, remove it by hand after a look"
             elif row.locked:

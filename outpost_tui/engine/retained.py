@@ -145,11 +145,18 @@ def _outcome(record: dict) -> tuple[str, str | None]:
 
 
 def _verdict_counts(record: dict) -> dict | None:
+    """The test counts of the candidate's verdict (the result JSON's `verdict`), when it was graded."""
     verdict = record.get("verdict")
-    if isinstance(verdict, dict):
-        counts = verdict.get("counts") if isinstance(verdict.get("counts"), dict) else verdict
-        return {str(k): v for k, v in counts.items() if isinstance(v, int) and not isinstance(v, bool)} or None
-    return None
+    if not isinstance(verdict, dict):
+        return None
+    counts: dict[str, int] = {}
+    tests = verdict.get("tests")
+    if isinstance(tests, dict):
+        counts.update({str(k): v for k, v in tests.items() if isinstance(v, int) and not isinstance(v, bool)})
+    for name in ("new_failures", "missing", "flaky"):
+        if isinstance(verdict.get(name), list) and verdict[name]:
+            counts[name.replace("_", " ")] = len(verdict[name])
+    return counts or None
 
 
 def _setup_files(record: dict | None) -> list[str]:

@@ -167,3 +167,14 @@ def test_restore_refuses_an_existing_directory_and_a_missing_archive(repo, busy_
     a.archive(repo, directory, attempt)
     with pytest.raises(a.ArchiveError, match="already exists"):
         a.restore(repo, attempt)
+
+
+def test_a_write_after_the_check_keeps_the_directory_whole(repo, busy_worktree):
+    # The last guard before deletion: the renamed-aside directory is compared with the archive again.
+    attempt, directory = busy_worktree
+    archived = a.archive(repo, directory, attempt)
+    left_out = a.verify(repo, directory, archived)
+    assert left_out == {"build/out.o", "debug.log"}
+    assert a._written_since(repo, directory, archived, left_out) is None
+    (directory / "new dir" / "late.txt").write_text("written after the check\n")
+    assert a._written_since(repo, directory, archived, left_out) == "new dir/late.txt"
