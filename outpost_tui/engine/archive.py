@@ -126,7 +126,7 @@ def _blob_id(data: bytes, algorithm: str) -> str:
 @dataclass(frozen=True)
 class Entry:
     path: str  # relative, "/"-separated, as git names it
-    kind: str  # "file" | "link"
+    kind: str  # "file" | "link" ("dir": an ignored directory left out whole)
     mode: int  # st_mode
     size: int
 
@@ -171,6 +171,11 @@ def scan(directory: Path | str, include_ignored: bool) -> tuple[list[Entry], lis
             if os.path.islink(os.path.join(current, name)):
                 dirs.remove(name)
                 files.append(name)
+            elif not include_ignored and f"{prefix}{name}/" in ignored:
+                # left out whole, with its size, and never walked: node_modules, .venv, build trees
+                dirs.remove(name)
+                full = os.path.join(current, name)
+                left.append(Entry(prefix + name, "dir", os.lstat(full).st_mode, disk_usage(full)))
         if prefix and not dirs and not files and not _is_ignored(prefix.rstrip("/"), ignored):
             empty.append(prefix.rstrip("/"))
         for name in files:
@@ -446,7 +451,7 @@ def _written_since(root: Path, aside: Path, archived: Archive, left_out: set[str
                 files.append(name)
         for name in files:
             path = prefix + name
-            if path in left_out:
+            if _is_ignored(path, {p + "/" for p in left_out} | left_out):
                 continue
             info = os.lstat(os.path.join(current, name))
             kind = "link" if stat.S_ISLNK(info.st_mode) else "file"
