@@ -9,6 +9,7 @@ from typing import IO
 
 from .engine.events import Event, EventKind
 from .engine.model import RaceModel
+from .engine.usage import cost_text
 
 
 def _tokens(n: int) -> str:
@@ -18,7 +19,7 @@ def _tokens(n: int) -> str:
 def usage_line(model: RaceModel) -> str:
     u = model.usage
     parts = [f"usage: {_tokens(u.input)} in, {_tokens(u.cached)} cached, "
-             f"{_tokens(u.cache_write)} cache-write, {_tokens(u.output)} out, ${u.cost_usd:.4f}"]
+             f"{_tokens(u.cache_write)} cache-write, {_tokens(u.output)} out, {u.cost_text()}"]
     running = [c for c in model.candidates.values() if c.state in ("starting", "running", "validating")]
     if running:
         parts.append(" · ".join(f"{c.key} {_tokens(c.usage.tokens)}" for c in running))
@@ -60,13 +61,19 @@ class ProgressPrinter:
                       + (f" (timeout {data['timeout']:g}s)" if data.get("timeout") else ""), event.at)
         elif kind is EventKind.AGENT_EXITED:
             reason = f": {data['reason']}" if data.get("reason") else ""
-            self._say(f"{who} agent exited with code {data['exit_code']} after "
-                      f"{data['duration']:.1f}s{reason}", event.at)
+            how = ("agent stopped" if data.get("exit_code") is None
+                   else f"agent exited with code {data['exit_code']}")
+            self._say(f"{who} {how} after {data['duration']:.1f}s{reason}", event.at)
+        elif kind is EventKind.COMMITTED_ON_BEHALF:
+            subject = str(data.get("message") or "").split("\n", 1)[0]
+            self._say(f"{who} committed on its behalf ({data.get('agent') or 'the agent'} could not "
+                      f"commit in its sandbox): {str(data.get('commit'))[:12]} {subject}", event.at)
         elif kind is EventKind.QUOTA:
             self._say(f"{who} quota: {data.get('message')} (resets {data.get('reset_at') or 'unknown'})",
                       event.at)
         elif kind is EventKind.RETRY:
-            self._say(f"{who} rate limited, the agent is retrying: {data.get('message', '')}", event.at)
+            self._say(f"{who} {data.get('cause') or 'API error'}, the agent is retrying: "
+                      f"{data.get('message', '')}", event.at)
         elif kind is EventKind.VALIDATION_STARTED:
             self._say(f"{who} validating ({data['commits']} commit(s))", event.at)
         elif kind is EventKind.VALIDATION_FINISHED:
@@ -152,7 +159,7 @@ def spend(usage: dict) -> str:
     cost = float(usage.get("cost_usd") or 0)
     if not tokens and not cost:
         return "no usage reported" + ("" if usage.get("complete", True) else " (incomplete)")
-    text = f"{_tokens(tokens)} tokens, ${cost:.4f}"
+    text = f"{_tokens(tokens)} tokens, {cost_text(cost, bool(usage.get('cost_unknown')))}"
     marks = []
     if usage.get("estimated"):
         marks.append("estimated")

@@ -53,7 +53,7 @@ def _check_usage(where: str, usage: Any, *, counted: bool) -> None:
         value = usage.get(name, 0)
         if not _is_number(value) or value < 0:
             raise InvalidState(f"{where}.{name} is {value!r}, expected a number >= 0")
-    for name in ("complete", "estimated"):
+    for name in ("complete", "estimated", "cost_unknown"):
         if name in usage and not isinstance(usage[name], bool):
             raise InvalidState(f"{where}.{name} is {usage[name]!r}, expected true or false")
     if counted and (not _is_count(usage.get("attempts")) or usage["attempts"] < 0):

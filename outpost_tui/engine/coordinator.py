@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import anyio.lowlevel
 
 from . import git, setup as setups
@@ -27,6 +28,7 @@ from .events import Event, EventBus, EventKind
 from .flightlog import FlightLog, make_private_directory, runs_directory
 from .model import RaceModel
 from .result import CandidateRecord, RaceResult, Validation
+from .reachability import Reachability
 from .review import review
 from .revalidation import recorded_validation
 from .sandbox import Sandbox, SandboxContext, SandboxError, SandboxProvider, provider_for
@@ -386,27 +388,64 @@ class Race:
                       program=program, timeout=timeout)
 
         quota_reported = False
+        reachability = Reachability(spec.budget.unreachable_timeout)
 
         def on_output(stream: str, lines: list[str]) -> None:
             nonlocal quota_reported
             for event in decoder.decode(lines, stream):
                 quota_reported = quota_reported or event.kind is EventKind.QUOTA
+                reachability.observe(event.kind, event.data)
                 self.bus.publish(Event(event.kind, candidate.key, attempt.number, event.data))
             if decoder.usage != attempt.usage_seen:
+                reachability.answered()
                 self._take_usage(attempt, decoder)
 
+        done = None
+        unreachable: str | None = None
+        start_error: SandboxError | None = None
+
+        async def watch_reachability(group: anyio.abc.CancelScope) -> None:
+            nonlocal unreachable
+            unreachable = await reachability.unreachable()
+            group.cancel()
+
         try:
-            done = await attempt.sandbox.run(launch.argv, env=launch.env, stdin=launch.stdin,
-                                             on_output=on_output, timeout=timeout)
-        except SandboxError as error:
+            async with anyio.create_task_group() as group:
+                group.start_soon(watch_reachability, group.cancel_scope)
+                try:
+                    done = await attempt.sandbox.run(launch.argv, env=launch.env, stdin=launch.stdin,
+                                                     on_output=on_output, timeout=timeout)
+                except SandboxError as error:
+                    start_error = error
+                group.cancel_scope.cancel()
+        except anyio.get_cancelled_exc_class():
+            # Cancelled (a winner, the operator, a budget): what it spent so far still counts.
+            decoder.interrupted()
+            self._take_usage(attempt, decoder, final=True)
+            raise
+        if start_error is not None:
             # the sandbox names a missing program neutrally (validation uses it too)
-            message = str(error)
+            message = str(start_error)
             if message.startswith("program "):
                 message = f"agent {message}"
-            raise SandboxError(adapter.start_failure(message)) from error
+            raise SandboxError(adapter.start_failure(message)) from start_error
+        if done is None:
+            decoder.interrupted()
+            self._take_usage(attempt, decoder, final=True)
+            record.error = unreachable
+            self.bus.emit(EventKind.AGENT_EXITED, candidate.key, attempt.number, exit_code=None,
+                          reason=unreachable, duration=round(time.time() - record.started_at, 3),
+                          result=None)
+            return
         outcome = decoder.finish(done.exit_code, done.stderr_tail)
+        if done.timed_out:
+            decoder.interrupted()
         self._take_usage(attempt, decoder, final=True)
-        reason = f"agent timed out after {timeout:g}s" if done.timed_out else outcome.reason
+        reason = outcome.reason
+        if done.timed_out:
+            reason = f"agent timed out after {timeout:g}s"
+            if reachability.since is not None:
+                reason += f" (cannot reach the model API: {reachability.message})"
         record.result = outcome.result
         self.bus.emit(EventKind.AGENT_EXITED, candidate.key, attempt.number,
                       exit_code=done.exit_code, reason=reason, duration=round(done.duration, 3),
@@ -422,9 +461,13 @@ class Race:
         leave_out = attempt.setup.leave_out if attempt.setup is not None else []
         if adapter.commits_on_behalf and await anyio.to_thread.run_sync(git.has_changes, directory,
                                                                         leave_out):
-            message = f"{candidate.agent} ({candidate.key}): {candidate.brief.strip().splitlines()[0][:60]}"
-            if await anyio.to_thread.run_sync(git.commit_all, directory, message, leave_out):
+            message = on_behalf_message(candidate.agent, candidate.key, candidate.brief,
+                                        decoder.commit_message, outcome.result)
+            commit = await anyio.to_thread.run_sync(git.commit_all, directory, message, leave_out)
+            if commit:
                 record.committed_on_behalf = True
+                self.bus.emit(EventKind.COMMITTED_ON_BEHALF, candidate.key, attempt.number,
+                              commit=commit, message=message, agent=candidate.agent)
         commits = await anyio.to_thread.run_sync(git.commits_since, directory, self.baseline)
 
         def on_check_output(stream: str, lines: list[str]) -> None:
@@ -828,3 +871,14 @@ class Race:
             "usage": {"attempts": self.accounting.attempts, **self._total_usage().to_json()},
         }
 
+
+
+def on_behalf_message(agent: str, key: str, brief: str, own: str | None, result: str | None) -> str:
+    """The message of a commit made for an agent: its own message when it tried to commit, else
+    what it was asked; the body says who committed and carries the agent's final words."""
+    first = next((line.strip() for line in brief.splitlines() if line.strip()), "")
+    subject = own.strip() if own and own.strip() else f"{agent} ({key}): {first}"
+    body = [f"Committed by outpost-tui on behalf of {agent} ({key}): its sandbox could not commit."]
+    if result and result.strip() and result.strip() != subject:
+        body += ["", result.strip()]
+    return subject + "\n\n" + "\n".join(body)

@@ -25,6 +25,8 @@ class EventKind(StrEnum):
     TOOL = "tool"  # payload: name, input
     TOOL_RESULT = "tool-result"
     FILE_CHANGE = "file-change"
+    # The engine committed the agent's leftover edits for it; payload: commit, message (in full)
+    COMMITTED_ON_BEHALF = "committed-on-behalf"
     USAGE = "usage"  # payload: delta (usage this report), total (the attempt so far)
     RETRY = "retry"  # transient rate limit: the agent backs off by itself
     QUOTA = "quota"  # payload: message, reset_at

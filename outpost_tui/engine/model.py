@@ -43,6 +43,8 @@ class CandidateModel:
     reason: str | None = None
     quota: dict | None = None
     commit: str | None = None
+    # The engine committed the agent's edits for it (its sandbox could not): the commit's subject.
+    committed_on_behalf: str | None = None
     started_at: float | None = None
     finished_at: float | None = None
     # The agent process's own clock, which is what the candidate timeout limits.
@@ -105,8 +107,14 @@ class RaceModel:
             candidate.add_log(str(data.get("text", "")))
         elif kind is EventKind.WARNING:
             candidate.add_log(f"warning: {data.get('message', '')}")
+        elif kind is EventKind.COMMITTED_ON_BEHALF:
+            subject = str(data.get("message") or "").split("\n", 1)[0]
+            candidate.committed_on_behalf = subject
+            candidate.add_log(f"── committed on its behalf (it could not commit in its sandbox): "
+                              f"{str(data.get('commit'))[:12]} {subject}")
         elif kind is EventKind.RETRY:
-            candidate.retrying = data.get("message") or "retrying"
+            cause = data.get("cause")
+            candidate.retrying = (f"{cause}: " if cause else "") + str(data.get("message") or "retrying")
         elif kind is EventKind.ADMITTED:
             candidate.state = "starting"
             candidate.attempt = event.attempt or 0
@@ -115,6 +123,7 @@ class RaceModel:
             candidate.finished_at = None
             candidate.usage = Usage()
             candidate.reason = None
+            candidate.committed_on_behalf = None
             candidate.timeout = None
             candidate.agent_started_at = None
             candidate.agent_ended_at = None
@@ -140,7 +149,8 @@ class RaceModel:
         elif kind is EventKind.AGENT_EXITED:
             candidate.retrying = None
             candidate.agent_ended_at = event.at
-            how = f"exit {data.get('exit_code')}" + (f": {data['reason']}" if data.get("reason") else "")
+            how = ("stopped" if data.get("exit_code") is None else f"exit {data.get('exit_code')}") + (
+                f": {data['reason']}" if data.get("reason") else "")
             candidate.add_log(f"── agent ended ({how})")
             if data.get("result"):
                 # the agent's own summary of what it did: the line an operator looks for first

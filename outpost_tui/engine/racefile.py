@@ -394,7 +394,7 @@ _TOP_KEYS = ["race", "budget", "validate", "score", "sandbox", "setup", "durabil
 _SECTION_KEYS = {
     "race": ["name", "repository", "base", "mode", "select", "concurrency", "run_id",
              "cleanup_timeout", "brief", "brief_file"],
-    "budget": ["attempts", "tokens", "cost_usd", "candidate_timeout"],
+    "budget": ["attempts", "tokens", "cost_usd", "candidate_timeout", "unreachable_timeout"],
     "validate": ["command", "timeout", "require_commits"],
     "score": ["command", "timeout"],
     "sandbox": ["provider", "image", "network", "endpoint", "memory", "cpus", "pids"],
@@ -640,6 +640,9 @@ def _budget(reader: _Reader, value: Any) -> BudgetSpec:
         out["cost_usd"] = reader.number(at("cost_usd"), table["cost_usd"])
     if "candidate_timeout" in table:
         out["candidate_timeout"] = reader.number(at("candidate_timeout"), table["candidate_timeout"], True)
+    if "unreachable_timeout" in table:
+        out["unreachable_timeout"] = reader.number(at("unreachable_timeout"), table["unreachable_timeout"],
+                                                   True)
     return BudgetSpec(**out)
 
 

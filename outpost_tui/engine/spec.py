@@ -53,6 +53,9 @@ class BudgetSpec:
     cost_usd: float | None = None
     # Seconds an agent may run before it is stopped and its attempt fails.
     candidate_timeout: float | None = None
+    # Seconds an agent may keep failing to reach its model API (network retries, nothing answered)
+    # before it is stopped and fails with "cannot reach the model API"; None waits for ever.
+    unreachable_timeout: float | None = 120.0
 
 
 @dataclass(frozen=True)

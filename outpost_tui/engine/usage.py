@@ -42,6 +42,9 @@ class Usage:
     complete: bool = True
     # True when cost_usd comes from a price table rather than from the agent itself.
     estimated: bool = False
+    # True when some tokens could not be priced (no price applies to their model): cost_usd leaves
+    # them out, so a cost of 0 is "unknown", never "free".
+    cost_unknown: bool = False
 
     def __add__(self, other: "Usage") -> "Usage":
         return Usage(
@@ -52,6 +55,7 @@ class Usage:
             cost_usd=round(self.cost_usd + other.cost_usd, 10),
             complete=self.complete and other.complete,
             estimated=self.estimated or other.estimated,
+            cost_unknown=self.cost_unknown or other.cost_unknown,
         )
 
     def __sub__(self, other: "Usage") -> "Usage":
@@ -64,6 +68,7 @@ class Usage:
             cost_usd=max(0.0, round(self.cost_usd - other.cost_usd, 10)),
             complete=self.complete,
             estimated=self.estimated,
+            cost_unknown=self.cost_unknown,
         )
 
     @property
@@ -92,6 +97,10 @@ class Usage:
             return total, None
         return self, problem
 
+    def cost_text(self, digits: int = 4) -> str:
+        """The cost for people: "$0.0123", "cost unknown", or "$0.0123 + unknown"."""
+        return cost_text(self.cost_usd, self.cost_unknown, digits)
+
     def to_json(self) -> dict:
         return asdict(self)
 
@@ -104,3 +113,9 @@ class Usage:
 
 
 ZERO = Usage()
+
+
+def cost_text(cost_usd: float, unknown: bool, digits: int = 4) -> str:
+    if unknown and not cost_usd:
+        return "cost unknown"
+    return f"${cost_usd:.{digits}f}" + (" + unknown" if unknown else "")

@@ -46,7 +46,11 @@ def test_options_codex_does_not_have_are_refused_clearly():
 def test_a_fix_decodes_to_tools_results_file_changes_and_estimated_usage():
     decoder = codex()
     events = feed(decoder, transcript("codex_fix.jsonl"))
-    assert kinds(events) == ["log", "text", "tool", "tool-result", "file-change", "log", "tool",
+    # the thread line names the model; this version's default is priced by its family
+    assert of_kind(events, "log")[:2] == [
+        {"stream": "stdout", "lines": ["codex thread 0199b1c2-7d3e-7a10-9c41-5e2f8a6b0c11, model gpt-6.1-sol"]},
+        {"stream": "stdout", "lines": ["model gpt-6.1-sol is not in the price table: priced as gpt-5 (estimated)"]}]
+    assert kinds(events) == ["log", "log", "text", "tool", "tool-result", "file-change", "log", "tool",
                              "tool-result", "text"]
     assert of_kind(events, "text")[0] == {"text": "**Locating failing test**", "reasoning": True}
     assert of_kind(events, "tool")[0] == {"name": "shell", "input": "bash -lc 'python3 -m unittest -q'"}
@@ -55,7 +59,7 @@ def test_a_fix_decodes_to_tools_results_file_changes_and_estimated_usage():
                      "error": True}
     assert second["error"] is False
     assert of_kind(events, "file-change") == [{"path": "calc.py", "change": "update"}]
-    assert "plan: [x] fix add(); [x] run the tests" in of_kind(events, "log")[1]["lines"]
+    assert "plan: [x] fix add(); [x] run the tests" in of_kind(events, "log")[2]["lines"]
     # input_tokens includes the cached ones.
     expected_cost = (7250 * 1.25 + 40960 * 0.125 + 1312 * 10) / 1e6
     assert decoder.usage == Usage(input=7250, cached=40960, output=1312,
@@ -87,7 +91,7 @@ def test_mcp_calls_and_several_file_changes():
 
 
 def test_race_file_price_overrides_the_table():
-    decoder = codex(prices={"gpt-5-codex": Price(input=2.0, cached=0.0, output=0.0)})
+    decoder = codex(model="gpt-5-codex", prices={"gpt-5-codex": Price(input=2.0, cached=0.0, output=0.0)})
     feed(decoder, transcript("codex_fix.jsonl"))
     assert decoder.usage.cost_usd == pytest.approx(7250 * 2.0 / 1e6)
     assert decoder.usage.estimated

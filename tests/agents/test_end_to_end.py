@@ -104,7 +104,7 @@ def test_claude_fixes_commits_and_wins_with_its_own_usage_and_cost(tmp_path):
 
     launched = read_record(record)
     assert launched["program"] == "claude"
-    assert launched["argv"] == ["-p", BRIEF, "--output-format", "stream-json", "--verbose",
+    assert launched["argv"] == ["-p", BRIEF, "--output-format", "stream-json", "--verbose", "--include-partial-messages",
                                 "--permission-mode", "acceptEdits",
                                 "--allowedTools", "Read,Edit,Bash(git commit:*),Bash(python3:*)",
                                 "--max-turns", "30", "--model", "sonnet", "--fallback-model", "haiku"]
@@ -120,7 +120,7 @@ def test_claude_fixes_commits_and_wins_with_its_own_usage_and_cost(tmp_path):
     assert claude["committed_on_behalf"] is False
     assert claude["validation"]["status"] == "passed"
     assert claude["usage"] == {"input": 921, "cached": 79800, "cache_write": 2650, "output": 546,
-                               "cost_usd": 0.1843, "complete": True, "estimated": False}
+                               "cost_usd": 0.1843, "complete": True, "estimated": False, "cost_unknown": False}
 
     events = flight_log(repo, result, "claude")
     kinds = [e["kind"] for e in events]
@@ -202,7 +202,7 @@ def test_claude_against_codex_the_real_tests_choose_codex(tmp_path):
     # Codex's input includes cached tokens; no cost from the tool, so the race file's price.
     cost = round((7250 * 2.0 + 40960 * 0.5 + 1312 * 20.0) / 1e6, 6)
     assert codex["usage"] == {"input": 7250, "cached": 40960, "cache_write": 0, "output": 1312,
-                              "cost_usd": cost, "complete": True, "estimated": True}
+                              "cost_usd": cost, "complete": True, "estimated": True, "cost_unknown": False}
     assert result["usage"]["cost_usd"] == pytest.approx(0.1843 + cost)
     assert result["usage"]["estimated"] is True
     assert git(repo, "show", f"{codex['commit']}:calc.py") == FIXED.strip()
@@ -322,7 +322,7 @@ def test_claude_json_array_output_form(tmp_path):
     claude = candidate(result, "claude")
     assert claude["status"] == "winner"
     assert claude["usage"] == {"input": 6, "cached": 6900, "cache_write": 1000, "output": 62,
-                               "cost_usd": 0.0123, "complete": True, "estimated": False}
+                               "cost_usd": 0.0123, "complete": True, "estimated": False, "cost_unknown": False}
     kinds = [e["kind"] for e in flight_log(repo, result, "claude")]
     assert kinds.count("tool") == 1 and kinds.count("file-change") == 1 and kinds.count("text") == 1
 
@@ -332,17 +332,17 @@ OTHER_AGENTS = {
                ["-p", BRIEF, "--output-format", "stream-json", "--approval-mode", "yolo",
                 "-m", "gemini-2.5-pro"],
                {"input": 17900, "cached": 41000, "cache_write": 0, "output": 2300, "cost_usd": 0.0505,
-                "complete": True, "estimated": True}),
+                "complete": True, "estimated": True, "cost_unknown": False}),
     "aider": ("aider_fix.txt", "claude-sonnet-4-5",
               ["--message", BRIEF, "--yes-always", "--no-pretty", "--no-stream", "--no-check-update",
                "--no-show-model-warnings", "--no-gitignore", "--no-analytics", "--model",
                "claude-sonnet-4-5"],
               {"input": 3200, "cached": 12000, "cache_write": 3000, "output": 599, "cost_usd": 0.04,
-               "complete": True, "estimated": False}),
+               "complete": True, "estimated": False, "cost_unknown": False}),
     "opencode": ("opencode_fix.jsonl", "anthropic/claude-sonnet-4-5",
                  ["run", "--format", "json", "-m", "anthropic/claude-sonnet-4-5", "--auto", BRIEF],
                  {"input": 932, "cached": 31400, "cache_write": 400, "output": 330, "cost_usd": 0.0204,
-                  "complete": True, "estimated": False}),
+                  "complete": True, "estimated": False, "cost_unknown": False}),
 }
 
 

@@ -171,6 +171,10 @@ class CliDecoder(Decoder):
     def finalise_usage(self, exit_code: int) -> None:
         """Install the final, authoritative usage (subclasses)."""
 
+    def interrupted(self) -> None:
+        self.finalise_usage(-1)
+        super().interrupted()
+
     def succeeded(self, exit_code: int) -> bool:
         return exit_code == 0 and not self.failed
 

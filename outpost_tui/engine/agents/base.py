@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -123,6 +123,9 @@ class Decoder:
         self.quota: Quota | None = None
         self.result: str | None = None
         self.failure: str | None = None
+        # The message of a commit the agent tried to make itself (used when the engine commits
+        # on its behalf, so its own words are kept).
+        self.commit_message: str | None = None
 
     def decode_line(self, line: str) -> list[AgentEvent] | None:
         """Events for one stdout line, or None when the line is plain log text."""
@@ -149,6 +152,11 @@ class Decoder:
         if plain:
             events.append(AgentEvent(EventKind.LOG, {"stream": stream, "lines": plain}))
         return events
+
+    def interrupted(self) -> None:
+        """The agent was stopped before it finished (cancelled, timed out, unreachable API): keep
+        every figure seen so far, marked incomplete (at least this much was spent)."""
+        self.usage = replace(self.usage, complete=False)
 
     def finish(self, exit_code: int, stderr_tail: str) -> AgentOutcome:
         """The outcome once the process has exited; may replace self.usage with final figures."""

@@ -16,22 +16,31 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Mapping
 
 from ..events import EventKind
 from ..spec import CandidateSpec, Price
 from ..usage import Usage
+from ..reachability import retry_cause
 from .agentcli import CliDecoder, as_argument, as_dict, as_list, count, log, money, short
 from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext, brief_fits_inline
-from .prices import cost_of, price_for
+from .prices import cost_of, price_for, price_note, with_estimated_cost
 from .quota_time import from_epoch
 
+# The tools a candidate may use unless its race file says otherwise: file tools that Claude Code
+# 2.1.328 has (its init event lists "Read", "Edit", "Write", "NotebookEdit", ...; the older "Glob",
+# "Grep", "LS", "MultiEdit" and "TodoWrite" are gone) and the shell commands a fix-and-commit needs.
+# A tool the running claude lacks is named in the log from its init event.
 DEFAULT_ALLOWED_TOOLS = (
-    "Read", "Edit", "MultiEdit", "Write", "Glob", "Grep", "LS", "TodoWrite",
+    "Read", "Edit", "Write", "NotebookEdit",
     "Bash(git add:*)", "Bash(git commit:*)", "Bash(git status:*)", "Bash(git diff:*)",
-    "Bash(git log:*)", "Bash(python:*)", "Bash(python3:*)", "Bash(pytest:*)",
+    "Bash(git log:*)", "Bash(ls:*)", "Bash(grep:*)", "Bash(python:*)", "Bash(python3:*)",
+    "Bash(pytest:*)",
 )
+# System lines that only say the CLI is working; every other kind is shown as one readable line.
+_QUIET_SYSTEM = {"status", "hook_started", "hook_progress", "task_progress"}
 # One argv entry may not exceed 128 KiB on Linux (MAX_ARG_STRLEN).
 
 _QUOTA_TEXT = re.compile(
@@ -54,6 +63,8 @@ class ClaudeDecoder(CliDecoder):
         self._steps: dict[str, tuple[Usage, str | None]] = {}  # message id -> (usage, model)
         self._tools: dict[str, tuple[str, str | None]] = {}  # tool_use id -> (name, edited path)
         self._final: Usage | None = None
+        self._streaming: str | None = None  # the message id partial events belong to
+        self.allowed_tools = DEFAULT_ALLOWED_TOOLS if candidate.allowed_tools is None else candidate.allowed_tools
         self.permission_denials: list[str] = []
 
     def decode_line(self, line: str) -> list[AgentEvent] | None:
@@ -87,7 +98,7 @@ class ClaudeDecoder(CliDecoder):
         if kind == "result":
             return self._result(message)
         if kind == "stream_event":
-            return []  # partial deltas; the complete message follows as an assistant line
+            return self._stream_event(message)
         return None
 
     # -- message kinds -------------------------------------------------------------------------
@@ -96,18 +107,33 @@ class ClaudeDecoder(CliDecoder):
         if subtype == "init":
             if isinstance(message.get("model"), str):
                 self.model = message["model"]
-            return [log(f"claude {message.get('claude_code_version') or ''} session "
-                        f"{message.get('session_id') or '?'}, model {self.model or '?'}, "
-                        f"permissions {message.get('permissionMode') or '?'}".replace("  ", " "))]
+            events = [log(f"claude {message.get('claude_code_version') or ''} session "
+                          f"{message.get('session_id') or '?'}, model {self.model or '?'}, "
+                          f"permissions {message.get('permissionMode') or '?'}".replace("  ", " "))]
+            note = price_note(self.model, self.prices)
+            if note:
+                events.append(log(note))
+            tools = {str(tool) for tool in as_list(message.get("tools"))}
+            missing = sorted({name.split("(", 1)[0] for name in self.allowed_tools} - tools) if tools else []
+            if missing:
+                events.append(log(f"allowed tools this claude does not have: {', '.join(missing)}"))
+            return events
         if subtype == "api_retry":
             attempt = count(message.get("attempt"))
             delay_ms = count(message.get("retry_delay_ms"))
             status = message.get("error_status")
-            text = (f"API error {status or ''} ({message.get('error') or 'error'}); retrying in "
-                    f"{delay_ms} ms (attempt {attempt} of {message.get('max_retries') or '?'})")
-            return [AgentEvent(EventKind.RETRY, {"message": " ".join(text.split()),
-                                                 "retry": attempt, "delay_ms": delay_ms})]
-        return None
+            cause = retry_cause(status)
+            error = message.get("error")
+            what = f"HTTP {status}" if isinstance(status, int) else "no answer"
+            if error and error != "unknown":
+                what += f", {error}"
+            text = (f"{cause} ({what}); retrying in {delay_ms} ms "
+                    f"(attempt {attempt} of {message.get('max_retries') or '?'})")
+            return [AgentEvent(EventKind.RETRY, {"message": text, "retry": attempt, "delay_ms": delay_ms,
+                                                 "cause": cause, "status": status})]
+        if isinstance(subtype, str) and subtype in _QUIET_SYSTEM:
+            return []
+        return [log(_system_line(message))]
 
     def _assistant(self, message: dict) -> list[AgentEvent]:
         body = as_dict(message.get("message"))
@@ -141,6 +167,23 @@ class ClaudeDecoder(CliDecoder):
         self.errors.append(f"{error}: {text}" if text else error)
         return [log(text or error)]
 
+    def _stream_event(self, message: dict) -> list[AgentEvent]:
+        # With --include-partial-messages the API's own events arrive as they stream: message_start
+        # and message_delta carry the real usage of each message id (the assistant lines only a
+        # placeholder output of 1), so live tokens, cost and budget stops are right during the run.
+        event = as_dict(message.get("event"))
+        kind = event.get("type")
+        if kind == "message_start":
+            body = as_dict(event.get("message"))
+            if isinstance(body.get("id"), str):
+                self._streaming = body["id"]
+            self._record_step(body)
+        elif kind == "message_delta":
+            message_id = message.get("api_message_id") or self._streaming
+            if isinstance(message_id, str):
+                self._record_step({"id": message_id, "usage": event.get("usage")})
+        return []
+
     def _record_step(self, body: dict) -> None:
         message_id, usage = body.get("id"), body.get("usage")
         if not isinstance(message_id, str) or not message_id or not isinstance(usage, dict):
@@ -156,18 +199,19 @@ class ClaudeDecoder(CliDecoder):
                          cache_write=max(before.cache_write, step.cache_write),
                          output=max(before.output, step.output))
         model = body.get("model") if isinstance(body.get("model"), str) else None
-        self._steps[message_id] = (step, model or self.model)
+        self._steps[message_id] = (step, model or (seen[1] if seen else None) or self.model)
         if self._final is None:
             self.usage = self._live_usage()
 
     def _live_usage(self) -> Usage:
-        total, cost = Usage(), 0.0
+        total, cost, unknown = Usage(), 0.0, False
         for step, model in self._steps.values():
             total = total + step
             price = price_for(model, self.prices) or price_for(self.model, self.prices)
             cost += cost_of(step, price) if price else 0.0
+            unknown = unknown or (price is None and step.tokens > 0)
         return Usage(input=total.input, cached=total.cached, cache_write=total.cache_write,
-                     output=total.output, cost_usd=round(cost, 6), estimated=True)
+                     output=total.output, cost_usd=round(cost, 6), estimated=True, cost_unknown=unknown)
 
     def _tool_results(self, message: dict) -> list[AgentEvent]:
         content = as_dict(message.get("message")).get("content")
@@ -226,8 +270,9 @@ class ClaudeDecoder(CliDecoder):
         if message.get("api_error_status") == 429 or self.is_quota_text(detail):
             events.extend(self.note_quota(detail or "rate limited (HTTP 429)"))
         elif subtype == "error_max_turns":
-            turns = message.get("num_turns")
-            self.failure = "max turns reached" + (f" ({turns} turns)" if turns else "")
+            # num_turns counts the turn that was refused, one more than the limit
+            limit = self.candidate.max_turns
+            self.failure = "max turns reached" + (f" (max_turns = {limit})" if limit else "")
         elif subtype == "error_max_budget_usd":
             self.failure = "max budget reached (--max-budget-usd)"
         else:
@@ -256,10 +301,8 @@ class ClaudeDecoder(CliDecoder):
             tokens = self._live_usage()
         cost = money(message.get("total_cost_usd"))
         if cost is None:
-            price = price_for(self.model, self.prices)
-            return Usage(input=tokens.input, cached=tokens.cached, cache_write=tokens.cache_write,
-                         output=tokens.output, cost_usd=cost_of(tokens, price) if price else 0.0,
-                         estimated=True)
+            models = [name for name in per_model] if isinstance(per_model, dict) and per_model else []
+            return with_estimated_cost(tokens, models[0] if len(models) == 1 else self.model, self.prices)
         return Usage(input=tokens.input, cached=tokens.cached, cache_write=tokens.cache_write,
                      output=tokens.output, cost_usd=round(cost, 6), estimated=False)
 
@@ -267,9 +310,7 @@ class ClaudeDecoder(CliDecoder):
         if self._final is None:
             # No result line (crash, kill): the live figures are only a lower bound.
             live = self._live_usage()
-            self.usage = Usage(input=live.input, cached=live.cached, cache_write=live.cache_write,
-                               output=live.output, cost_usd=live.cost_usd, complete=False,
-                               estimated=True)
+            self.usage = replace(live, complete=False)
 
 
 class ClaudeAgent(AgentAdapter):
@@ -284,7 +325,8 @@ class ClaudeAgent(AgentAdapter):
             stdin = brief.encode()
         else:
             argv.append(as_argument(brief))
-        argv += ["--output-format", "stream-json", "--verbose", "--permission-mode", "acceptEdits"]
+        argv += ["--output-format", "stream-json", "--verbose", "--include-partial-messages",
+                 "--permission-mode", "acceptEdits"]
         tools = DEFAULT_ALLOWED_TOOLS if candidate.allowed_tools is None else candidate.allowed_tools
         if tools:
             argv += ["--allowedTools", ",".join(tools)]
@@ -319,3 +361,17 @@ class ClaudeAgent(AgentAdapter):
                 return True, f"account in {profile} (token in the macOS keychain)"
             return None, f"account in {profile} but no {config / '.credentials.json'}"
         return False, "no ANTHROPIC_API_KEY and no ~/.claude credentials: run `claude login`"
+
+
+def _system_line(message: dict) -> str:
+    """A system line of any kind as one readable line: its subtype, then its short scalar fields."""
+    subtype = str(message.get("subtype") or "system").replace("_", " ")
+    details = []
+    for name, value in message.items():
+        if name in ("type", "subtype", "session_id", "uuid") or value in (None, "", [], {}):
+            continue
+        if isinstance(value, (str, int, float, bool)):
+            details.append(f"{name}={short(value, 120)}")
+        else:
+            details.append(f"{name}={short(value, 200)}")
+    return f"{subtype}: {', '.join(details)}" if details else subtype

@@ -14,37 +14,64 @@ no cost: it is priced from the table and marked estimated.
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
 from pathlib import Path
 from typing import Mapping
 
 from ..events import EventKind
 from ..spec import CandidateSpec, Price
 from ..usage import Usage
+from ..reachability import OVERLOADED, retry_cause
 from .agentcli import CliDecoder, as_list, count, log, short
 from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext
-from .prices import with_estimated_cost
+from .prices import price_note, with_estimated_cost
 
 _QUOTA_TEXT = re.compile(
     r"hit your usage limit|out of credits|hit your spend cap|quota exceeded|insufficient_quota"
     r"|exceeded retry limit, last status: 429|unexpected status 429",
     re.IGNORECASE,
 )
-# Errors Codex recovers from by itself (it retries the stream or waits for capacity).
+# Errors Codex recovers from by itself (it retries the stream or waits for capacity). Checked
+# before quota: "Reconnecting... 1/1 (exceeded retry limit, last status: 429 ...)" is a retry
+# that may still succeed; only a turn that fails with such a text is out of quota.
 _TRANSIENT = re.compile(r"at capacity|reconnecting|retrying|stream disconnected|temporarily unavailable",
                         re.IGNORECASE)
+_LAST_STATUS = re.compile(r"(?:last status|unexpected status):?\s*(\d{3})", re.IGNORECASE)
+# The model this Codex version uses when neither the race file nor its config names one
+# (`codex exec --json` never says which model it used, so the engine passes it explicitly).
+DEFAULT_MODEL = "gpt-6.1-sol"
+_CONFIG_MODEL = re.compile(r'^\s*model\s*=\s*"([^"]+)"', re.MULTILINE)
 _RETRY_COUNT = re.compile(r"(\d+)\s*/\s*(\d+)")
 _RETRY_DELAY = re.compile(r"in\s+(\d+(?:\.\d+)?)\s*(ms|s)\b", re.IGNORECASE)
+
+
+def codex_model(candidate: CandidateSpec, env: Mapping[str, str] | None = None) -> str:
+    """The model a Codex run uses: the race file's, else the `model` of its config.toml (the first
+    top-level one), else this version's default."""
+    if candidate.model:
+        return candidate.model
+    env = {**os.environ, **candidate.env, **(env or {})}
+    home = Path(env["CODEX_HOME"]) if env.get("CODEX_HOME") else Path(env.get("HOME") or Path.home()) / ".codex"
+    try:
+        config = (home / "config.toml").read_text(errors="replace")
+    except OSError:
+        return DEFAULT_MODEL
+    top_level = config.split("\n[", 1)[0]
+    match = _CONFIG_MODEL.search(top_level)
+    return match.group(1) if match else DEFAULT_MODEL
 
 
 class CodexDecoder(CliDecoder):
     program = "codex"
     login_hint = "run `codex login` or set OPENAI_API_KEY (or CODEX_API_KEY)"
-    default_model = "gpt-5-codex"
+    default_model = DEFAULT_MODEL
     quota_pattern = _QUOTA_TEXT
 
     def __init__(self, candidate: CandidateSpec, prices: Mapping[str, Price] | None = None) -> None:
         super().__init__(candidate, prices)
+        self.model = codex_model(candidate)
         self.thread_id: str | None = None
         self.turn_completed = False
         self._items_seen = 0
@@ -54,7 +81,9 @@ class CodexDecoder(CliDecoder):
         kind = message.get("type")
         if kind == "thread.started":
             self.thread_id = str(message.get("thread_id") or "") or None
-            return [log(f"codex thread {self.thread_id or '?'}")]
+            events = [log(f"codex thread {self.thread_id or '?'}, model {self.model}")]
+            note = price_note(self.model, self.prices)
+            return events + [log(note)] if note else events
         if kind == "turn.started":
             return []
         if kind in ("item.started", "item.updated", "item.completed"):
@@ -111,6 +140,8 @@ class CodexDecoder(CliDecoder):
             self._announced.add(item_id)
             events.append(AgentEvent(EventKind.TOOL, {"name": name, "input": short(tool_input)}))
         if stage == "completed":
+            if name == "shell" and isinstance(tool_input, str):
+                self.commit_message = commit_message_of(tool_input) or self.commit_message
             if "aggregated_output" in item:
                 output = item.get("aggregated_output")
                 exit_code = item.get("exit_code")
@@ -126,24 +157,31 @@ class CodexDecoder(CliDecoder):
     def _turn_completed(self, usage: object) -> list[AgentEvent]:
         self.turn_completed = True
         if isinstance(usage, dict):
+            # input_tokens counts every prompt token: cached reads and cache writes are inside it.
             total_input, cached = count(usage.get("input_tokens")), count(usage.get("cached_input_tokens"))
-            tokens = Usage(input=max(0, total_input - cached), cached=min(cached, total_input),
+            cached = min(cached, total_input)
+            written = min(count(usage.get("cache_write_input_tokens")), total_input - cached)
+            tokens = Usage(input=total_input - cached - written, cached=cached, cache_write=written,
                            output=count(usage.get("output_tokens")))
             self.usage = with_estimated_cost(tokens, self.model, self.prices)
         return []
 
     def _error(self, message: str, final: bool) -> list[AgentEvent]:
-        if self.is_quota_text(message):
-            return [log(f"error: {message}"), *self.note_quota(message)]
         if not final and _TRANSIENT.search(message):
             attempt = _RETRY_COUNT.search(message)
             delay = _RETRY_DELAY.search(message)
             delay_ms = 0
             if delay:
                 delay_ms = int(float(delay.group(1)) * (1 if delay.group(2).lower() == "ms" else 1000))
+            status = _LAST_STATUS.search(message)
+            cause = retry_cause(int(status.group(1)) if status else None)
+            if status is None and re.search(r"at capacity|overloaded", message, re.IGNORECASE):
+                cause = OVERLOADED
             return [AgentEvent(EventKind.RETRY, {"message": message,
                                                  "retry": int(attempt.group(1)) if attempt else 0,
-                                                 "delay_ms": delay_ms})]
+                                                 "delay_ms": delay_ms, "cause": cause})]
+        if self.is_quota_text(message):
+            return [log(f"error: {message}"), *self.note_quota(message)]
         self.errors.append(message)
         return [log(f"error: {message}")]
 
@@ -170,8 +208,8 @@ class CodexAgent(AgentAdapter):
                              f"decides); remove allowed_tools")
         argv = [self.program, "exec", "--json", "--sandbox", "workspace-write",
                 "--add-dir", str(context.git_common_dir)]
-        if candidate.model:
-            argv += ["-m", candidate.model]
+        # Always named: `--json` never says which model ran, and its price depends on it.
+        argv += ["-m", codex_model(candidate)]
         argv += list(candidate.args)
         argv.append("-")  # read the prompt from stdin
         return Launch(argv=tuple(argv), env={"TZ": "UTC"}, stdin=brief.encode())
@@ -188,3 +226,39 @@ class CodexAgent(AgentAdapter):
         if (codex_home / "auth.json").is_file():
             return True, f"credentials in {codex_home / 'auth.json'}"
         return False, "no OPENAI_API_KEY and no ~/.codex/auth.json: run `codex login`"
+
+
+_SHELLS = {"bash", "sh", "zsh", "/bin/bash", "/bin/sh", "/usr/bin/bash", "/bin/zsh"}
+_SEPARATORS = {"&&", "||", ";", "|", "&", "\n", "(", ")"}
+
+
+def commit_message_of(command: str) -> str | None:
+    """The message of a `git commit -m ...` inside a shell command Codex ran, or None."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    if len(words) >= 3 and words[0] in _SHELLS and words[-2].startswith("-") and "c" in words[-2]:
+        try:  # `bash -lc '<script>'`: the script, split at its operators
+            lexer = shlex.shlex(words[-1], posix=True, punctuation_chars=True)
+            lexer.whitespace_split = True
+            words = list(lexer)
+        except ValueError:
+            return None
+    for start in range(len(words) - 1):
+        if words[start] != "git" or words[start + 1] != "commit":
+            continue
+        messages: list[str] = []
+        rest = words[start + 2:]
+        for index, word in enumerate(rest):
+            if word in _SEPARATORS:
+                break
+            following = rest[index + 1] if index + 1 < len(rest) else None
+            if word.startswith("--message="):
+                messages.append(word.split("=", 1)[1])
+            elif (word == "--message" or (word.startswith("-") and not word.startswith("--")
+                                          and word.endswith("m"))) and following is not None:
+                messages.append(following)
+        if messages:
+            return "\n\n".join(messages)
+    return None

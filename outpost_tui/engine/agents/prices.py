@@ -3,7 +3,10 @@
 Prices are USD per million tokens, keyed by model-name prefix; the longest matching prefix wins,
 so "claude-sonnet-4-5-20250929" uses "claude-sonnet-4" and "gpt-5-mini" beats "gpt-5". A race
 file's `[prices."model"]` entries are looked up first, by exact name and then by prefix. Costs
-computed here are marked estimated; a cost the agent reports itself always wins.
+computed here are marked estimated; a cost the agent reports itself always wins. A model that is in
+no table (agents move to new models faster than any table) is priced by its family ("sonnet",
+"gpt mini", "gemini flash", ...) at that family's newest listed price, still marked estimated;
+when not even a family applies, the cost is unknown (`Usage.cost_unknown`), never $0.
 
 List prices as published by the providers in late 2025 (standard tier, prompts under 200k tokens).
 """
@@ -53,6 +56,41 @@ DEFAULT_PRICES: Mapping[str, Price] = {
 }
 
 
+# (name pattern, table entry): the first family whose words all occur in the model's name.
+_FAMILIES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("claude", "opus"), "claude-opus-4-5"), (("opus",), "claude-opus-4-5"),
+    (("claude", "sonnet"), "claude-sonnet-4"), (("sonnet",), "claude-sonnet-4"),
+    (("claude", "haiku"), "claude-haiku-4-5"), (("haiku",), "claude-haiku-4-5"),
+    (("gemini", "flash-lite"), "gemini-2.5-flash-lite"), (("gemini", "flash"), "gemini-2.5-flash"),
+    (("gemini", "pro"), "gemini-3-pro"),
+    (("gpt", "nano"), "gpt-5-nano"), (("gpt", "mini"), "gpt-5-mini"), (("codex", "mini"), "gpt-5-mini"),
+    (("gpt",), "gpt-5"), (("codex",), "gpt-5"),
+)
+
+
+def family_of(model: str | None) -> str | None:
+    """The price-table entry of the model's family, for a model no table lists by name."""
+    if not model:
+        return None
+    name = model.rsplit("/", 1)[-1].lower()
+    for words, entry in _FAMILIES:
+        if all(word in name for word in words):
+            return entry
+    return None
+
+
+def price_note(model: str | None, overrides: Mapping[str, Price] | None = None) -> str | None:
+    """One line saying how the model is priced when it is not listed by name; None when it is."""
+    if not model:
+        return "model not known: cost unknown"
+    if _listed(model, overrides) is not None:
+        return None
+    family = family_of(model)
+    if family is None:
+        return f"model {model} has no price (add [prices.\"{model}\"] to the race file): cost unknown"
+    return f"model {model} is not in the price table: priced as {family} (estimated)"
+
+
 def _by_prefix(table: Mapping[str, Price], model: str) -> Price | None:
     if model in table:
         return table[model]
@@ -64,9 +102,17 @@ def _by_prefix(table: Mapping[str, Price], model: str) -> Price | None:
 
 
 def price_for(model: str | None, overrides: Mapping[str, Price] | None = None) -> Price | None:
-    """The price of `model`, race-file overrides first; None when the model is unknown."""
+    """The price of `model`: race-file overrides, the table, then its family; None when none applies."""
     if not model:
         return None
+    listed = _listed(model, overrides)
+    if listed is not None:
+        return listed
+    family = family_of(model)
+    return DEFAULT_PRICES[family] if family is not None else None
+
+
+def _listed(model: str, overrides: Mapping[str, Price] | None) -> Price | None:
     names = [model]
     bare = model.rsplit("/", 1)[-1]  # "anthropic/claude-sonnet-4-5" (opencode), "openai/gpt-5"
     if bare != model:
@@ -87,8 +133,9 @@ def cost_of(usage: Usage, price: Price) -> float:
 
 def with_estimated_cost(usage: Usage, model: str | None,
                         overrides: Mapping[str, Price] | None = None) -> Usage:
-    """`usage` with cost_usd from the price table, marked estimated (0 when the model is unknown)."""
+    """`usage` with cost_usd from the price table, marked estimated (cost unknown when no price applies)."""
     price = price_for(model, overrides)
     cost = cost_of(usage, price) if price is not None else 0.0
     return Usage(input=usage.input, cached=usage.cached, cache_write=usage.cache_write,
-                 output=usage.output, cost_usd=cost, complete=usage.complete, estimated=True)
+                 output=usage.output, cost_usd=cost, complete=usage.complete, estimated=True,
+                 cost_unknown=price is None and usage.tokens > 0)

@@ -150,7 +150,7 @@ class RaceScreen(Screen):
                  f"out {tokens(usage.output)}" + (f"/{tokens(budget.tokens.output)}"
                                                   if budget.tokens.output is not None else ""),
                  f"in {tokens(usage.input)}", f"cached {tokens(usage.cached)}",
-                 f"${usage.cost_usd:.4f}" + (f"/${budget.cost_usd:.2f}" if budget.cost_usd is not None else "")]
+                 usage.cost_text() + (f"/${budget.cost_usd:.2f}" if budget.cost_usd is not None else "")]
         text.append("\n" + "  ".join(parts))
         if model.budget_reason:
             text.append(f"  · {model.budget_reason}", style="bold yellow")

@@ -119,6 +119,9 @@ class CandidatePanel(Vertical, can_focus=True):
         self.query_one(".cost", Static).update(self.cost_line(model))
         reason = self.query_one(".reason", Static)
         why = model.reason or model.retrying or ""
+        if model.committed_on_behalf:
+            note = f"committed on its behalf: {model.committed_on_behalf}"
+            why = f"{note} · {why}" if why else note
         if model.review:
             flags = "; ".join(model.review)
             why = f"⚑ review before merging: {flags}" + (f" · {why}" if why else "")
@@ -196,7 +199,7 @@ class CandidatePanel(Vertical, can_focus=True):
 
     def cost_line(self, model: CandidateModel) -> Content:
         usage, limit = model.usage, self.budget.cost_usd
-        parts: list[str | tuple[str, str]] = [f"${usage.cost_usd:.4f}" + ("~" if usage.estimated else "")]
+        parts: list[str | tuple[str, str]] = [usage.cost_text() + ("~" if usage.estimated else "")]
         if limit is not None:
             parts.append((f" of ${limit:.2f} race", _share_style(usage.cost_usd, limit)))
         parts.append(f"  · {model.lines} lines · {model.tools} tools")

@@ -1,0 +1,114 @@
+"""The real agent CLIs (pinned in ./versions, installed into .agents/ by .ci/install-agents.sh),
+run against the stand-in model server on 127.0.0.1.
+
+Without the programs these tests skip with the reason; under CI=true that is a failure, so CI can
+never pass by skipping them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.agents.real.model_server import ModelServer
+from tests.conftest import git
+
+ROOT = Path(__file__).resolve().parents[3]
+PINS = Path(__file__).with_name("versions")
+AGENTS = ROOT / ".agents"
+BIN_DIRS = (AGENTS / "node_modules" / ".bin", AGENTS / "venv" / "bin")
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+SAMPLE_PROJECT = ROOT / "sample-races" / "projects" / "calc"
+
+
+def pinned() -> dict[str, tuple[str, str, str]]:
+    """program -> (installer, package, version) from ./versions."""
+    pins = {}
+    for line in PINS.read_text().splitlines():
+        fields = line.split()
+        if fields and not fields[0].startswith("#"):
+            program, installer, package, version = fields
+            pins[program] = (installer, package, version)
+    return pins
+
+
+def program_path(program: str) -> Path:
+    """The installed program, or a skip (a failure under CI=true) saying how to install it."""
+    for directory in BIN_DIRS:
+        candidate = directory / program
+        if candidate.exists():
+            return candidate
+    reason = (f"{program} {pinned()[program][2]} is not installed in {AGENTS} "
+              f"(run .ci/install-agents.sh)")
+    if IN_CI:
+        pytest.fail(f"CI=true and the real-program tests cannot run: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def agent_path(program: str) -> str:
+    """PATH with the pinned programs first."""
+    program_path(program)
+    return os.pathsep.join([*(str(d) for d in BIN_DIRS), os.environ.get("PATH", "")])
+
+
+@pytest.fixture
+def model_server():
+    server = ModelServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def agent_home(tmp_path) -> Path:
+    """A private HOME: the CLIs write their settings and sessions there, never in the user's."""
+    home = tmp_path / "home"
+    home.mkdir()
+    return home
+
+
+def claude_env(server: ModelServer, home: Path) -> dict[str, str]:
+    return {
+        "PATH": agent_path("claude"),
+        "HOME": str(home),
+        "CLAUDE_CONFIG_DIR": str(home / ".claude"),
+        "ANTHROPIC_BASE_URL": server.url,
+        "ANTHROPIC_API_KEY": "sk-ant-stand-in",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    }
+
+
+def codex_env(server_url: str, home: Path, *, retries: int = 0) -> dict[str, str]:
+    """Codex with a custom provider (this version ignores OPENAI_BASE_URL) in a private CODEX_HOME."""
+    codex_home = home / ".codex"
+    codex_home.mkdir(exist_ok=True)
+    (codex_home / "config.toml").write_text(
+        'model_provider = "stand-in"\n\n'
+        "[model_providers.stand-in]\n"
+        'name = "stand-in"\n'
+        f'base_url = "{server_url}/v1"\n'
+        'wire_api = "responses"\n'
+        'env_key = "OPENAI_API_KEY"\n'
+        f"request_max_retries = {retries}\n"
+        f"stream_max_retries = {retries}\n"
+        "supports_websockets = false\n")
+    return {
+        "PATH": agent_path("codex"),
+        "HOME": str(home),
+        "CODEX_HOME": str(codex_home),
+        "OPENAI_API_KEY": "sk-stand-in",
+    }
+
+
+def project(tmp_path: Path) -> Path:
+    """The sample calc project (add() is broken) as a fresh repository."""
+    repo = tmp_path / "project"
+    shutil.copytree(SAMPLE_PROJECT, repo, ignore=shutil.ignore_patterns("__pycache__"))
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.name", "Test")
+    git(repo, "config", "user.email", "test@example.invalid")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "calc with a bug in add()")
+    return repo

@@ -1,0 +1,122 @@
+"""The real Codex CLI (version pinned in ./versions) against the stand-in model server.
+
+This version's default model works in "code mode": one custom `exec` tool whose input is
+JavaScript calling nested tools (`tools.apply_patch`, `tools.exec_command`). The scripts below
+answer that way; Codex really applies the patch and runs the command in its sandbox.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from outpost_tui.engine.flightlog import read_flight_log
+from tests.agents.real.conftest import codex_env, project
+from tests.agents.real.model_server import Step, Tokens
+from tests.conftest import git
+
+BRIEF = "calc.add(2, 3) returns -1. Fix add() in calc.py, run the tests, commit your change."
+PATCH = textwrap.dedent('''\
+    *** Begin Patch
+    *** Update File: calc.py
+    @@
+     def add(a, b):
+         """The sum of a and b."""
+    -    return a - b
+    +    return a + b
+    *** End Patch
+    ''')
+
+
+def exec_js(*calls: str) -> str:
+    """Code-mode input: each nested tool call, its result appended as text."""
+    return "\n".join(f"text(JSON.stringify(await {call}));" for call in calls)
+
+
+def fix_and_commit() -> list[Step]:
+    return [
+        Step(text="Patching add().", tool="exec",
+             tool_input=exec_js(f"tools.apply_patch({json.dumps(PATCH)})",
+                                'tools.exec_command({cmd: "git commit -qam \'Fix add()\'"})'),
+             tokens=Tokens(input=1201, cached=3301, output=71)),
+        Step(text="Fixed add() to return the sum.", tokens=Tokens(input=403, cached=4507, output=29)),
+    ]
+
+
+def race_file(tmp_path: Path, extra: str = "", candidate: str = "") -> Path:
+    path = tmp_path / "race.toml"
+    path.write_text(textwrap.dedent(f"""\
+        [race]
+        name = "real-codex"
+        repository = "project"
+        brief = "{BRIEF}"
+
+        [budget]
+        candidate_timeout = 60
+        {extra}
+
+        [validate]
+        command = ["python3", "-B", "-m", "unittest", "-q"]
+        timeout = 60
+
+        [[candidates]]
+        key = "codex"
+        agent = "codex"
+        {candidate}
+        """))
+    return path
+
+
+def run(tmp_path: Path, race: Path, env: dict[str, str]) -> tuple[int, dict, str]:
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "OPENAI_", "CODEX_"))}
+    full.update(env)
+    done = subprocess.run([sys.executable, "-m", "outpost_tui.cli", "run", str(race), "--headless", "--json"],
+                          cwd=tmp_path, env=full, capture_output=True, text=True, timeout=180)
+    try:
+        return done.returncode, json.loads(done.stdout), done.stderr
+    except ValueError:
+        raise AssertionError(f"no JSON result (exit {done.returncode}): {done.stderr[-3000:]}") from None
+
+
+def test_codex_fixes_is_committed_for_and_wins_with_exactly_the_usage_the_server_reported(
+        tmp_path, model_server, agent_home):
+    repo = project(tmp_path)
+    model_server.steps = fix_and_commit()
+    code, result, stderr = run(tmp_path, race_file(tmp_path), codex_env(model_server.url, agent_home))
+
+    assert code == 0, stderr
+    codex = result["candidates"][0]
+    assert result["status"] == "winner" and codex["status"] == "winner", stderr
+    # Codex's sandbox keeps .git read-only in a linked worktree: its own commit is refused, so the
+    # engine commits on its behalf, with the full message, and says so where the user looks.
+    assert codex["committed_on_behalf"] is True
+    # Its own refused commit was seen in the stream: the commit keeps its message, in full.
+    assert [c["subject"] for c in codex["commits"]] == ["Fix add()"]
+    assert git(repo, "log", "-1", "--format=%B", codex["commit"]).splitlines() == [
+        "Fix add()", "", "Committed by outpost-tui on behalf of codex (codex): its sandbox could not commit.",
+        "", "Fixed add() to return the sum."]
+    assert "return a + b" in git(repo, "show", f"{codex['commit']}:calc.py")
+    assert f"codex#1 committed on its behalf (codex could not commit in its sandbox): " \
+           f"{codex['commit'][:12]} Fix add()" in stderr
+    assert codex["result"] == "Fixed add() to return the sum."
+
+    # Codex's turn total is cumulative and counts cached tokens inside input.
+    assert len(model_server.served) == 2
+    billed = model_server.billed()
+    assert {k: codex["usage"][k] for k in ("input", "cached", "cache_write", "output")} == {
+        "input": sum(t.input for t in billed), "cached": sum(t.cached for t in billed),
+        "cache_write": 0, "output": sum(t.output for t in billed)}
+    # --json never names the model: the engine passed this version's default explicitly and
+    # priced it by its family, marked estimated.
+    assert model_server.served[0].request["model"] == "gpt-6.1-sol"
+    gpt5 = (1604 * 1.25 + 7808 * 0.125 + 100 * 10.0) / 1e6
+    assert codex["usage"]["cost_usd"] == round(gpt5, 6)
+    assert codex["usage"]["estimated"] is True and codex["usage"]["cost_unknown"] is False
+
+    log = read_flight_log(repo / ".outpost" / "runs" / result["id"] / "codex.1.jsonl")
+    changes = [e for e in log if e["kind"] == "file-change"]
+    assert [Path(e["path"]).name for e in changes] == ["calc.py"]
