@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
@@ -69,12 +70,12 @@ def agent_home(tmp_path) -> Path:
     return home
 
 
-def claude_env(server: ModelServer, home: Path) -> dict[str, str]:
+def claude_env(server: ModelServer | str, home: Path) -> dict[str, str]:
     return {
         "PATH": agent_path("claude"),
         "HOME": str(home),
         "CLAUDE_CONFIG_DIR": str(home / ".claude"),
-        "ANTHROPIC_BASE_URL": server.url,
+        "ANTHROPIC_BASE_URL": server if isinstance(server, str) else server.url,
         "ANTHROPIC_API_KEY": "sk-ant-stand-in",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
     }
@@ -112,3 +113,11 @@ def project(tmp_path: Path) -> Path:
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "calc with a bug in add()")
     return repo
+
+
+def closed_port_url() -> str:
+    """A 127.0.0.1 URL where nothing listens (the port was just free)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}"

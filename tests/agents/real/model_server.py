@@ -69,6 +69,7 @@ class ModelServer:
         self.served: list[Served] = []
         self.requests: list[tuple[str, str]] = []  # (method, path) of every request, for debugging
         self.started = threading.Event()  # set when the first model request arrives
+        self.holding = threading.Event()  # set when a reply starts waiting for its `hold`
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -139,6 +140,7 @@ def anthropic_messages(server: ModelServer, request: dict, step: Step, write) ->
             "type": "input_json_delta", "partial_json": json.dumps(step.tool_input or {})}})
         _sse(write, "content_block_stop", {"type": "content_block_stop", "index": index})
     if step.hold is not None:
+        server.holding.set()
         step.hold.wait()
     _sse(write, "message_delta", {"type": "message_delta",
                                   "delta": {"stop_reason": "tool_use" if step.tool else "end_turn",
@@ -168,6 +170,7 @@ def openai_responses(server: ModelServer, request: dict, step: Step, write) -> N
         _sse(write, "response.output_item.done", {"type": "response.output_item.done",
                                                   "output_index": index, "item": item})
     if step.hold is not None:
+        server.holding.set()
         step.hold.wait()
     # Responses counts cached tokens inside input_tokens.
     usage = {"input_tokens": t.input + t.cached, "input_tokens_details": {"cached_tokens": t.cached},

@@ -11,10 +11,16 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
+import anyio
+
+from outpost_tui.engine import BudgetSpec, CandidateSpec, build_spec, run_race_async
+from outpost_tui.engine.events import EventKind
 from outpost_tui.engine.flightlog import read_flight_log
-from tests.agents.real.conftest import claude_env, project
+from tests.agents.real.conftest import claude_env, closed_port_url, project
 from tests.agents.real.model_server import Step, Tokens, working_directory
 from tests.conftest import git
 
@@ -115,3 +121,81 @@ def test_claude_fixes_commits_and_wins_with_exactly_the_usage_the_server_reporte
     # The sonnet alias resolves to a model no table lists by name: priced by its family.
     lines = [line for e in log if e["kind"] == "log" for line in e["lines"]]
     assert any("priced as claude-sonnet-4" in line for line in lines), lines
+
+
+# A command candidate that fixes add() and commits once the test lets it (by opening the FIFO it
+# waits on), so it wins while Claude is in the middle of a model call.
+FIX_WHEN_TOLD = """
+import pathlib, subprocess, sys
+open(sys.argv[1]).read()
+calc = pathlib.Path("calc.py")
+calc.write_text(calc.read_text().replace("return a - b", "return a + b", 1))
+subprocess.run(["git", "commit", "-qam", "fix add()"], check=True)
+"""
+
+
+def test_a_claude_cancelled_mid_run_keeps_what_it_spent_marked_incomplete_and_the_totals_count_it(
+        tmp_path, model_server, agent_home):
+    repo = project(tmp_path)
+    held = threading.Event()
+    first = Tokens(input=1709, cached=2311, cache_write=397, output=83)
+    second = Tokens(input=23, cached=4001, cache_write=59, output=900)  # its output never arrives
+    model_server.steps = [Step(text="Looking around.", tool="Bash", tool_input={"command": "git status"},
+                               tokens=first),
+                          Step(text="Now I will", tokens=second, hold=held)]
+    go = tmp_path / "go"
+    os.mkfifo(go)
+    spec = build_spec(repository=repo, validate=["python3", "-B", "-m", "unittest", "-q"], candidates=[
+        CandidateSpec("claude", "claude", BRIEF, model="sonnet", env=claude_env(model_server, agent_home)),
+        CandidateSpec("fixer", "command", BRIEF, command=(sys.executable, "-c", FIX_WHEN_TOLD, str(go)))],
+        budget=BudgetSpec(candidate_timeout=60))
+
+    async def main():
+        async with anyio.create_task_group() as group:
+            async def release_fixer():
+                # Claude's second call is in flight (its message_start has been sent) ...
+                await anyio.to_thread.run_sync(model_server.holding.wait)
+                await seen_second.wait()
+                # ... so the fixer may win now, and Claude is cancelled mid-call.
+                await anyio.to_thread.run_sync(lambda: open(go, "w").close())
+
+            seen_second = anyio.Event()
+
+            def on_event(event):
+                if (event.kind is EventKind.USAGE and event.key == "claude"
+                        and event.data["total"]["input"] == first.input + second.input):
+                    seen_second.set()
+
+            group.start_soon(release_fixer)
+            with anyio.fail_after(120):
+                return await run_race_async(spec, on_event=on_event)
+
+    result = anyio.run(main).to_json()
+    claude = next(c for c in result["candidates"] if c["key"] == "claude")
+    assert result["winner"]["key"] == "fixer"
+    assert claude["status"] == "cancelled"
+    # Everything the server billed, the second call's input side included; its output is the
+    # placeholder of 1 the API sends before the reply is done. Marked incomplete: at least this much.
+    assert {k: claude["usage"][k] for k in ("input", "cached", "cache_write", "output")} == {
+        "input": first.input + second.input, "cached": first.cached + second.cached,
+        "cache_write": first.cache_write + second.cache_write, "output": first.output + 1}
+    assert claude["usage"]["complete"] is False and claude["usage"]["cost_usd"] > 0
+    assert result["usage"]["input"] == first.input + second.input
+    assert result["usage"]["cost_usd"] == claude["usage"]["cost_usd"]
+    assert result["usage"]["complete"] is False
+
+
+def test_no_model_server_at_all_fails_soon_with_the_network_reason(tmp_path, agent_home):
+    project(tmp_path)
+    race = race_file(tmp_path, extra="unreachable_timeout = 2")
+    started = time.monotonic()
+    code, result, stderr = run(tmp_path, race, claude_env(closed_port_url(), agent_home))
+    took = time.monotonic() - started
+
+    claude = result["candidates"][0]
+    assert code == 1 and claude["status"] == "failed", stderr
+    assert claude["error"].startswith("cannot reach the model API (network (no answer"), claude["error"]
+    assert claude["error"].endswith(") for 2s")
+    assert "network, the agent is retrying" in stderr and "rate limited" not in stderr
+    assert took < 60  # claude alone retries for about 3 minutes
+    assert claude["usage"]["complete"] is False and claude["usage"]["output"] == 0

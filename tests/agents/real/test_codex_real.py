@@ -12,10 +12,11 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 from outpost_tui.engine.flightlog import read_flight_log
-from tests.agents.real.conftest import codex_env, project
+from tests.agents.real.conftest import closed_port_url, codex_env, project
 from tests.agents.real.model_server import Step, Tokens
 from tests.conftest import git
 
@@ -120,3 +121,20 @@ def test_codex_fixes_is_committed_for_and_wins_with_exactly_the_usage_the_server
     log = read_flight_log(repo / ".outpost" / "runs" / result["id"] / "codex.1.jsonl")
     changes = [e for e in log if e["kind"] == "file-change"]
     assert [Path(e["path"]).name for e in changes] == ["calc.py"]
+
+
+def test_no_model_server_at_all_fails_soon_with_the_network_reason(tmp_path, agent_home):
+    project(tmp_path)
+    race = race_file(tmp_path, extra="unreachable_timeout = 2")
+    started = time.monotonic()
+    code, result, stderr = run(tmp_path, race, codex_env(closed_port_url(), agent_home, retries=1))
+    took = time.monotonic() - started
+
+    codex = result["candidates"][0]
+    assert code == 1 and codex["status"] == "failed", stderr
+    # Codex alone would reconnect until the candidate timeout; its own words are kept.
+    assert codex["error"].startswith("cannot reach the model API (Reconnecting... waiting for network"), \
+        codex["error"]
+    assert "network, the agent is retrying" in stderr and "quota" not in stderr
+    assert took < 45
+    assert codex["usage"]["complete"] is False
