@@ -13,12 +13,12 @@ from ..engine.doctor import Check, missing, run_checks
 
 EPILOG = """\
 examples:
-  outpost-tui doctor                 agent CLIs, logins, git, container engine, storage
+  outpost-tui doctor                 agent CLIs, logins, model APIs, git, container engine, storage
   outpost-tui doctor race.toml       the same, and exit 9 if something this race needs is missing
   outpost-tui doctor race.toml --json
 
 Nothing here spends tokens: logins are judged from credential files and environment variables
-("?" when that cannot tell).
+("?" when that cannot tell); a model API is reachable when its base URL answers a HEAD request.
 
 exit codes: 0 nothing the race needs is missing, 2 bad race file, 9 something it needs is missing
 """

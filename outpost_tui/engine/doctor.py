@@ -1,7 +1,8 @@
 """What this machine has for racing agents: agent CLIs, logins, git, a container engine, storage.
 
 Every check is cheap and spends no tokens: programs are asked for `--version`, logins are judged
-from credential files and environment variables (None when that cannot tell), the container
+from credential files and environment variables (None when that cannot tell), each agent's model
+API is asked for a HEAD of its base URL (any HTTP answer means it is reachable), the container
 engine is asked for its version. Given a race, the checks it depends on are marked required, and
 `missing()` lists the ones that fail. A container race runs its agents inside its image, so there
 the host's agent programs are not needed; the image is probed for them instead.
@@ -26,6 +27,7 @@ from .spec import RaceSpec
 
 VERSION_TIMEOUT = 10.0
 ENGINE_TIMEOUT = 3.0
+ENDPOINT_TIMEOUT = 5.0
 PROBE_TIMEOUT = 60.0  # a first container from an image can take a while on a loaded machine
 CONTAINER_PROVIDERS = ("docker", "podman")
 GIT_IDENTITY = ("-c", "user.name=outpost-tui doctor", "-c", "user.email=doctor@outpost.invalid",
@@ -123,7 +125,34 @@ def agent_checks(kind: str, env: Mapping[str, str], home: Path, *, required: boo
     if auth_status is not None:
         ok, detail = auth_status(env, home)
         checks.append(Check(f"login {kind}", ok, detail, required))
+    endpoint = adapter.api_endpoint(env, home)
+    if endpoint is not None:
+        checks.append(endpoint_check(f"api {kind}", endpoint, env, required=required))
     return checks
+
+
+def endpoint_check(name: str, url: str, env: Mapping[str, str], *, required: bool,
+                   timeout: float = ENDPOINT_TIMEOUT) -> Check:
+    """Whether the model API at `url` answers at all: a HEAD request, no credentials sent, so no
+    tokens are spent. Any HTTP answer (even 404 or 401) means it is reachable."""
+    import urllib.error
+    import urllib.request
+
+    if not url.startswith(("http://", "https://")):
+        return Check(name, False, f"{url} is not an http(s) URL", required)
+    proxies = {scheme: env[key] for scheme, key in (("http", "HTTP_PROXY"), ("https", "HTTPS_PROXY"))
+               if env.get(key)}
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler(proxies))
+    try:
+        with opener.open(urllib.request.Request(url, method="HEAD"), timeout=timeout) as answer:
+            status = answer.status
+    except urllib.error.HTTPError as error:
+        status = error.code
+    except (urllib.error.URLError, OSError, ValueError) as error:
+        reason = getattr(error, "reason", None) or error
+        reason = getattr(reason, "strerror", None) or str(reason) or type(error).__name__
+        return Check(name, False, f"cannot reach {url}: {reason}", required)
+    return Check(name, True, f"{url} answers (HTTP {status})", required)
 
 
 def version_of(argv: tuple[str, ...], env: Mapping[str, str]) -> str:

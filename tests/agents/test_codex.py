@@ -98,9 +98,10 @@ def test_race_file_price_overrides_the_table():
 
 
 @pytest.mark.parametrize("name, reset_at, message", [
-    # The error line has the time, the turn.failed after it does not: the time is kept.
-    ("codex_quota_time.jsonl", "2026-01-01T15:09:00Z", "You've hit your usage limit. Upgrade to Pro"),
-    ("codex_quota_date.jsonl", "2026-08-20T11:50:00Z", "You've hit your usage limit. Upgrade to Plus"),
+    # The error line has the time, the turn.failed after it does not: the time is kept. Codex cuts
+    # it to the minute ("3:09 PM" for 3:09:19), so the end of that minute is taken: never early.
+    ("codex_quota_time.jsonl", "2026-01-01T15:10:00Z", "You've hit your usage limit. Upgrade to Pro"),
+    ("codex_quota_date.jsonl", "2026-08-20T11:51:00Z", "You've hit your usage limit. Upgrade to Plus"),
     # No time first, then a duration: the report with a time replaces the one without.
     ("codex_quota_duration.jsonl", "2026-01-01T14:05:00Z",
      "You've hit your usage limit. Please try again in 2 hours 5 minutes."),
@@ -129,7 +130,14 @@ def test_quota_message_only_on_stderr():
     events = decoder.decode(["Error: You've hit your spend cap. Try again at 3:09 PM."], "stderr")
     assert kinds(events) == ["log", "quota"]
     outcome = decoder.finish(1, "Error: You've hit your spend cap. Try again at 3:09 PM.\n")
-    assert outcome.quota.reset_at == "2026-01-01T15:09:00Z"
+    assert outcome.quota.reset_at == "2026-01-01T15:10:00Z"
+
+
+def test_a_reset_time_with_seconds_keeps_them():
+    decoder = codex()
+    feed(decoder, ['{"type":"turn.failed","error":{"message":"You\'ve hit your usage limit. '
+                   'Try again at 3:09:19 PM."}}'])
+    assert decoder.finish(1, "").quota.reset_at == "2026-01-01T15:09:19Z"
 
 
 def test_capacity_and_reconnect_errors_are_retries_and_the_run_succeeds():

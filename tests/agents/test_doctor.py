@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from outpost_tui import exitcodes
 from outpost_tui.engine.doctor import command_checks, engine_name, host_agents_needed, image_programs
 from outpost_tui.engine.racefile import load_race
+from tests.agents.real.model_server import ModelServer
 from tests.agents.replay import path_with
 from tests.conftest import make_repo
 
@@ -44,17 +46,30 @@ def version_program(bin_dir: Path, name: str, version: str) -> None:
 
 
 @pytest.fixture
-def machine(tmp_path):
-    """A race file, an empty HOME and a bin directory put first on PATH."""
+def api():
+    """A stand-in model API on 127.0.0.1: doctor checks that each agent's API answers."""
+    server = ModelServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def machine(tmp_path, api):
+    """A race file, an empty HOME and a bin directory put first on PATH; the agents' APIs are the
+    stand-in server (Claude by ANTHROPIC_BASE_URL, Codex by a provider in its config)."""
     make_repo(tmp_path / "repo")
     home = tmp_path / "home"
     home.mkdir()
+    (home / ".codex").mkdir()
+    (home / ".codex" / "config.toml").write_text(
+        f'model_provider = "local"\n[model_providers.local]\nbase_url = "{api.url}/v1"\n')
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     env = {key: value for key, value in os.environ.items()
            if not key.endswith("_API_KEY") and key not in ("CODEX_HOME", "CLAUDE_CONFIG_DIR",
                                                            "CLAUDE_CODE_OAUTH_TOKEN", "DOCKER_HOST")}
-    env.update(HOME=str(home), PATH=path_with(bin_dir), DOCKER_HOST="unix:///nonexistent/docker.sock")
+    env.update(HOME=str(home), PATH=path_with(bin_dir), DOCKER_HOST="unix:///nonexistent/docker.sock",
+               ANTHROPIC_BASE_URL=api.url)
     return tmp_path, home, bin_dir, env
 
 
@@ -110,7 +125,6 @@ def test_codex_auth_file_and_claude_without_credentials(machine):
     race.write_text(RACE.format(extra=""))
     version_program(bin_dir, "claude", "2.1.3 (Claude Code)")
     version_program(bin_dir, "codex", "codex-cli 0.144.4")
-    (home / ".codex").mkdir()
     (home / ".codex" / "auth.json").write_text("{}")
     done = doctor(env, str(race), "--json")
     assert done.returncode == exitcodes.MISSING_REQUIREMENT
@@ -294,3 +308,28 @@ def test_a_reachable_engine_is_named_and_a_missing_image_is_required(machine):
     assert done.returncode == exitcodes.MISSING_REQUIREMENT
     plain = doctor(env, "--json")
     assert checks_of(plain)["container engine"]["ok"] is True
+
+
+def test_each_needed_model_api_is_asked_whether_it_answers_spending_nothing(machine, api):
+    tmp_path, home, bin_dir, env = machine
+    race = tmp_path / "race.toml"
+    race.write_text(RACE.format(extra=""))
+    version_program(bin_dir, "claude", "2.1.328 (Claude Code)")
+    version_program(bin_dir, "codex", "codex-cli 0.169.0")
+    keys = {"ANTHROPIC_API_KEY": "k", "OPENAI_API_KEY": "k"}
+    done = doctor({**env, **keys}, str(race), "--json")
+    assert done.returncode == 0, done.stdout
+    checks = checks_of(done)
+    assert checks["api claude"] == {"name": "api claude", "ok": True, "required": True,
+                                    "detail": f"{api.url} answers (HTTP 200)"}
+    assert checks["api codex"]["ok"] is True and checks["api codex"]["detail"].startswith(f"{api.url}/v1 ")
+    # A HEAD each, never a model request: no tokens spent.
+    assert sorted(api.requests) == [("HEAD", "/"), ("HEAD", "/v1")] and api.served == []
+
+    with socket.socket() as probe:  # a port where nothing listens
+        probe.bind(("127.0.0.1", 0))
+        nowhere = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    done = doctor({**env, **keys, "ANTHROPIC_BASE_URL": nowhere}, str(race))
+    assert done.returncode == exitcodes.MISSING_REQUIREMENT
+    assert "MISSING  api claude" in done.stdout and f"cannot reach {nowhere}: " in done.stdout
+    assert done.stdout.strip().endswith("race.toml: missing api claude")

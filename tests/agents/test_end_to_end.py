@@ -252,7 +252,7 @@ def test_quota_stops_candidates_with_absolute_reset_times(tmp_path):
     assert claude["status"] == "quota"
     assert claude["quota"] == {"message": "five hour limit reached", "reset_at": "2026-01-01T05:00:00Z"}
     assert claude["error"] == "quota: five hour limit reached (resets 2026-01-01T05:00:00Z)"
-    assert codex["status"] == "quota" and codex["quota"]["reset_at"] == "2026-08-20T11:50:00Z"
+    assert codex["status"] == "quota" and codex["quota"]["reset_at"] == "2026-08-20T11:51:00Z"
     assert codex["validation"]["status"] == "not-run"
     assert any(e["kind"] == "quota" for e in flight_log(repo, result, "claude"))
 

@@ -26,6 +26,8 @@ NOW = datetime(2026, 1, 1, 4, 0, tzinfo=timezone.utc)
     # the child's local time (TZ=UTC)
     ("You've hit your usage limit. Try again at 3:09 PM.", "2026-01-01T15:09:00Z"),
     ("or try again at Aug 20th, 2026 11:50 AM.", "2026-08-20T11:50:00Z"),
+    ("Try again at 3:09:19 PM.", "2026-01-01T15:09:19Z"),
+    ("resets at 15:09:19 (UTC)", "2026-01-01T15:09:19Z"),
     ("try again at 03:30", "2026-01-02T03:30:00Z"),
     # epoch seconds
     ("Claude AI usage limit reached|1767243600", "2026-01-01T05:00:00Z"),

@@ -190,6 +190,11 @@ class AgentAdapter(ABC):
             return f"{message} (install{where}: {self.install_hint})"
         return message
 
+    def api_endpoint(self, env: Mapping[str, str], home: Path) -> str | None:
+        """The model API this agent would call with this environment, for `doctor` to see that it
+        answers; None when it cannot be told (or the agent has no fixed API)."""
+        return None
+
     def version_argv(self) -> tuple[str, ...] | None:
         """Command printing the program's version, for `doctor`."""
         return (self.program, "--version") if self.program else None

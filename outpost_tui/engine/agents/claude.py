@@ -17,6 +17,7 @@ import json
 import os
 import re
 from dataclasses import replace
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Mapping
 
@@ -24,10 +25,10 @@ from ..events import EventKind
 from ..spec import CandidateSpec, Price
 from ..usage import Usage
 from ..reachability import retry_cause
-from .agentcli import CliDecoder, as_argument, as_dict, as_list, count, log, money, short
+from .agentcli import CliDecoder, as_argument, as_dict, as_list, count, first_line, log, money, short
 from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext, brief_fits_inline
 from .prices import cost_of, price_for, price_note, with_estimated_cost
-from .quota_time import from_epoch
+from .quota_time import from_epoch, iso_utc, parse_reset
 
 # The tools a candidate may use unless its race file says otherwise: file tools that Claude Code
 # 2.1.328 has (its init event lists "Read", "Edit", "Write", "NotebookEdit", ...; the older "Glob",
@@ -64,6 +65,7 @@ class ClaudeDecoder(CliDecoder):
         self._tools: dict[str, tuple[str, str | None]] = {}  # tool_use id -> (name, edited path)
         self._final: Usage | None = None
         self._streaming: str | None = None  # the message id partial events belong to
+        self._retry_after: tuple[datetime, int] | None = None  # (when, delay ms) of the last 429 retry
         self.allowed_tools = DEFAULT_ALLOWED_TOOLS if candidate.allowed_tools is None else candidate.allowed_tools
         self.permission_denials: list[str] = []
 
@@ -129,6 +131,10 @@ class ClaudeDecoder(CliDecoder):
                 what += f", {error}"
             text = (f"{cause} ({what}); retrying in {delay_ms} ms "
                     f"(attempt {attempt} of {message.get('max_retries') or '?'})")
+            if status == 429:
+                # With an API key a 429 carries no reset time; the delay Claude waits is the
+                # API's retry-after, the best reset time there is if the retries run out.
+                self._retry_after = (self.clock(), delay_ms)
             return [AgentEvent(EventKind.RETRY, {"message": text, "retry": attempt, "delay_ms": delay_ms,
                                                  "cause": cause, "status": status})]
         if isinstance(subtype, str) and subtype in _QUIET_SYSTEM:
@@ -166,6 +172,12 @@ class ClaudeDecoder(CliDecoder):
             return [log(text or error), *self.note_quota(text or error.replace("_", " "))]
         self.errors.append(f"{error}: {text}" if text else error)
         return [log(text or error)]
+
+    def note_quota(self, message: str, reset_at: str | None = None) -> list[AgentEvent]:
+        if reset_at is None and parse_reset(first_line(message), self.clock()) is None and self._retry_after:
+            _, delay_ms = self._retry_after
+            reset_at = iso_utc(self.clock() + timedelta(milliseconds=delay_ms))
+        return super().note_quota(message, reset_at)
 
     def _stream_event(self, message: dict) -> list[AgentEvent]:
         # With --include-partial-messages the API's own events arrive as they stream: message_start
@@ -339,6 +351,11 @@ class ClaudeAgent(AgentAdapter):
 
     def decoder(self, candidate: CandidateSpec, prices: Mapping[str, Price] | None = None) -> Decoder:
         return ClaudeDecoder(candidate, prices)
+
+    def api_endpoint(self, env: Mapping[str, str], home: Path) -> str | None:
+        if env.get("CLAUDE_CODE_USE_BEDROCK") or env.get("CLAUDE_CODE_USE_VERTEX"):
+            return None
+        return env.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com"
 
     @staticmethod
     def auth_status(env: Mapping[str, str], home: Path) -> tuple[bool | None, str]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import tomllib
 from pathlib import Path
 from typing import Mapping
 
@@ -24,9 +25,10 @@ from ..events import EventKind
 from ..spec import CandidateSpec, Price
 from ..usage import Usage
 from ..reachability import OVERLOADED, retry_cause
-from .agentcli import CliDecoder, as_list, count, log, short
+from .agentcli import CliDecoder, as_list, count, first_line, log, short
 from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext
 from .prices import price_note, with_estimated_cost
+from .quota_time import after_minute, has_seconds, parse_reset
 
 _QUOTA_TEXT = re.compile(
     r"hit your usage limit|out of credits|hit your spend cap|quota exceeded|insufficient_quota"
@@ -42,6 +44,7 @@ _LAST_STATUS = re.compile(r"(?:last status|unexpected status):?\s*(\d{3})", re.I
 # The model this Codex version uses when neither the race file nor its config names one
 # (`codex exec --json` never says which model it used, so the engine passes it explicitly).
 DEFAULT_MODEL = "gpt-6.1-sol"
+_CLOCK_IN_TEXT = re.compile(r"\d:\d{2}\s*(?:[ap]\.?m)?", re.IGNORECASE)
 _CONFIG_MODEL = re.compile(r'^\s*model\s*=\s*"([^"]+)"', re.MULTILINE)
 _RETRY_COUNT = re.compile(r"(\d+)\s*/\s*(\d+)")
 _RETRY_DELAY = re.compile(r"in\s+(\d+(?:\.\d+)?)\s*(ms|s)\b", re.IGNORECASE)
@@ -185,6 +188,16 @@ class CodexDecoder(CliDecoder):
         self.errors.append(message)
         return [log(f"error: {message}")]
 
+    def note_quota(self, message: str, reset_at: str | None = None) -> list[AgentEvent]:
+        if reset_at is None:
+            # Codex prints its reset time cut to the minute ("try again at 3:09 PM" for 3:09:19):
+            # taken as the end of that minute, so a rerun is never started early. Seconds, when
+            # the message gives them, are kept as they are.
+            reset_at = parse_reset(first_line(message), self.clock())
+            if reset_at is not None and _CLOCK_IN_TEXT.search(message) and not has_seconds(message):
+                reset_at = after_minute(reset_at)
+        return super().note_quota(message, reset_at)
+
     def finalise_usage(self, exit_code: int) -> None:
         if not self.turn_completed and self._items_seen:
             # The turn did work but never reported its tokens: what we show is a lower bound.
@@ -216,6 +229,25 @@ class CodexAgent(AgentAdapter):
 
     def decoder(self, candidate: CandidateSpec, prices: Mapping[str, Price] | None = None) -> Decoder:
         return CodexDecoder(candidate, prices)
+
+    def api_endpoint(self, env: Mapping[str, str], home: Path) -> str | None:
+        """The configured provider's base_url (this version ignores OPENAI_BASE_URL), else OpenAI's
+        API with an API key, else the ChatGPT backend a `codex login` uses."""
+        codex_home = Path(env["CODEX_HOME"]) if env.get("CODEX_HOME") else home / ".codex"
+        try:
+            config = tomllib.loads((codex_home / "config.toml").read_text(errors="replace"))
+        except (OSError, tomllib.TOMLDecodeError):
+            config = {}
+        provider = config.get("model_provider")
+        providers = config.get("model_providers") if isinstance(config.get("model_providers"), dict) else {}
+        chosen = providers.get(provider) if isinstance(provider, str) else None
+        if isinstance(chosen, dict) and isinstance(chosen.get("base_url"), str):
+            return chosen["base_url"]
+        if provider not in (None, "openai"):
+            return None  # a built-in provider other than OpenAI (e.g. a local one): not known here
+        if env.get("CODEX_API_KEY") or env.get("OPENAI_API_KEY"):
+            return "https://api.openai.com/v1"
+        return "https://chatgpt.com/backend-api/codex"
 
     @staticmethod
     def auth_status(env: Mapping[str, str], home: Path) -> tuple[bool | None, str]:

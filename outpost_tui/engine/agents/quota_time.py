@@ -47,8 +47,8 @@ _DATE = re.compile(
     re.IGNORECASE,
 )
 _CLOCK = re.compile(
-    r"(?<![\d:])(?P<h>\d{1,2})(?::(?P<mi>\d{2}))?\s*(?P<ampm>[ap])\.?\s?m\b\.?"
-    r"|(?<![\d:])(?P<h24>\d{1,2}):(?P<mi24>\d{2})(?![\d:])",
+    r"(?<![\d:])(?P<h>\d{1,2})(?::(?P<mi>\d{2})(?::(?P<s>\d{2}))?)?\s*(?P<ampm>[ap])\.?\s?m\b\.?"
+    r"|(?<![\d:])(?P<h24>\d{1,2}):(?P<mi24>\d{2})(?::(?P<s24>\d{2}))?(?![\d:])",
     re.IGNORECASE,
 )
 _ZONE = re.compile(r"\(([^)]+)\)|\b(UTC|GMT|Z)\b")
@@ -141,18 +141,18 @@ def _from_clock(fragment: str, now: datetime, default_zone: str) -> str | None:
     if zone is None:
         return None
     if clock.group("h24") is not None:
-        hour, minute = int(clock.group("h24")), int(clock.group("mi24"))
+        hour, minute, second = int(clock.group("h24")), int(clock.group("mi24")), int(clock.group("s24") or 0)
     else:
-        hour, minute = int(clock.group("h")), int(clock.group("mi") or 0)
+        hour, minute, second = int(clock.group("h")), int(clock.group("mi") or 0), int(clock.group("s") or 0)
         if not 1 <= hour <= 12:
             return None
         hour = hour % 12 + (12 if clock.group("ampm").lower() == "p" else 0)
-    if hour > 23 or minute > 59:
+    if hour > 23 or minute > 59 or second > 59:
         return None
     local_now = now.astimezone(zone)
     date = _DATE.search(fragment)
     if date is None:
-        candidate = _at(local_now.year, local_now.month, local_now.day, hour, minute, zone)
+        candidate = _at(local_now.year, local_now.month, local_now.day, hour, minute, zone, second)
         if candidate is None:
             return None
         if candidate <= now:
@@ -160,18 +160,18 @@ def _from_clock(fragment: str, now: datetime, default_zone: str) -> str | None:
         return iso_utc(candidate)
     month, day = _MONTHS[date.group("month")[:3].lower()], int(date.group("day"))
     if date.group("year"):
-        candidate = _at(int(date.group("year")), month, day, hour, minute, zone)
+        candidate = _at(int(date.group("year")), month, day, hour, minute, zone, second)
         return iso_utc(candidate) if candidate else None
     for year in (local_now.year, local_now.year + 1, local_now.year + 4):  # + 4: Feb 29
-        candidate = _at(year, month, day, hour, minute, zone)
+        candidate = _at(year, month, day, hour, minute, zone, second)
         if candidate is not None and candidate > now:
             return iso_utc(candidate)
     return None
 
 
-def _at(year: int, month: int, day: int, hour: int, minute: int, zone) -> datetime | None:
+def _at(year: int, month: int, day: int, hour: int, minute: int, zone, second: int = 0) -> datetime | None:
     try:
-        return datetime(year, month, day, hour, minute, tzinfo=zone)
+        return datetime(year, month, day, hour, minute, second, tzinfo=zone)
     except ValueError:
         return None
 
@@ -179,3 +179,16 @@ def _at(year: int, month: int, day: int, hour: int, minute: int, zone) -> dateti
 def _at_next_day(moment: datetime, zone) -> datetime:
     # Wall-clock arithmetic in the zone, so a DST change does not shift the hour.
     return (moment.replace(tzinfo=None) + timedelta(days=1)).replace(tzinfo=zone)
+
+
+def has_seconds(text: str) -> bool:
+    """Whether the clock time in `text` gives its seconds ("3:09:19 PM")."""
+    clock = _CLOCK.search(text or "")
+    return bool(clock and (clock.group("s") or clock.group("s24")))
+
+
+def after_minute(reset_at: str) -> str:
+    """The end of the minute `reset_at` names: for a time printed cut to the minute, the first
+    moment that is surely not before the real reset."""
+    moment = datetime.strptime(reset_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    return iso_utc(moment.replace(second=0) + timedelta(minutes=1))

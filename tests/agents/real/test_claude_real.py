@@ -13,11 +13,13 @@ import sys
 import textwrap
 import threading
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import anyio
 
 from outpost_tui.engine import BudgetSpec, CandidateSpec, build_spec, run_race_async
+from outpost_tui.engine.agents.quota_time import from_epoch
 from outpost_tui.engine.events import EventKind
 from outpost_tui.engine.flightlog import read_flight_log
 from tests.agents.real.conftest import claude_env, closed_port_url, project
@@ -199,3 +201,69 @@ def test_no_model_server_at_all_fails_soon_with_the_network_reason(tmp_path, age
     assert "network, the agent is retrying" in stderr and "rate limited" not in stderr
     assert took < 60  # claude alone retries for about 3 minutes
     assert claude["usage"]["complete"] is False and claude["usage"]["output"] == 0
+
+
+RATE_LIMITED = {"type": "error", "error": {"type": "rate_limit_error",
+                                           "message": "Number of request tokens has exceeded your per-minute rate limit"}}
+
+
+def test_a_subscription_limit_stops_claude_with_its_exact_reset_time(tmp_path, model_server, agent_home):
+    project(tmp_path)
+    reset = int(time.time()) + 3723  # seconds included: they must survive
+    limited = Step(status=429, error=RATE_LIMITED, headers={
+        "anthropic-ratelimit-unified-status": "rejected", "anthropic-ratelimit-unified-reset": str(reset),
+        "anthropic-ratelimit-unified-representative-claim": "five_hour"})
+    model_server.steps = [limited] * 3
+    env = {**claude_env(model_server, agent_home), "CLAUDE_CODE_OAUTH_TOKEN": "stand-in-token"}
+    env.pop("ANTHROPIC_API_KEY")
+    code, result, stderr = run(tmp_path, race_file(tmp_path), env)
+
+    claude = result["candidates"][0]
+    assert result["status"] == "quota" and claude["status"] == "quota", stderr
+    assert claude["quota"]["reset_at"] == from_epoch(reset)
+    assert claude["quota"]["message"] == "five hour limit reached"
+    assert claude["error"] == f"quota: five hour limit reached (resets {from_epoch(reset)})"
+    assert "quota: quota" not in stderr and "quota: quota" not in claude["error"]
+
+
+def test_an_api_key_rate_limit_takes_its_reset_from_the_retry_after_claude_reports(
+        tmp_path, model_server, agent_home):
+    project(tmp_path)
+    model_server.steps = [Step(status=429, error=RATE_LIMITED, headers={"retry-after": "2"})] * 3
+    env = {**claude_env(model_server, agent_home), "CLAUDE_CODE_MAX_RETRIES": "1"}
+    before = datetime.now(timezone.utc).replace(microsecond=0)
+    code, result, stderr = run(tmp_path, race_file(tmp_path), env)
+    after = datetime.now(timezone.utc)
+
+    claude = result["candidates"][0]
+    assert claude["status"] == "quota", stderr
+    assert claude["quota"]["message"].startswith("API Error: Request rejected (429)")
+    reset = datetime.fromisoformat(claude["quota"]["reset_at"].replace("Z", "+00:00"))
+    assert before + timedelta(seconds=2) <= reset <= after + timedelta(seconds=3)
+    assert "rate limited, the agent is retrying: rate limited (HTTP 429, rate_limit)" in stderr
+
+
+def test_an_api_key_rate_limit_without_retries_says_the_reset_time_is_unknown(
+        tmp_path, model_server, agent_home):
+    project(tmp_path)
+    model_server.steps = [Step(status=429, error=RATE_LIMITED)]
+    env = {**claude_env(model_server, agent_home), "CLAUDE_CODE_MAX_RETRIES": "0"}
+    code, result, stderr = run(tmp_path, race_file(tmp_path), env)
+
+    claude = result["candidates"][0]
+    assert claude["status"] == "quota" and claude["quota"]["reset_at"] is None, stderr
+    assert "(resets unknown)" in stderr
+
+
+def test_a_transient_429_is_a_retry_not_a_quota_and_claude_goes_on_to_win(tmp_path, model_server, agent_home):
+    project(tmp_path)
+    model_server.steps = [Step(status=429, error=RATE_LIMITED, headers={"retry-after": "0"}),
+                          *fix_and_commit()]
+    code, result, stderr = run(tmp_path, race_file(tmp_path), claude_env(model_server, agent_home))
+
+    claude = result["candidates"][0]
+    assert code == 0 and claude["status"] == "winner", stderr
+    assert claude["quota"] is None and "quota" not in stderr
+    assert "claude#1 rate limited, the agent is retrying: rate limited (HTTP 429, rate_limit)" in stderr
+    served = totals(model_server.billed())
+    assert {k: claude["usage"][k] for k in served} == served

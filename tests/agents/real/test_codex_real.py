@@ -15,6 +15,7 @@ import textwrap
 import time
 from pathlib import Path
 
+from outpost_tui.engine.agents.quota_time import from_epoch
 from outpost_tui.engine.flightlog import read_flight_log
 from tests.agents.real.conftest import closed_port_url, codex_env, project
 from tests.agents.real.model_server import Step, Tokens
@@ -138,3 +139,50 @@ def test_no_model_server_at_all_fails_soon_with_the_network_reason(tmp_path, age
     assert "network, the agent is retrying" in stderr and "quota" not in stderr
     assert took < 45
     assert codex["usage"]["complete"] is False
+
+
+RATE_LIMITED = {"error": {"type": "rate_limit_exceeded", "code": "rate_limit_exceeded",
+                          "message": "Rate limit reached for requests"}}
+
+
+def test_a_usage_limit_stops_codex_never_before_it_resets(tmp_path, model_server, agent_home):
+    project(tmp_path)
+    resets = int(time.time()) + 3719
+    model_server.steps = [Step(status=429, error={"error": {
+        "type": "usage_limit_reached", "message": "The usage limit has been reached", "plan_type": "plus",
+        "resets_at": resets, "resets_in_seconds": 3719}})]
+    code, result, stderr = run(tmp_path, race_file(tmp_path), codex_env(model_server.url, agent_home))
+
+    codex = result["candidates"][0]
+    assert result["status"] == "quota" and codex["status"] == "quota", stderr
+    assert codex["quota"]["message"].startswith("You’ve hit your usage limit.")
+    # Codex prints the time cut to the minute; the end of that minute is never early.
+    minute_end = (resets // 60 + 1) * 60
+    assert codex["quota"]["reset_at"] == from_epoch(minute_end)
+    assert "quota: quota" not in stderr
+
+
+def test_a_transient_429_is_a_retry_not_a_quota_and_codex_goes_on_to_win(tmp_path, model_server, agent_home):
+    project(tmp_path)
+    model_server.steps = [Step(status=429, error=RATE_LIMITED, headers={"retry-after": "0"}),
+                          *fix_and_commit()]
+    code, result, stderr = run(tmp_path, race_file(tmp_path),
+                               codex_env(model_server.url, agent_home, retries=1))
+
+    codex = result["candidates"][0]
+    assert code == 0 and codex["status"] == "winner", stderr
+    assert codex["quota"] is None and "quota" not in stderr
+    assert ("codex#1 rate limited, the agent is retrying: Reconnecting... 1/1 "
+            "(exceeded retry limit, last status: 429") in stderr
+
+
+def test_429s_until_its_retries_run_out_end_codex_as_quota_without_a_reset_time(
+        tmp_path, model_server, agent_home):
+    project(tmp_path)
+    model_server.steps = [Step(status=429, error=RATE_LIMITED)] * 4
+    code, result, stderr = run(tmp_path, race_file(tmp_path), codex_env(model_server.url, agent_home))
+
+    codex = result["candidates"][0]
+    assert codex["status"] == "quota", stderr
+    assert codex["quota"]["reset_at"] is None and "(resets unknown)" in stderr
+    assert "429" in codex["quota"]["message"]
