@@ -713,8 +713,12 @@ class Race:
         record.finished_at = time.time()
         attempt.phase = Phase.SETTLED
         await self._save()
-        self.bus.emit(EventKind.SETTLED, attempt.key, attempt.number, status=str(record.status),
-                      reason=record.error, commit=record.commit,
+        shown, why = str(record.status), record.error
+        if self._awaits_decision(attempt):
+            # Best of N: it passed and waits for the others' scores; the decision settles it.
+            shown, why = "passed", f"score {record.score:g}, waiting for the decision"
+        self.bus.emit(EventKind.SETTLED, attempt.key, attempt.number, status=shown,
+                      reason=why, commit=record.commit,
                       retained_directory=record.retained_directory)
         attempt.settled.set()
 
@@ -750,22 +754,36 @@ class Race:
 
     # ------------------------------------------------------------------ end of the race
 
+    def _awaits_decision(self, attempt: Attempt) -> bool:
+        record = attempt.record
+        return (self.spec.select == "best" and attempt.accepted and record.score is not None
+                and record.status is CandidateStatus.REJECTED and record.error is None)
+
     def _select_best(self) -> None:
-        if (self.spec.select != "best" or self._winner is not None or self._aborted
-                or self.accounting.stops_race):
+        if self.spec.select != "best":
             return
+        waiting = [a for a in sorted(self.attempts.values(), key=lambda a: a.index)
+                   if self._awaits_decision(a)]
         best: Attempt | None = None
-        for attempt in sorted(self.attempts.values(), key=lambda a: a.index):
-            record = attempt.record
-            if (record.status is CandidateStatus.REJECTED and attempt.accepted
-                    and record.cleanup == "done" and record.score is not None
-                    and (best is None or record.score > best.record.score)):
-                best = attempt
+        if self._winner is None and not self._aborted and not self.accounting.stops_race:
+            for attempt in waiting:
+                if attempt.record.cleanup == "done" and (best is None or attempt.record.score > best.record.score):
+                    best = attempt
         if best is not None:
             self._set_winner(best, "score")
             best.record.status = CandidateStatus.WINNER
             self.bus.emit(EventKind.SETTLED, best.key, best.number, status="winner",
                           reason=f"highest score {best.record.score:g}", commit=best.record.commit)
+        for attempt in waiting:
+            if attempt is best:
+                continue
+            record = attempt.record
+            if best is not None:
+                record.error = f"passed with score {record.score:g}; {best.key} scored {best.record.score:g}"
+            else:
+                record.error = f"passed with score {record.score:g}, but no winner was chosen"
+            self.bus.emit(EventKind.SETTLED, attempt.key, attempt.number, status=str(record.status),
+                          reason=record.error, commit=record.commit)
 
     def _race_status(self) -> RaceStatus:
         records = [a.record for a in self.attempts.values()]

@@ -225,3 +225,53 @@ def test_huge_lines_are_decoded_or_cut_without_breaking_the_stream():
     cut = [line for e in of_kind(events, "log") for line in e["lines"] if line.startswith("plain ")]
     assert len(cut) == 1 and len(cut[0]) < 4100 and cut[0].endswith("chars cut]")
     assert decoder.finish(0, "").ok and decoder.usage.cost_usd == 0.1843
+
+
+def test_system_lines_of_every_kind_read_as_one_line_and_retries_name_their_cause():
+    decoder = claude()
+    events = feed(decoder, [
+        '{"type":"system","subtype":"status","status":"requesting","session_id":"s","uuid":"u"}',
+        '{"type":"system","subtype":"permission_denied","tool_name":"Bash","tool_input":{"command":"rm -rf /"},'
+        '"reason":"not allowed","session_id":"s","uuid":"u"}',
+        '{"type":"system","subtype":"compact_boundary","compact_metadata":{"trigger":"auto","pre_tokens":9000}}',
+        '{"type":"system","subtype":"api_retry","attempt":2,"max_retries":10,"retry_delay_ms":1200,'
+        '"error_status":null,"error":"unknown"}',
+        '{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":600,'
+        '"error_status":529,"error":"overloaded_error"}',
+    ])
+    lines = [line for e in of_kind(events, "log") for line in e["lines"]]
+    assert lines == [
+        'permission denied: tool_name=Bash, tool_input={"command": "rm -rf /"}, reason=not allowed',
+        'compact boundary: compact_metadata={"pre_tokens": 9000, "trigger": "auto"}']
+    assert not any(line.lstrip().startswith("{") for line in lines)  # never raw JSON
+    network, overloaded = of_kind(events, "retry")
+    assert network["cause"] == "network" and network["message"] == \
+        "network (no answer); retrying in 1200 ms (attempt 2 of 10)"
+    assert overloaded["cause"] == "overloaded" and overloaded["message"] == \
+        "overloaded (HTTP 529, overloaded_error); retrying in 600 ms (attempt 1 of 10)"
+
+
+def test_max_turns_names_the_limit_the_race_file_set():
+    decoder = claude(max_turns=2)
+    feed(decoder, ['{"type":"result","subtype":"error_max_turns","is_error":true,"num_turns":3,'
+                   '"total_cost_usd":0.01}'])
+    assert decoder.finish(1, "").reason == "max turns reached (max_turns = 2)"
+
+
+def test_live_usage_comes_from_the_partial_message_events():
+    decoder = claude()
+    feed(decoder, [
+        '{"type":"stream_event","event":{"type":"message_start","message":{"id":"msg_1","model":'
+        '"claude-sonnet-5-5","usage":{"input_tokens":11,"cache_read_input_tokens":22,'
+        '"cache_creation_input_tokens":33,"output_tokens":1}}}}',
+        '{"type":"assistant","message":{"id":"msg_1","model":"claude-sonnet-5-5","content":[{"type":"text",'
+        '"text":"hi"}],"usage":{"input_tokens":11,"cache_read_input_tokens":22,'
+        '"cache_creation_input_tokens":33,"output_tokens":1}}}',
+        '{"type":"stream_event","event":{"type":"message_delta","delta":{"stop_reason":"end_turn"},'
+        '"usage":{"input_tokens":11,"cache_read_input_tokens":22,"cache_creation_input_tokens":33,'
+        '"output_tokens":44}},"api_message_id":"msg_1"}',
+    ])
+    live = decoder.usage
+    assert (live.input, live.cached, live.cache_write, live.output) == (11, 22, 33, 44)
+    # claude-sonnet-5-5 is in no table: priced as its family, an estimate, never $0
+    assert live.estimated and live.cost_usd == round((11 * 3 + 22 * 0.3 + 33 * 3.75 + 44 * 15) / 1e6, 6)

@@ -273,14 +273,23 @@ def test_best_of_n_highest_score_wins_ties_to_earliest(repo):
     spec = build_spec(repository=repo, candidates=[
         cmd(k, "--write", f"{k}.txt", "--commit") for k in "abcd"],
         validate=["true"], score=lambda context: scores[context.key])
-    result = run_race(spec)
+    settled = []
+    result = run_race(spec, on_event=lambda e: settled.append((e.key, e.data["status"], e.data["reason"]))
+                      if e.kind is EventKind.SETTLED else None)
     assert result.status is RaceStatus.WINNER
     assert result.winner.key == "b"
     assert result.winner.decided_by == "score"
     by_key = {c.key: c for c in result.candidates}
     assert by_key["a"].status is CandidateStatus.REJECTED and by_key["a"].score == 2.0
+    assert by_key["a"].error == "passed with score 2; b scored 5"
     assert by_key["c"].status is CandidateStatus.REJECTED
     assert by_key["d"].status is CandidateStatus.FAILED and "finite" in by_key["d"].error
+    # While the others are scored, one that passed is shown as passed, never "rejected" first.
+    for key, score in (("a", 2), ("b", 5), ("c", 5)):
+        shown = [(status, reason) for k, status, reason in settled if k == key]
+        assert shown[0] == ("passed", f"score {score}, waiting for the decision")
+    assert [s for k, s, _ in settled if k == "b"] == ["passed", "winner"]
+    assert [s for k, s, _ in settled if k == "a"] == ["passed", "rejected"]
 
 
 def test_best_of_n_score_command(repo):

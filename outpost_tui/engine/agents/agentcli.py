@@ -189,10 +189,7 @@ class CliDecoder(Decoder):
                     self.note_quota(line)
                     break
         if self.quota is not None:
-            reason = f"quota: {self.quota.message}"
-            if self.quota.reset_at:
-                reason += f" (resets {self.quota.reset_at})"
-            return AgentOutcome(False, reason, self.quota, self.result)
+            return AgentOutcome(False, self.quota.reason(), self.quota, self.result)
         return AgentOutcome(False, self.failure_reason(exit_code, stderr_tail), None, self.result)
 
     def failure_reason(self, exit_code: int, stderr_tail: str) -> str:

@@ -85,6 +85,14 @@ class Quota:
     def to_json(self) -> dict:
         return {"message": self.message, "reset_at": self.reset_at}
 
+    def reason(self) -> str:
+        """One line for the candidate's error: "quota: <message> (resets <when>)", the word said once
+        ("Quota exceeded. ..." reads "quota: exceeded. ...")."""
+        message = self.message
+        if message[:5].lower() == "quota":
+            message = message[5:].lstrip(" :") or "reached"
+        return f"quota: {message}" + (f" (resets {self.reset_at})" if self.reset_at else "")
+
 
 # The agent's final message is kept on the agent-exited event and in the result JSON: enough to
 # read what it says it did, without an essay-length message swelling every saved result.
@@ -161,7 +169,7 @@ class Decoder:
     def finish(self, exit_code: int, stderr_tail: str) -> AgentOutcome:
         """The outcome once the process has exited; may replace self.usage with final figures."""
         if self.quota is not None:
-            return AgentOutcome(False, f"quota: {self.quota.message}", self.quota, self.result)
+            return AgentOutcome(False, self.quota.reason(), self.quota, self.result)
         if exit_code != 0:
             detail = self.failure or _last_line(stderr_tail)
             reason = f"agent exited with code {exit_code}" + (f": {detail}" if detail else "")
