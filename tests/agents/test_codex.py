@@ -149,6 +149,30 @@ def test_capacity_and_reconnect_errors_are_retries_and_the_run_succeeds():
     assert decoder.finish(0, "").ok
 
 
+def test_a_reconnect_after_429s_is_a_rate_limit_retry_not_a_quota():
+    # Captured from Codex 0.169.0: a 429 it recovered from.
+    decoder = codex()
+    events = feed(decoder, transcript("codex_reconnect_429.jsonl"))
+    assert [(r["cause"], r["retry"]) for r in of_kind(events, "retry")] == [("rate limited", 1)]
+    assert "quota" not in kinds(events) and decoder.quota is None
+    assert decoder.finish(0, "").ok
+
+
+def test_waiting_for_network_is_a_network_retry():
+    # Captured from Codex 0.169.0 with no server: it reconnects for ever.
+    events = feed(codex(), transcript("codex_offline.jsonl"))
+    assert [r["cause"] for r in of_kind(events, "retry")] == ["network", "network"]
+
+
+def test_an_own_commit_message_is_kept_for_the_commit_made_on_its_behalf():
+    decoder = codex()
+    feed(decoder, ['{"type":"item.completed","item":{"id":"item_1","type":"command_execution",'
+                   '"command":"/bin/bash -lc \'git add -A && git commit -qm \\"Fix add()\\" -m \\"It returned '
+                   'a - b.\\"\'","aggregated_output":"fatal: Unable to create \'/r/.git/index.lock\': Read-only '
+                   'file system\\n","exit_code":128,"status":"failed"}}'])
+    assert decoder.commit_message == "Fix add()\n\nIt returned a - b."
+
+
 def test_not_logged_in_and_other_failures():
     decoder = codex()
     feed(decoder, transcript("codex_not_logged_in.jsonl"))

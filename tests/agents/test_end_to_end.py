@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -417,3 +418,56 @@ def test_headless_human_output_shows_what_the_winner_said(tmp_path):
     assert lines[-3].split("] ", 1)[1].startswith("race winner: claude on ")
     assert lines[-2].split("] ", 1)[1].startswith("merge it with: git -C ")
     assert done.stdout == ""
+
+
+def unreachable_race(tmp_path: Path, budget: str) -> Path:
+    path = tmp_path / "race.toml"
+    path.write_text(textwrap.dedent(f"""\
+        [race]
+        repository = "project"
+        brief = {json.dumps(BRIEF)}
+
+        [budget]
+        {budget}
+
+        [validate]
+        command = ["python3", "-m", "unittest", "-q"]
+
+        [[candidates]]
+        key = "codex"
+        agent = "codex"
+        """))
+    return path
+
+
+def test_an_agent_that_cannot_reach_its_api_fails_after_the_unreachable_timeout(tmp_path):
+    project(tmp_path)
+    bin_dir = tmp_path / "bin"
+    # Codex offline reconnects for ever; this one then waits (at most a minute) for a file that
+    # never comes, so only the engine's limit can end it in seconds.
+    write_fake(bin_dir, "codex", record=tmp_path / "codex.json", transcript_name="codex_offline.jsonl",
+               wait_for=tmp_path / "never")
+    race = unreachable_race(tmp_path, "candidate_timeout = 120\n        unreachable_timeout = 1")
+    started = time.monotonic()
+    code, result, stderr = run_race(tmp_path, race, bin_dir)
+    assert time.monotonic() - started < 45
+    codex = candidate(result, "codex")
+    assert code == 1 and codex["status"] == "failed", stderr
+    assert codex["error"] == ("cannot reach the model API (Reconnecting... waiting for network "
+                              "(Connection failed: error sending request)) for 1s")
+    assert "codex#1 network, the agent is retrying: Reconnecting... waiting for network" in stderr
+    assert "codex#1 agent stopped after" in stderr
+    assert codex["usage"]["complete"] is False
+
+
+def test_a_timeout_while_the_api_is_unreachable_says_so(tmp_path):
+    project(tmp_path)
+    bin_dir = tmp_path / "bin"
+    write_fake(bin_dir, "codex", record=tmp_path / "codex.json", transcript_name="codex_offline.jsonl",
+               wait_for=tmp_path / "never")
+    race = unreachable_race(tmp_path, "candidate_timeout = 2\n        unreachable_timeout = 600")
+    code, result, stderr = run_race(tmp_path, race, bin_dir)
+    codex = candidate(result, "codex")
+    assert codex["status"] == "failed", stderr
+    assert codex["error"] == ("agent timed out after 2s (cannot reach the model API: Reconnecting... "
+                              "waiting for network (Connection failed: error sending request))")
