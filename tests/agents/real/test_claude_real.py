@@ -267,3 +267,19 @@ def test_a_transient_429_is_a_retry_not_a_quota_and_claude_goes_on_to_win(tmp_pa
     assert "claude#1 rate limited, the agent is retrying: rate limited (HTTP 429, rate_limit)" in stderr
     served = totals(model_server.billed())
     assert {k: claude["usage"][k] for k in served} == served
+
+
+def test_an_output_budget_stops_claude_mid_run_on_its_live_figures(tmp_path, model_server, agent_home):
+    project(tmp_path)
+    held = threading.Event()  # the second reply never finishes: only the budget can end the run
+    model_server.steps = [Step(text="Looking.", tool="Bash", tool_input={"command": "git status"},
+                               tokens=Tokens(input=10, cached=20, cache_write=30, output=150)),
+                          Step(text="Still going", tokens=Tokens(input=5, output=900), hold=held)]
+    race = race_file(tmp_path, extra="tokens = { output = 100 }")
+    code, result, stderr = run(tmp_path, race, claude_env(model_server, agent_home))
+
+    claude = result["candidates"][0]
+    assert result["status"] == "budget-exhausted" and claude["status"] == "cancelled", stderr
+    assert result["error"].startswith("token budget exhausted: output 15"), result["error"]
+    # Stopped on the first reply's real output (150, not the placeholder 1) before any result line.
+    assert claude["usage"]["output"] >= 150 and claude["usage"]["complete"] is False
