@@ -35,6 +35,7 @@ from .processes import Occupant, occupants
 ARCHIVE_PREFIX = "refs/outpost/archive"
 MANIFEST_MARKER = "outpost-archive-manifest: "
 REMOVING = "removing"  # .outpost/recovery/removing-*: directories renamed aside on their way out
+CHANGED = "changed"  # .outpost/recovery/changed-*: written to after their check; never deleted by us
 _ZERO = "0" * 40
 _GIT_TIMEOUT = 600.0
 
@@ -428,9 +429,12 @@ def archive_and_remove(root: Path | str, directory: Path | str, attempt: Attempt
     # byte is deleted: the directory then stays aside, whole, and the error says where.
     changed = _written_since(root, aside, archived, left_out)
     if changed is not None:
+        # out of the removing-* names, which a later prune deletes as finished business
+        kept = aside.with_name(f"{CHANGED}-{top.name}-{uuid.uuid4().hex[:8]}")
+        os.rename(aside, kept)
         raise ArchiveError(f"{changed} changed while {top} was being removed: nothing was deleted, the "
-                           f"directory is kept whole at {aside} (its archive {archived.commit[:12]} "
-                           "holds the rest)")
+                           f"directory is kept whole at {kept} (its archive {archived.commit[:12]} "
+                           "holds what was checked)")
     shutil.rmtree(aside)
     return Removal(str(top), archived, freed)
 

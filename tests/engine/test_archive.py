@@ -178,3 +178,23 @@ def test_a_write_after_the_check_keeps_the_directory_whole(repo, busy_worktree):
     assert a._written_since(repo, directory, archived, left_out) is None
     (directory / "new dir" / "late.txt").write_text("written after the check\n")
     assert a._written_since(repo, directory, archived, left_out) == "new dir/late.txt"
+
+
+def test_a_write_in_the_last_moment_is_kept_whole_and_never_pruned(repo, busy_worktree, monkeypatch):
+    attempt, directory = busy_worktree
+    real_verify = a.verify
+    calls = []
+
+    def verify_then_write(root, top, archived):
+        left_out = real_verify(root, top, archived)
+        calls.append(top)
+        if len(calls) == 2:  # the check right before the rename: someone writes just after it
+            (Path(top) / "late.txt").write_text("written in the window\n")
+        return left_out
+
+    monkeypatch.setattr(a, "verify", verify_then_write)
+    with pytest.raises(a.ArchiveError, match=r"late.txt changed while .* nothing was deleted"):
+        a.archive_and_remove(repo, directory, attempt)
+    kept = list((repo / ".outpost" / "recovery").glob("changed-*"))
+    assert len(kept) == 1 and (kept[0] / "late.txt").read_text() == "written in the window\n"
+    assert a.leftovers(repo) == []  # a later prune does not take it for a finished removal
