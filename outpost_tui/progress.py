@@ -89,6 +89,9 @@ class ProgressPrinter:
             self._say(f"race {data['reason']}", event.at)
         elif kind is EventKind.WARNING:
             self._say(f"{who} warning: {data['message']}", event.at)
+        elif kind is EventKind.TAMPERING:
+            for change in data.get("changes", []):
+                self._say(f"{who} CHANGED YOUR REPOSITORY: {change['description']}", event.at)
         elif kind is EventKind.OPERATOR:
             self._say(f"{who} operator: {data['action']}", event.at)
         elif kind is EventKind.RACE_FINISHED:
@@ -119,6 +122,10 @@ def finish_lines(result: dict) -> list[str]:
     """The end of a headless race: status, time and spend; then how to merge the winner, or why
     each candidate did not win."""
     lines = [finish_line(result)]
+    for change in result.get("tampering") or []:
+        who = (f"{change['candidate']}#{change['attempt']}" if change.get("candidate")
+               else "during the race")
+        lines.append(f"your repository was changed ({who}): {change['description']}")
     winner = result.get("winner")
     if winner and winner.get("branch"):
         record = next((c for c in result.get("candidates", []) if c["key"] == winner["key"]), {})

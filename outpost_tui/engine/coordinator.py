@@ -20,7 +20,7 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from . import git, setup as setups
+from . import git, guard, setup as setups
 from .agents import LaunchContext, adapter_for
 from .attempt import Attempt
 from .budget import Accounting
@@ -82,6 +82,9 @@ class Race:
         self.suspended = False  # stopped by stop_resumable: the saved run stays resumable
         self._durable: Any = None  # durable.DurableRun when [durability] is enabled
         self._host_before: git.HostSnapshot | None = None
+        self._record: guard.Record | None = None  # the user's repository as the race found it
+        self._record_lock = anyio.Lock()
+        self.tampering: list[dict] = []  # what candidates changed in it (result JSON "tampering")
         self._started_at: float | None = None
         self._outpost_dir: Path | None = None
         self._cache_key: str | None = None
@@ -212,6 +215,11 @@ class Race:
             for index, candidate in enumerate(spec.candidates):
                 self._add_attempt(candidate, index, 1)
 
+        try:
+            self._record = await anyio.to_thread.run_sync(guard.take, self.repository, self.id,
+                                                          self._host_before)
+        except git.GitError as error:
+            raise RaceError(_one_line(error)) from None
         flight_log = FlightLog(runs_directory(outpost_dir) / self.id)
         unsubscribe = self.bus.subscribe(flight_log)
         try:
@@ -709,6 +717,9 @@ class Race:
             record.status = CandidateStatus.REJECTED
             if not attempt.accepted:
                 record.error = record.validation.reason
+        # its processes are gone: what it changed in the user's repository is known now, and the
+        # settings it wrote are put back before any more git runs there
+        await self._check_repository(attempt)
         await self._retain(attempt)
         record.finished_at = time.time()
         attempt.phase = Phase.SETTLED
@@ -721,6 +732,33 @@ class Race:
                       reason=why, commit=record.commit,
                       retained_directory=record.retained_directory)
         attempt.settled.set()
+
+    async def _check_repository(self, attempt: Attempt | None) -> None:
+        """Compare the user's repository with the record; report (and undo) what changed.
+
+        A change found when an attempt ends is laid to it, naming the others that were running
+        then; one found at the end of the race is nobody's in particular."""
+        if self._record is None:
+            return
+        who = f"{attempt.key}-{attempt.number}" if attempt is not None else "race"
+        async with self._record_lock:
+            try:
+                changes = await anyio.to_thread.run_sync(guard.compare, self._record, who)
+            except git.GitError as error:
+                self.bus.emit(EventKind.WARNING, attempt.key if attempt else None,
+                              attempt.number if attempt else None,
+                              message=f"could not check your repository for changes: {_one_line(error)}")
+                return
+        if not changes:
+            return
+        running = sorted(a.key for a in self.attempts.values()
+                         if a is not attempt and a.scope is not None)
+        entries = [{"candidate": attempt.key if attempt else None,
+                    "attempt": attempt.number if attempt else None,
+                    "running": running, **change.to_json()} for change in changes]
+        self.tampering += entries
+        self.bus.emit(EventKind.TAMPERING, attempt.key if attempt else None,
+                      attempt.number if attempt else None, changes=entries)
 
     async def _retain(self, attempt: Attempt) -> None:
         """Remove the worktree only when it is fully clean; the branch always stays."""
@@ -810,6 +848,7 @@ class Race:
         self._pending.clear()
         status = self._race_status()
         records = [self.attempts[c.key].record for c in self.spec.candidates]
+        await self._check_repository(None)
         host_after: git.HostSnapshot | None = None
         host_error = None
         try:
@@ -822,6 +861,15 @@ class Race:
             check = await anyio.to_thread.run_sync(git.integration_check, self.repository,
                                                    winner.branch, winner.commit)
             integration = check.to_json()
+            checkout = [t for t in self.tampering if t["checkout"]]
+            if checkout and integration["status"] != "blocked":
+                # merge-tree compared against a HEAD or checkout that changed during the race:
+                # a candidate's doing, or the user's own (the record cannot tell which)
+                who = sorted({t["candidate"] or "no candidate" for t in checkout})
+                integration.update(status="blocked", conflicts=[], reason=(
+                    f"your checkout was changed during the race (while {', '.join(who)} ran): "
+                    f"{checkout[0]['description']}; if that was you, check again with "
+                    f"`git merge-tree --write-tree HEAD {winner.branch}`"))
             if winner.commit and self.baseline:
                 try:
                     setup = self.attempts[winner.key].setup
@@ -839,7 +887,7 @@ class Race:
             error=self.accounting.exhausted if status is RaceStatus.BUDGET_EXHAUSTED else None,
             quota=self._race_quota(records) if status is RaceStatus.QUOTA else None,
             run_id=self.spec.run_id, repository=str(self.repository),
-            started_at=self._started_at, finished_at=time.time(),
+            started_at=self._started_at, finished_at=time.time(), tampering=list(self.tampering),
         )
         self._finished = True
         if self._durable is not None:

@@ -39,6 +39,9 @@ class EventKind(StrEnum):
     BUDGET_EXHAUSTED = "budget-exhausted"
     WARNING = "warning"  # payload: message (one line: something was refused or could not be done)
     OPERATOR = "operator"  # payload: action (cancel | accept | abort)
+    # payload: changes (each: candidate, attempt, running, kind, name, change, before, after, undo,
+    # restored, evidence, checkout, description): the user's repository was changed
+    TAMPERING = "tampering"
     RACE_FINISHED = "race-finished"  # payload: status, winner
 
 

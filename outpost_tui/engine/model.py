@@ -40,6 +40,7 @@ class CandidateModel:
     last_tool: str | None = None
     retrying: str | None = None
     review: list[str] = field(default_factory=list)  # what to look at before merging (winners)
+    tampering: list[str] = field(default_factory=list)  # what it changed in the user's repository
     reason: str | None = None
     quota: dict | None = None
     commit: str | None = None
@@ -77,10 +78,15 @@ class RaceModel:
         self.usage = Usage()
         self.attempts = 0
         self.budget_reason: str | None = None
+        # every change to the user's repository found so far, as one line each (the app notifies
+        # the ones it has not shown yet)
+        self.tampering: list[str] = []
         self.version = 0
 
     def __call__(self, event: Event) -> None:
         self.version += 1
+        if event.kind is EventKind.TAMPERING:
+            self._tampering(event)
         if event.key is None:
             self._race_event(event)
             return
@@ -166,6 +172,10 @@ class RaceModel:
             candidate.add_log(f"quota: {data.get('message')} (resets {data.get('reset_at') or '?'})")
         elif kind is EventKind.SCORED:
             candidate.add_log(f"score: {data.get('score')}")
+        elif kind is EventKind.TAMPERING:
+            lines = [change.get("description", "") for change in data.get("changes", [])]
+            candidate.tampering += lines
+            candidate.add_log(*(f"⚠ changed your repository: {line}" for line in lines))
         elif kind is EventKind.SETTLED:
             candidate.state = str(data.get("status"))
             candidate.reason = data.get("reason")
@@ -198,6 +208,11 @@ class RaceModel:
                           f"{said(candidate.state, candidate.reason)}")
         self.attempts = attempts
         self.usage = usage
+
+    def _tampering(self, event: Event) -> None:
+        for change in event.data.get("changes", []):
+            who = f"{event.key}#{event.attempt}" if event.key else "during the race"
+            self.tampering.append(f"{who}: {change.get('description', '')}")
 
     def _race_event(self, event: Event) -> None:
         if event.kind is EventKind.RACE_STARTED:

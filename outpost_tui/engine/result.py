@@ -126,6 +126,8 @@ class RaceResult:
     repository: str | None = None
     started_at: float | None = None
     finished_at: float | None = None
+    # what candidates changed in the user's repository (engine/guard.py), in the order found
+    tampering: list[dict] = field(default_factory=list)
 
     @property
     def winner(self) -> CandidateRecord | None:
@@ -155,6 +157,7 @@ class RaceResult:
                       "cost_unknown": self.usage.cost_unknown},
             "integration": self.integration,
             "host": self.host,
+            "tampering": [dict(entry) for entry in self.tampering],
             "error": self.error,
             "quota": self.quota,
             "started_at": self.started_at,
@@ -177,4 +180,5 @@ def race_result_from_json(data: dict) -> RaceResult:
         integration=data.get("integration"), host=data.get("host"), error=data.get("error"),
         quota=data.get("quota"), run_id=data.get("run_id"), repository=data.get("repository"),
         started_at=data.get("started_at"), finished_at=data.get("finished_at"),
+        tampering=list(data.get("tampering") or []),
     )

@@ -478,3 +478,56 @@ def test_a_planted_per_worktree_config_is_refused(repo, tmp_path):
         with pytest.raises(g.GitError, match="config.worktree"):
             operation()
     assert not marker.exists()
+
+
+def test_drivers_named_by_attributes_never_run_in_the_engines_git(repo, tmp_path):
+    """Filters, textconv and merge drivers a candidate could name (info/attributes is shared)
+    and define (in an included file the config already names) run in no call of the engine."""
+    marker = tmp_path / "ran"
+    extra = tmp_path / "included.gitconfig"
+    extra.write_text("")
+    run(repo, "config", "include.path", str(extra))
+    _, directory, baseline = new_worktree(repo)
+    assert g.is_clean(directory)  # the runner has now read the configuration once
+    # planted after that first read: the runner must notice the included file changed
+    extra.write_text(f"[filter \"evil\"]\n\tclean = sh -c 'echo clean >> {marker}; cat'\n"
+                     f"\tsmudge = sh -c 'echo smudge >> {marker}; cat'\n\trequired = true\n"
+                     f"[diff \"evil\"]\n\ttextconv = sh -c 'echo textconv >> {marker}; cat'\n"
+                     f"[merge \"evil\"]\n\tdriver = sh -c 'echo merge >> {marker}; false'\n")
+    (repo / ".git" / "info" / "attributes").write_text("* filter=evil diff=evil merge=evil\n")
+    # the candidate's change and a competing change on the host: a real three-way merge
+    (directory / "base.txt").write_text("candidate\n")
+    run(directory, "-c", "filter.evil.clean=", "-c", "filter.evil.required=false", "add", "base.txt")
+    run(directory, "-c", "filter.evil.clean=", "-c", "filter.evil.required=false",
+        "commit", "-q", "-m", "candidate")
+    candidate = run(directory, "rev-parse", "HEAD")
+    (repo / "base.txt").write_text("host\n")
+    os.utime(repo / "base.txt", (1, 1))  # stat data git must re-check by content
+    run(repo, "-c", "filter.evil.clean=", "-c", "filter.evil.required=false", "commit", "-qam", "host")
+    (repo / "base.txt").write_text("host, edited\n")
+
+    g.host_snapshot(repo)
+    g.diff(repo, baseline, candidate)
+    g.changes(repo, baseline, candidate)
+    g.has_changes(directory)
+    g.is_clean(directory)
+    run(repo, "-c", "filter.evil.clean=", "-c", "filter.evil.required=false", "checkout", "--", "base.txt")
+    check = g.integration_check(repo, g.branch_name("race1", "alpha", 1), candidate)
+    _, other, _ = new_worktree(repo, "beta")
+    g.remove_worktree(repo, other)
+
+    assert not marker.exists(), marker.read_text()
+    assert check.status == "conflict"  # the driver is replaced by one that always conflicts
+
+
+def test_the_engines_git_ignores_git_variables_of_its_environment(repo, tmp_path, monkeypatch):
+    elsewhere = make_repo(tmp_path / "elsewhere")
+    monkeypatch.setenv("GIT_DIR", str(elsewhere / ".git"))
+    monkeypatch.setenv("GIT_WORK_TREE", str(elsewhere))
+    monkeypatch.setenv("GIT_INDEX_FILE", ".git/index")
+    monkeypatch.setenv("GIT_CONFIG_PARAMETERS", "'core.hooksPath'='/nonexistent'")
+    head = run(repo, "--git-dir", str(repo / ".git"), "rev-parse", "HEAD")
+    assert g.resolve_commit(repo) == head
+    branch, directory, _ = new_worktree(repo)
+    assert g.head(directory) == head
+    assert g.repository_root(directory) == directory

@@ -400,7 +400,12 @@ def test_baseline_stays_pinned_while_the_host_moves(repo, tmp_path):
     assert result.baseline == baseline
     assert git(repo, "rev-parse", f"{result.winner.commit}~1") == baseline
     assert result.host["changed"] is True
-    assert result.integration["status"] == "clean"
+    # the engine cannot tell the user's commit from a candidate's: it says what moved, and while
+    # whom ran, and leaves the integration check to be made again
+    [moved] = result.tampering
+    assert (moved["name"], moved["before"], moved["candidate"]) == ("refs/heads/main", baseline, "a")
+    assert result.integration["status"] == "blocked"
+    assert "git merge-tree --write-tree HEAD" in result.integration["reason"]
 
 
 def test_no_validation_configured_accepts_a_committing_agent(repo):

@@ -68,6 +68,7 @@ class RaceScreen(Screen):
         self._recovery_note: str | None = None
         self._starting = False
         self.rebuilding = False
+        self._tampering_shown = 0
 
     # ------------------------------------------------------------------------- layout
 
@@ -138,6 +139,11 @@ class RaceScreen(Screen):
             self.query_one("#summary", Static).update(self._summary())
             for key, panel in self._panels.items():
                 panel.refresh_from(model.candidates[key])
+        for line in model.tampering[self._tampering_shown:]:
+            # the one thing that must not scroll by in a log: the user's repository was changed
+            self.notify(f"your repository was changed: {line}", title="repository changed",
+                        severity="error", timeout=30, markup=False)
+        self._tampering_shown = len(model.tampering)
 
     def _summary(self) -> Text:
         spec, model, session = self.session.spec, self.session.model, self.session

@@ -76,6 +76,8 @@ class CandidatePanel(Vertical, can_focus=True):
     CandidatePanel.-quota { border: round $status-quota; }
     CandidatePanel.-cancelled, CandidatePanel.-skipped { border: round $status-cancelled; }
     CandidatePanel:focus.-running, CandidatePanel:focus { border: double $accent; }
+    CandidatePanel.-tampering .reason { color: $error; text-style: bold; }
+    CandidatePanel.-tampering { border: heavy $error; }
     """
 
     def __init__(self, key: str, agent: str, index: int, clock=time.time, *,
@@ -125,6 +127,9 @@ class CandidatePanel(Vertical, can_focus=True):
         if model.review:
             flags = "; ".join(model.review)
             why = f"⚑ review before merging: {flags}" + (f" · {why}" if why else "")
+        if model.tampering:
+            why = f"⚠ changed your repository: {'; '.join(model.tampering)}" + (f" · {why}" if why else "")
+        self.set_class(bool(model.tampering), "-tampering")
         reason.update(Content(why[:300]))
         reason.set_class(not why, "-empty")
         for status in FINAL:
