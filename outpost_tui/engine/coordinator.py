@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import signal
 import time
 from collections import deque
 from pathlib import Path
@@ -32,6 +33,7 @@ from .reachability import Reachability
 from .review import review
 from .revalidation import recorded_validation
 from .sandbox import Sandbox, SandboxContext, SandboxError, SandboxProvider, provider_for
+from .sandbox.base import Completed
 from .sandbox.local import LocalProvider, resource_id_for
 from .spec import RaceSpec, valid_key
 from .statuses import CandidateStatus, Phase, RaceStatus
@@ -54,6 +56,19 @@ def new_race_id() -> str:
 def _one_line(error: BaseException) -> str:
     text = " ".join(str(error).split()) or type(error).__name__
     return text[:500]
+
+
+def _write_agent_files(files) -> None:
+    for name, text in files.items():
+        path = Path(name)
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(text)
+
+
+def _remove_agent_files(files) -> None:
+    for name in files:
+        Path(name).unlink(missing_ok=True)
 
 
 class Race:
@@ -407,8 +422,11 @@ class Race:
             if decoder.usage != attempt.usage_seen:
                 reachability.answered()
                 self._take_usage(attempt, decoder)
+            if decoder.stop is not None and running is not None:
+                running.cancel()  # the sandbox stops the agent (TERM, then KILL) on the way out
 
         done = None
+        running: anyio.CancelScope | None = None
         unreachable: str | None = None
         start_error: SandboxError | None = None
 
@@ -418,7 +436,9 @@ class Race:
             group.cancel()
 
         try:
+            await anyio.to_thread.run_sync(_write_agent_files, launch.files)
             async with anyio.create_task_group() as group:
+                running = group.cancel_scope
                 group.start_soon(watch_reachability, group.cancel_scope)
                 try:
                     done = await attempt.sandbox.run(launch.argv, env=launch.env, stdin=launch.stdin,
@@ -431,12 +451,22 @@ class Race:
             decoder.interrupted()
             self._take_usage(attempt, decoder, final=True)
             raise
+        except OSError as error:
+            raise SandboxError(f"cannot write {error.filename}: {error.strerror}") from error
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(_remove_agent_files, launch.files)
         if start_error is not None:
             # the sandbox names a missing program neutrally (validation uses it too)
             message = str(start_error)
             if message.startswith("program "):
                 message = f"agent {message}"
             raise SandboxError(adapter.start_failure(message)) from start_error
+        if done is None and decoder.stop is not None:
+            # the decoder gave up on the agent (a browser sign-in, a quota reset hours away):
+            # stopped, and the decoder's outcome says why
+            done = Completed(exit_code=-signal.SIGTERM, timed_out=False,
+                             duration=time.time() - record.started_at)
         if done is None:
             decoder.interrupted()
             self._take_usage(attempt, decoder, final=True)
@@ -446,11 +476,12 @@ class Race:
                           result=None)
             return
         outcome = decoder.finish(done.exit_code, done.stderr_tail)
-        if done.timed_out:
+        if done.timed_out or decoder.stop is not None:
             decoder.interrupted()
         self._take_usage(attempt, decoder, final=True)
         reason = outcome.reason
-        if done.timed_out:
+        # an agent that timed out while waiting for a quota to reset ends on the quota
+        if done.timed_out and outcome.quota is None:
             reason = f"agent timed out after {timeout:g}s"
             if reachability.since is not None:
                 reason += f" (cannot reach the model API: {reachability.message})"

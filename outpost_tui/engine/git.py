@@ -734,6 +734,19 @@ def check_worktree_link(directory: Path | str) -> None:
                        "refusing to run git in that worktree")
 
 
+def identity(directory: Path | str) -> dict[str, str]:
+    """The user's git identity as seen from `directory` (repository, then global and system
+    configuration): {"name": …, "email": …}, with whichever of the two is set."""
+    status, out, _ = _run(directory, "config", "--get-regexp", r"^user\.(name|email)$", timeout=10)
+    found: dict[str, str] = {}
+    if status == 0:
+        for line in str(out).splitlines():
+            key, _, value = line.partition(" ")
+            if value.strip():
+                found[key.removeprefix("user.")] = value.strip()  # the last (most local) one wins
+    return found
+
+
 def head(directory: Path | str) -> str:
     check_worktree_link(directory)
     return str(_check("reading HEAD", directory, "rev-parse", "--verify", "HEAD"))

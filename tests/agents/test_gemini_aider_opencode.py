@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import tomllib
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -25,17 +27,37 @@ def decoder(agent: str, **options):
 
 # -- gemini ------------------------------------------------------------------------------------
 
-def test_gemini_command_line():
+def test_gemini_command_line(tmp_path, monkeypatch):
+    for name in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"):
+        monkeypatch.delenv(name, raising=False)
+    worktree = tmp_path / "wt"
+    subprocess.run(["git", "init", "-q", str(worktree)], check=True)
+    subprocess.run(["git", "-C", str(worktree), "config", "user.name", "Ada Lovelace"], check=True)
+    subprocess.run(["git", "-C", str(worktree), "config", "user.email", "ada@example.com"], check=True)
+    context = LaunchContext(directory=worktree, git_common_dir=worktree / ".git")
     adapter = adapter_for("gemini")
     launch = adapter.launch(candidate("gemini", model="gemini-2.5-pro", args=("--debug",)),
-                            "Fix add().", CONTEXT)
+                            "Fix add().", context)
+    # 0.61 trusts no folder in headless mode: without --skip-trust it exits 55 at once
     assert launch.argv == ("gemini", "-p", "Fix add().", "--output-format", "stream-json",
-                           "--approval-mode", "yolo", "-m", "gemini-2.5-pro", "--debug")
-    assert launch.env == {"TZ": "UTC"} and launch.stdin is None
+                           "--skip-trust", "--approval-mode", "yolo", "-m", "gemini-2.5-pro", "--debug")
+    # its shell runs git with GIT_CONFIG_GLOBAL=/dev/null: the identity travels in the environment
+    assert launch.env == {"TZ": "UTC", "GEMINI_CLI_TRUST_WORKSPACE": "true",
+                          "GIT_AUTHOR_NAME": "Ada Lovelace", "GIT_COMMITTER_NAME": "Ada Lovelace",
+                          "GIT_AUTHOR_EMAIL": "ada@example.com", "GIT_COMMITTER_EMAIL": "ada@example.com"}
+    assert launch.stdin is None and launch.files == {}
+    own = adapter.launch(candidate("gemini", env={"GIT_AUTHOR_NAME": "Bot"}), "x", context)
+    assert "GIT_AUTHOR_NAME" not in own.env and own.env["GIT_COMMITTER_NAME"] == "Ada Lovelace"
+    # --allowed-tools is deprecated in 0.61: a policy file allows the listed tools instead
     limited = adapter.launch(candidate("gemini", allowed_tools=("run_shell_command(git)", "replace")),
-                             "x", CONTEXT)
-    assert limited.argv[5:] == ("--approval-mode", "auto_edit", "--allowed-tools",
-                                "run_shell_command(git),replace")
+                             "x", context)
+    policy = worktree / ".git" / "outpost-gemini-policy.toml"
+    assert limited.argv[5:] == ("--skip-trust", "--approval-mode", "auto_edit", "--policy", str(policy))
+    rules = tomllib.loads(limited.files[str(policy)])["rule"]
+    assert rules == [
+        {"toolName": "run_shell_command", "commandPrefix": "git", "decision": "allow", "priority": 100},
+        {"toolName": "replace", "decision": "allow", "priority": 100}]
+    assert not policy.exists()  # written by the engine just before the agent starts
     with pytest.raises(ValueError, match="gemini has no max-turns option"):
         adapter.launch(candidate("gemini", max_turns=3), "x", CONTEXT)
 
@@ -163,9 +185,9 @@ def test_aider_command_line():
                             "Fix add().", CONTEXT)
     assert launch.argv == ("aider", "--message", "Fix add().", "--yes-always", "--no-pretty",
                            "--no-stream", "--no-check-update", "--no-show-model-warnings",
-                           "--no-gitignore", "--no-analytics", "--model", "sonnet",
-                           "--edit-format", "diff")
-    assert launch.env == {"TZ": "UTC"} and launch.stdin is None
+                           "--no-gitignore", "--no-analytics", "--analytics-log", "/dev/stderr",
+                           "--model", "sonnet", "--edit-format", "diff")
+    assert launch.env == {"TZ": "UTC", "COLUMNS": "10000"} and launch.stdin is None
     with pytest.raises(ValueError, match="aider takes no tool list"):
         adapter.launch(candidate("aider", allowed_tools=("x",)), "x", CONTEXT)
 
@@ -181,8 +203,9 @@ def test_aider_text_gives_usage_edits_and_a_retry():
     assert of_kind(events, "file-change") == [{"path": "calc.py", "change": "update"}]
     [retry] = of_kind(events, "retry")
     assert retry["delay_ms"] == 200 and "rate limited you" in retry["message"]
-    # The tokens of both calls, the session cost from the last line.
-    assert aider.usage == Usage(input=3200, cached=12000, cache_write=3000, output=599, cost_usd=0.04)
+    # The tokens of both calls, the session cost from the last line (rounded: estimated).
+    assert aider.usage == Usage(input=3200, cached=12000, cache_write=3000, output=599, cost_usd=0.04,
+                                estimated=True)
     assert aider.finish(0, "").ok and aider.quota is None
 
 
@@ -211,7 +234,8 @@ def test_opencode_command_line():
         candidate("opencode", model="anthropic/claude-sonnet-4-5", args=("--agent", "build")),
         "-v means verbose: fix it", CONTEXT)
     assert launch.argv == ("opencode", "run", "--format", "json", "-m", "anthropic/claude-sonnet-4-5",
-                           "--auto", "--agent", "build", " -v means verbose: fix it")
+                           "--auto", "--print-logs", "--log-level", "ERROR", "--agent", "build",
+                           " -v means verbose: fix it")
     assert launch.env == {"TZ": "UTC"} and launch.stdin is None
 
 

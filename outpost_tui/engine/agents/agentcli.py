@@ -39,6 +39,11 @@ _PERMISSION_DENIED = re.compile(
 )
 
 
+def is_login_failure(text: str) -> bool:
+    """Whether error-bearing text says the agent is not signed in or has no usable key."""
+    return bool(text and _NOT_LOGGED_IN.search(text))
+
+
 def short(value: Any, limit: int = OUTPUT_KEEP) -> str:
     """A value as display text, cut to `limit` characters."""
     if value is None:
@@ -86,7 +91,17 @@ def as_argument(text: str) -> str:
     return " " + text if text.startswith("-") else text
 
 
+# Colour and cursor escapes (CSI sequences): a reason is one plain line.
+_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+
+
+def plain(text: str) -> str:
+    """The text without terminal escape sequences."""
+    return _ESCAPE.sub("", text)
+
+
 def first_line(text: str, limit: int = 300) -> str:
+    text = plain(text)
     for line in text.strip().splitlines():
         if line.strip():
             return line.strip()[:limit]
@@ -94,6 +109,7 @@ def first_line(text: str, limit: int = 300) -> str:
 
 
 def last_line(text: str, limit: int = 300) -> str:
+    text = plain(text)
     for line in reversed(text.strip().splitlines()):
         if line.strip():
             return line.strip()[:limit]
@@ -180,6 +196,8 @@ class CliDecoder(Decoder):
 
     def finish(self, exit_code: int, stderr_tail: str) -> AgentOutcome:
         self.finalise_usage(exit_code)
+        if self.stop is not None and self.quota is None:
+            return AgentOutcome(False, self.stop, None, self.result)
         if self.succeeded(exit_code):
             # A quota warning during a run that still finished is not a failure.
             return AgentOutcome(True, None, None, self.result)
@@ -196,7 +214,7 @@ class CliDecoder(Decoder):
         if self.failure:
             return self.failure
         texts = [*self.errors, stderr_tail]
-        if any(_NOT_LOGGED_IN.search(text) for text in texts if text):
+        if any(is_login_failure(text) for text in texts):
             return f"not logged in: {self.login_hint}"
         for text in texts:
             match = _PERMISSION_DENIED.search(text or "")

@@ -1,13 +1,25 @@
 """aider (`aider --message … --yes-always`), which prints text only.
 
 Launch: one message, every confirmation answered yes, no pretty output, no update check, no
-analytics, no .gitignore edit. aider commits its own edits (auto-commits stay on), which is what
-a race needs. It has no max-turns option and no tool list.
+analytics sent anywhere, no .gitignore edit. aider commits its own edits (auto-commits stay on),
+which is what a race needs. It has no max-turns option and no tool list. `--yes-always` never
+approves shell commands, so aider does not run the tests itself (validation still decides).
+COLUMNS is set wide: aider wraps even `--no-pretty` output at the terminal width (80 without a
+terminal), which would split quota messages and its Tokens/Cost lines.
 
-Usage: one "Tokens: … sent, … received. Cost: $x message, $y session." line per LLM call. Tokens
-are added up per call; "sent" counts the whole prompt including cache hits and writes, so
-uncached input = sent - cache write - cache hit. The session cost is already cumulative, so the
-last one wins; without a Cost part (unpriced model) the table prices it and marks it estimated.
+Usage: its analytics log, written to stderr (`--analytics-log /dev/stderr`, nothing is sent),
+has one `message_send` event per LLM call with the exact prompt and completion tokens and aider's
+own cost figures; the "Tokens: … sent, … cache write, … cache hit, … received. Cost: $x message,
+$y session." lines round tokens ("5.7k") and cost (two decimals) but split out cache writes and
+hits, so the split comes from them and the totals from the log. Always marked estimated: aider's
+cost is its own computation from litellm's prices, its commit-message calls are counted nowhere,
+and OpenAI's cached tokens are not reported (they are counted as uncached input). Without the
+log (an older aider) the rounded lines are used.
+
+Failures: with no model and no key, aider starts a browser sign-in (OpenRouter) and waits five
+minutes: it is stopped at once. API errors it retries ("litellm.…Error" then "Retrying in N
+seconds...") are retries; a run that ends after one without a successful call failed for that
+reason (a rate limit is a quota), even though aider exits 0.
 """
 
 from __future__ import annotations
@@ -19,7 +31,7 @@ from typing import Mapping
 from ..events import EventKind
 from ..spec import CandidateSpec, Price
 from ..usage import Usage
-from .agentcli import CliDecoder, as_argument, log
+from .agentcli import CliDecoder, as_argument, count, log, money, parse_json_object
 from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext, brief_fits_inline
 from .prices import with_estimated_cost
 
@@ -31,6 +43,17 @@ _COST_ONLY = re.compile(r"^\s*Cost: \$([\d.]+) message, \$([\d.]+) session\.")
 _MODEL = re.compile(r"^(?:Main model|Model): (\S+)")
 _APPLIED = re.compile(r"^Applied edit to (.+?)\s*$")
 _RATE_LIMITED = re.compile(r"rate limited you|RateLimitError", re.IGNORECASE)
+# litellm's exception line, printed before aider's explanation and its "Retrying in" line.
+_API_ERROR = re.compile(r"^litellm\.(\w+): (.*)")
+_BROWSER_SIGN_IN = re.compile(r"No LLM model was specified and no API keys were provided"
+                              r"|Waiting up to \d+ minutes for you to finish in the browser"
+                              r"|connect Aider with OpenRouter", re.IGNORECASE)
+_CONNECTION = re.compile(r"APIConnectionError|Connection error|connect(?:ion)? (?:refused|timed out)"
+                         r"|Name or service not known|Temporary failure in name resolution", re.IGNORECASE)
+# Wide enough that no line aider prints is wrapped.
+COLUMNS = "10000"
+APPROXIMATE = ("aider usage is estimated: cost is aider's own figure, its commit-message calls "
+               "are not counted and cached tokens of OpenAI models are not reported")
 _RETRYING = re.compile(r"^Retrying in ([\d.]+) seconds", re.IGNORECASE)
 _QUOTA_TEXT = re.compile(r"exceeded your current quota|insufficient_quota|credit balance is too low"
                          r"|quota exceeded|usage limit", re.IGNORECASE)
@@ -61,9 +84,14 @@ class AiderDecoder(CliDecoder):
 
     def __init__(self, candidate: CandidateSpec, prices: Mapping[str, Price] | None = None) -> None:
         super().__init__(candidate, prices)
-        self._tokens = Usage()
+        self._tokens = Usage()  # from the Tokens lines: rounded, with the cache split
         self._session_cost: float | None = None
+        self._logged = Usage()  # from the analytics log: exact sent/received totals
+        self._logged_cost: float | None = None
+        self._log_seen = False
         self._rate_limited: str | None = None  # a rate limit not yet followed by a good call
+        self._api_error: str | None = None  # another API error not yet followed by a good call
+        self._retries = 0
 
     def decode_text(self, line: str) -> list[AgentEvent] | None:
         usage = _TOKENS.search(line)
@@ -83,10 +111,17 @@ class AiderDecoder(CliDecoder):
         if applied:
             change = {"path": applied.group(1), "change": "update"}
             return [log(line), AgentEvent(EventKind.FILE_CHANGE, change)]
+        if _BROWSER_SIGN_IN.search(line) and self.stop is None:
+            self.stop = ("not logged in: aider found no model and no API key and started a browser "
+                         f"sign-in (OpenRouter), which a race cannot finish; {self.login_hint} "
+                         "or give the candidate a model")
+            return [log(line)]
         retrying = _RETRYING.match(line)
-        if retrying and self._rate_limited:
-            return [AgentEvent(EventKind.RETRY, {"message": f"{self._rate_limited}; {line.strip()}",
-                                                 "retry": 0,
+        pending = self._rate_limited or self._api_error
+        if retrying and pending:
+            self._retries += 1
+            return [AgentEvent(EventKind.RETRY, {"message": f"{pending}; {line.strip()}",
+                                                 "retry": self._retries,
                                                  "delay_ms": int(float(retrying.group(1)) * 1000)})]
         if self.is_quota_text(line) and _ERROR_LINE.search(line):
             self.failed = True
@@ -97,7 +132,28 @@ class AiderDecoder(CliDecoder):
         if _FATAL.search(line):
             self.failed = True
             self.errors.append(line.strip())
+            return None
+        api_error = _API_ERROR.match(line)
+        if api_error:
+            self._api_error = line.strip()[:300]
         return None
+
+    def decode_stderr(self, line: str) -> list[AgentEvent] | None:
+        entry = parse_json_object(line)
+        if entry is None or "event" not in entry:
+            return super().decode_stderr(line)
+        if entry.get("event") != "message_send":
+            return []  # analytics bookkeeping (launched, repo, exit …)
+        figures = entry.get("properties") if isinstance(entry.get("properties"), dict) else {}
+        first = not self._log_seen
+        self._log_seen = True
+        self._logged = self._logged + Usage(input=count(figures.get("prompt_tokens")),
+                                            output=count(figures.get("completion_tokens")))
+        total = money(figures.get("total_cost"))
+        if total is not None:
+            self._logged_cost = total
+        self._good_call()
+        return [log(APPROXIMATE, "stderr")] if first else []
 
     def _count(self, match: re.Match) -> None:
         sent, write, hit, received = (tokens(match.group(index)) for index in (1, 2, 3, 4))
@@ -105,22 +161,42 @@ class AiderDecoder(CliDecoder):
                                             cache_write=write, output=received)
         if match.group(6):
             self._session_cost = float(match.group(6))
+        self._good_call()
+
+    def _good_call(self) -> None:
         self._rate_limited = None
+        self._api_error = None
         self._refresh()
 
     def _refresh(self) -> None:
-        if self._session_cost is None:
-            self.usage = with_estimated_cost(self._tokens, self.model, self.prices)
+        if self._log_seen:
+            # exact totals from the log, the cache split from the (rounded) Tokens lines
+            split = self._tokens
+            sent = self._logged.input
+            cached = min(split.cached, sent)
+            write = min(split.cache_write, sent - cached)
+            tallied = Usage(input=sent - cached - write, cached=cached, cache_write=write,
+                            output=self._logged.output)
+            cost = self._logged_cost if self._logged_cost is not None else self._session_cost
         else:
-            self.usage = Usage(input=self._tokens.input, cached=self._tokens.cached,
-                               cache_write=self._tokens.cache_write, output=self._tokens.output,
-                               cost_usd=round(self._session_cost, 6), estimated=False)
+            tallied, cost = self._tokens, self._session_cost
+        if cost is None or (cost == 0 and tallied.tokens):
+            self.usage = with_estimated_cost(tallied, self.model, self.prices)
+        else:
+            self.usage = Usage(input=tallied.input, cached=tallied.cached,
+                               cache_write=tallied.cache_write, output=tallied.output,
+                               cost_usd=round(cost, 6), estimated=True)
 
     def finalise_usage(self, exit_code: int) -> None:
         if self._rate_limited and self.quota is None:
             # aider gave up retrying and ended without another successful call.
             self.failed = True
             self.note_quota(self._rate_limited)
+        elif self._api_error and self.failure is None:
+            self.failed = True
+            cause = ("cannot reach the model API" if _CONNECTION.search(self._api_error)
+                     else "the model API call failed")
+            self.failure = f"{cause} (aider gave up retrying): {self._api_error}"
 
 
 class AiderAgent(AgentAdapter):
@@ -139,11 +215,11 @@ class AiderAgent(AgentAdapter):
                    else ["--message-file", str(context.brief_file)])
         argv = [self.program, *message, "--yes-always", "--no-pretty",
                 "--no-stream", "--no-check-update", "--no-show-model-warnings", "--no-gitignore",
-                "--no-analytics"]
+                "--no-analytics", "--analytics-log", "/dev/stderr"]
         if candidate.model:
             argv += ["--model", candidate.model]
         argv += list(candidate.args)
-        return Launch(argv=tuple(argv), env={"TZ": "UTC"}, stdin=None)
+        return Launch(argv=tuple(argv), env={"TZ": "UTC", "COLUMNS": COLUMNS}, stdin=None)
 
     def decoder(self, candidate: CandidateSpec, prices: Mapping[str, Price] | None = None) -> Decoder:
         return AiderDecoder(candidate, prices)

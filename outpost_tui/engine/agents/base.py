@@ -25,6 +25,9 @@ class Launch:
     # Bytes written to the agent's stdin before it is closed; None closes stdin at once
     # (Codex blocks on an open, empty stdin).
     stdin: bytes | None = None
+    # Files the agent reads outside its worktree (absolute path -> text), written before it starts
+    # and removed after it ends; they live in the repository's git directory, which containers mount.
+    files: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,9 @@ class Decoder:
         # The message of a commit the agent tried to make itself (used when the engine commits
         # on its behalf, so its own words are kept).
         self.commit_message: str | None = None
+        # Set when the agent is waiting for something that will not come in time (a browser
+        # sign-in, a quota reset hours away): the engine stops it at once and this is the reason.
+        self.stop: str | None = None
 
     def decode_line(self, line: str) -> list[AgentEvent] | None:
         """Events for one stdout line, or None when the line is plain log text."""

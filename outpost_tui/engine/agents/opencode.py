@@ -1,12 +1,17 @@
-"""opencode (`opencode run --format json --auto`).
+"""opencode (`opencode run --format json --auto --print-logs --log-level ERROR`).
 
 Launch: non-interactive `run` rejects permission requests unless `--auto` is given; the model is
-`provider/model`. opencode has no max-turns option and no tool list on its command line.
+`provider/model`. opencode has no max-turns option and no tool list on its command line. Its JSON
+output says nothing while it retries a failed call (it waits as long as a 429's `retry-after`
+asks, hours if need be): `--print-logs` puts its "stream error" log lines on stderr, where they
+become retries; a wait that the message says runs past RETRY_PATIENCE stops it as a quota, and a
+run that ends (or times out) still waiting on a rate limit ends on that quota.
 
 Usage: each `step_finish` carries that step's tokens and cost, so they are added up. `tokens.input`
 already excludes cache reads and writes; reasoning tokens are billed as output. The cost is
-opencode's own (estimated=False); a step without one is priced from the table and the total is
-then marked estimated.
+opencode's own (estimated=False); a step without one, or with 0 for a model the price table
+knows (opencode prices only models it has a price for), is priced from the table and the total
+is then marked estimated.
 """
 
 from __future__ import annotations
@@ -22,12 +27,19 @@ from ..spec import CandidateSpec, Price
 from ..usage import Usage
 from .agentcli import CliDecoder, count, log, money, short
 from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext, brief_argument
-from .prices import with_estimated_cost
-from .quota_time import iso_utc
+from .prices import price_for, with_estimated_cost
+from .quota_time import iso_utc, parse_reset
 
 _QUOTA_TEXT = re.compile(r"\b429\b|quota|rate limit|usage limit|insufficient_quota|credit balance",
                          re.IGNORECASE)
 _FILE_TOOLS = {"edit": "update", "write": "write", "patch": "update", "multiedit": "update"}
+# `--print-logs` lines: timestamp=… level=ERROR … message="stream error" … error.error="AI_APICallError: …"
+_STREAM_ERROR = re.compile(r'message="stream error".*?\berror\.error="(?P<error>(?:[^"\\]|\\.)*)"')
+_RATE_LIMIT = re.compile(r"\b429\b|rate limit|too many requests|quota|usage limit|insufficient_quota",
+                         re.IGNORECASE)
+# A retry the error message says is further away than this is not waited for: the agent is
+# stopped and the candidate ends on the quota, with its reset time.
+RETRY_PATIENCE = timedelta(minutes=10)
 
 
 def retry_after(headers: object, now: datetime | None = None) -> str | None:
@@ -48,6 +60,10 @@ def retry_after(headers: object, now: datetime | None = None) -> str | None:
         return None
 
 
+def _after(moment: str, limit: datetime) -> bool:
+    return datetime.strptime(moment, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc) > limit
+
+
 class OpencodeDecoder(CliDecoder):
     program = "opencode"
     login_hint = "run `opencode auth login` or set the provider's API key"
@@ -56,6 +72,24 @@ class OpencodeDecoder(CliDecoder):
     def __init__(self, candidate: CandidateSpec, prices: Mapping[str, Price] | None = None) -> None:
         super().__init__(candidate, prices)
         self._announced: set[str] = set()
+        self._retries = 0
+        self._rate_limited: str | None = None  # a rate limit not yet followed by a finished step
+
+    def decode_stderr(self, line: str) -> list[AgentEvent] | None:
+        failed = _STREAM_ERROR.search(line)
+        if failed is None:
+            return super().decode_stderr(line)
+        error = failed.group("error").replace('\\"', '"').removeprefix("AI_APICallError: ")
+        self._retries += 1
+        events = [log(line, "stderr"), AgentEvent(EventKind.RETRY, {
+            "message": error[:300], "retry": self._retries, "delay_ms": 0})]
+        if _RATE_LIMIT.search(error):
+            self._rate_limited = error
+            reset_at = parse_reset(error, self.clock())
+            if reset_at is not None and _after(reset_at, self.clock() + RETRY_PATIENCE):
+                events.extend(self.note_quota(error, reset_at))
+                self.stop = f"quota: {error}"
+        return events
 
     def decode_message(self, message: dict) -> list[AgentEvent] | None:
         kind = message.get("type")
@@ -103,14 +137,21 @@ class OpencodeDecoder(CliDecoder):
         step = Usage(input=count(figures.get("input")), cached=count(cache.get("read")),
                      cache_write=count(cache.get("write")),
                      output=count(figures.get("output")) + count(figures.get("reasoning")))
+        self._rate_limited = None
         cost = money(part.get("cost"))
-        if cost is None:
+        if cost is None or (cost == 0 and step.tokens and price_for(self.model, self.prices)):
             step = with_estimated_cost(step, self.model, self.prices)
         else:
             step = Usage(input=step.input, cached=step.cached, cache_write=step.cache_write,
                          output=step.output, cost_usd=cost)
         self.usage = self.usage + step
         return []
+
+    def finalise_usage(self, exit_code: int) -> None:
+        if self._rate_limited and self.quota is None and exit_code != 0:
+            # it ended, or was stopped, still waiting for the rate limit to lift
+            self.failed = True
+            self.note_quota(self._rate_limited)
 
     def _error(self, error: object) -> list[AgentEvent]:
         self.failed = True
@@ -141,7 +182,8 @@ class OpencodeAgent(AgentAdapter):
         argv = [self.program, "run", "--format", "json"]
         if candidate.model:
             argv += ["-m", candidate.model]
-        argv += ["--auto", *candidate.args, brief_argument(brief, context)]
+        argv += ["--auto", "--print-logs", "--log-level", "ERROR", *candidate.args,
+                 brief_argument(brief, context)]
         return Launch(argv=tuple(argv), env={"TZ": "UTC"}, stdin=None)
 
     def decoder(self, candidate: CandidateSpec, prices: Mapping[str, Price] | None = None) -> Decoder:

@@ -24,6 +24,9 @@ _LEAD_INS = re.compile(
     r"\s+(?P<when>.+)$",
     re.IGNORECASE,
 )
+# File paths and URLs carry dates and numbers that are not reset times ("Full report available at:
+# /tmp/gemini-client-error-Turn.run-2026-12-01T14-09-48-435Z.json" once read as midnight).
+_PATH_OR_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+|(?<![\w(])(?:~|\.{1,2})?/[^\s()]+", re.IGNORECASE)
 _EPOCH_AFTER_BAR = re.compile(r"\|\s*(\d{9,11})\s*$")
 
 _EPOCH = re.compile(r"^\s*(\d{9,11})(?:\.\d+)?\s*$")
@@ -72,7 +75,7 @@ def parse_reset(text: str, now: datetime | None = None, default_zone: str = "UTC
     now = now or datetime.now(timezone.utc)
     if now.tzinfo is None:
         now = now.replace(tzinfo=timezone.utc)
-    text = " ".join(text.split())
+    text = " ".join(_PATH_OR_URL.sub(" ", text).split())
     bar = _EPOCH_AFTER_BAR.search(text)
     if bar:
         return from_epoch(int(bar.group(1)))
