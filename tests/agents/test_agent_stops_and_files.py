@@ -73,4 +73,4 @@ def test_gemini_policy_file_exists_while_it_runs_and_is_removed_after(tmp_path):
     assert 'toolName = "run_shell_command"' in report["text"] and 'commandPrefix = "git"' in report["text"]
     assert report["mode"] == "0o600" and report["trust"] == "true"
     assert report["author"] == "test@example.invalid"  # the repository's identity, passed along
-    assert not policy.exists() and policy.parent.is_dir()  # the worktree's git dir stays
+    assert not policy.exists()
