@@ -7,9 +7,10 @@ with no network unless the race file asks, every capability dropped, no-new-priv
 process, and the race file's memory, CPU and pids limits. The host's Docker socket is never mounted.
 
 Commands run through exec with their output streamed back frame by frame. Each command is started by
-a small POSIX-sh wrapper (argv is passed as arguments, never interpolated) that records the pid of
-its process group in the container's /tmp, so cancellation and timeouts signal the whole group from a
-second exec: TERM, then KILL after a grace period. Closing removes the container.
+a small POSIX-sh wrapper (argv is passed as arguments, never interpolated). Cancellation and
+timeouts stop it from a second exec that TERMs every process of the command, however it detached,
+KILLs what is left after a grace period and confirms that none is left; the wrapper does the same
+(KILL at once) to what a command leaves behind when it ends. Closing removes the container.
 
 The Docker SDK is blocking: every call runs in a worker thread, and output comes back to the event
 loop through `anyio.from_thread`.
@@ -46,28 +47,85 @@ LABEL_ATTEMPT = "outpost.attempt"
 LABEL_REPOSITORY = "outpost.repository"
 # Seconds between TERM and KILL to a cancelled command's process group (outpost uses 500 ms).
 KILL_GRACE = 0.5
-# Seconds to wait for a killed command's output stream to end before giving up on it; a process
-# that escaped its group can hold the stream open until the container is removed.
-DRAIN_GRACE = 3.0
+# Seconds to wait for a stopped command's output to end once its processes are confirmed gone;
+# after that the stream is abandoned (the container's removal ends it).
+STREAM_GRACE = 0.5
 # Seconds a command may outlive its timeout inside the container before the backstop stops it.
 BACKSTOP_MARGIN = 5.0
 MARKER = "outpost-sandbox:"
 
+# Stops every process of the container but its init (pid 1), its keep-alive (the oldest other
+# process: nothing a command starts can be older) and itself, and confirms they are gone. One
+# command runs in a container at a time, so these are the command's processes however they
+# detached (a new session, a double fork, closed output): a process group or a closed output
+# stream says nothing about them. $1 pid file to wait for ("" none: cancellation can arrive while
+# the command is still starting), $2 ticks of 50 ms to wait after TERM before KILL (0: KILL at
+# once), $3 a pid to spare and $4 "roots" to spare every process started by an exec (parent
+# outside the container, so pid 0; what a command starts has a parent inside): the wrapper
+# sweeping after its command spares itself and a stopper the host may be running. Prints what it
+# took: none, term or kill; exits 5 naming what it could not stop. TERM is ignored: it must outlive
+# its own stop. (No single quote in here: the wrapper quotes it.)
+STOPPER = """\
+trap "" TERM
+f=$1 ticks=$2 spare=${3:-} roots=${4:-}
+if [ -n "$f" ]; then n=0; while [ ! -s "$f" ] && [ $n -lt 40 ]; do n=$((n+1)); sleep 0.05; done; fi
+others() {
+  all= keep= oldest=
+  for d in /proc/[0-9]*; do
+    q=${d#/proc/}
+    [ "$q" = 1 ] || [ "$q" = $$ ] || [ "$q" = "$spare" ] && continue
+    read -r l 2>/dev/null < "$d/stat" || continue
+    set -- ${l##*) }
+    [ "$1" = Z ] && continue
+    [ -n "$roots" ] && [ "$2" = 0 ] && continue
+    all="$all $q"
+    if [ -z "$oldest" ] || [ "${20}" -lt "$oldest" ]; then oldest=${20} keep=$q; fi
+  done
+  procs=
+  for q in $all; do [ "$q" != "$keep" ] && procs="$procs $q"; done
+}
+others
+[ -z "$procs" ] && { echo none; exit 0; }
+if [ "$ticks" -gt 0 ]; then
+  kill -s TERM $procs 2>/dev/null
+  n=0
+  while [ $n -lt "$ticks" ]; do
+    sleep 0.05; n=$((n+1)); others
+    [ -z "$procs" ] && { echo term; exit 0; }
+  done
+fi
+n=0
+while [ $n -lt 100 ]; do
+  kill -s KILL $procs 2>/dev/null
+  others
+  [ -z "$procs" ] && { echo kill; exit 0; }
+  sleep 0.05; n=$((n+1))
+done
+echo "still running after KILL:$procs"
+exit 5
+"""
+assert "'" not in STOPPER
+
 # $1 pid file, $2 stdin file or "", $3 deadline in seconds or "", then argv; $OUTPOST_RUN is this
 # script. The deadline is a backstop inside the container for when the coordinator that times
-# commands out is gone (its containers outlive it until recovery). The wrapper leads the
-# command's process group (runc makes every exec a session leader; elsewhere it re-executes itself
-# under setsid) and records it so that cancellation can signal the whole group. It checks that the
-# program exists (one clear error instead of a shell message that differs between images), unlinks
-# the stdin file once open, runs the command, then kills whatever the command left in the group, so
-# nothing an agent started in the background survives into validation.
+# commands out is gone (its containers outlive it until recovery): the stopper, which ignores
+# TERM, so that it lives to send KILL. The wrapper leads the command's process group (runc makes
+# every exec a session leader; elsewhere it re-executes itself under setsid) and records it, so
+# that the stopper can wait until the command has started. It checks that the program exists
+# (one clear error instead of a shell message that differs between images), unlinks the stdin
+# file once open, runs the command, then kills whatever the command left running, in its group
+# or not, so nothing an agent started in the background survives into validation. It outlives a
+# TERM (a handler, which the command does not inherit, unlike an ignored signal) to report how the
+# command ended: 128+15 when TERM ended it, 128+9 when it had to be KILLed.
 WRAPPER = f"""\
 p=$1 i=$2 t=$3; shift 3
+stop='{STOPPER}'
 pg() {{ g=; read -r l 2>/dev/null < "/proc/$1/stat" || return 1; set -- ${{l##*) }}; g=$3; }}
 if pg $$ && [ "$g" != $$ ] && command -v setsid >/dev/null 2>&1; then
   exec setsid sh -c "$OUTPOST_RUN" "$0" "$p" "$i" "$t" "$@"
 fi
 unset OUTPOST_RUN
+trap : TERM
 echo $$ > "$p" || exit 125
 case $1 in
   */*) [ -f "$1" ] || {{ echo "{MARKER} program not found: $1" >&2; exit 127; }}
@@ -76,24 +134,12 @@ case $1 in
 esac
 if [ -n "$i" ]; then exec 3< "$i"; rm -f "$i"; else exec 3< /dev/null; fi
 if [ -n "$t" ]; then
-  (sleep "$t"; kill -s TERM -- -$$; sleep 1; kill -s KILL -- -$$) </dev/null >/dev/null 2>&1 &
+  (sleep "$t"; exec sh -c "$stop" outpost-stop "" 20) </dev/null >/dev/null 2>&1 &
 fi
 "$@" 0<&3 3<&-
 s=$?
-for f in /proc/[0-9]*; do
-  q=${{f#/proc/}}
-  [ "$q" != $$ ] && pg "$q" && [ "$g" = $$ ] && kill -s KILL "$q" 2>/dev/null
-done
+sh -c "$stop" outpost-stop "" 0 $$ roots </dev/null >/dev/null 2>&1
 exit $s
-"""
-
-# $1 pid file, $2 signal. Waits briefly for the pid file: cancellation can arrive while the
-# command is still starting.
-KILLER = """\
-f=$1 n=0
-while [ ! -s "$f" ]; do n=$((n+1)); [ $n -gt 40 ] && exit 3; sleep 0.05; done
-g=$(cat "$f")
-kill -s "$2" -- "-$g" 2>/dev/null || kill -s "$2" "$g" 2>/dev/null || exit 4
 """
 
 
@@ -628,6 +674,8 @@ class ContainerSandbox(Sandbox):
         # create, start, first_exec, remove (seconds): the per-attempt overhead of a container
         self.timings = timings
         self._closed = False
+        # why the last stop could not confirm that a command's processes were gone, if it could not
+        self._unconfirmed: str | None = None
 
     @property
     def _api(self):
@@ -699,8 +747,8 @@ class ContainerSandbox(Sandbox):
                 if deadline.cancelled_caught:
                     timed_out = True
                     signalled = await self._stop(pid_file, stream)
-                # a stream still open after KILL is held by a process that left the group:
-                # abandon it (removing the container ends it) rather than wait
+                # a stream still open once the processes are confirmed gone is the engine's
+                # lag: abandon it (removing the container ends it) rather than wait
                 group.cancel_scope.cancel()
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
@@ -708,6 +756,9 @@ class ContainerSandbox(Sandbox):
             raise
         finally:
             stream.closed = True
+        if self._unconfirmed is not None:
+            problem, self._unconfirmed = self._unconfirmed, None
+            raise SandboxError(f"stopping {argv[0]!r} in container {self.name}: {problem}")
         if stream.error is not None:
             raise SandboxError(f"lost the output of {argv[0]!r} in container {self.name}: "
                                f"{_first_line(stream.error)}")
@@ -750,32 +801,39 @@ class ContainerSandbox(Sandbox):
             time.sleep(0.02)
         return None
 
-    async def _signal(self, pid_file: str, signal: str) -> bool:
-        def send() -> bool:
+    async def _stop_processes(self, pid_file: str) -> tuple[str | None, str]:
+        """Run the stopper: TERM, KILL after the grace, confirmed gone. Returns what it took
+        (none, term, kill; None when it could not confirm) and, then, why."""
+        ticks = str(max(1, round(KILL_GRACE / 0.05)))
+
+        def stop() -> tuple[str | None, str]:
             exec_id = self._api.exec_create(self.container.id,
-                                            ["sh", "-c", KILLER, "outpost-kill", pid_file, signal],
+                                            ["sh", "-c", STOPPER, "outpost-stop", pid_file, ticks],
                                             stdout=True, stderr=True)["Id"]
-            self._api.exec_start(exec_id)
-            return self._api.exec_inspect(exec_id).get("ExitCode") == 0
+            said = (self._api.exec_start(exec_id) or b"").decode(errors="replace").strip()
+            if self._exit_code(exec_id) == 0:
+                return said.splitlines()[-1] if said else "none", ""
+            return None, said or "the stopper failed"
 
         try:
-            return await anyio.to_thread.run_sync(send)
-        except Exception:  # the container may already be gone: nothing left to stop
-            return False
+            return await anyio.to_thread.run_sync(stop)
+        except Exception as error:  # docker, requests and ssh errors alike
+            return None, _first_line(error)
 
     async def _stop(self, pid_file: str, stream: _Stream) -> str | None:
-        """TERM the command's process group, KILL it after the grace; returns the last signal."""
+        """Stop the command and everything it started, confirmed gone; returns the last signal.
+
+        The output stream is not the judge (a wrapper killed by TERM ends it while what ignores
+        TERM lives on), nor waited for long once the stopper confirmed (Docker holds an exec's
+        stream a few seconds after its processes are gone)."""
         if stream.done.is_set():
             return None
-        await self._signal(pid_file, "TERM")
-        with anyio.move_on_after(KILL_GRACE):
+        took, why = await self._stop_processes(pid_file)
+        with anyio.move_on_after(STREAM_GRACE):
             await stream.done.wait()
-        if stream.done.is_set():
-            return "TERM"
-        await self._signal(pid_file, "KILL")
-        with anyio.move_on_after(DRAIN_GRACE):
-            await stream.done.wait()
-        return "KILL"
+        if took is None:
+            self._unconfirmed = f"could not confirm that the command's processes are gone: {why}"
+        return "KILL" if took in ("kill", None) else "TERM"
 
     async def close(self) -> None:
         if self._closed:
