@@ -828,7 +828,8 @@ def worktree_git_dir(directory: Path | str) -> Path:
 
 
 def is_clean(directory: Path | str) -> bool:
-    """Attached HEAD and no modified, untracked or ignored file: safe to remove."""
+    """Attached HEAD and no modified, untracked or ignored file, whatever the index's flags say:
+    safe to remove."""
     check_worktree_link(directory)
     out = _check("git status", directory, *_STATUS, "--porcelain=v2", "--branch",
                  "--untracked-files=normal", "--ignored")
@@ -837,7 +838,48 @@ def is_clean(directory: Path | str) -> bool:
             return False
         if line and not line.startswith("# "):
             return False
-    return True
+    # status trusts the index: an edit behind assume-unchanged or skip-worktree is invisible to it
+    return not hidden_edits(directory)
+
+
+def hidden_edits(directory: Path | str) -> list[str]:
+    """Paths whose index flags (assume-unchanged, skip-worktree) hide an edit on disk from git status.
+
+    Each flagged file is hashed as git would store it and compared with the index's object id
+    (which, once status shows nothing staged, is HEAD's). A flagged file gone from the disk counts:
+    it is an edit too, and keeping a worktree is never the loss removing one can be."""
+    top = Path(directory)
+    status, out, err = _run(top, "ls-files", "-v", "-s", "-z", strip=False)
+    if status != 0:
+        raise _failure("git ls-files", top, str(err))
+    hidden = []
+    for record in str(out).split("\0"):
+        if not record or "\t" not in record:
+            continue
+        meta, path = record.split("\t", 1)
+        tag, _mode, oid, _stage = meta.split()
+        if not (tag.islower() or tag == "S"):
+            continue
+        full = top / path
+        try:
+            data = os.fsencode(os.readlink(full)) if os.path.islink(full) else full.read_bytes()
+        except FileNotFoundError:
+            hidden.append(path)
+            continue
+        except OSError:
+            hidden.append(path)  # unreadable: cannot be shown to match
+            continue
+        if blob_id(data, "sha256" if len(oid) == 64 else "sha1") != oid:
+            hidden.append(path)
+    return hidden
+
+
+def blob_id(data: bytes, algorithm: str = "sha1") -> str:
+    """The object id git gives `data` as a blob."""
+    digest = hashlib.new(algorithm)
+    digest.update(b"blob %d\0" % len(data))
+    digest.update(data)
+    return digest.hexdigest()
 
 
 def remove_worktree(repo_root: Path | str, directory: Path | str) -> bool:

@@ -219,30 +219,7 @@ def _blocks(path: Path) -> int:
 
 def hidden_edits(directory: Path | str) -> list[str]:
     """Paths whose index flags (assume-unchanged, skip-worktree) hide an edit on disk from git status."""
-    top = Path(directory)
-    status, out, err = git._run(top, "ls-files", "-v", "-s", "-z", strip=False)
-    if status != 0:
-        raise git.GitError(f"git ls-files failed in {top}: {git._first_line(str(err))}")
-    algorithm = archive._object_format(top)
-    hidden = []
-    for record in str(out).split("\0"):
-        if not record or "\t" not in record:
-            continue
-        meta, path = record.split("\t", 1)
-        tag, mode, oid, _stage = meta.split()
-        if not (tag.islower() or tag == "S"):
-            continue
-        full = top / path
-        try:
-            data = os.readlink(full).encode() if os.path.islink(full) else full.read_bytes()
-        except FileNotFoundError:
-            hidden.append(path)  # deleted behind the flag
-            continue
-        except OSError:
-            continue
-        if archive._blob_id(data, algorithm) != oid:
-            hidden.append(path)
-    return hidden
+    return git.hidden_edits(directory)
 
 
 def diff_stat(root: Path | str, baseline: str, tree: str) -> dict:
