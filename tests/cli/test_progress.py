@@ -10,7 +10,7 @@ from pathlib import Path
 
 from outpost_tui.engine.events import Event, EventKind
 from outpost_tui.engine.model import RaceModel
-from outpost_tui.progress import ProgressPrinter, finish_lines
+from outpost_tui.progress import ProgressPrinter, finish_lines, spend
 from tests.cli.support import fake_candidate, run_cli, write_race
 from tests.conftest import git
 
@@ -54,6 +54,13 @@ def test_the_spend_says_when_it_is_estimated_or_incomplete():
                         "estimated": True, "complete": False}}
     assert finish_lines(result) == ["race no-winner in 2.0s · 2.0k tokens, $0.5000 "
                                     "(estimated, incomplete: at least this much)"]
+
+
+def test_a_cost_nothing_could_price_is_unknown_never_zero():
+    unknown = {"input": 1500, "cached": 0, "cache_write": 0, "output": 500, "cost_usd": 0.0,
+               "estimated": True, "complete": True, "cost_unknown": True}
+    assert spend(unknown) == "2.0k tokens, cost unknown (estimated)"
+    assert spend({**unknown, "cost_usd": 0.25}) == "2.0k tokens, $0.2500 + unknown (estimated)"
 
 
 class Lines:

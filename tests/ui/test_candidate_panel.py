@@ -15,6 +15,7 @@ from textual.widgets import Log, Static
 from outpost_tui.ui.app import OutpostApp
 from outpost_tui.ui.screens.confirm import ConfirmScreen
 from outpost_tui.ui.widgets.candidate_panel import CandidatePanel, duration, tokens
+from tests.agents.replay import path_with, write_fake
 from tests.conftest import FAKE_AGENT
 
 pytestmark = pytest.mark.anyio
@@ -161,3 +162,27 @@ async def test_a_skipped_candidate_shows_why_it_never_started(repo, tmp_path):
         assert list(panel.query_one(Log).lines) == ["── skipped: not started: first won"]
         # A candidate with nothing to explain spends no row on an empty reason.
         assert not app.screen.query_one("#panel-first", CandidatePanel).query_one(".reason").display
+
+
+async def test_a_commit_made_on_its_behalf_and_an_unknown_cost_are_shown(repo, tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    write_fake(bin_dir, "codex", record=tmp_path / "codex.json", transcript_name="codex_fix.jsonl",
+               edits={"fix.txt": "fixed\n"})
+    monkeypatch.setenv("PATH", path_with(bin_dir))
+    path = tmp_path / "race.toml"
+    path.write_text(f'[race]\nrepository = "{repo}"\nbrief = "Fix it."\nselect = "best"\n'
+                    '[validate]\ncommand = ["true"]\n[score]\ncommand = ["echo", "1"]\n'
+                    '[[candidates]]\nkey = "known"\nagent = "codex"\n'
+                    '[[candidates]]\nkey = "mystery"\nagent = "codex"\nmodel = "mystery-model-1"\n')
+    app = OutpostApp(path, start=True, testing=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.session.result, "the race to finish")
+        known = app.screen.query_one("#panel-known", CandidatePanel)
+        mystery = app.screen.query_one("#panel-mystery", CandidatePanel)
+        await until(pilot, lambda: known.has_class("-winner"), "the next redraw")
+        assert line(known, "reason").startswith("committed on its behalf: codex (known): Fix it.")
+        assert any(text.startswith("── committed on its behalf (it could not commit in its sandbox): ")
+                   for text in known.query_one(Log).lines)
+        # Priced by its family (estimated, "~"); a model nothing prices is "cost unknown", not $0.
+        assert re.match(r"\$0\.\d{4}~  · ", line(known, "cost")), line(known, "cost")
+        assert line(mystery, "cost").startswith("cost unknown~  · ")
