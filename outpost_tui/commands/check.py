@@ -10,7 +10,9 @@ from typing import Any
 
 from .. import exitcodes
 from ..engine.racefile import RaceFileError, load_race
-from ..engine.spec import RaceSpec
+from ..engine.spec import BudgetSpec, RaceSpec
+
+DEFAULT_UNREACHABLE = BudgetSpec().unreachable_timeout
 
 EPILOG = """\
 examples:
@@ -64,7 +66,8 @@ def summary(spec: RaceSpec) -> dict[str, Any]:
         "candidates": [{"key": candidate.key, "agent": candidate.agent, "model": candidate.model}
                        for candidate in spec.candidates],
         "budget": {"attempts": budget.attempts, "tokens": dict(budget.tokens.items()),
-                   "cost_usd": budget.cost_usd, "candidate_timeout": budget.candidate_timeout},
+                   "cost_usd": budget.cost_usd, "candidate_timeout": budget.candidate_timeout,
+                   "unreachable_timeout": budget.unreachable_timeout},
         "validate": {"command": list(spec.validate.command) if spec.validate.command else None,
                      "timeout": spec.validate.timeout,
                      "require_commits": spec.validate.require_commits},
@@ -109,6 +112,8 @@ def _budget_text(spec: RaceSpec) -> str:
         parts.append(f"${budget.cost_usd:.2f}")
     if budget.candidate_timeout is not None:
         parts.append(f"{_seconds(budget.candidate_timeout)} per candidate")
+    if budget.unreachable_timeout is not None and budget.unreachable_timeout != DEFAULT_UNREACHABLE:
+        parts.append(f"model API unreachable for {_seconds(budget.unreachable_timeout)} fails a candidate")
     return ", ".join(parts) or "unlimited"
 
 

@@ -934,7 +934,7 @@ def dump_race(spec: RaceSpec, relative_to: Path | None = None) -> str:
         race["brief"] = spec.brief
     sections: list[tuple[str, dict]] = [("race", race)]
 
-    budget = _changed(spec.budget, ("attempts", "cost_usd", "candidate_timeout"))
+    budget = _changed(spec.budget, ("attempts", "cost_usd", "candidate_timeout", "unreachable_timeout"))
     tokens = dict(spec.budget.tokens.items())
     if tokens:
         budget["tokens"] = tokens

@@ -186,6 +186,21 @@ def test_budget_tokens_may_be_a_table_of_its_own(tmp_path: Path, repo: Path):
     assert load_race(tmp_path / "race.toml").budget == BudgetSpec(attempts=1, tokens=TokenLimits(output=0))
 
 
+def test_unreachable_timeout_is_read_checked_and_written_back(tmp_path: Path, repo: Path):
+    body = '[[candidates]]\nkey = "a"\nagent = "codex"\nbrief = "go"\n'
+    (tmp_path / "race.toml").write_text(f'[race]\nrepository = "{repo}"\n[budget]\nunreachable_timeout = 30\n'
+                                        + body)
+    spec = load_race(tmp_path / "race.toml")
+    assert spec.budget == BudgetSpec(unreachable_timeout=30.0)
+    (tmp_path / "copy.toml").write_text(dump_race(spec))
+    assert load_race(tmp_path / "copy.toml").budget.unreachable_timeout == 30.0
+    assert BudgetSpec().unreachable_timeout == 120.0  # about two minutes unless the file says
+    (tmp_path / "bad.toml").write_text(f'[race]\nrepository = "{repo}"\n[budget]\nunreachable_timeout = 0\n'
+                                       + body)
+    with pytest.raises(RaceFileError, match=r"bad.toml:4: budget.unreachable_timeout: must be greater than 0"):
+        load_race(tmp_path / "bad.toml")
+
+
 def test_dump_race_round_trips_the_full_file(race_dir: Path):
     (race_dir / "race.toml").write_text(FULL)
     spec = load_race(race_dir / "race.toml")

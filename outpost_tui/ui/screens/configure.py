@@ -315,7 +315,8 @@ class BudgetForm(FormScreen):
         self.show_errors(errors)
         if budget is None:
             return
-        self.dismiss(budget)
+        # what the form does not show is kept as the race file had it
+        self.dismiss(dataclasses.replace(budget, unreachable_timeout=self.budget.unreachable_timeout))
 
 
 class ConfigureScreen(Screen[RaceSpec | None]):
