@@ -187,3 +187,24 @@ def test_not_logged_in_and_other_failures():
     assert outcome.reason == "codex exited with code 1: stream disconnected before completion"
     # The turn did work but never reported tokens: usage is a lower bound.
     assert failed.usage.complete is False
+
+
+def test_cache_writes_are_read_and_taken_out_of_the_uncached_input():
+    decoder = codex(model="gpt-5")
+    feed(decoder, ['{"type":"turn.completed","usage":{"input_tokens":10000,"cached_input_tokens":6000,'
+                   '"cache_write_input_tokens":1500,"output_tokens":300,"reasoning_output_tokens":0}}'])
+    usage = decoder.usage
+    assert (usage.input, usage.cached, usage.cache_write, usage.output) == (2500, 6000, 1500, 300)
+    assert usage.tokens == 10300  # every prompt token counted once
+
+
+def test_the_model_is_always_named_on_the_command_line(tmp_path, monkeypatch):
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    monkeypatch.setenv("CODEX_HOME", str(home))
+    adapter = adapter_for("codex")
+    argv = adapter.launch(candidate("codex"), "x", CONTEXT).argv
+    assert argv[argv.index("-m") + 1] == "gpt-6.1-sol"  # this version's default
+    (home / "config.toml").write_text('model = "gpt-5.1-codex"\n\n[profiles.x]\nmodel = "other"\n')
+    argv = adapter.launch(candidate("codex"), "x", CONTEXT).argv
+    assert argv[argv.index("-m") + 1] == "gpt-5.1-codex"  # its own config's top-level model

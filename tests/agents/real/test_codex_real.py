@@ -12,9 +12,13 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
+import anyio
+
+from outpost_tui.engine import BudgetSpec, CandidateSpec, build_spec, run_race_async
 from outpost_tui.engine.agents.quota_time import from_epoch
 from outpost_tui.engine.flightlog import read_flight_log
 from tests.agents.real.conftest import closed_port_url, codex_env, project
@@ -186,3 +190,47 @@ def test_429s_until_its_retries_run_out_end_codex_as_quota_without_a_reset_time(
     assert codex["status"] == "quota", stderr
     assert codex["quota"]["reset_at"] is None and "(resets unknown)" in stderr
     assert "429" in codex["quota"]["message"]
+
+
+FIX_WHEN_TOLD = """
+import pathlib, subprocess, sys
+open(sys.argv[1]).read()
+calc = pathlib.Path("calc.py")
+calc.write_text(calc.read_text().replace("return a - b", "return a + b", 1))
+subprocess.run(["git", "commit", "-qam", "fix add()"], check=True)
+"""
+
+
+def test_a_codex_cancelled_mid_run_is_marked_incomplete_and_the_totals_say_so(
+        tmp_path, model_server, agent_home):
+    repo = project(tmp_path)
+    held = threading.Event()
+    model_server.steps = [Step(text="Looking.", tool="exec",
+                               tool_input=exec_js('tools.exec_command({cmd: "git status --short"})'),
+                               tokens=Tokens(input=1201, cached=3301, output=71)),
+                          Step(text="Almost", tokens=Tokens(input=5, output=9), hold=held)]
+    go = tmp_path / "go"
+    os.mkfifo(go)
+    spec = build_spec(repository=repo, validate=["python3", "-B", "-m", "unittest", "-q"], candidates=[
+        CandidateSpec("codex", "codex", BRIEF, env=codex_env(model_server.url, agent_home)),
+        CandidateSpec("fixer", "command", BRIEF, command=(sys.executable, "-c", FIX_WHEN_TOLD, str(go)))],
+        budget=BudgetSpec(candidate_timeout=60))
+
+    async def main():
+        async with anyio.create_task_group() as group:
+            async def release_fixer():
+                await anyio.to_thread.run_sync(model_server.holding.wait)  # its second call is in flight
+                await anyio.to_thread.run_sync(lambda: open(go, "w").close())
+
+            group.start_soon(release_fixer)
+            with anyio.fail_after(120):
+                return await run_race_async(spec)
+
+    result = anyio.run(main).to_json()
+    codex = next(c for c in result["candidates"] if c["key"] == "codex")
+    assert result["winner"]["key"] == "fixer" and codex["status"] == "cancelled"
+    # Codex reports tokens only when its turn ends: nothing seen, and the figures say they are a
+    # lower bound rather than claiming it spent nothing.
+    assert codex["usage"]["complete"] is False and codex["usage"]["output"] == 0
+    assert result["usage"]["complete"] is False
+    assert len(model_server.served) == 2
