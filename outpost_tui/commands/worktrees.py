@@ -19,6 +19,7 @@ examples:
   outpost-tui worktrees --prune --dry-run       what a prune would remove and keep, and why
   outpost-tui worktrees --prune --older-than 7 --yes
   outpost-tui worktrees --delete-branches RACE  delete a race's branches that hold nothing unmerged
+  outpost-tui worktrees --remove-containers --yes   remove containers left by finished races
 
 An attempt is named RACE/KEY/ATTEMPT, by its branch (outpost/speculation/RACE/KEY/ATTEMPT) or by its
 worktree's path. Before a worktree is removed, everything in it that its branch does not hold
@@ -27,7 +28,10 @@ to refs/outpost/archive/RACE/KEY/ATTEMPT and checked against the disk. A worktre
 (its working directory or an open file inside) is never removed; the process is named. A branch is
 deleted only when its commits are on another branch, tag or archive, or its change is already on your
 branches (by patch-id: squash-merged or cherry-picked counts); --archive-unmerged archives the others
-first. Prune and branch deletion ask for confirmation in a terminal; elsewhere they need --yes.
+first. Containers are removed (by their outpost.race label) only for races that finished: a
+running race still uses its own, and a durable run's replay removes those of an interrupted one.
+Prune, branch deletion and container removal ask for confirmation in a terminal; elsewhere they
+need --yes.
 During a prune, Ctrl-C stops after the worktree being archived; nothing is ever half-removed.
 
 exit codes: 0 done, 1 something was refused or kept (said on stderr), 2 bad input (not a git
@@ -51,6 +55,9 @@ def register(subparsers) -> None:
                         help="archive and remove every worktree of finished races (see --older-than)")
     action.add_argument("--delete-branches", metavar="RACE", help="delete the race's branches that hold "
                         "nothing unmerged")
+    action.add_argument("--remove-containers", action="store_true",
+                        help="remove the containers left by finished races of this repository "
+                             "(e.g. after the container engine went away mid-race)")
     parser.add_argument("--older-than", type=float, metavar="DAYS",
                         help="with --prune: only worktrees at least DAYS old (unfinished races included)")
     parser.add_argument("--include-ignored", action="store_true",
@@ -93,6 +100,8 @@ def _handle(args) -> int:
             return _prune(root, args)
         if args.delete_branches:
             return _delete_branches(root, args)
+        if args.remove_containers:
+            return _remove_containers(root, args)
         return _list(root, args)
     except git.GitError as error:
         return _fail(str(error), REFUSED)
@@ -252,6 +261,54 @@ def _parse_attempt(ident: str):
             return None
         return archive.Attempt(parts[0], parts[1], int(parts[2]))
     return None
+
+
+# --- containers left behind -----------------------------------------------------------------------
+
+
+def _remove_containers(root, args) -> int:
+    from ..engine.history import recorded_races
+    from ..engine.sandbox import SandboxError
+    from ..engine.sandbox.container import remove_race_containers
+
+    containers, engine_error = _containers(root, args.endpoint)
+    if engine_error:
+        return _fail(f"cannot list containers: {engine_error}", REFUSED)
+    finished = {race.id for race in recorded_races(root) if race.finished}
+    leftover = [c for c in containers if c.get("race") in finished]
+    kept = [{"name": c["name"], "race": c.get("race"),
+             "why": f"race {c.get('race')} has not finished here (it may be running; a durable run's "
+                    "replay removes what an interrupted one left)"}
+            for c in containers if c.get("race") not in finished]
+    races = sorted({c["race"] for c in leftover})
+    plan = {"containers": [{"name": c["name"], "race": c["race"], "status": c.get("status")}
+                           for c in leftover], "kept": kept}
+    if args.dry_run or not leftover:
+        if args.json:
+            print(json.dumps({"dry_run": args.dry_run, **plan, "removed": 0}, indent=2))
+        else:
+            for c in leftover:
+                print(f"would remove {c['name']} ({c.get('status')}) of finished race {c['race']}")
+            for c in kept:
+                print(f"keep {c['name']}: {c['why']}")
+            if not leftover:
+                print(f"no containers of finished races of {root}")
+        return 0
+    if not _confirm(f"remove {len(leftover)} container(s) of {len(races)} finished race(s)?", args):
+        return REFUSED
+    removed = 0
+    try:
+        for race in races:
+            removed += remove_race_containers(race, args.endpoint, repository=root)
+    except SandboxError as error:
+        return _fail(f"removed {removed} container(s), then: {error}", REFUSED)
+    if args.json:
+        print(json.dumps({"dry_run": False, **plan, "removed": removed}, indent=2))
+    else:
+        print(f"removed {removed} container(s) of finished race(s) {', '.join(races)}")
+        for c in kept:
+            print(f"kept {c['name']}: {c['why']}")
+    return 0
 
 
 # --- prune -----------------------------------------------------------------------------------------

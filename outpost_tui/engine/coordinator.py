@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import time
@@ -32,7 +33,7 @@ from .result import CandidateRecord, RaceResult, Validation
 from .reachability import Reachability
 from .review import review
 from .revalidation import recorded_validation
-from .sandbox import Sandbox, SandboxContext, SandboxError, SandboxProvider, provider_for
+from .sandbox import EngineGone, Sandbox, SandboxContext, SandboxError, SandboxProvider, provider_for
 from .sandbox.base import Completed
 from .sandbox.local import LocalProvider, resource_id_for
 from .spec import RaceSpec, valid_key
@@ -94,6 +95,7 @@ class Race:
         self._admissions_closed = False
         self._finished = False
         self._settling = False
+        self._engine_gone_said = False
         self.suspended = False  # stopped by stop_resumable: the saved run stays resumable
         self._durable: Any = None  # durable.DurableRun when [durability] is enabled
         self._host_before: git.HostSnapshot | None = None
@@ -351,6 +353,9 @@ class Race:
                 scope.cancel()
             try:
                 await self._execute(attempt)
+            except EngineGone as error:
+                attempt.record.error = _one_line(error)
+                self._engine_gone(error)
             except (SandboxError, git.GitError, ValueError, OSError) as error:
                 attempt.record.error = _one_line(error)
             except Exception as error:  # a bug must fail one candidate, not lose the race
@@ -710,12 +715,31 @@ class Race:
                     other.cancel_reason = other.cancel_reason or f"cancelled: {reason}"
                     other.scope.cancel()
 
+    def _engine_gone(self, error: EngineGone) -> None:
+        """Say once, for the race, that its container engine went away and what is left to do."""
+        if self._engine_gone_said:
+            return
+        self._engine_gone_said = True
+        what = str(error).split(": container ", 1)[0]
+        command = f"outpost-tui worktrees {shlex.quote(str(self.repository))} --remove-containers"
+        if self.spec.sandbox.endpoint:
+            command += f" --endpoint {shlex.quote(self.spec.sandbox.endpoint)}"
+        self.bus.emit(EventKind.WARNING, message=(
+            f"{what}: the candidates running on it are settled as failed; their containers are left "
+            f"until `{command}` removes them once the engine is back"))
+
     async def _settle_attempt(self, attempt: Attempt, *, cancelled: bool) -> None:
         record = attempt.record
         if attempt.sandbox is not None:
             with anyio.move_on_after(self.spec.cleanup_timeout) as deadline:
                 try:
                     await attempt.sandbox.close()
+                except EngineGone as error:
+                    attempt.cleanup_failed = True
+                    # why the attempt ended, if that was already the engine, stays its reason
+                    if not (record.error or "").startswith("the container engine at "):
+                        record.error = _one_line(error)
+                    self._engine_gone(error)
                 except Exception as error:  # a provider failing to close: the attempt cannot win
                     attempt.cleanup_failed = True
                     record.error = f"cleanup failed: {_one_line(error)}"

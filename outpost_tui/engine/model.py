@@ -81,6 +81,7 @@ class RaceModel:
         # every change to the user's repository found so far, as one line each (the app notifies
         # the ones it has not shown yet)
         self.tampering: list[str] = []
+        self.warnings: list[str] = []  # race-level warnings (the container engine went away, ...)
         self.version = 0
 
     def __call__(self, event: Event) -> None:
@@ -220,6 +221,8 @@ class RaceModel:
             self.status = "running"
         elif event.kind is EventKind.BUDGET_EXHAUSTED:
             self.budget_reason = event.data.get("reason")
+        elif event.kind is EventKind.WARNING:
+            self.warnings.append(str(event.data.get("message", "")))
         elif event.kind is EventKind.RACE_FINISHED:
             self.status = event.data.get("status")
             self.winner = event.data.get("winner")

@@ -23,6 +23,11 @@ class SandboxError(Exception):
     """A sandbox could not be created or used; the message is one line for the operator."""
 
 
+class EngineGone(SandboxError):
+    """The engine the sandbox runs on went away mid-race (stopped, restarted by an upgrade): the
+    attempts on it are settled with this reason; what they left there is removed once it is back."""
+
+
 @dataclass(frozen=True)
 class Completed:
     exit_code: int  # negative: killed by that signal

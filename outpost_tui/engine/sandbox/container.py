@@ -36,7 +36,7 @@ import anyio.to_thread
 from .. import git, gitenv
 from ..images import DEFAULT_TAG, KEEP_ALIVE
 from ..spec import SandboxSpec
-from .base import Completed, LineSink, Sandbox, SandboxContext, SandboxError, SandboxProvider
+from .base import Completed, EngineGone, LineSink, Sandbox, SandboxContext, SandboxError, SandboxProvider
 from .engines import ContextError, Endpoint, discover, engine_name, searched
 from .lines import LineSplitter, Tail
 
@@ -317,6 +317,26 @@ def _tar(files: Mapping[str, bytes], uid: int, gid: int) -> bytes:
     return buffer.getvalue()
 
 
+def _unreachable(error: BaseException) -> bool:
+    """Whether an error says the engine itself is gone (its socket closed or missing, the
+    connection aborted mid-stream), rather than that one request failed."""
+    import requests
+    import urllib3
+
+    seen: set[int] = set()
+    pending: list[object] = [error]
+    while pending:
+        current = pending.pop()
+        if not isinstance(current, BaseException) or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, (requests.exceptions.ConnectionError, urllib3.exceptions.ProtocolError,
+                                ConnectionError, FileNotFoundError)):
+            return True
+        pending += [current.__cause__, current.__context__, *current.args]
+    return False
+
+
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return (text.splitlines()[0] if text else type(error).__name__)[:300]
@@ -375,16 +395,20 @@ def list_containers(race_id: str | None = None, endpoint: str | None = None,
         client.close()
 
 
-def remove_race_containers(race_id: str, endpoint: str | None = None) -> int:
-    """Remove every container of a race (by label); returns how many were removed."""
+def remove_race_containers(race_id: str, endpoint: str | None = None,
+                           repository: str | Path | None = None) -> int:
+    """Remove every container of a race (by label; of that repository's, when given); returns how
+    many were removed."""
     docker = _docker()
     if resolve_endpoint(endpoint) is None:
         return 0
     client, _ = connect(endpoint, timeout=30)
     removed = 0
+    filters = [f"{LABEL_RACE}={race_id}"]
+    if repository is not None:
+        filters.append(f"{LABEL_REPOSITORY}={Path(repository).resolve()}")
     try:
-        for container in client.containers.list(all=True,
-                                                filters={"label": f"{LABEL_RACE}={race_id}"}):
+        for container in client.containers.list(all=True, filters={"label": filters}):
             try:
                 container.remove(force=True)
                 removed += 1
@@ -674,6 +698,7 @@ class ContainerSandbox(Sandbox):
         # create, start, first_exec, remove (seconds): the per-attempt overhead of a container
         self.timings = timings
         self._closed = False
+        self._gone: EngineGone | None = None  # set once a call finds the engine gone
         # why the last stop could not confirm that a command's processes were gone, if it could not
         self._unconfirmed: str | None = None
 
@@ -717,6 +742,7 @@ class ContainerSandbox(Sandbox):
         try:
             exec_id = await anyio.to_thread.run_sync(create_exec)
         except Exception as error:  # docker, requests and ssh errors alike
+            self._check_gone(error)
             raise SandboxError(f"cannot run {argv[0]!r} in container {self.name}: "
                                f"{_first_line(error)}") from None
         stream = _Stream(on_output, tail_bytes)
@@ -756,6 +782,11 @@ class ContainerSandbox(Sandbox):
             raise
         finally:
             stream.closed = True
+        if stream.error is not None:
+            self._check_gone(stream.error)
+        if self._gone is not None:
+            self._unconfirmed = None
+            raise self._gone
         if self._unconfirmed is not None:
             problem, self._unconfirmed = self._unconfirmed, None
             raise SandboxError(f"stopping {argv[0]!r} in container {self.name}: {problem}")
@@ -766,6 +797,7 @@ class ContainerSandbox(Sandbox):
         try:
             exit_code = await anyio.to_thread.run_sync(self._exit_code, exec_id)
         except Exception as error:
+            self._check_gone(error)
             raise SandboxError(f"lost the exit status of {argv[0]!r} in container {self.name}: "
                                f"{_first_line(error)}") from None
         if "first_exec" not in self.timings:
@@ -785,6 +817,16 @@ class ContainerSandbox(Sandbox):
         return Completed(exit_code=exit_code, stdout_tail=stream.tails["stdout"].text(),
                          stderr_tail=stderr_tail, timed_out=timed_out,
                          duration=time.monotonic() - started)
+
+    def _went_away(self, error: BaseException) -> EngineGone:
+        return EngineGone(f"the container engine at {describe_endpoint(self.provider.endpoint)} "
+                          f"went away ({_first_line(error)})")
+
+    def _check_gone(self, error: BaseException) -> None:
+        """Raise EngineGone when `error` says the engine itself is gone."""
+        if _unreachable(error):
+            self._gone = self._gone or self._went_away(error)
+            raise self._gone from None
 
     async def _pump_thread(self, pump) -> None:
         # abandon_on_cancel: a cancelled run must not wait for the stream; it stops the command
@@ -818,6 +860,8 @@ class ContainerSandbox(Sandbox):
         try:
             return await anyio.to_thread.run_sync(stop)
         except Exception as error:  # docker, requests and ssh errors alike
+            if _unreachable(error):
+                self._gone = self._gone or self._went_away(error)
             return None, _first_line(error)
 
     async def _stop(self, pid_file: str, stream: _Stream) -> str | None:
@@ -853,5 +897,9 @@ class ContainerSandbox(Sandbox):
             try:
                 await anyio.to_thread.run_sync(remove)
             except Exception as error:  # docker, requests and ssh errors alike
+                if _unreachable(error):
+                    raise EngineGone(f"{self._went_away(error)}: container {self.name} is left; "
+                                     "`outpost-tui worktrees --remove-containers` removes it once the "
+                                     "engine is back") from None
                 raise SandboxError(f"cannot remove container {self.name}: "
                                    f"{_first_line(error)}") from None

@@ -69,6 +69,7 @@ class RaceScreen(Screen):
         self._starting = False
         self.rebuilding = False
         self._tampering_shown = 0
+        self._warnings_shown = 0
 
     # ------------------------------------------------------------------------- layout
 
@@ -144,6 +145,9 @@ class RaceScreen(Screen):
             self.notify(f"your repository was changed: {line}", title="repository changed",
                         severity="error", timeout=30, markup=False)
         self._tampering_shown = len(model.tampering)
+        for line in model.warnings[self._warnings_shown:]:
+            self.notify(line, title="race warning", severity="warning", timeout=30, markup=False)
+        self._warnings_shown = len(model.warnings)
 
     def _summary(self) -> Text:
         spec, model, session = self.session.spec, self.session.model, self.session
