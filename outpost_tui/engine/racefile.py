@@ -22,6 +22,7 @@ import tomli_w
 
 from . import agents
 from . import git as git_runner
+from . import gitenv
 from .spec import (
     KEY_PATTERN,
     MAX_CANDIDATES,
@@ -859,7 +860,15 @@ def _candidate(reader: _Reader, index: int, table: dict, base_dir: Path,
     elif agent == "demo":
         raise reader.error(where, "missing key 'script' (agent = \"demo\" plays a scripted session file)")
     if "env" in table:
-        out["env"] = frozen_map(reader.string_map(at("env"), table["env"]))
+        env = reader.string_map(at("env"), table["env"])
+        for name in env:
+            if gitenv.is_scrubbed(name):
+                # removed from every environment a candidate gets: saying so beats a silent drop
+                raise reader.error(at("env") + (name,), "git's own variables are not passed to candidates "
+                                   "(they would point its git at another repository or configuration); "
+                                   "only GIT_AUTHOR_NAME, GIT_AUTHOR_EMAIL, GIT_COMMITTER_NAME and "
+                                   "GIT_COMMITTER_EMAIL are")
+        out["env"] = frozen_map(env)
     if "timeout" in table:
         out["timeout"] = reader.number(at("timeout"), table["timeout"], True)
     if "max_turns" in table:

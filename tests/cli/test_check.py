@@ -48,6 +48,7 @@ BAD = {
     "not-a-repository": (RACE.replace('"repo"', '"plain"') + CAND, "race.repository"),
     "best-without-score": (RACE + 'select = "best"\n' + CAND, "race.select"),
     "negative-budget": (RACE + "[budget]\ncost_usd = -1\n" + CAND, "budget.cost_usd"),
+    "git-location-in-env": (RACE + CAND + 'env = { GIT_DIR = "/elsewhere" }\n', "candidates[0].env.GIT_DIR"),
     "negative-tokens": (RACE + "[budget]\ntokens = { output = -10 }\n" + CAND, "budget.tokens.output"),
     "unknown-agent": (RACE + CAND.replace('agent = "command"', 'agent = "gpt-wizard"'), "candidates[0].agent"),
     "toml-syntax": (RACE + "mode = race\n" + CAND, "race.mode"),
