@@ -103,7 +103,7 @@ class Integration:
 
 # --- running git -----------------------------------------------------------------------------
 
-# Settings on every command line of the engine's git. A candidate in the local sandbox shares the
+# Settings of every call of the engine's git. A candidate in the local sandbox shares the
 # repository's .git directory and can write its config; these keep anything written there from
 # making the engine's git start a program: hooks, the fsmonitor, editors, pagers, signing, network
 # transports (ssh commands, credential helpers, upload-pack), background gc. The stat
@@ -130,20 +130,34 @@ def _environment() -> dict[str, str]:
             "GIT_PAGER": "cat", "GIT_EDITOR": "false"}
 
 
-def _command(directory: str, args: Sequence[str], config: Sequence[str],
-             users_own: bool = False) -> list[str]:
-    command = ["git", "--no-pager", "-C", directory]
-    settings = config if users_own else (*PROGRAM_CONFIG, *_driver_config(directory), *config)
-    for setting in settings:
-        command += ["-c", setting]
-    return command + list(args)
+def _command(directory: str, args: Sequence[str]) -> list[str]:
+    return ["git", "--no-pager", "-C", directory, *args]
 
 
-_drivers_seen: dict[str, tuple[tuple, tuple[str, ...], tuple[str, ...]]] = {}
+def _settings(directory: str, config: Sequence[str], users_own: bool) -> list[tuple[str, str]]:
+    """The settings of one call as (key, value): the program switches, the drivers, the caller's."""
+    pairs = [tuple(setting.split("=", 1)) for setting in config]
+    if users_own:
+        return pairs
+    fixed = [tuple(setting.split("=", 1)) for setting in PROGRAM_CONFIG]
+    return [*fixed, *_driver_config(directory), *pairs]
+
+
+def _config_environment(settings: Sequence[tuple[str, str]]) -> dict[str, str]:
+    # GIT_CONFIG_COUNT rather than -c: a key and its value stay apart, whatever characters a
+    # planted driver's name holds ("-c" splits "filter.a=b.clean=" at the wrong "=")
+    env = {"GIT_CONFIG_COUNT": str(len(settings))}
+    for index, (key, value) in enumerate(settings):
+        env[f"GIT_CONFIG_KEY_{index}"] = key
+        env[f"GIT_CONFIG_VALUE_{index}"] = value
+    return env
+
+
+_drivers_seen: dict[str, tuple[tuple, tuple[str, ...], tuple[tuple[str, str], ...]]] = {}
 _drivers_guard = threading.Lock()
 
 
-def _driver_config(directory: str) -> tuple[str, ...]:
+def _driver_config(directory: str) -> tuple[tuple[str, str], ...]:
     """Settings that switch off every filter, diff and merge driver the configuration names.
 
     Found with one `git config` call and remembered until a file it read, or could read, changes
@@ -153,12 +167,10 @@ def _driver_config(directory: str) -> tuple[str, ...]:
         cached = _drivers_seen.get(directory)
     if cached is not None and cached[0] == _stat_all(cached[1]):
         return cached[2]
-    command = ["git", "--no-pager", "-C", directory]
-    for setting in PROGRAM_CONFIG:
-        command += ["-c", setting]
-    command += ["config", "--null", "--show-origin", "--get-regexp", _DRIVERS]
-    status, out, _ = _execute(command, timeout=60.0, binary=False, strip=False)
-    settings: list[str] = []
+    command = _command(directory, ["config", "--null", "--show-origin", "--get-regexp", _DRIVERS])
+    fixed = [tuple(setting.split("=", 1)) for setting in PROGRAM_CONFIG]
+    status, out, _ = _execute(command, timeout=60.0, binary=False, strip=False, settings=fixed)
+    settings: list[tuple[str, str]] = []
     watched = list(files)
     for origin, key, value in _config_records(str(out)):
         origin = origin.removeprefix("file:")
@@ -169,12 +181,12 @@ def _driver_config(directory: str) -> tuple[str, ...]:
         kind, _, rest = key.partition(".")
         name = rest.rpartition(".")[0]
         if kind == "filter":
-            settings += [f"filter.{name}.clean=", f"filter.{name}.smudge=", f"filter.{name}.process=",
-                         f"filter.{name}.required=false"]
+            settings += [(f"filter.{name}.clean", ""), (f"filter.{name}.smudge", ""),
+                         (f"filter.{name}.process", ""), (f"filter.{name}.required", "false")]
         elif kind == "diff":
-            settings.append(f"diff.{name}.textconv=")  # external diffs: every diff says --no-ext-diff
+            settings.append((f"diff.{name}.textconv", ""))  # external diffs: every diff says --no-ext-diff
         else:
-            settings.append(f"merge.{name}.driver=false")
+            settings.append((f"merge.{name}.driver", "false"))
     found = tuple(dict.fromkeys(settings))
     if status in (0, 1):  # 1: nothing matched
         paths = tuple(dict.fromkeys(watched))
@@ -189,7 +201,8 @@ def _config_records(out: str) -> list[tuple[str, str, str]]:
     records = []
     for index in range(0, len(fields) - 1, 2):
         key, _, value = fields[index + 1].partition("\n")
-        records.append((fields[index], key.lower(), value))
+        # git prints section and variable names lowercased; a subsection keeps its case
+        records.append((fields[index], key, value))
     return records
 
 
@@ -223,6 +236,7 @@ def _stat_all(paths: Sequence[str]) -> tuple:
 
 
 def _execute(command: list[str], *, timeout: float | None, binary: bool, strip: bool,
+             settings: Sequence[tuple[str, str]] = (),
              on_start: Callable[[int], None] | None = None, new_group: bool = False,
              input: bytes | None = None, index: Path | None = None) -> tuple[int, str | bytes, str]:
     """The one place the engine starts git: scrubbed environment, output captured.
@@ -230,7 +244,7 @@ def _execute(command: list[str], *, timeout: float | None, binary: bool, strip: 
     `index` is a private index file (object-store plumbing builds trees in one): the only git
     location variable the engine ever sets, and only its own."""
     where = command[command.index("-C") + 1] if "-C" in command else "/"
-    env = _environment()
+    env = {**_environment(), **_config_environment(settings)}
     if index is not None:
         env["GIT_INDEX_FILE"] = str(index)
     try:
@@ -287,8 +301,8 @@ def _run(
     on request (merging a winner), which runs their hooks and drivers as the `git merge` they would
     type; the environment is scrubbed all the same."""
     directory = os.path.abspath(directory)
-    return _execute(_command(directory, args, config, users_own), timeout=timeout, binary=binary,
-                    strip=strip, input=input, index=index)
+    return _execute(_command(directory, args), timeout=timeout, binary=binary, strip=strip,
+                    settings=_settings(directory, config, users_own), input=input, index=index)
 
 
 def run(directory: Path | str, *args: str, timeout: float | None = 60.0) -> tuple[int, str, str]:
@@ -304,8 +318,9 @@ def _run_in_group(directory: Path | str, *args: str, config: Sequence[str] = (),
     For commands that may run for a while inside an allocation (worktree add): the group lets a
     crashed coordinator's successor stop it, and is swept when git is done."""
     directory = os.path.abspath(directory)
-    status, out, err = _execute(_command(directory, args, config), timeout=None, binary=False,
-                                strip=False, on_start=on_start, new_group=True)
+    status, out, err = _execute(_command(directory, args), timeout=None, binary=False, strip=False,
+                                settings=_settings(directory, config, False), on_start=on_start,
+                                new_group=True)
     return status, str(out).strip(), err
 
 

@@ -531,3 +531,17 @@ def test_the_engines_git_ignores_git_variables_of_its_environment(repo, tmp_path
     branch, directory, _ = new_worktree(repo)
     assert g.head(directory) == head
     assert g.repository_root(directory) == directory
+
+
+def test_a_driver_whose_name_holds_an_equals_sign_is_switched_off_too(repo, tmp_path):
+    """`-c filter.a=b.clean=` would split at the wrong "=": the settings travel by key and value."""
+    marker = tmp_path / "ran"
+    _, directory, _ = new_worktree(repo)
+    run(repo, "config", "filter.a=b.clean", f"sh -c 'echo clean >> {marker}; cat'")
+    (repo / ".git" / "info" / "attributes").write_text("*.txt filter=a=b\n")
+    (directory / "new.txt").write_text("work\n")
+    assert g.has_changes(directory)
+    assert g.commit_all(directory, "on behalf")
+    assert g.is_clean(directory)
+    g.host_snapshot(repo)
+    assert not marker.exists(), marker.read_text()
