@@ -133,7 +133,7 @@ def run_spec_headless(spec, *, json_output: bool = False, verbose: bool = False,
     for warning in getattr(durable, "warnings", []):
         print(f"outpost-tui: warning: {warning}", file=sys.stderr)
     if json_output:
-        json.dump(result.to_json(), sys.stdout, indent=2)
+        json.dump(result.to_json(), sys.stdout, indent=2, allow_nan=False)  # strict JSON, always
         sys.stdout.write("\n")
         sys.stdout.flush()
     else:

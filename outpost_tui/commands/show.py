@@ -68,7 +68,7 @@ def _print_result(repository: str, race_id: str) -> int:
     if result is None:
         print(_never_finished(race_id), file=sys.stderr)
         return exitcodes.NO_WINNER
-    json.dump(result, sys.stdout, indent=2)
+    json.dump(result, sys.stdout, indent=2, allow_nan=False)
     sys.stdout.write("\n")
     return 0
 

@@ -53,7 +53,8 @@ class FlightLog:
         self.directory = directory
         make_private_directory(directory)
         self._files: dict[str, IO[str]] = {}
-        self._dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
+        self._dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str,
+                                      allow_nan=False).encode
         self._unflushed: set[str] = set()  # files holding log lines not yet flushed
         self._flush_due: float | None = None
         self._timer: asyncio.TimerHandle | None = None
