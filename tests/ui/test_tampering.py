@@ -1,0 +1,43 @@
+"""The app over a real race whose candidate moves the user's checked-out branch: an error
+notification and a flagged panel, not a line lost in a log."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from textual.widgets import Static
+
+from outpost_tui.ui.app import OutpostApp
+from outpost_tui.ui.widgets.candidate_panel import CandidatePanel
+
+pytestmark = pytest.mark.anyio
+
+
+async def until(pilot, condition, what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await pilot.pause(0.05)
+
+
+async def test_a_candidate_moving_the_users_branch_is_an_error_notification_and_a_flag(repo, tmp_path):
+    script = ("echo fixed > fix.txt && git add fix.txt && git commit -qm fix && "
+              "git update-ref refs/heads/main \"$(git commit-tree HEAD~1^{tree} -p HEAD~1 -m moved)\"")
+    path = tmp_path / "race.toml"
+    path.write_text(f'[race]\nname = "ui"\nrepository = "{repo}"\n[validate]\ncommand = ["true"]\n'
+                    f'\n[[candidates]]\nkey = "mover"\nagent = "command"\nbrief = "b"\n'
+                    f'command = {json.dumps(["sh", "-c", script])}\n')
+    app = OutpostApp(path, start=True, testing=True)
+    async with app.run_test(size=(120, 36), notifications=True) as pilot:
+        await until(pilot, lambda: app.session.result, "the race to finish")
+        panel = app.screen.query_one("#panel-mover", CandidatePanel)
+        await until(pilot, lambda: panel.has_class("-tampering"), "the panel to be flagged")
+        reason = str(panel.query_one(".reason", Static).render())
+        assert reason.startswith("⚠ changed your repository: moved refs/heads/main")
+        errors = [n for n in app._notifications if n.severity == "error"]
+        assert any("your repository was changed: mover#1: moved refs/heads/main" in n.message
+                   for n in errors), [n.message for n in app._notifications]
+        assert app.session.result.integration["status"] == "blocked"
