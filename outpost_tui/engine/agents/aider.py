@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Mapping
 
 from ..events import EventKind
+from ..reachability import NETWORK, RATE_LIMITED, SERVER_ERROR
 from ..spec import CandidateSpec, Price
 from ..usage import Usage
 from .agentcli import CliDecoder, as_argument, count, log, money, parse_json_object
@@ -120,8 +121,10 @@ class AiderDecoder(CliDecoder):
         pending = self._rate_limited or self._api_error
         if retrying and pending:
             self._retries += 1
+            cause = (RATE_LIMITED if self._rate_limited else
+                     NETWORK if _CONNECTION.search(pending) else SERVER_ERROR)
             return [AgentEvent(EventKind.RETRY, {"message": f"{pending}; {line.strip()}",
-                                                 "retry": self._retries,
+                                                 "retry": self._retries, "cause": cause,
                                                  "delay_ms": int(float(retrying.group(1)) * 1000)})]
         if self.is_quota_text(line) and _ERROR_LINE.search(line):
             self.failed = True

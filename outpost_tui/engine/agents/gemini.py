@@ -32,6 +32,7 @@ from ..events import EventKind
 from ..spec import CandidateSpec, Price
 from ..usage import Usage
 from .. import git
+from ..reachability import NETWORK, RATE_LIMITED, retry_cause
 from .agentcli import CliDecoder, as_dict, count, is_login_failure, log, plain, short
 from .base import (AgentAdapter, AgentEvent, AgentOutcome, Decoder, Launch, LaunchContext,
                    brief_argument)
@@ -53,6 +54,9 @@ _STDERR_QUOTA_TEXT = re.compile(
 # with backoff..." (before 0.61 and for HTTP errors), "Attempt 1 failed: <message>" and "Attempt 3
 # failed. Retrying with backoff... Error: <network error>" (0.61).
 _RETRY = re.compile(r"Attempt (\d+) failed(?: with status (\d+))?(?:\.\s*Retrying|:)", re.IGNORECASE)
+_RATE_LIMITED = re.compile(r"\b429\b|exhausted|quota|rate limit", re.IGNORECASE)
+_NETWORK = re.compile(r"fetch failed|ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENOTFOUND|EAI_AGAIN|socket hang up"
+                      r"|network", re.IGNORECASE)
 _RETRY_DELAY = re.compile(r"Retrying after (\d+)\s*ms", re.IGNORECASE)
 # The stack dump that follows a retry or an error report: never a quota or a reason of its own.
 _STACK = re.compile(r"^\s+at \S|^\s*[}\]]|^\s+\w+: ")
@@ -204,7 +208,8 @@ class GeminiDecoder(CliDecoder):
             delay = _RETRY_DELAY.search(line)
             return [AgentEvent(EventKind.RETRY, {"message": plain(line).strip()[:300],
                                                  "retry": int(retry.group(1)),
-                                                 "delay_ms": int(delay.group(1)) if delay else 0})]
+                                                 "delay_ms": int(delay.group(1)) if delay else 0,
+                                                 "cause": _retry_cause(line, retry.group(2))})]
         if _STACK.search(line):
             return None
         return super().decode_stderr(line)
@@ -239,6 +244,14 @@ class GeminiDecoder(CliDecoder):
                 reason = _EXIT_REASONS[exit_code]
                 self.failure = f"{reason}: {own}" if own else reason
         return super().finish(exit_code, stderr_tail)
+
+
+def _retry_cause(line: str, status: str | None) -> str:
+    if status:
+        return retry_cause(int(status))
+    if _RATE_LIMITED.search(line):
+        return RATE_LIMITED
+    return NETWORK if _NETWORK.search(line) else "API error"
 
 
 def _stream_usage(figures: dict) -> Usage:

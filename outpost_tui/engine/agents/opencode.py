@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Mapping
 
 from ..events import EventKind
+from ..reachability import NETWORK, RATE_LIMITED
 from ..spec import CandidateSpec, Price
 from ..usage import Usage
 from .agentcli import CliDecoder, count, log, money, short
@@ -37,6 +38,8 @@ _FILE_TOOLS = {"edit": "update", "write": "write", "patch": "update", "multiedit
 _STREAM_ERROR = re.compile(r'message="stream error".*?\berror\.error="(?P<error>(?:[^"\\]|\\.)*)"')
 _RATE_LIMIT = re.compile(r"\b429\b|rate limit|too many requests|quota|usage limit|insufficient_quota",
                          re.IGNORECASE)
+_NETWORK = re.compile(r"Unable to connect|ECONNREFUSED|ECONNRESET|fetch failed|ETIMEDOUT|ENOTFOUND"
+                      r"|Cannot connect|socket", re.IGNORECASE)
 # A retry the error message says is further away than this is not waited for: the agent is
 # stopped and the candidate ends on the quota, with its reset time.
 RETRY_PATIENCE = timedelta(minutes=10)
@@ -81,8 +84,10 @@ class OpencodeDecoder(CliDecoder):
             return super().decode_stderr(line)
         error = failed.group("error").replace('\\"', '"').removeprefix("AI_APICallError: ")
         self._retries += 1
+        cause = (RATE_LIMITED if _RATE_LIMIT.search(error) else
+                 NETWORK if _NETWORK.search(error) else "API error")
         events = [log(line, "stderr"), AgentEvent(EventKind.RETRY, {
-            "message": error[:300], "retry": self._retries, "delay_ms": 0})]
+            "message": error[:300], "retry": self._retries, "delay_ms": 0, "cause": cause})]
         if _RATE_LIMIT.search(error):
             self._rate_limited = error
             reset_at = parse_reset(error, self.clock())

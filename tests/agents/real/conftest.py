@@ -7,6 +7,7 @@ never pass by skipping them.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -101,6 +102,37 @@ def codex_env(server_url: str, home: Path, *, retries: int = 0) -> dict[str, str
         "CODEX_HOME": str(codex_home),
         "OPENAI_API_KEY": "sk-stand-in",
     }
+
+
+def gemini_env(server_url: str, home: Path) -> dict[str, str]:
+    """Gemini CLI on an API key against the stand-in: the auth type lives in its settings file."""
+    settings = home / ".gemini"
+    settings.mkdir(exist_ok=True)
+    (settings / "settings.json").write_text(
+        '{"security": {"auth": {"selectedType": "gemini-api-key"}}}')
+    return {"PATH": agent_path("gemini"), "HOME": str(home), "GEMINI_API_KEY": "stand-in-key",
+            "GOOGLE_GEMINI_BASE_URL": server_url}
+
+
+def opencode_env(server_url: str, home: Path, model: str = "gpt-4o") -> dict[str, str]:
+    """opencode with a custom @ai-sdk/openai-compatible provider "stand-in" (its config inline),
+    its data and caches in the private HOME, no fetch of the models.dev catalogue."""
+    config = {"provider": {"stand-in": {
+        "npm": "@ai-sdk/openai-compatible", "name": "stand-in",
+        "options": {"baseURL": f"{server_url}/v1", "apiKey": "sk-stand-in"},
+        "models": {model: {"name": model}}}}}
+    return {"PATH": agent_path("opencode"), "HOME": str(home),
+            "XDG_CONFIG_HOME": str(home / ".config"), "XDG_DATA_HOME": str(home / ".local" / "share"),
+            "XDG_CACHE_HOME": str(home / ".cache"), "XDG_STATE_HOME": str(home / ".local" / "state"),
+            "OPENCODE_CONFIG_CONTENT": json.dumps(config), "OPENCODE_DISABLE_MODELS_FETCH": "1"}
+
+
+def aider_env(server_url: str | None, home: Path) -> dict[str, str]:
+    """aider through litellm's OpenAI client (OPENAI_API_BASE); None: no key at all."""
+    env = {"PATH": agent_path("aider"), "HOME": str(home), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    if server_url is not None:
+        env.update(OPENAI_API_KEY="sk-stand-in", OPENAI_API_BASE=f"{server_url}/v1")
+    return env
 
 
 def project(tmp_path: Path) -> Path:

@@ -2,7 +2,8 @@
 
 A test scripts a conversation as a list of Steps; each model request the agent makes takes the
 next one, answered in the wire format of the path it came to (Anthropic Messages SSE for Claude
-Code, OpenAI Responses SSE for Codex). Every answered request is recorded in `served`, with the
+Code, OpenAI Responses SSE for Codex, Gemini streamGenerateContent SSE for Gemini CLI, OpenAI chat
+completions, streamed or not, for opencode and aider). Every answered request is recorded in `served`, with the
 usage the server reported, so a test can check the agent's figures exactly.
 
 Another wire format is one more WIRES entry: a function that writes a Step as that API's response
@@ -27,6 +28,7 @@ class Tokens:
     cached: int = 0
     cache_write: int = 0
     output: int = 0
+    thinking: int = 0  # Gemini's thoughtsTokenCount (billed as output, reported apart)
 
 
 @dataclass(frozen=True)
@@ -180,10 +182,94 @@ def openai_responses(server: ModelServer, request: dict, step: Step, write) -> N
         **response, "status": "completed", "output": items, "usage": usage}})
 
 
+def gemini_stream(server: ModelServer, request: dict, step: Step, write) -> None:
+    """POST /v1beta/models/<model>:streamGenerateContent?alt=sse (Gemini CLI with
+    GOOGLE_GEMINI_BASE_URL); the model answering is the one in the path."""
+    t = step.tokens
+    parts: list[dict] = [{"text": step.text}] if step.text else []
+    if step.tool:
+        parts.append({"functionCall": {"name": step.tool, "args": step.tool_input or {}}})
+    model = server.served[-1].path.rsplit("/", 1)[-1].split(":", 1)[0]
+    if step.hold is not None:
+        server.holding.set()
+        step.hold.wait()
+    # Gemini counts cached tokens inside the prompt, and thinking tokens only in the total.
+    usage = {"promptTokenCount": t.input + t.cached, "candidatesTokenCount": t.output,
+             "totalTokenCount": t.input + t.cached + t.output + t.thinking}
+    if t.cached:
+        usage["cachedContentTokenCount"] = t.cached
+    if t.thinking:
+        usage["thoughtsTokenCount"] = t.thinking
+    _sse(write, None, {"candidates": [{"content": {"role": "model", "parts": parts},
+                                       "finishReason": "STOP", "index": 0}],
+                       "usageMetadata": usage, "modelVersion": model,
+                       "responseId": f"resp_{server.next_id():04d}"})
+
+
+def _chat_message(server: ModelServer, step: Step) -> tuple[dict, str]:
+    message: dict = {"role": "assistant", "content": step.text or None}
+    if step.tool:
+        arguments = step.tool_input if isinstance(step.tool_input, str) else json.dumps(step.tool_input or {})
+        message["tool_calls"] = [{"id": f"call_{server.next_id():04d}", "type": "function",
+                                  "function": {"name": step.tool, "arguments": arguments}}]
+    return message, "tool_calls" if step.tool else "stop"
+
+
+def _chat_usage(t: Tokens) -> dict:
+    # Chat completions count cached tokens inside prompt_tokens.
+    return {"prompt_tokens": t.input + t.cached, "completion_tokens": t.output,
+            "total_tokens": t.input + t.cached + t.output,
+            "prompt_tokens_details": {"cached_tokens": t.cached}}
+
+
+def openai_chat(server: ModelServer, request: dict, step: Step, write) -> None:
+    """POST /v1/chat/completions with stream: true (opencode's @ai-sdk/openai-compatible)."""
+    message, finish = _chat_message(server, step)
+    head = {"id": f"chatcmpl-{server.next_id():04d}", "object": "chat.completion.chunk",
+            "created": 1, "model": request.get("model", "gpt")}
+    delta: dict = {"role": "assistant"}
+    if step.text:
+        delta["content"] = step.text
+    if step.tool:
+        delta["tool_calls"] = [{"index": 0, **message["tool_calls"][0]}]
+    _sse(write, None, {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+    if step.hold is not None:
+        server.holding.set()
+        step.hold.wait()
+    _sse(write, None, {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+    _sse(write, None, {**head, "choices": [], "usage": _chat_usage(step.tokens)})
+    write(b"data: [DONE]\n\n")
+
+
+def openai_chat_whole(server: ModelServer, request: dict, step: Step) -> dict:
+    """POST /v1/chat/completions without streaming (aider with --no-stream, through litellm)."""
+    message, finish = _chat_message(server, step)
+    return {"id": f"chatcmpl-{server.next_id():04d}", "object": "chat.completion", "created": 1,
+            "model": request.get("model", "gpt"),
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": _chat_usage(step.tokens)}
+
+
 WIRES: dict[str, Callable] = {
     "/v1/messages": anthropic_messages,
     "/v1/responses": openai_responses,
+    ":streamGenerateContent": gemini_stream,
+    "/chat/completions": openai_chat,
 }
+# Wires that also answer without streaming, when the request does not ask for a stream.
+WHOLE: dict[str, Callable] = {
+    "/chat/completions": openai_chat_whole,
+}
+
+
+def unscripted(request: dict) -> Step | None:
+    """Requests answered outside the script: opencode names each session with a title request
+    (its usage is counted nowhere by opencode, so it costs nothing here)."""
+    messages = request.get("messages") if isinstance(request.get("messages"), list) else []
+    first = messages[0] if messages and isinstance(messages[0], dict) else {}
+    if "You are a title generator" in str(first.get("content")):
+        return Step(text="Fix add()")
+    return None
 
 
 def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
@@ -227,9 +313,18 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
             if wire is None:
                 self._plain(404, b'{"error": {"message": "not found"}}')
                 return
-            step = server.take(path, request)
+            step = unscripted(request)
+            if step is None:
+                step = server.take(path, request)
             if step.status != 200:
                 self._plain(step.status, json.dumps(step.error or {}).encode(), step.headers)
+                return
+            whole = next((w for suffix, w in WHOLE.items() if path.endswith(suffix)), None)
+            if whole is not None and not request.get("stream"):
+                if step.hold is not None:
+                    server.holding.set()
+                    step.hold.wait()
+                self._plain(200, json.dumps(whole(server, request, step)).encode(), step.headers)
                 return
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
