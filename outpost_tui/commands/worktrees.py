@@ -348,7 +348,8 @@ def _prune(root, args) -> int:
     from ..engine import cleanup
     from ..engine.retained import human_bytes, retained
 
-    races = retained(root)
+    containers, engine_error = _containers(root, args.endpoint)  # a running one keeps its worktree
+    races = retained(root, containers=containers)
     steps = cleanup.plan_prune(races, older_than_days=args.older_than)
     removing = [s for s in steps if s.action == cleanup.REMOVE]
     if args.dry_run or args.json and not removing:
@@ -385,6 +386,8 @@ def _prune(root, args) -> int:
                                on_step=said)
     finally:
         signal.signal(signal.SIGINT, previous)
+    if engine_error:
+        print(f"(containers not checked: {engine_error}; processes were)", file=sys.stderr)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:
