@@ -5,10 +5,13 @@ entry, goes on stdin instead, which `claude -p` reads when no prompt argument is
 approved by `--permission-mode acceptEdits`; every other tool must be allow-listed, as one
 comma-separated `--allowedTools` argument because the option is variadic.
 
-Usage: live tokens are summed over distinct assistant message ids (the lines of one API response
-repeat its id and usage; a step's output count can be a placeholder, so the highest seen is kept),
-priced from the table as an estimate. The `result` line is authoritative for the whole invocation:
-tokens from `modelUsage` (every model, subagents included), cost from `total_cost_usd`.
+Usage: live tokens are summed over distinct message ids (the lines of one API response repeat its
+id and usage). Assistant lines carry a placeholder output of 1; `--include-partial-messages` adds
+the API's own message_start / message_delta events with the real figures, and the highest seen is
+kept, so live tokens, cost and budget stops are right during the run. Live cost is priced from the
+table (by model family when the exact model is not listed) as an estimate. The `result` line is
+authoritative for the whole invocation: tokens from `modelUsage` (every model, subagents
+included), cost from `total_cost_usd`.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import json
 import os
 import re
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Mapping
 
@@ -42,7 +45,6 @@ DEFAULT_ALLOWED_TOOLS = (
 )
 # System lines that only say the CLI is working; every other kind is shown as one readable line.
 _QUIET_SYSTEM = {"status", "hook_started", "hook_progress", "task_progress"}
-# One argv entry may not exceed 128 KiB on Linux (MAX_ARG_STRLEN).
 
 _QUOTA_TEXT = re.compile(
     r"usage limit reached|hit your (?:\w+ )?limit|reached your specified API usage limits"
@@ -65,7 +67,7 @@ class ClaudeDecoder(CliDecoder):
         self._tools: dict[str, tuple[str, str | None]] = {}  # tool_use id -> (name, edited path)
         self._final: Usage | None = None
         self._streaming: str | None = None  # the message id partial events belong to
-        self._retry_after: tuple[datetime, int] | None = None  # (when, delay ms) of the last 429 retry
+        self._retry_after_ms: int | None = None  # the delay of the last retry after a 429
         self.allowed_tools = DEFAULT_ALLOWED_TOOLS if candidate.allowed_tools is None else candidate.allowed_tools
         self.permission_denials: list[str] = []
 
@@ -134,7 +136,7 @@ class ClaudeDecoder(CliDecoder):
             if status == 429:
                 # With an API key a 429 carries no reset time; the delay Claude waits is the
                 # API's retry-after, the best reset time there is if the retries run out.
-                self._retry_after = (self.clock(), delay_ms)
+                self._retry_after_ms = delay_ms
             return [AgentEvent(EventKind.RETRY, {"message": text, "retry": attempt, "delay_ms": delay_ms,
                                                  "cause": cause, "status": status})]
         if isinstance(subtype, str) and subtype in _QUIET_SYSTEM:
@@ -174,9 +176,9 @@ class ClaudeDecoder(CliDecoder):
         return [log(text or error)]
 
     def note_quota(self, message: str, reset_at: str | None = None) -> list[AgentEvent]:
-        if reset_at is None and parse_reset(first_line(message), self.clock()) is None and self._retry_after:
-            _, delay_ms = self._retry_after
-            reset_at = iso_utc(self.clock() + timedelta(milliseconds=delay_ms))
+        if (reset_at is None and self._retry_after_ms is not None
+                and parse_reset(first_line(message), self.clock()) is None):
+            reset_at = iso_utc(self.clock() + timedelta(milliseconds=self._retry_after_ms))
         return super().note_quota(message, reset_at)
 
     def _stream_event(self, message: dict) -> list[AgentEvent]:
