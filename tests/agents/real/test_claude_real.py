@@ -283,3 +283,17 @@ def test_an_output_budget_stops_claude_mid_run_on_its_live_figures(tmp_path, mod
     assert result["error"].startswith("token budget exhausted: output 15"), result["error"]
     # Stopped on the first reply's real output (150, not the placeholder 1) before any result line.
     assert claude["usage"]["output"] >= 150 and claude["usage"]["complete"] is False
+
+
+def test_an_api_key_spend_cap_stops_claude_until_the_day_it_names(tmp_path, model_server, agent_home):
+    project(tmp_path)
+    model_server.steps = [Step(status=400, error={"type": "error", "error": {
+        "type": "invalid_request_error", "message": "You have reached your specified API usage limits. "
+                                                    "You will regain access on 2027-01-01 at 00:00 UTC."}})] * 10
+    code, result, stderr = run(tmp_path, race_file(tmp_path), claude_env(model_server, agent_home))
+
+    claude = result["candidates"][0]
+    assert claude["status"] == "quota", stderr
+    assert claude["quota"]["reset_at"] == "2027-01-01T00:00:00Z"
+    assert "reached your specified API usage limits" in claude["quota"]["message"]
+    assert len(model_server.served) == 6  # this version retries a 400 five times, silently

@@ -234,3 +234,16 @@ def test_a_codex_cancelled_mid_run_is_marked_incomplete_and_the_totals_say_so(
     assert codex["usage"]["complete"] is False and codex["usage"]["output"] == 0
     assert result["usage"]["complete"] is False
     assert len(model_server.served) == 2
+
+
+def test_an_api_key_out_of_quota_stops_codex_without_a_reset_time(tmp_path, model_server, agent_home):
+    project(tmp_path)
+    model_server.steps = [Step(status=429, error={"error": {
+        "type": "insufficient_quota", "code": "insufficient_quota",
+        "message": "You exceeded your current quota, please check your plan and billing details."}})] * 3
+    code, result, stderr = run(tmp_path, race_file(tmp_path), codex_env(model_server.url, agent_home))
+
+    codex = result["candidates"][0]
+    assert codex["status"] == "quota", stderr
+    assert codex["quota"]["reset_at"] is None
+    assert codex["error"].startswith("quota: ") and not codex["error"].lower().startswith("quota: quota")
