@@ -36,6 +36,7 @@ from .spec import RaceSpec
 WORKTREEINCLUDE = ".worktreeinclude"
 CACHE_DIRECTORY = "cache"  # under .outpost/
 MANIFEST = "outpost-cache.json"
+CACHES_KEPT = 3  # cache entries kept per repository, newest first
 FICLONE = 0x40049409  # linux/fs.h: share the source's blocks, copy on write
 CONTAINER_FIRST_PORT = 8000  # a container has a network namespace of its own
 
@@ -239,10 +240,20 @@ def store_cache(outpost_dir: Path, key: str, directory: Path, paths: tuple[str, 
             if error.errno in (errno.ENOTEMPTY, errno.EEXIST):
                 return False
             raise
+        _prune(root, keep=entry)
         return True
     finally:
         if building.exists():
             shutil.rmtree(building, ignore_errors=True)
+
+
+def _prune(root: Path, keep: Path) -> None:
+    """Keep the newest CACHES_KEPT entries: each is rebuilt by setup when its key comes back, and
+    an old one (a venv of last month's requirements) only takes disk."""
+    entries = sorted((p for p in root.iterdir() if not p.name.startswith(".") and p != keep),
+                     key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in entries[CACHES_KEPT - 1:]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def restore_cache(outpost_dir: Path, key: str, directory: Path) -> bool:

@@ -83,6 +83,12 @@ def test_venv_cache_is_built_once_copied_into_each_worktree_and_rebuilt_when_its
         [c.validation.output for c in third.candidates]
     entries = [p for p in (repo / ".outpost" / "cache").iterdir() if not p.name.startswith(".")]
     assert len(entries) == 2
+    # old keys' caches are pruned: the newest few stay
+    for version, value in (("3.0", 3), ("4.0", 4)):
+        bump_dependency(repo, version, value)
+        assert "built" in [c.setup["cache"] for c in run_race(spec).candidates]
+    entries = [p for p in (repo / ".outpost" / "cache").iterdir() if not p.name.startswith(".")]
+    assert len(entries) == setups.CACHES_KEPT
 
 
 def test_a_copied_venv_runs_its_own_scripts_not_the_builders(tmp_path):
