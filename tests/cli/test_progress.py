@@ -94,3 +94,27 @@ def test_a_usage_line_is_printed_only_when_the_figures_change():
     usage(model, 80)
     printer.tick()
     assert len(out.lines) == 2 and "80 out" in out.lines[1]
+
+
+def test_setup_is_reported_headless_and_its_failure_ends_the_candidate(repo, tmp_path: Path):
+    (repo / ".gitignore").write_text(".env\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-qm", "ignore .env")
+    (repo / ".env").write_text("TOKEN=1\n")
+    # select best: every candidate runs to its end, none is cancelled by another's win
+    sections = ('[score]\ncommand = ["echo", "1"]\n[setup]\ncommand = ["sh", "-c", "test \\"$OUTPOST_CANDIDATE\\" = a || '
+                '{ echo no libfoo >&2; exit 5; }"]\ncopy = [".env"]\nports = 1\n')
+    race = write_race(tmp_path / "race.toml", repo,
+                      fake_candidate("a", "--write", "a.txt", "--commit")
+                      + fake_candidate("b", "--write", "b.txt", "--commit"),
+                      extra='select = "best"', sections=sections)
+    done = run_cli("run", race, "--json")
+    assert done.returncode == 0, done.stderr
+    lines = said(done.stderr)
+    assert any(re.fullmatch(r"a#1 setup passed in \d+\.\ds, copied 1 file\(s\)", line) for line in lines), lines
+    assert any(line.startswith("b#1 failed: setup failed (exit 5): no libfoo (worktree kept: ")
+               for line in lines), lines
+    result = json.loads(done.stdout)
+    b = next(c for c in result["candidates"] if c["key"] == "b")
+    assert b["setup"]["status"] == "failed" and b["setup"]["exit_code"] == 5
+    assert len(b["setup"]["ports"]) == 1
