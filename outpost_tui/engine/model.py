@@ -41,6 +41,7 @@ class CandidateModel:
     retrying: str | None = None
     review: list[str] = field(default_factory=list)  # what to look at before merging (winners)
     tampering: list[str] = field(default_factory=list)  # what it changed in the user's repository
+    accepted: bool = False  # the operator picked it as the winner by hand
     reason: str | None = None
     quota: dict | None = None
     commit: str | None = None
@@ -82,6 +83,8 @@ class RaceModel:
         # the ones it has not shown yet)
         self.tampering: list[str] = []
         self.warnings: list[str] = []  # race-level warnings (the container engine went away, ...)
+        self.started_at: float | None = None
+        self.finished_at: float | None = None
         self.version = 0
 
     def __call__(self, event: Event) -> None:
@@ -119,6 +122,10 @@ class RaceModel:
             candidate.committed_on_behalf = subject
             candidate.add_log(f"── committed on its behalf (it could not commit in its sandbox): "
                               f"{str(data.get('commit'))[:12]} {subject}")
+        elif kind is EventKind.OPERATOR:
+            if data.get("action") == "accept":
+                candidate.accepted = True
+                candidate.add_log("── accepted by the operator")
         elif kind is EventKind.RETRY:
             cause = data.get("cause")
             candidate.retrying = (f"{cause}: " if cause else "") + str(data.get("message") or "retrying")
@@ -219,6 +226,8 @@ class RaceModel:
         if event.kind is EventKind.RACE_STARTED:
             self.race_id = event.data.get("id")
             self.status = "running"
+            self.started_at = event.at
+            self.finished_at = None
         elif event.kind is EventKind.BUDGET_EXHAUSTED:
             self.budget_reason = event.data.get("reason")
         elif event.kind is EventKind.WARNING:
@@ -226,6 +235,7 @@ class RaceModel:
         elif event.kind is EventKind.RACE_FINISHED:
             self.status = event.data.get("status")
             self.winner = event.data.get("winner")
+            self.finished_at = event.at
             for record in (event.data.get("result") or {}).get("candidates", []):
                 candidate = self.candidates.get(record.get("key"))
                 if candidate is not None and record.get("review"):

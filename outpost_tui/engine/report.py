@@ -16,6 +16,7 @@ from typing import Any
 
 from .files import write_atomically
 from .git import OUTPOST_DIR, repository_root
+from .usage import cost_text
 
 TOKEN_DIMENSIONS = (("input", "in"), ("cached", "cached"), ("cache_write", "written"), ("output", "out"))
 # Best first: how an attempt ended says more than any number beside it.
@@ -46,12 +47,14 @@ def seconds(value: float | None) -> str:
 
 
 def money(usage: dict) -> str:
-    """The cost as the agents reported it; `~` marks an estimate, `?` a cost nobody reported."""
-    if usage.get("cost_known") is False or usage.get("cost_usd") is None:
-        return "?"
-    mark = "~" if usage.get("estimated") else ""
-    incomplete = "+" if usage.get("complete") is False else ""
-    return f"${float(usage['cost_usd']):.4f}{mark}{incomplete}"
+    """The cost as usage says it ("$0.0123", "cost unknown", "$0.0123 + unknown"); `~` marks an
+    estimate, `+` usage that is incomplete (an agent stopped before it reported all of it)."""
+    text = cost_text(float(usage.get("cost_usd") or 0.0), bool(usage.get("cost_unknown")))
+    if usage.get("estimated"):
+        text += "~"
+    if usage.get("complete") is False:
+        text += "+"
+    return text
 
 
 def verdict_text(verdict: Any) -> str:

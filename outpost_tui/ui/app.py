@@ -53,6 +53,7 @@ class OutpostApp(App):
         self.session: RaceSession | None = None
         self._load_errors: list[str] = []
         self.own_themes: list[str] = []  # loaded from theme files, listed first in the picker
+        self.ring_bell = False  # settings.toml `bell = true`: the terminal bell when a race ends
 
     # ------------------------------------------------------------------------- start-up
 
@@ -72,6 +73,10 @@ class OutpostApp(App):
             self.animation_level = "none"
         self._load_themes()
         self._load_keymap()
+        from .settings import load_settings
+
+        settings, _ = load_settings()  # its errors were reported with the theme's
+        self.ring_bell = settings.get("bell") is True
         if self._load_errors:
             self.notify("; ".join(self._load_errors), severity="error", timeout=10)
         if self.race_file is not None:

@@ -63,8 +63,10 @@ async def test_the_leaderboard_export_and_the_winners_merge(tmp_path, monkeypatc
         table = screen.query_one("#leaderboard", DataTable)
         assert table.row_count == 2
         first = [str(cell) for cell in table.get_row_at(0)]
-        assert first[0] == "good" and first[2] == "winner" and first[3] == "passed validation"
-        assert "out 30" in first[4] and first[5] == "$0.2500"
+        columns = [str(column.label) for column in table.columns.values()]
+        assert columns[:6] == ["candidate", "try", "status", "cost", "time", "out"]
+        assert first[0] == "good" and first[2] == "winner" and first[-1] == "passed validation"
+        assert first[3] == "$0.2500" and first[5] == "30"
         assert [str(cell) for cell in table.get_row_at(1)][:3] == ["bad", "1", "failed"]
 
         winner = app.session.result.winner

@@ -65,31 +65,82 @@ def fixed_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
 
 
-def test_race_ready_to_start(snap_compare, tmp_path):
-    assert snap_compare(app_for(tmp_path), terminal_size=SIZE)
+# The common terminal and a roomy one: every screen must be usable at the first and use the second.
+SIZES = pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
 
 
-def test_race_in_progress(snap_compare, tmp_path):
+@SIZES
+def test_race_ready_to_start(snap_compare, tmp_path, size):
+    assert snap_compare(app_for(tmp_path), terminal_size=size)
+
+
+@SIZES
+def test_race_in_progress(snap_compare, tmp_path, size):
     async def run_before(pilot):
         replay(pilot)
         await pilot.pause(0.3)
 
-    assert snap_compare(app_for(tmp_path), terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app_for(tmp_path), terminal_size=size, run_before=run_before)
 
 
-def test_confirm_accept(snap_compare, tmp_path):
+@SIZES
+def test_confirm_accept(snap_compare, tmp_path, size):
     async def run_before(pilot):
         replay(pilot)
         await pilot.pause(0.3)
         pilot.app.screen.action_accept()
         await pilot.pause(0.1)
 
-    assert snap_compare(app_for(tmp_path), terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app_for(tmp_path), terminal_size=size, run_before=run_before)
 
 
-def test_home(snap_compare, tmp_path):
-    assert snap_compare(OutpostApp(testing=True), terminal_size=SIZE)
+@SIZES
+def test_home(snap_compare, tmp_path, size):
+    assert snap_compare(OutpostApp(testing=True), terminal_size=size)
 
 
-def test_help(snap_compare, tmp_path):
-    assert snap_compare(app_for(tmp_path), terminal_size=SIZE, press=["question_mark"])
+@SIZES
+def test_help(snap_compare, tmp_path, size):
+    assert snap_compare(app_for(tmp_path), terminal_size=size, press=["question_mark"])
+
+
+def record(key, attempt, status, *, error=None, decided_by=None, out=0, cost=0.0, duration=None,
+           validation="not-run", exit_code=None, review=None, score=None):
+    return {"key": key, "attempt": attempt, "agent": "demo", "status": status,
+            "branch": f"outpost/speculation/20260101-000000-abcdef/{key}/{attempt}",
+            "commit": f"{attempt}{key[0]}" * 20 if status in ("winner", "rejected") else None,
+            "usage": usage(1000 * attempt, 4000, 0, out, cost), "score": score,
+            "validation": {"status": validation, "exit_code": exit_code, "output": "", "reason": None},
+            "retained_directory": None, "directory": None, "error": error, "decided_by": decided_by,
+            "duration": duration, "review": review}
+
+
+RESULT = {
+    "id": "20260101-000000-abcdef", "name": "calc-race", "status": "winner", "mode": "race",
+    "select": "first", "repository": "/nonexistent/repo", "baseline": "0" * 40,
+    "winner": {"key": "fixer", "attempt": 1, "branch": "outpost/speculation/20260101-000000-abcdef/fixer/1",
+               "commit": "1f" * 20, "decided_by": "validation", "score": None},
+    "candidates": [
+        record("fixer", 1, "winner", decided_by="validation", out=300, cost=0.012, duration=38.2,
+               validation="passed", exit_code=0, review=["tests changed: tests/test_calc.py"]),
+        record("breaker", 1, "rejected", error="validation failed (exit code 1)", out=120, cost=0.004,
+               duration=21.0, validation="failed", exit_code=1),
+        record("slow", 2, "cancelled", error="cancelled: another candidate won", out=40, cost=0.001,
+               duration=40.0)],
+    "previous_attempts": [record("slow", 1, "quota", error="usage limit reached", out=10, duration=3.0)],
+    "usage": {"attempts": 4, "input": 7000, "cached": 16000, "cache_write": 0, "output": 470,
+              "cost_usd": 0.017, "complete": True, "estimated": False},
+    "integration": {"status": "clean", "conflicts": [], "reason": None},
+    "started_at": T0, "finished_at": T0 + 42, "duration": 42.0,
+}
+
+
+@SIZES
+def test_result(snap_compare, tmp_path, size):
+    from outpost_tui.ui.screens.result import ResultScreen
+
+    async def run_before(pilot):
+        await pilot.app.push_screen(ResultScreen(RESULT))
+        await pilot.pause(0.1)
+
+    assert snap_compare(app_for(tmp_path), terminal_size=size, run_before=run_before)

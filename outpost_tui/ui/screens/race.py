@@ -17,11 +17,33 @@ from textual.containers import Grid
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Static
 
+from ..footer_order import FooterOrder
 from ..session import RaceSession
-from ..widgets.candidate_panel import CandidatePanel, tokens
+from ..widgets.candidate_panel import TOKEN_FIELDS, CandidatePanel, duration, fill_style, tokens
 from .confirm import ConfirmScreen
 
 REFRESH_EVERY = 0.1
+
+
+# How far along a live candidate is, for the leader.
+STAGE = {"starting": 1, "running": 2, "validating": 3, "scoring": 3}
+GAUGE_CELLS = 5
+
+
+def _gauge(label: str, used, limit, shown) -> Text:
+    """`label used/limit ████░░░░` against a limit, or `label used` without one."""
+    text = Text(f"{label} {shown(used)}" if label != "$" else f"${shown(used)}")
+    if limit is None:
+        text.append(" ")
+        return text
+    text.append(f"/{shown(limit)} " if label != "$" else f"/${limit:.2f} ")
+    fraction = 1.0 if limit <= 0 else min(1.0, used / limit)
+    filled = round(fraction * GAUGE_CELLS)
+    style = {"$error": "bold red", "$warning": "yellow", "$primary": "green"}[fill_style(fraction)]
+    text.append("█" * filled, style=style)
+    text.append("░" * (GAUGE_CELLS - filled), style="dim")
+    text.append(" ")
+    return text
 
 
 def _read(path) -> bytes | None:
@@ -31,9 +53,9 @@ def _read(path) -> bytes | None:
         return None
 
 
-class RaceScreen(Screen):
+class RaceScreen(FooterOrder):
     DEFAULT_CSS = """
-    RaceScreen #summary { height: auto; padding: 0 1; background: $panel; }
+    RaceScreen #summary { height: auto; padding: 0 1; background: $panel; text-wrap: nowrap; text-overflow: ellipsis; }
     RaceScreen #panels { grid-size: 2; grid-gutter: 0 1; height: 1fr; }
     RaceScreen #search { dock: bottom; display: none; }
     RaceScreen #search.-visible { display: block; }
@@ -70,6 +92,8 @@ class RaceScreen(Screen):
         self.rebuilding = False
         self._tampering_shown = 0
         self._warnings_shown = 0
+        # key -> state already announced (None: this screen announces nothing, a recorded race)
+        self._announced: dict[str, str] | None = {}
 
     # ------------------------------------------------------------------------- layout
 
@@ -148,23 +172,71 @@ class RaceScreen(Screen):
         for line in model.warnings[self._warnings_shown:]:
             self.notify(line, title="race warning", severity="warning", timeout=30, markup=False)
         self._warnings_shown = len(model.warnings)
+        self._announce()
+
+    def _announce(self) -> None:
+        """A notification for what an operator must not miss: a winner, a quota (and when it
+        resets), the budget running out. Said once each, for what changed while this screen ran."""
+        if self._announced is None or not self.session.started:
+            return
+        model = self.session.model
+        for key, candidate in model.candidates.items():
+            state = candidate.state
+            if self._announced.get(key) == state:
+                continue
+            self._announced[key] = state
+            if state == "winner":
+                how = " (accepted by operator)" if candidate.accepted else ""
+                self.notify(f"{key} won{how}", title="winner", markup=False)
+            elif state == "quota":
+                quota = candidate.quota or {}
+                reset = quota.get("reset_at")
+                self.notify(f"{key} hit its quota: {quota.get('message') or 'usage limit'}"
+                            + (f"; resets {reset}" if reset else ""), title="quota",
+                            severity="warning", markup=False, timeout=15)
+        if model.budget_reason and self._announced.get("") != model.budget_reason:
+            self._announced[""] = model.budget_reason
+            self.notify(model.budget_reason, title="budget", severity="warning", markup=False, timeout=15)
 
     def _summary(self) -> Text:
+        """The race at a glance: where it stands and for how long, each limited budget as a bar
+        (attempts, every limited token dimension, cost), and who leads."""
         spec, model, session = self.session.spec, self.session.model, self.session
         text = self._state_text()
         if session.error:
             return text
-        budget = spec.budget
-        usage = model.usage
-        parts = [f"attempts {model.attempts}" + (f"/{budget.attempts}" if budget.attempts is not None else ""),
-                 f"out {tokens(usage.output)}" + (f"/{tokens(budget.tokens.output)}"
-                                                  if budget.tokens.output is not None else ""),
-                 f"in {tokens(usage.input)}", f"cached {tokens(usage.cached)}",
-                 usage.cost_text() + (f"/${budget.cost_usd:.2f}" if budget.cost_usd is not None else "")]
-        text.append("\n" + "  ".join(parts))
+        budget, usage = spec.budget, model.usage
+        text.append("\n")
+        text.append_text(_gauge("attempts", model.attempts, budget.attempts, str))
+        for field, label in TOKEN_FIELDS:
+            limit = getattr(budget.tokens, field)
+            if limit is None and field == "cache_write":
+                continue
+            text.append_text(_gauge(label, getattr(usage, field), limit, tokens))
+        if usage.cost_unknown and not usage.cost_usd:
+            text.append(usage.cost_text() + " ")  # nothing to put on a bar
+        else:
+            cost = _gauge("$", usage.cost_usd, budget.cost_usd, lambda v: f"{v:.4f}" if v < 100 else f"{v:.0f}")
+            if usage.estimated:
+                cost.append("~")
+            if usage.cost_unknown:
+                cost.append("+ unknown ")
+            text.append_text(cost)
         if model.budget_reason:
-            text.append(f"  · {model.budget_reason}", style="bold yellow")
+            text.append(f"· {model.budget_reason}", style="bold yellow")
         return text
+
+    def leader(self):
+        """Who is ahead while nobody has won: the furthest along (validating before running before
+        starting), then the busiest, then the first declared."""
+        model = self.session.model
+        if model.winner or not self.session.running:
+            return None
+        order = list(model.candidates)
+        live = [c for c in model.candidates.values() if c.state in STAGE]
+        if not live:
+            return None
+        return max(live, key=lambda c: (STAGE[c.state], c.tools, c.lines, -order.index(c.key)))
 
     def _state_text(self) -> Text:
         """The summary's first line: why the race cannot run, how it ended, or where it stands."""
@@ -183,12 +255,23 @@ class RaceScreen(Screen):
                 text.append(f"{result.status}", style="bold")
             if result.integration:
                 text.append(f"  · integration {result.integration['status']}")
+            if model.started_at is not None and model.finished_at is not None:
+                text.append(f"  · took {duration(model.finished_at - model.started_at)}")
             if result.error:
                 text.append(f"  · {result.error}")
         elif session.started:
-            text.append(f"racing ({spec.mode}, select {spec.select})", style="bold")
+            # most telling first: a narrow terminal cuts the end of the line
+            text.append("racing", style="bold")
+            if model.started_at is not None:
+                text.append(f" {duration(self.clock() - model.started_at)}")
+            leader = self.leader()
+            if leader is not None:
+                text.append(" · leader ")
+                text.append(leader.key, style="bold")
+                text.append(f" ({leader.state}, {leader.tools} tools)")
+            text.append(f" · {spec.mode}, select {spec.select}")
             if model.race_id:
-                text.append(f"  race {model.race_id}")
+                text.append(f" · race {model.race_id}")
         elif self._recovery_note:
             text.append(f"needs recovery: {self._recovery_note}", style="bold yellow")
             text.append("  · f4 opens the recovery wizard (stop, inspect, release, replay)")
@@ -244,20 +327,8 @@ class RaceScreen(Screen):
         if not self.session.started:
             await self.reload_from_file()
 
-    # Footer order: the race's controls, then the app's keys (quit, help, f3-f5), then moving
-    # about. At 80 columns whatever does not fit is at the end; `?` lists every key.
     FOOTER_FIRST = ("results", "start", "cancel", "accept", "abort")
     FOOTER_LAST = ("zoom", "back", "search", "diff")
-
-    @property
-    def active_bindings(self):
-        bindings = super().active_bindings
-
-        def rank(item) -> int:
-            action = item[1].binding.action
-            return 0 if action in self.FOOTER_FIRST else 2 if action in self.FOOTER_LAST else 1
-
-        return dict(sorted(bindings.items(), key=rank))
 
     # ------------------------------------------------------------------------ actions
 
@@ -299,13 +370,18 @@ class RaceScreen(Screen):
         finally:
             self._starting = False
         self.recovery_run = self._recovery_note = None
+        # a replay's candidates that ended before the crash were announced then, not now
+        self._announced = {key: c.state for key, c in self.session.model.candidates.items()}
         await self.session.run()
         self.refresh_panels()
         self.refresh_bindings()
         result = self.session.result
+        if getattr(self.app, "ring_bell", False):
+            self.app.bell()  # the operator asked to hear a race end (settings.toml: bell = true)
         if result is not None:
             self.notify(f"race {result.status}" + (f": {result.winner.key} won" if result.winner else "")
-                        + " · v shows the results", severity="information" if result.winner else "warning")
+                        + " · v shows the results", title="race over",
+                        severity="information" if result.winner else "warning")
         elif self.session.error:
             self.notify(self.session.error, severity="error")
 
@@ -451,6 +527,7 @@ class RecordedRaceScreen(RaceScreen):
         last = recording.last_event_at
         super().__init__(RecordedSession(recording), clock=(lambda: last) if last else time.time)
         self.recording = recording
+        self._announced = None
 
     def on_mount(self) -> None:
         # Textual calls RaceScreen.on_mount after this one (handlers run up the MRO) and it sets

@@ -19,6 +19,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
 from ...engine import git, merge, report
+from ..footer_order import FooterOrder
 from ..shell import open_shell
 from .confirm import ConfirmScreen
 
@@ -26,7 +27,7 @@ STATUS_STYLE = {"winner": "bold green", "rejected": "red", "failed": "red", "quo
                 "cancelled": "dim", "skipped": "dim"}
 
 
-class ResultScreen(Screen):
+class ResultScreen(FooterOrder):
     DEFAULT_CSS = """
     ResultScreen #headline { height: auto; padding: 0 1; background: $panel; text-style: bold; }
     ResultScreen #leaderboard { height: 1fr; min-height: 5; }
@@ -35,15 +36,17 @@ class ResultScreen(Screen):
     ResultScreen #outcome.-error { color: $error; text-style: bold; }
     """
     BINDINGS = [
-        Binding("m", "merge", "Merge winner", id="result.merge"),
-        Binding("b", "copy('branch')", "Copy branch", id="result.copy_branch"),
-        Binding("y", "copy('commit')", "Copy commit", id="result.copy_commit"),
-        Binding("o", "shell", "Shell", id="result.shell"),
+        Binding("m", "merge", "Merge", id="result.merge", tooltip="Merge the winner into your branch"),
+        Binding("b", "copy('branch')", "Branch", id="result.copy_branch", tooltip="Copy the branch"),
+        Binding("y", "copy('commit')", "Commit", id="result.copy_commit", tooltip="Copy the commit"),
+        Binding("o", "shell", "Shell", id="result.shell", tooltip="A shell in the worktree"),
+        Binding("e", "export", "Export", id="result.export", tooltip="Report as Markdown and JSON"),
+        Binding("r", "rerun", "Rerun", id="result.rerun", tooltip="Run the race file again"),
         Binding("d", "diff", "Diff", id="result.diff"),
-        Binding("e", "export", "Export", id="result.export"),
-        Binding("r", "rerun", "Rerun", id="result.rerun"),
         Binding("escape", "back", "Back", id="result.back"),
     ]
+    FOOTER_FIRST = ("merge", "copy", "shell", "export", "rerun")
+    FOOTER_LAST = ("diff", "back")
 
     def __init__(self, result: dict, *, race_file: Path | None = None, recorded: bool = False) -> None:
         super().__init__()
@@ -67,14 +70,18 @@ class ResultScreen(Screen):
         self.title = f"outpost-tui · {self.result.get('name', 'race')} · result"
         self.sub_title = f"race {self.result.get('id')}" + (" (recorded)" if self.recorded else "")
         table = self.query_one("#leaderboard", DataTable)
-        table.add_columns("candidate", "try", "status", "reason", "tokens", "cost", "time", "score",
-                          "tests", "review")
+        # Short columns first, the reason last: at 80 columns the numbers stay in view, and the
+        # detail below the table gives the selected attempt's reason in full.
+        dimensions = [(name, label) for name, label in report.TOKEN_DIMENSIONS
+                      if name != "cache_write" or any(row.tokens[name] for row in self.rows)]
+        table.add_columns("candidate", "try", "status", "cost", "time",
+                          *(label for _, label in reversed(dimensions)), "score", "tests", "review", "reason")
         for index, row in enumerate(self.rows):
             name = ("  " + row.key) if row.superseded else row.key
             table.add_row(name, str(row.attempt), Text(row.status, style=STATUS_STYLE.get(row.status, "")),
-                          _clip(row.reason, 40), row.tokens_text, row.cost, row.time, row.score,
-                          _clip(row.tests, 24), Text(f"⚑ {len(row.review)}", style="bold yellow")
-                          if row.review else "", key=str(index))
+                          row.cost, row.time, *(report.count(row.tokens[n]) for n, _ in reversed(dimensions)),
+                          row.score, _clip(row.tests, 24), Text(f"⚑ {len(row.review)}", style="bold yellow")
+                          if row.review else "", _clip(row.reason, 60), key=str(index))
         table.focus()
         self._show_detail()
 

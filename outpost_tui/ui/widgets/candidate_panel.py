@@ -7,8 +7,11 @@ only does work when the candidate's model changed since the last call (or while 
 
 from __future__ import annotations
 
+import re
 import time
 
+from rich.highlighter import Highlighter
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.content import Content
@@ -78,6 +81,14 @@ class CandidatePanel(Vertical, can_focus=True):
     CandidatePanel:focus.-running, CandidatePanel:focus { border: double $accent; }
     CandidatePanel.-tampering .reason { color: $error; text-style: bold; }
     CandidatePanel.-tampering { border: heavy $error; }
+    /* focus doubles the line but keeps an ended candidate's colour: a focused winner still
+       reads as the winner */
+    CandidatePanel:focus.-winner { border: double $status-winner; }
+    CandidatePanel:focus.-rejected { border: double $status-rejected; }
+    CandidatePanel:focus.-failed { border: double $status-failed; }
+    CandidatePanel:focus.-quota { border: double $status-quota; }
+    CandidatePanel:focus.-cancelled, CandidatePanel:focus.-skipped { border: double $status-cancelled; }
+    CandidatePanel.-filtered { border-subtitle-color: $warning; }
     """
 
     def __init__(self, key: str, agent: str, index: int, clock=time.time, *,
@@ -124,6 +135,8 @@ class CandidatePanel(Vertical, can_focus=True):
         if model.committed_on_behalf:
             note = f"committed on its behalf: {model.committed_on_behalf}"
             why = f"{note} · {why}" if why else note
+        if model.accepted and "accepted by operator" not in why:
+            why = "accepted by operator" + (f" · {why}" if why else "")
         if model.review:
             flags = "; ".join(model.review)
             why = f"⚑ review before merging: {flags}" + (f" · {why}" if why else "")
@@ -143,9 +156,13 @@ class CandidatePanel(Vertical, can_focus=True):
                 log.write_lines(fresh)
 
     def apply_filter(self, model: CandidateModel, text: str | None) -> int:
-        """Show only log lines containing `text` (None shows everything); returns the matches."""
+        """Show only log lines containing `text` (None shows everything), the matches
+        highlighted, and say on the border that a filter is on; returns the matches."""
         self.filter = text or None
         log = self.query_one(Log)
+        log.highlight = self.filter is not None
+        log.highlighter = Match(self.filter or "")
+        self.set_class(self.filter is not None, "-filtered")
         log.clear()
         lines = list(model.log)
         if self.filter:
@@ -153,6 +170,8 @@ class CandidatePanel(Vertical, can_focus=True):
             lines = [line for line in lines if needle in line.lower()]
         log.write_lines(lines)
         self._seen = model.log_count
+        self.border_subtitle = (f"filter {self.filter!r}: {len(lines)} line(s) · / then escape clears"
+                                if self.filter else "")
         return len(lines)
 
     # ----------------------------------------------------------------------------- lines
@@ -209,6 +228,17 @@ class CandidatePanel(Vertical, can_focus=True):
             parts.append((f" of ${limit:.2f} race", _share_style(usage.cost_usd, limit)))
         parts.append(f"  · {model.lines} lines · {model.tools} tools")
         return Content.assemble(*parts)
+
+
+class Match(Highlighter):
+    """Marks every occurrence of a search text, whatever its case."""
+
+    def __init__(self, needle: str) -> None:
+        self.needle = needle
+
+    def highlight(self, text: Text) -> None:
+        if self.needle:
+            text.highlight_regex(re.compile(re.escape(self.needle), re.IGNORECASE), "bold reverse")
 
 
 def _share_style(used: float, limit: float) -> str:
