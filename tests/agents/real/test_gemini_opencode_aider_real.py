@@ -9,10 +9,14 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import anyio
+
+from outpost_tui.engine import BudgetSpec, CandidateSpec, build_spec, run_race_async
 from outpost_tui.engine.flightlog import read_flight_log
 from tests.agents.real.conftest import (SAMPLE_PROJECT, aider_env, closed_port_url, gemini_env,
                                         opencode_env, project)
@@ -278,3 +282,69 @@ def test_aider_without_a_model_server_fails_with_the_network_reason_not_no_commi
     assert aider["error"].startswith("cannot reach the model API (litellm.InternalServerError: "
                                      "InternalServerError: OpenAIException - Connection error."), aider["error"]
     assert took < 60
+
+
+# -- cancelled mid-run --------------------------------------------------------------------------
+
+FIX_WHEN_TOLD = """
+import pathlib, subprocess, sys
+open(sys.argv[1]).read()
+calc = pathlib.Path("calc.py")
+calc.write_text(calc.read_text().replace("return a - b", "return a + b", 1))
+subprocess.run(["git", "commit", "-qam", "fix add()"], check=True)
+"""
+
+
+def cancelled_by_a_winner(tmp_path: Path, model_server, agent: str, model: str, env: dict) -> dict:
+    """Races `agent` against a command that wins once the agent's second model call is in flight."""
+    repo = project(tmp_path)
+    go = tmp_path / "go"
+    os.mkfifo(go)
+    spec = build_spec(repository=repo, validate=["python3", "-B", "-m", "unittest", "-q"], candidates=[
+        CandidateSpec(agent, agent, BRIEF, model=model, env=env),
+        CandidateSpec("fixer", "command", BRIEF, command=(sys.executable, "-c", FIX_WHEN_TOLD, str(go)))],
+        budget=BudgetSpec(candidate_timeout=90))
+
+    async def main():
+        async with anyio.create_task_group() as group:
+            async def release_fixer():
+                await anyio.to_thread.run_sync(model_server.holding.wait)
+                await anyio.to_thread.run_sync(lambda: open(go, "w").close())
+
+            group.start_soon(release_fixer)
+            with anyio.fail_after(150):
+                return await run_race_async(spec)
+
+    result = anyio.run(main).to_json()
+    assert result["winner"]["key"] == "fixer"
+    return result
+
+
+def test_opencode_cancelled_mid_run_keeps_the_steps_it_finished_marked_incomplete(
+        tmp_path, model_server, agent_home):
+    first = Tokens(input=1000, cached=2000, output=40)
+    model_server.steps = [
+        Step(tool="bash", tool_input={"command": "git status --short", "description": "look"}, tokens=first),
+        Step(text="Almost", tokens=Tokens(input=5, output=9), hold=threading.Event())]
+    result = cancelled_by_a_winner(tmp_path, model_server, "opencode", "stand-in/gpt-4o",
+                                   opencode_env(model_server.url, agent_home))
+    opencode = next(c for c in result["candidates"] if c["key"] == "opencode")
+    assert opencode["status"] == "cancelled"
+    assert usage_of(opencode) == {"input": first.input, "cached": first.cached, "cache_write": 0,
+                                  "output": first.output}
+    assert opencode["usage"]["complete"] is False and result["usage"]["complete"] is False
+    assert result["usage"]["input"] >= first.input  # the race's totals include it
+
+
+def test_gemini_cancelled_mid_run_reports_nothing_it_did_not_see_and_says_so(
+        tmp_path, model_server, agent_home):
+    model_server.steps = [
+        Step(tool="run_shell_command", tool_input={"command": "git status --short"},
+             tokens=Tokens(input=1200, output=40)),
+        Step(text="Almost", tokens=Tokens(input=5, output=9), hold=threading.Event())]
+    result = cancelled_by_a_winner(tmp_path, model_server, "gemini", "gemini-2.5-pro",
+                                   gemini_env(model_server.url, agent_home))
+    gemini = next(c for c in result["candidates"] if c["key"] == "gemini")
+    # Gemini reports usage only in its final stats: a lower bound, never "spent nothing"
+    assert gemini["status"] == "cancelled" and gemini["usage"]["complete"] is False
+    assert result["usage"]["complete"] is False
