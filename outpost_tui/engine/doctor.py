@@ -71,6 +71,7 @@ def run_checks(spec: RaceSpec | None = None, *, env: Mapping[str, str] | None = 
     checks.extend(container_checks(spec, required=contained,
                                    programs=image_programs(spec) if contained else {}))
     repository = spec.repository if spec else (repository or _git_toplevel(Path.cwd(), env))
+    checks.append(identity_check(repository, required=spec is not None))
     checks.append(storage_check(repository, required=bool(spec and spec.durability.enabled)))
     checks.append(containment_check())
     return checks
@@ -202,6 +203,22 @@ def git_checks(env: Mapping[str, str], *, required: bool) -> list[Check]:
                 Check("git merge-tree", False, "needs git", required)]
     version = version_of(("git", "--version"), env)
     return [Check("git", True, version, required), merge_tree_check(env, required=required)]
+
+
+def identity_check(repository: Path | None, *, required: bool) -> Check:
+    """The git identity agents commit under (outpost hands it to agents whose shell hides
+    ~/.gitconfig, such as Gemini CLI): without one, a candidate's own commits fail."""
+    from . import git
+
+    try:
+        found = git.identity(repository or Path.cwd())
+    except git.GitError as error:
+        return Check("git identity", False, str(error), required)
+    if "name" in found and "email" in found:
+        return Check("git identity", True, f"{found['name']} <{found['email']}>", required)
+    missing = " and ".join(f"user.{key}" for key in ("name", "email") if key not in found)
+    return Check("git identity", False, f"no {missing}: agents cannot commit "
+                 f"(git config --global user.name …, user.email …)", required)
 
 
 def merge_tree_check(env: Mapping[str, str], *, required: bool) -> Check:

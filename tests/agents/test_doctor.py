@@ -333,3 +333,49 @@ def test_each_needed_model_api_is_asked_whether_it_answers_spending_nothing(mach
     assert done.returncode == exitcodes.MISSING_REQUIREMENT
     assert "MISSING  api claude" in done.stdout and f"cannot reach {nowhere}: " in done.stdout
     assert done.stdout.strip().endswith("race.toml: missing api claude")
+
+
+GEMINI_RACE = """\
+[race]
+repository = "repo"
+
+[validate]
+command = ["python3", "-m", "unittest", "-q"]
+
+[[candidates]]
+key = "gemini"
+agent = "gemini"
+brief = "Fix add()."
+"""
+
+
+def test_gemini_auth_type_it_refuses_its_api_and_the_git_identity_are_checked(machine, api):
+    tmp_path, home, bin_dir, env = machine
+    race = tmp_path / "race.toml"
+    race.write_text(GEMINI_RACE)
+    version_program(bin_dir, "gemini", "0.61.0")
+    (home / ".gemini").mkdir()
+    (home / ".gemini" / "settings.json").write_text('{"security": {"auth": {"selectedType": "bogus"}}}')
+    env = {**env, "GEMINI_API_KEY": "k", "GOOGLE_GEMINI_BASE_URL": api.url}
+    git_repo_config = tmp_path / "repo" / ".git" / "config"
+    kept = git_repo_config.read_text()
+    git_repo_config.write_text("\n".join(line for line in kept.splitlines()
+                                         if "name =" not in line and "email =" not in line
+                                         and line.strip() != "[user]") + "\n")
+
+    checks = checks_of(doctor(env, str(race), "--json"))
+    # "Invalid auth method selected." (exit 41) is what gemini would say, whatever key is set
+    assert checks["login gemini"]["ok"] is False and "'bogus'" in checks["login gemini"]["detail"]
+    assert checks["api gemini"] == {"name": "api gemini", "ok": True, "required": True,
+                                    "detail": f"{api.url} answers (HTTP 200)"}
+    assert checks["git identity"]["ok"] is False and checks["git identity"]["required"] is True
+    assert checks["git identity"]["detail"].startswith("no user.name and user.email: agents cannot commit")
+    assert not any(s.path.startswith("/v1beta") for s in api.served)  # a HEAD, no tokens
+
+    (home / ".gemini" / "settings.json").write_text(
+        '{"security": {"auth": {"selectedType": "gemini-api-key"}}}')
+    (home / ".gitconfig").write_text("[user]\n\tname = Ada\n\temail = ada@example.com\n")
+    checks = checks_of(doctor(env, str(race), "--json"))
+    assert checks["login gemini"] == {"name": "login gemini", "ok": True, "required": True,
+                                      "detail": "GEMINI_API_KEY is set"}
+    assert checks["git identity"]["ok"] is True and checks["git identity"]["detail"] == "Ada <ada@example.com>"

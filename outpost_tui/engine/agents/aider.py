@@ -227,6 +227,10 @@ class AiderAgent(AgentAdapter):
     def decoder(self, candidate: CandidateSpec, prices: Mapping[str, Price] | None = None) -> Decoder:
         return AiderDecoder(candidate, prices)
 
+    def api_endpoint(self, env: Mapping[str, str], home: Path) -> str | None:
+        # only when it is set: otherwise the provider follows from the model, decided by litellm
+        return env.get("OPENAI_API_BASE") or None
+
     @staticmethod
     def auth_status(env: Mapping[str, str], home: Path) -> tuple[bool | None, str]:
         present = [name for name in _API_KEYS if env.get(name)]

@@ -309,6 +309,20 @@ def _identity_env(directory: Path, candidate_env: Mapping[str, str]) -> dict[str
     return env
 
 
+_AUTH_TYPES = {"gemini-api-key", "oauth-personal", "vertex-ai", "cloud-shell",
+               "compute-default-credentials"}
+
+
+def _selected_auth(home: Path) -> str | None:
+    """security.auth.selectedType from ~/.gemini/settings.json, if it names one."""
+    try:
+        settings = json.loads((home / ".gemini" / "settings.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    selected = as_dict(as_dict(as_dict(settings).get("security")).get("auth")).get("selectedType")
+    return selected if isinstance(selected, str) else None
+
+
 class GeminiAgent(AgentAdapter):
     kind = "gemini"
     program = "gemini"
@@ -341,8 +355,18 @@ class GeminiAgent(AgentAdapter):
     def decoder(self, candidate: CandidateSpec, prices: Mapping[str, Price] | None = None) -> Decoder:
         return GeminiDecoder(candidate, prices)
 
+    def api_endpoint(self, env: Mapping[str, str], home: Path) -> str | None:
+        if env.get("GOOGLE_GENAI_USE_VERTEXAI"):
+            return None
+        return env.get("GOOGLE_GEMINI_BASE_URL") or "https://generativelanguage.googleapis.com"
+
     @staticmethod
     def auth_status(env: Mapping[str, str], home: Path) -> tuple[bool | None, str]:
+        selected = _selected_auth(home)
+        if selected is not None and selected not in _AUTH_TYPES:
+            # gemini exits 41 with "Invalid auth method selected." whatever key is set
+            return False, (f"~/.gemini/settings.json selects auth type {selected!r}, which gemini "
+                           f"refuses (expected one of {', '.join(sorted(_AUTH_TYPES))})")
         for name in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
             if env.get(name):
                 return True, f"{name} is set"
