@@ -13,7 +13,8 @@ EPILOG = """\
 examples:
   outpost-tui sample                         list the samples
   outpost-tui sample race /tmp/demo          write the 'race' sample to /tmp/demo
-  outpost-tui sample fallback /tmp/fb --run  write the 'fallback' sample and run it headless
+  outpost-tui sample race /tmp/demo --run     write it and run it: in the app when in a terminal
+  outpost-tui sample fallback /tmp/fb --run --headless   run it headless, even in a terminal
 
 exit codes: 0 listed or written (with --run: 0 a winner, 1 no winner), 2 unknown sample, DIR not
 new or empty, or not writable (one line naming the path and the reason)
@@ -31,7 +32,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("directory", nargs="?", metavar="DIR",
                         help="where to write it (must be new or empty)")
     parser.add_argument("--run", action="store_true",
-                        help="run the race headless right after writing it")
+                        help="run the race right after writing it: in the app, started, when run "
+                             "in a terminal; headless otherwise")
+    parser.add_argument("--headless", action="store_true",
+                        help="with --run: headless even in a terminal (progress on stderr)")
     parser.set_defaults(handler=handle, sample_parser=parser)
 
 
@@ -52,6 +56,11 @@ def handle(args: argparse.Namespace) -> int:
     if not args.run:
         print(f"Run it with:\n  {command}")
         return exitcodes.WINNER
+    if not args.headless and sys.stdin.isatty() and sys.stdout.isatty():
+        # A newcomer at a terminal sees the product itself: the app on the race, already started.
+        from ..cli import open_app
+
+        return open_app(str(path), start=True)
     print(f"Running it now, as:\n  {command}")
     sys.stdout.flush()
     from .run import run_headless  # the run machinery is only needed when asked to run
