@@ -15,4 +15,5 @@ MODULES = [
     "doctor",
     "image",
     "sample",
+    "serve",
 ]
