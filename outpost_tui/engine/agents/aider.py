@@ -17,7 +17,8 @@ and OpenAI's cached tokens are not reported (they are counted as uncached input)
 log (an older aider) the rounded lines are used.
 
 Failures: with no model and no key, aider starts a browser sign-in (OpenRouter) and waits five
-minutes: it is stopped at once. API errors it retries ("litellm.…Error" then "Retrying in N
+minutes: it is stopped at once, and so is an exhausted quota (credit, not a rate limit), which it
+would retry for a minute. API errors it retries ("litellm.…Error" then "Retrying in N
 seconds...") are retries; a run that ends after one without a successful call failed for that
 reason (a rate limit is a quota), even though aider exits 0.
 """
@@ -127,8 +128,11 @@ class AiderDecoder(CliDecoder):
                                                  "retry": self._retries, "cause": cause,
                                                  "delay_ms": int(float(retrying.group(1)) * 1000)})]
         if self.is_quota_text(line) and _ERROR_LINE.search(line):
+            # out of credit: aider would retry it for a minute, to no avail
             self.failed = True
-            return [log(line), *self.note_quota(line)]
+            events = [log(line), *self.note_quota(line)]
+            self.stop = self.stop or f"quota: {line.strip()[:300]}"
+            return events
         if _RATE_LIMITED.search(line):
             self._rate_limited = line.strip()[:300]
             return None

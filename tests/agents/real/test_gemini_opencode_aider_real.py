@@ -348,3 +348,34 @@ def test_gemini_cancelled_mid_run_reports_nothing_it_did_not_see_and_says_so(
     # Gemini reports usage only in its final stats: a lower bound, never "spent nothing"
     assert gemini["status"] == "cancelled" and gemini["usage"]["complete"] is False
     assert result["usage"]["complete"] is False
+
+
+def test_opencode_without_a_model_server_is_stopped_with_the_network_reason(tmp_path, agent_home):
+    project(tmp_path)
+    race = race_file(tmp_path, "opencode", 'model = "stand-in/gpt-4o"', extra="unreachable_timeout = 3")
+    code, result, stderr, took = run(tmp_path, race, opencode_env(closed_port_url(), agent_home))
+
+    opencode = result["candidates"][0]
+    assert opencode["status"] == "failed", stderr
+    assert opencode["error"].startswith("cannot reach the model API ("), opencode["error"]
+    assert "Unable to connect" in opencode["error"]
+    assert took < 80 and opencode["usage"]["complete"] is False
+
+
+OUT_OF_CREDIT = {"error": {"type": "insufficient_quota", "code": "insufficient_quota",
+                           "message": "You exceeded your current quota, please check your plan and billing details."}}
+
+
+def test_aider_out_of_credit_ends_on_the_quota_at_once(tmp_path, model_server, agent_home):
+    project(tmp_path)
+    model_server.steps = [Step(status=429, error=OUT_OF_CREDIT)] * 30
+    race = race_file(tmp_path, "aider", 'model = "gpt-4o"')
+    code, result, stderr, took = run(tmp_path, race, aider_env(model_server.url, agent_home))
+
+    aider = result["candidates"][0]
+    assert aider["status"] == "quota", stderr
+    assert aider["quota"]["message"] == ("litellm.RateLimitError: RateLimitError: OpenAIException - You "
+                                         "exceeded your current quota, please check your plan and "
+                                         "billing details.")
+    assert aider["quota"]["reset_at"] is None
+    assert took < 50, f"{took:.0f}s: aider's minute of retries was sat out"
