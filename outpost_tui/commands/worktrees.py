@@ -132,7 +132,8 @@ def _list(root, args) -> int:
     for race in races:
         print(f"race {race.id}{' (' + race.name + ')' if race.name else ''}: {race.status}")
         for row in race.attempts:
-            where = row.path if row.present else (f"archived at {row.archive[:12]}" if row.archive else "missing")
+            where = row.path if row.present else (f"archived at {row.archive[:12]}" if row.archive else
+                                                  "only its branch is kept" if not row.path else "missing")
             stat = row.diff_stat
             changes = f"{stat['files']} files +{stat['insertions']} -{stat['deletions']}" if stat else "no diff"
             print(f"  {row.key}#{row.attempt} {row.outcome}{': ' + row.reason if row.reason else ''}")

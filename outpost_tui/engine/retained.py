@@ -275,6 +275,18 @@ def _baseline(root: Path, race_id: str, result: dict | None, head: str | None) -
     return None
 
 
+def _attempt_branches(root: Path) -> list[tuple[archive.Attempt, str]]:
+    out = str(git._check("listing branches", root, "for-each-ref", "--format=%(refname:short) %(objectname)",
+                         f"refs/heads/{git.BRANCH_PREFIX}/"))
+    found = []
+    for line in out.splitlines():
+        branch, _, oid = line.partition(" ")
+        attempt = archive.attempt_of(branch)
+        if attempt is not None:
+            found.append((attempt, oid))
+    return found
+
+
 def retained(repository: Path | str, *, now: float | None = None, detail: bool = True,
              containers: list[dict] | None = None, processes: bool = True) -> list[RetainedRace]:
     """Every race with a kept worktree or an archive, newest first, one row per attempt.
@@ -285,8 +297,11 @@ def retained(repository: Path | str, *, now: float | None = None, detail: bool =
     now = time.time() if now is None else now
     worktrees = {a.label: (a, w) for a, w in archive.iter_attempt_worktrees(root)}
     archived = {a.label: (a, commit) for a, commit in archive.archives(root)}
+    # an attempt whose worktree and archive are both gone still has its branch: listed, so that it
+    # can be looked at, merged or deleted
+    branches = {a.label: (a, commit) for a, commit in _attempt_branches(root)}
     recorded = {race.id: race for race in history.recorded_races(root)}
-    race_ids = {a.race_id for a, _ in worktrees.values()} | {a.race_id for a, _ in archived.values()}
+    race_ids = {a.race_id for kept in (worktrees, archived, branches) for a, _ in kept.values()}
     busy = occupants_of([w["path"] for _, w in worktrees.values() if not w["missing"]]) if processes else {}
     by_container = {(str(c.get("race")), str(c.get("key")), str(c.get("attempt"))): c for c in containers or []}
     races = []
@@ -298,9 +313,9 @@ def retained(repository: Path | str, *, now: float | None = None, detail: bool =
             result = None
         records = _records(result)
         rows = []
-        labels = sorted({label for label in [*worktrees, *archived] if label.startswith(race_id + "/")})
+        labels = sorted({label for label in [*worktrees, *archived, *branches] if label.startswith(race_id + "/")})
         for label in labels:
-            attempt = (worktrees.get(label) or archived.get(label))[0]
+            attempt = (worktrees.get(label) or archived.get(label) or branches.get(label))[0]
             worktree = worktrees.get(label, (None, None))[1]
             record = records.get((attempt.key, attempt.attempt))
             if record is not None:

@@ -288,3 +288,30 @@ async def test_the_app_opens_on_the_review_and_escape_lands_home(kept):
         await listed(pilot, app.screen, 2)
         await pilot.press("escape")
         assert isinstance(app.screen, HomeScreen)
+
+
+async def test_branches_with_unmerged_work_are_kept_unless_archived_first(kept):
+    repo = kept["repo"]
+    race = kept["race_id"]
+    from outpost_tui.engine import archive as arch
+
+    for key in ("lose", "win"):
+        arch.archive_and_remove(repo, kept[key], arch.Attempt(race, key, 1))
+        git(repo, "update-ref", "-d", arch.Attempt(race, key, 1).ref)  # as if never archived
+    screen = WorktreesScreen(repo)
+    app = HostApp(screen)
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await listed(pilot, screen, 2)
+        assert [c[2] for k, c in cells(screen).items() if "/" in k] == ["branch", "branch"]
+        await pilot.press("B")
+        await until(pilot, lambda: "no branch of race" in text(screen, "#error"), "the refusal")
+        assert "reachable from nothing else" in text(screen, "#error") and "D archives" in text(screen, "#error")
+        assert app.screen is screen
+        await pilot.press("D")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")
+        assert "Delete 2 branch(es)" in asked(app) and "archive, then delete" in asked(app)
+        await pilot.press("y")
+        await until(pilot, lambda: git(repo, "branch", "--list", "outpost/*") == "", "the deletion")
+        assert len(git(repo, "for-each-ref", "refs/outpost/archive/").splitlines()) == 2
+        restored = arch.restore(repo, arch.Attempt(race, "win", 1))
+        assert (restored / "a.txt").read_text() == "good"

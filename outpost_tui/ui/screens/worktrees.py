@@ -56,7 +56,7 @@ def shown_path(path: Path) -> str:
 def holds_cell(row: RetainedAttempt) -> str:
     """What the worktree holds beyond its last commit, in a few characters (legend in the details)."""
     if not row.present:
-        return "archived" if row.archive else "missing"
+        return "archived" if row.archive else "branch" if row.head and not row.path else "missing"
     if row.link_changed:
         return "link changed"
     if row.holds is None:
@@ -110,6 +110,8 @@ class WorktreesScreen(Screen):
         Binding("u", "restore", "Restore", id="worktrees.restore", show=False),
         Binding("P", "prune", "Prune", id="worktrees.prune"),
         Binding("B", "delete_branches", "Delete branches", id="worktrees.delete_branches", show=False),
+        Binding("D", "delete_branches(True)", "Archive unmerged + delete branches",
+                id="worktrees.delete_branches_archived", show=False),
         Binding("escape", "app.pop_screen", "Back", id="worktrees.back"),
     ]
 
@@ -296,6 +298,8 @@ class WorktreesScreen(Screen):
                 lines.append(f"holds {row.holds.describe()}")
         elif row.archive:
             lines.append(f"archived at {row.archive[:12]} (u restores the worktree)")
+        elif not row.path:
+            lines.append("only its branch is kept (no worktree, no archive)")
         if row.archive and row.present:
             lines.append(f"an earlier archive is at {row.archive[:12]}")
         if row.id in self.verdicts:
@@ -560,37 +564,53 @@ class WorktreesScreen(Screen):
         error = "; ".join(f"kept {ident}: {why}" for ident, why in report.failed)
         self._deliver(self._after, said, error)
 
-    def action_delete_branches(self) -> None:
+    def action_delete_branches(self, archive_unmerged: bool = False) -> None:
         race = self.selected_race()
         if race is None or self.root is None:
             self._show_error("select a race (or one of its attempts) first")
             return
-        self._check_branches(self.root, race.id)
+        self._check_branches(self.root, race.id, archive_unmerged)
 
     @work(thread=True, exclusive=True, group="cleanup", exit_on_error=False)
-    def _check_branches(self, root: Path, race_id: str) -> None:
+    def _check_branches(self, root: Path, race_id: str, archive_unmerged: bool) -> None:
         try:
             checks = cleanup.check_branches(root, race_id)
         except (git.GitError, ValueError) as error:
             self._deliver(self._show_error, str(error))
             return
-        self._deliver(self._confirm_branches, root, race_id, checks)
+        self._deliver(self._confirm_branches, root, race_id, checks, archive_unmerged)
 
-    def _confirm_branches(self, root: Path, race_id: str, checks: list[cleanup.BranchCheck]) -> None:
+    def _confirm_branches(self, root: Path, race_id: str, checks: list[cleanup.BranchCheck],
+                          archive_unmerged: bool) -> None:
+        # only a branch without a worktree is archived here: one with a worktree goes with `a`
+        unmerged = [c for c in checks if not c.deletable and c.unmerged] if archive_unmerged else []
         deletable = [c for c in checks if c.deletable]
-        refused = [c for c in checks if not c.deletable]
-        if not deletable:
+        refused = [c for c in checks if not c.deletable and c not in unmerged]
+        if not deletable and not unmerged:
+            hint = "; D archives branches with unmerged commits first" if any(c.unmerged for c in refused) else ""
             self._show_error(f"no branch of race {race_id} can go: " +
-                             "; ".join(f"{c.branch.split('/', 3)[-1]}: {c.why}" for c in refused[:3]))
+                             "; ".join(f"{c.branch.split('/', 3)[-1]}: {c.why}" for c in refused[:3]) + hint)
             return
-        lines = [f"Delete {len(deletable)} branch(es) of race {race_id}?"]
+        lines = [f"Delete {len(deletable) + len(unmerged)} branch(es) of race {race_id}?"]
+        lines += [f"archive, then delete {c.branch}: {c.why.removesuffix(': archive it first')}" for c in unmerged[:4]]
         lines += [f"delete {c.branch}: {c.why}" for c in deletable[:4]]
         lines += [f"keep {c.branch}: {c.why.replace(str(root) + os.sep, '')}" for c in refused[:3]]
-        self._ask(lines, lambda: self._delete(root, deletable))
+        self._ask(lines, lambda: self._delete(root, race_id, deletable, unmerged))
 
     @work(thread=True, exclusive=True, group="cleanup", exit_on_error=False)
-    def _delete(self, root: Path, checks: list[cleanup.BranchCheck]) -> None:
+    def _delete(self, root: Path, race_id: str, checks: list[cleanup.BranchCheck],
+                unmerged: list[cleanup.BranchCheck]) -> None:
         deleted, errors = 0, []
+        if unmerged:
+            try:
+                for check in unmerged:
+                    cleanup.archive_branch(root, check.branch)
+                # checked again: now their commits are reachable from their archives
+                again = {c.branch: c for c in cleanup.check_branches(root, race_id)}
+            except git.GitError as error:
+                self._deliver(self._after, "", str(error))
+                return
+            checks = checks + [again[c.branch] for c in unmerged if c.branch in again]
         for check in checks:
             try:
                 cleanup.delete_branch(root, check)
