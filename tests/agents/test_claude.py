@@ -275,3 +275,31 @@ def test_live_usage_comes_from_the_partial_message_events():
     assert (live.input, live.cached, live.cache_write, live.output) == (11, 22, 33, 44)
     # claude-sonnet-5-5 is in no table: priced as its family, an estimate, never $0
     assert live.estimated and live.cost_usd == round((11 * 3 + 22 * 0.3 + 33 * 3.75 + 44 * 15) / 1e6, 6)
+
+
+def test_what_claude_2_1_328_really_prints_decodes_to_the_usage_the_server_billed():
+    # Captured from the real Claude Code 2.1.328 against tests/agents/real/model_server.py with
+    # tests/agents/real/test_claude_real.py's fix_and_commit() script (paths replaced).
+    billed = [(1101, 2203, 3307, 41), (13, 5003, 211, 97), (17, 5309, 149, 53), (19, 5501, 61, 29)]
+    lines = transcript("claude_2_1_328_fix.jsonl")
+    decoder = claude(model="sonnet")
+    events, live = [], []
+    for line in lines:
+        events.extend(decoder.decode([line]))
+        if '"type":"result"' not in line:
+            live.append(decoder.usage)
+    expected = tuple(sum(step[i] for step in billed) for i in range(4))
+    # Before the result line the live figures are already exact (partial-message usage), priced
+    # by the sonnet family because claude-sonnet-5-5 is in no table.
+    last_live = live[-1]
+    assert (last_live.input, last_live.cached, last_live.cache_write, last_live.output) == expected
+    assert last_live.estimated and last_live.cost_usd > 0 and not last_live.cost_unknown
+    final = decoder.usage
+    assert (final.input, final.cached, final.cache_write, final.output) == expected
+    assert not final.estimated and final.cost_usd > 0
+    assert decoder.finish(0, "").result == "Fixed add() and committed."
+    assert [e["name"] for e in of_kind(events, "tool")] == ["Read", "Edit", "Bash"]
+    assert of_kind(events, "file-change") == [{"path": "/wt/fix/calc.py", "change": "update"}]
+    logs = [line for e in of_kind(events, "log") for line in e["lines"]]
+    assert logs[1] == "model claude-sonnet-5-5 is not in the price table: priced as claude-sonnet-4 (estimated)"
+    assert not any(line.lstrip().startswith("{") for line in logs)  # every line understood

@@ -208,3 +208,18 @@ def test_the_model_is_always_named_on_the_command_line(tmp_path, monkeypatch):
     (home / "config.toml").write_text('model = "gpt-5.1-codex"\n\n[profiles.x]\nmodel = "other"\n')
     argv = adapter.launch(candidate("codex"), "x", CONTEXT).argv
     assert argv[argv.index("-m") + 1] == "gpt-5.1-codex"  # its own config's top-level model
+
+
+def test_what_codex_0_169_0_really_prints_decodes_to_the_usage_the_server_billed():
+    # Captured from the real Codex CLI 0.169.0 in code mode against tests/agents/real/model_server.py
+    # with tests/agents/real/test_codex_real.py's fix_and_commit() script (paths replaced).
+    decoder = codex()
+    events = feed(decoder, transcript("codex_0_169_0_fix.jsonl"))
+    usage = decoder.usage
+    # billed: (1201 + 403) uncached, (3301 + 4507) cached, (71 + 29) output; input counts cached
+    assert (usage.input, usage.cached, usage.cache_write, usage.output) == (1604, 7808, 0, 100)
+    assert usage.cost_usd == round((1604 * 1.25 + 7808 * 0.125 + 100 * 10.0) / 1e6, 6)  # gpt-5 family
+    assert of_kind(events, "file-change") == [{"path": "/wt/fix/calc.py", "change": "update"}]
+    assert decoder.commit_message == "Fix add()"
+    outcome = decoder.finish(0, "")
+    assert outcome.ok and outcome.result == "Fixed add() to return the sum."
