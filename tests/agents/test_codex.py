@@ -16,6 +16,12 @@ CONTEXT = LaunchContext(directory=Path("/wt/fix"), git_common_dir=Path("/repo/.g
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
 
 
+@pytest.fixture(autouse=True)
+def no_codex_config(tmp_path, monkeypatch):
+    """The model Codex uses comes from its config when the race names none: not the user's."""
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex-home"))
+
+
 def codex(**options):
     decoder = decoder_for("codex", **options)
     decoder.clock = lambda: NOW
