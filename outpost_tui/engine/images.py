@@ -25,6 +25,8 @@ from io import BytesIO
 from pathlib import Path
 from typing import Callable, Iterable
 
+from . import gitenv
+
 DEFAULT_TAG = "local/outpost-sample:latest"
 # The main process of a sandbox container only has to stay alive; `sleep` with a number works with
 # coreutils and busybox alike (not every `sleep` knows "infinity").
@@ -140,8 +142,9 @@ def _host_git() -> tuple[str, str]:
     if not git:
         raise ImageError("no git on this machine to copy into the image; "
                          "use --from-rootfs or --dockerfile instead")
-    exec_path = subprocess.run([git, "--exec-path"], capture_output=True, text=True,
-                               check=True).stdout.strip()
+    # a GIT_EXEC_PATH inherited from a hook would name some other git's programs
+    exec_path = subprocess.run([git, "--exec-path"], capture_output=True, text=True, check=True,
+                               env=gitenv.scrubbed()).stdout.strip()
     return os.path.realpath(git), exec_path
 
 
