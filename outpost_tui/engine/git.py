@@ -158,25 +158,32 @@ _drivers_guard = threading.Lock()
 
 
 def _driver_config(directory: str) -> tuple[tuple[str, str], ...]:
-    """Settings that switch off every filter, diff and merge driver the configuration names.
+    """Settings that switch off every filter, diff and merge driver the repository's configuration
+    names (its config, config.worktree files and what they include).
 
-    Found with one `git config` call and remembered until a file it read, or could read, changes
-    (the repository's and the worktree's config, the user's, the system's, every included file)."""
+    Drivers of the user's own (global) and the system's configuration stay on: a candidate of the
+    container sandbox cannot reach them, one of the local sandbox can run anything as the user
+    anyway, and they are what makes a checkout right (Git LFS's smudge filter). Found with one `git
+    config` call and remembered until a file it read, or could read, changes."""
     files = _config_files(directory)
     with _drivers_guard:
         cached = _drivers_seen.get(directory)
     if cached is not None and cached[0] == _stat_all(cached[1]):
         return cached[2]
-    command = _command(directory, ["config", "--null", "--show-origin", "--get-regexp", _DRIVERS])
+    command = _command(directory, ["config", "--null", "--show-scope", "--show-origin", "--get-regexp",
+                                   _DRIVERS])
     fixed = [tuple(setting.split("=", 1)) for setting in PROGRAM_CONFIG]
     status, out, _ = _execute(command, timeout=60.0, binary=False, strip=False, settings=fixed)
     settings: list[tuple[str, str]] = []
     watched = list(files)
-    for origin, key, value in _config_records(str(out)):
-        origin = origin.removeprefix("file:")
+    for scope, origin, key, value in _config_records(str(out)):
+        # a relative origin (".git/config") is relative to the directory git ran in
+        origin = os.path.join(directory, origin.removeprefix("file:"))
         watched.append(origin)
         if key.endswith(".path"):
             watched.append(_include_target(value, origin))
+            continue
+        if scope not in ("local", "worktree"):
             continue
         kind, _, rest = key.partition(".")
         name = rest.rpartition(".")[0]
@@ -195,14 +202,15 @@ def _driver_config(directory: str) -> tuple[tuple[str, str], ...]:
     return found
 
 
-def _config_records(out: str) -> list[tuple[str, str, str]]:
-    # --null --show-origin: origin NUL key NEWLINE value NUL (no newline when a key has no value)
+def _config_records(out: str) -> list[tuple[str, str, str, str]]:
+    # --null --show-scope --show-origin: scope NUL origin NUL key NEWLINE value NUL (no newline
+    # when a key has no value)
     fields = out.split("\0")
     records = []
-    for index in range(0, len(fields) - 1, 2):
-        key, _, value = fields[index + 1].partition("\n")
+    for index in range(0, len(fields) - 2, 3):
+        key, _, value = fields[index + 2].partition("\n")
         # git prints section and variable names lowercased; a subsection keeps its case
-        records.append((fields[index], key, value))
+        records.append((fields[index], fields[index + 1], key, value))
     return records
 
 

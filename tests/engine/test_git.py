@@ -545,3 +545,15 @@ def test_a_driver_whose_name_holds_an_equals_sign_is_switched_off_too(repo, tmp_
     assert g.is_clean(directory)
     g.host_snapshot(repo)
     assert not marker.exists(), marker.read_text()
+
+
+def test_drivers_of_the_users_own_configuration_still_apply(repo, tmp_path):
+    """A global filter (Git LFS's smudge is one) is the user's, out of a contained candidate's
+    reach: the engine's checkout keeps applying it, while the repository's own are off."""
+    home = Path(os.environ["HOME"])
+    (home / ".gitconfig").write_text("[filter \"upper\"]\n\tsmudge = tr a-z A-Z\n\tclean = cat\n")
+    (repo / ".gitattributes").write_text("*.txt filter=upper\n")
+    run(repo, "add", ".gitattributes")
+    run(repo, "commit", "-qm", "attributes")
+    _, directory, _ = new_worktree(repo)
+    assert (directory / "base.txt").read_text() == "BASE\n"
