@@ -22,7 +22,8 @@ from pathlib import Path
 
 from . import git
 
-# Files whose content changes what git runs or sees, relative to the common git directory.
+# Files whose content changes what git runs or sees, relative to the common git directory (and to
+# each submodule's git directory under modules/).
 SETTINGS_FILES = ("config", "config.worktree", "shallow", "objects/info/alternates")
 SETTINGS_TREES = ("hooks", "info")
 # Past this a file is compared by digest only and cannot be put back (and is said so).
@@ -244,6 +245,15 @@ def _settings_paths(common: Path, git_dir: Path) -> list[Path]:
         paths += [entry / "config.worktree" for entry in (common / "worktrees").iterdir()]
     except OSError:
         pass
+    # submodules' git directories: their config and hooks run when git recurses into them
+    for current, dirs, files in os.walk(common / "modules", followlinks=False):
+        base = Path(current)
+        if (base / "objects").is_dir():
+            paths += [base / name for name in SETTINGS_FILES]
+            for tree in SETTINGS_TREES:
+                paths += [Path(c) / name for c, _, names in os.walk(base / tree, followlinks=False)
+                          for name in names]
+            dirs[:] = [d for d in dirs if d == "modules"]  # nested submodules only
     for tree in SETTINGS_TREES:
         for current, dirs, files in os.walk(common / tree, followlinks=False):
             base = Path(current)

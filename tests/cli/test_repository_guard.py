@@ -154,3 +154,25 @@ def test_an_honest_race_reports_no_tampering(repo, tmp_path):
     assert result["integration"]["status"] == "clean"
     assert "CHANGED YOUR REPOSITORY" not in done.stderr
     assert not (repo / ".outpost" / "recovery" / "tampering").exists()
+
+
+def test_a_hook_planted_in_a_submodules_git_directory_is_put_back(repo, tmp_path):
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    git(sub, "init", "-q", "-b", "main")
+    (sub / "lib.txt").write_text("lib\n")
+    git(sub, "add", "lib.txt")
+    git(sub, "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qm", "lib")
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), "lib")
+    git(repo, "commit", "-qm", "submodule")
+    hook = repo / ".git" / "modules" / "lib" / "hooks" / "post-checkout"
+    script = f"printf '#!/bin/sh\\ntrue\\n' > {shlex.quote(str(hook))} && chmod +x {shlex.quote(str(hook))} && exit 1"
+    race = write_race(tmp_path / "race.toml", repo, shell_candidate("planter", script))
+
+    done = run_cli("run", race, "--headless", "--json", cwd=repo)
+
+    result = json.loads(done.stdout)
+    [entry] = result["tampering"]
+    assert (entry["name"], entry["change"], entry["restored"]) == ("modules/lib/hooks/post-checkout",
+                                                                   "added", True)
+    assert not hook.exists()
