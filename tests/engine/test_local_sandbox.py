@@ -136,3 +136,25 @@ async def test_a_daemon_left_by_a_command_that_exits_at_once_is_found_too(sandbo
     [daemon] = await wait_for_pids(pids_file, 1)
     assert done.exit_code == 0
     assert not alive(daemon)
+
+
+def test_stale_empty_cgroups_of_killed_coordinators_are_swept_and_live_ones_kept():
+    """A coordinator killed mid-race leaves its (emptied) attempt cgroup: the next probe removes
+    it; a populated or recent one is left alone."""
+    from outpost_tui.engine.sandbox import containment
+
+    base = containment.cgroup_root()
+    if base is None:
+        pytest.skip("no writable cgroup v2 hierarchy on this machine")
+    stale, recent = base / "test-stale.k.1.0", base / "test-recent.k.1.0"
+    (stale / "command-1").mkdir(parents=True)
+    recent.mkdir()
+    os.utime(stale, (1, 1))
+    try:
+        containment._sweep_stale(base)
+        assert not stale.exists()
+        assert recent.exists()
+    finally:
+        for group in (stale / "command-1", stale, recent):
+            if group.exists():
+                group.rmdir()

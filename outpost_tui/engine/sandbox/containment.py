@@ -42,6 +42,10 @@ RESOURCE_CGROUP = "cgroup:"
 RESOURCE_MARKER = "marker:"
 POLL = 0.05  # seconds between snapshots of a command's process tree (fallback only)
 CONFIRM_WITHIN = 10.0  # seconds a killed cgroup may take to become empty
+# Empty attempt cgroups older than this were left by a coordinator that was killed (a durable
+# run's replay removes its own): the first probe of a process removes them. A live attempt's
+# cgroup removed between two commands is made again by its next command.
+STALE_AFTER = 600.0
 
 # $0: the cgroup's cgroup.procs; then argv. Moves itself in, then becomes the command.
 SHIM = 'echo $$ > "$0" || { echo "outpost: cannot enter cgroup $0" >&2; exit 125; }; exec "$@"'
@@ -97,7 +101,23 @@ def _probe() -> tuple[Path | None, str]:
         return None, f"cannot move a process into a cgroup under {base}: {error}"
     finally:
         _remove_cgroup(probe)
+    _sweep_stale(base)
     return base, ""
+
+
+def _sweep_stale(base: Path) -> None:
+    now = time.time()
+    for group in base.iterdir():
+        try:
+            if (not (group / "cgroup.procs").exists() or now - group.stat().st_mtime < STALE_AFTER
+                    or _populated(group)):
+                continue
+            for child in group.iterdir():
+                if (child / "cgroup.procs").exists():
+                    child.rmdir()
+            group.rmdir()
+        except OSError:
+            continue  # populated meanwhile, or not ours to remove: left alone
 
 
 def cgroup_root() -> Path | None:
@@ -177,7 +197,7 @@ def _remove_cgroup(group: Path) -> None:
     for child in sorted(group.glob("*/"), reverse=True):
         if (child / "cgroup.procs").exists():
             _remove_cgroup(child)
-    for _ in range(50):  # an emptied cgroup can be busy for a moment
+    for _ in range(500):  # an emptied cgroup can be busy for a moment (longer on a loaded machine)
         try:
             group.rmdir()
             return

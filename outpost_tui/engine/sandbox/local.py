@@ -111,7 +111,7 @@ class LocalSandbox(Sandbox):
                     # recorded before it exists, as every command's processes are
                     with anyio.CancelScope(shield=True):
                         await self.context.register_resource(containment.RESOURCE_CGROUP + str(group))
-                group.mkdir()
+                group.mkdir(parents=True)  # (the attempt's again, if a stale sweep took it)
                 launch = ["/bin/sh", "-c", containment.SHIM, str(group / "cgroup.procs"), *argv]
         except OSError as error:
             raise SandboxError(f"cannot create a cgroup for {program!r}: {error.strerror or error}") from None
