@@ -13,18 +13,23 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid
+from textual.containers import Grid, Horizontal
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Input, Static
+from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from ..footer_order import FooterOrder
 from ..session import RaceSession
-from ..widgets.candidate_panel import TOKEN_FIELDS, CandidatePanel, duration, fill_style, tokens
+from ..widgets.candidate_panel import FINAL, TOKEN_FIELDS, CandidatePanel, duration, fill_style, tokens
 from .confirm import ConfirmScreen
 
 REFRESH_EVERY = 0.1
 
 
+# How long a typed digit waits for the next one to make a number (ten or more candidates).
+NUMBER_WINDOW = 0.8
+WIDE = 180
+STATE_STYLE = {"winner": "bold green", "rejected": "red", "failed": "red", "quota": "yellow",
+               "cancelled": "dim", "skipped": "dim", "running": "cyan", "validating": "bold cyan"}
 # How far along a live candidate is, for the leader.
 STAGE = {"starting": 1, "running": 2, "validating": 3, "scoring": 3}
 GAUGE_CELLS = 5
@@ -56,7 +61,13 @@ def _read(path) -> bytes | None:
 class RaceScreen(FooterOrder):
     DEFAULT_CSS = """
     RaceScreen #summary { height: auto; padding: 0 1; background: $panel; text-wrap: nowrap; text-overflow: ellipsis; }
+    RaceScreen #body { height: 1fr; }
     RaceScreen #panels { grid-size: 2; grid-gutter: 0 1; height: 1fr; }
+    RaceScreen #table { display: none; width: 3fr; height: 1fr; }
+    RaceScreen.-table #table { display: block; }
+    RaceScreen.-table #panels { width: 2fr; grid-size: 1; }
+    RaceScreen.-table CandidatePanel { display: none; }
+    RaceScreen.-table CandidatePanel.-selected { display: block; }
     RaceScreen #search { dock: bottom; display: none; }
     RaceScreen #search.-visible { display: block; }
     """
@@ -70,8 +81,9 @@ class RaceScreen(FooterOrder):
         Binding("escape", "back", "Back", id="race.back"),
         Binding("slash", "search", "Search", id="race.search"),
         Binding("v", "results", "Results", id="race.results"),
+        Binding("l", "layout", "Layout", id="race.layout", tooltip="Table or panels"),
         *[Binding(str(n), f"focus_panel({n})", f"Panel {n}", show=False, id=f"race.panel{n}")
-          for n in range(1, 10)],
+          for n in range(0, 10)],
     ]
 
     def __init__(self, session: RaceSession, *, start: bool = False, clock=time.time) -> None:
@@ -94,31 +106,38 @@ class RaceScreen(FooterOrder):
         self._warnings_shown = 0
         # key -> state already announced (None: this screen announces nothing, a recorded race)
         self._announced: dict[str, str] | None = {}
+        # "table" or "panels" as the operator chose with `l`; None: whichever fits (see fit_layout)
+        self.layout_choice: str | None = None
+        self._digits: tuple[int, float] | None = None  # a number being typed, and when
 
     # ------------------------------------------------------------------------- layout
 
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static("", id="summary")
-        columns = 1 if len(self.session.spec.candidates) == 1 else 2
-        with Grid(id="panels") as grid:
-            grid.styles.grid_size_columns = columns
-            for index, candidate in enumerate(self.session.spec.candidates, 1):
-                panel = CandidatePanel(candidate.key, candidate.agent, index, clock=self.clock,
-                                       budget=self.session.spec.budget,
-                                       timeout=candidate.timeout or self.session.spec.budget.candidate_timeout)
-                self._panels[candidate.key] = panel
-                yield panel
+        with Horizontal(id="body"):
+            table = DataTable(id="table", cursor_type="row", zebra_stripes=True)
+            table.can_focus = False  # until fit_layout shows it
+            yield table
+            with Grid(id="panels"):
+                for index, candidate in enumerate(self.session.spec.candidates, 1):
+                    panel = CandidatePanel(candidate.key, candidate.agent, index, clock=self.clock,
+                                           budget=self.session.spec.budget,
+                                           timeout=candidate.timeout or self.session.spec.budget.candidate_timeout)
+                    self._panels[candidate.key] = panel
+                    yield panel
         yield Input(placeholder="search the focused log (enter to filter, escape to clear)", id="search")
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.title = f"outpost-tui · {self.session.spec.name}"
         self.set_interval(REFRESH_EVERY, self.refresh_panels)
+        self._build_table()
+        self.fit_layout()
         self.refresh_panels()
         first = next(iter(self._panels.values()), None)
         if first is not None:
-            first.focus()
+            self.select(first.key)
         if self.start_now:
             self.action_start()
         else:
@@ -164,6 +183,12 @@ class RaceScreen(FooterOrder):
             self.query_one("#summary", Static).update(self._summary())
             for key, panel in self._panels.items():
                 panel.refresh_from(model.candidates[key])
+            if self.table_view:
+                self._refresh_table()
+            elif self.focused is None and getattr(self, "_selected", None) in self._panels \
+                    and self.app.screen is self:
+                # the table that had focus was just hidden: its candidate's panel takes it
+                self._panels[self._selected].focus()
         for line in model.tampering[self._tampering_shown:]:
             # the one thing that must not scroll by in a log: the user's repository was changed
             self.notify(f"your repository was changed: {line}", title="repository changed",
@@ -280,6 +305,94 @@ class RaceScreen(FooterOrder):
             text.append(f"  ({spec.mode}, select {spec.select}, {len(spec.candidates)} candidates)")
         return text
 
+    # ------------------------------------------------------------------- table or panels
+
+    TABLE_COLUMNS = ("#", "candidate", "state", "try", "time", "out", "in", "cost", "last line")
+    # A panel shows its five lines and its border in 7 rows: below this many, its log is gone.
+    PANEL_ROWS_NEEDED = 11
+
+    @property
+    def table_view(self) -> bool:
+        return self.has_class("-table")
+
+    def fit_layout(self) -> None:
+        """Panels for a few candidates; the table when panels would be too small to show a log
+        (or the operator's own choice, `l`)."""
+        count = len(self._panels)
+        # a wide terminal (200 columns) puts three panels side by side
+        columns = 1 if count <= 1 else 3 if self.size.width >= WIDE and count >= 3 else 2
+        if self.layout_choice is not None:
+            table = self.layout_choice == "table"
+        else:
+            rows = -(-count // columns)
+            room = max(0, (self.size.height or 24) - 5)  # header, two summary lines, footer, margin
+            table = count > 1 and room // max(1, rows) < self.PANEL_ROWS_NEEDED
+        self.set_class(table, "-table")
+        self.query_one("#panels", Grid).styles.grid_size_columns = 1 if table else columns
+        # a hidden table must not take focus (its enter would shadow zoom)
+        self.query_one("#table", DataTable).can_focus = table
+
+    def on_resize(self) -> None:
+        self.fit_layout()
+
+    def action_layout(self) -> None:
+        self.layout_choice = "panels" if self.table_view else "table"
+        self.fit_layout()
+        key = self.focused_key()
+        if key is not None:
+            self.select(key)
+
+    def _build_table(self) -> None:
+        table = self.query_one("#table", DataTable)
+        for name in self.TABLE_COLUMNS:
+            table.add_column(name, key=name)
+        for index, key in enumerate(self._panels, 1):
+            table.add_row(str(index), key, *([""] * (len(self.TABLE_COLUMNS) - 2)), key=key)
+
+    def _refresh_table(self) -> None:
+        table = self.query_one("#table", DataTable)
+        for key, candidate in self.session.model.candidates.items():
+            if key not in self._panels:
+                continue
+            end = candidate.agent_ended_at or candidate.finished_at or self.clock()
+            elapsed = duration(end - candidate.agent_started_at) if candidate.agent_started_at else "–"
+            last = candidate.log[-1] if candidate.log else ""
+            values = {"state": Text(candidate.state.upper() if candidate.state in FINAL else candidate.state,
+                                    style=STATE_STYLE.get(candidate.state, "")),
+                      "try": str(candidate.attempt or ""), "time": elapsed,
+                      "out": tokens(candidate.usage.output), "in": tokens(candidate.usage.input),
+                      "cost": candidate.usage.cost_text(), "last line": last[:80]}
+            for column, value in values.items():
+                table.update_cell(key, column, value, update_width=True)
+
+    @on(DataTable.RowSelected, "#table")
+    def _row_selected(self) -> None:
+        self.action_zoom()  # enter on a row zooms its panel, as enter on a panel does
+
+    @on(DataTable.RowHighlighted, "#table")
+    def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key.value is not None and self.table_view:
+            self._show_selected(str(event.row_key.value))
+
+    def _show_selected(self, key: str) -> None:
+        for other, panel in self._panels.items():
+            panel.set_class(other == key, "-selected")
+        self._selected = key
+
+    def select(self, key: str) -> None:
+        """Make `key` the candidate the keys act on: its panel focused, or its table row."""
+        if key not in self._panels:
+            return
+        self._show_selected(key)
+        if self.table_view:
+            table = self.query_one("#table", DataTable)
+            table.move_cursor(row=table.get_row_index(key))
+            table.focus()
+        else:
+            self._panels[key].focus()
+            # a panel that was hidden a moment ago (the table's) takes focus once it is shown
+            self.call_after_refresh(self._panels[key].focus)
+
     # ------------------------------------------------------------- the file on disk
 
     def file_changed(self) -> bool:
@@ -316,11 +429,13 @@ class RaceScreen(FooterOrder):
             await self.recompose()
         finally:
             self.rebuilding = False
+        self._build_table()
+        self.fit_layout()
         self.title = f"outpost-tui · {session.spec.name}"
         self.refresh_panels()
         first = next(iter(self._panels.values()), None)
         if first is not None:
-            first.focus()
+            self.select(first.key)
         self.refresh_bindings()
 
     async def on_screen_resume(self) -> None:
@@ -328,11 +443,13 @@ class RaceScreen(FooterOrder):
             await self.reload_from_file()
 
     FOOTER_FIRST = ("results", "start", "cancel", "accept", "abort")
-    FOOTER_LAST = ("zoom", "back", "search", "diff")
+    FOOTER_LAST = ("zoom", "back", "search", "diff", "layout")
 
     # ------------------------------------------------------------------------ actions
 
     def focused_key(self) -> str | None:
+        if self.table_view:
+            return getattr(self, "_selected", None)
         node = self.focused
         while node is not None and not isinstance(node, CandidatePanel):
             node = node.parent
@@ -395,9 +512,17 @@ class RaceScreen(FooterOrder):
                                           recorded=isinstance(self.session, RecordedSession)))
 
     def action_focus_panel(self, number: int) -> None:
-        panels = list(self._panels.values())
-        if 1 <= number <= len(panels):
-            panels[number - 1].focus()
+        """1-9 pick a candidate at once; with ten or more, digits typed in a row make one number
+        (1 then 2 picks the twelfth), and 0 completes one (1 then 0 picks the tenth)."""
+        keys = list(self._panels)
+        now = time.monotonic()
+        if self._digits is not None and now - self._digits[1] < NUMBER_WINDOW:
+            combined = self._digits[0] * 10 + number
+            if combined <= len(keys):
+                number = combined
+        self._digits = (number, now) if len(keys) >= 10 else None
+        if 1 <= number <= len(keys):
+            self.select(keys[number - 1])
 
     def action_zoom(self) -> None:
         key = self.focused_key()
@@ -491,7 +616,7 @@ class RaceScreen(FooterOrder):
             self._panels[key].apply_filter(self.session.model.candidates[key], None)
             search.value = ""
         if key is not None:
-            self._panels[key].focus()
+            self.select(key)
 
 
 # ------------------------------------------------------------------------ recorded races

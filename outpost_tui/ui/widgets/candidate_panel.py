@@ -102,7 +102,8 @@ class CandidatePanel(Vertical, can_focus=True):
         self.clock = clock
         self.budget = budget or BudgetSpec()
         self.planned_timeout = timeout
-        self.border_title = f"{index} {key} · {agent}" if index <= 9 else f"{key} · {agent}"
+        # numbers past 9 are typed as two digits (1 then 2 for the twelfth)
+        self.border_title = f"{index} {key} · {agent}"
         self._version = -1
         self._seen = 0
         self.filter: str | None = None
