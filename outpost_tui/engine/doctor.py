@@ -276,6 +276,8 @@ def container_checks(spec: RaceSpec | None, *, required: bool,
     except (SandboxError, ImportError) as error:
         return [Check("container engine", False, str(error), required),
                 *not_checked("no container engine to ask")]
+    # it answered /_ping within ENGINE_TIMEOUT; /version and /info may take seconds on a loaded Podman
+    client.api.timeout = max(client.api.timeout or 0, PROBE_TIMEOUT)
     try:
         try:
             version = client.version()
@@ -320,7 +322,7 @@ def engine_setting_checks(client: Any, endpoint: str, spec: RaceSpec | None, ima
     from .sandbox.container import check_network, engine_kind, user_mapping
 
     try:
-        kind = engine_kind(client)
+        kind = engine_kind(client, endpoint)
     except Exception as error:  # docker, requests errors alike
         return [Check("container files", None, f"not checked: the engine did not describe itself "
                                                f"({str(error)[:200]})", required)]

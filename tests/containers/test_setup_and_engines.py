@@ -175,3 +175,14 @@ def test_doctor_says_when_the_network_is_missing(engine, tmp_path):
     network = checks["container network"]
     assert network["ok"] is False and "has no such network" in network["detail"]
     assert code == 9, checks
+
+
+def test_the_engine_is_named_and_its_rootfulness_read_without_slow_calls(engine):
+    from outpost_tui.engine.doctor import engine_name
+    from outpost_tui.engine.sandbox.container import engine_kind
+
+    client, endpoint = engine
+    kind = engine_kind(client, endpoint)
+    assert kind["name"] == engine_name(client.version())
+    # the tests' engines run as root: containers run as the user's uid:gid there
+    assert kind["rootless"] is False

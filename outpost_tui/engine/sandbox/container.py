@@ -37,7 +37,7 @@ from .. import git, gitenv
 from ..images import DEFAULT_TAG, KEEP_ALIVE
 from ..spec import SandboxSpec
 from .base import Completed, EngineGone, LineSink, Sandbox, SandboxContext, SandboxError, SandboxProvider
-from .engines import ContextError, Endpoint, discover, engine_name, searched
+from .engines import ContextError, Endpoint, discover, searched
 from .lines import LineSplitter, Tail
 
 RESOURCE_PREFIX = "container:"
@@ -53,6 +53,7 @@ STREAM_GRACE = 0.5
 # Seconds a command may outlive its timeout inside the container before the backstop stops it.
 BACKSTOP_MARGIN = 5.0
 MARKER = "outpost-sandbox:"
+ENGINE_INFO_TIMEOUT = 60.0  # seconds for the engine's /info and /version when a race connects
 
 # Stops every process of the container but its init (pid 1), its keep-alive (the oldest other
 # process: nothing a command starts can be older) and itself, and confirms they are gone. One
@@ -221,16 +222,30 @@ def connect_endpoint(endpoint: str | None = None, provider: str | None = None, *
     return client, found
 
 
-def engine_kind(client: Any) -> dict[str, Any]:
-    """Which engine it is (docker | podman), whether it runs rootless, and its networks' names
-    and drivers: what decides how containers must run for their files to belong to the user."""
-    info = client.info()
-    version = client.version()
-    name = engine_name(version)
-    options = " ".join(str(option) for option in info.get("SecurityOptions") or [])
-    rootless = "rootless" in options or bool((info.get("host") or {}).get("security", {})
-                                             .get("rootless"))
-    return {"name": name, "version": version.get("Version", "?"), "rootless": rootless}
+def engine_kind(client: Any, endpoint: str) -> dict[str, Any]:
+    """Which engine it is (docker | podman) and whether it runs rootless: what decides how
+    containers must run for their files to belong to the user.
+
+    The name comes from /_ping's headers (Podman adds its own); /version takes seconds on a loaded
+    Podman. A local socket owned by root is a rootful engine's; anything else asks /info."""
+    api = client.api
+    response = api._get(api.base_url + "/_ping")
+    response.raise_for_status()
+    headers = {name.lower(): value for name, value in response.headers.items()}
+    podman = "libpod-api-version" in headers or "libpod" in headers.get("server", "").lower()
+    name = "podman" if podman else "docker"
+    rootless: bool | None = None
+    if endpoint.startswith("unix://"):
+        try:
+            if os.stat(endpoint.removeprefix("unix://")).st_uid == 0:
+                rootless = False
+        except OSError:
+            pass
+    if rootless is None:
+        info = client.info()
+        options = " ".join(str(option) for option in info.get("SecurityOptions") or [])
+        rootless = "rootless" in options
+    return {"name": name, "rootless": rootless}
 
 
 def user_mapping(kind: Mapping[str, Any], uid: int, gid: int) -> tuple[dict[str, Any], str]:
@@ -448,21 +463,27 @@ class ContainerProvider(SandboxProvider):
                     lambda: connect_endpoint(self.spec.endpoint, self.spec.provider,
                                              timeout=self.request_timeout))
                 try:
-                    await anyio.to_thread.run_sync(self._learn_engine, client)
+                    await anyio.to_thread.run_sync(self._learn_engine, client, found.url)
                 except BaseException:
                     client.close()
                     raise
                 self._client, self.endpoint = client, found.url
         return self._client
 
-    def _learn_engine(self, client: Any) -> None:
+    def _learn_engine(self, client: Any, endpoint: str) -> None:
+        # Podman answers /info slowly (it walks its storage), slower still on a loaded machine: the
+        # short request timeout a race may ask for is for commands' requests, not for this one.
+        short, client.api.timeout = client.api.timeout, max(client.api.timeout or 0, ENGINE_INFO_TIMEOUT)
         try:
-            kind = engine_kind(client)
-        except Exception as error:  # docker, requests errors alike
-            raise SandboxError(f"the container engine did not describe itself: "
-                               f"{_first_line(error)}") from None
-        self._mapping, self.mapping_note = user_mapping(kind, *self.user)
-        check_network(client, self.spec.network or "none")
+            try:
+                kind = engine_kind(client, endpoint)
+            except Exception as error:  # docker, requests errors alike
+                raise SandboxError(f"the container engine did not describe itself: "
+                                   f"{_first_line(error)}") from None
+            self._mapping, self.mapping_note = user_mapping(kind, *self.user)
+            check_network(client, self.spec.network or "none")
+        finally:
+            client.api.timeout = short
 
     def pumps(self) -> anyio.CapacityLimiter:
         # Output pumps hold a thread for a command's whole run; their own limiter keeps them
