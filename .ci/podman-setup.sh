@@ -11,8 +11,8 @@
 # Running it again is cheap: packages, config, image and a live service are reused.
 #
 # The engine settings below are specific to CI machines of this kind (no CAP_SYS_RESOURCE, hybrid
-# cgroup v1/v2, no systemd); they belong here, never in the product. See
-# /work/shared/reference/containers.md for how each one was found.
+# cgroup v1/v2, no systemd); they belong here, never in the product. Each one's reason is in the
+# comment beside it.
 #
 # Environment knobs: PODMAN_SOCKET (default /tmp/podman.sock), STORAGE_DRIVER (overlay | vfs),
 # OUTPOST_PYTHON (the interpreter with outpost_tui installed; default: the repo's .venv, then python3),

@@ -1,6 +1,6 @@
 """The result of a race: what the headless CLI prints as JSON and the app shows.
 
-Field names are a contract (DESIGN.md, "Result JSON"): extend, never rename.
+Field names are a contract (docs/result.md): extend, never rename.
 """
 
 from __future__ import annotations

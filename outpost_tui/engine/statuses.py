@@ -1,4 +1,4 @@
-"""Candidate and race statuses (fixed by the contract; see DESIGN.md)."""
+"""Candidate and race statuses (fixed by the contract; see docs/result.md)."""
 
 from __future__ import annotations
 

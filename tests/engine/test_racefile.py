@@ -1,4 +1,4 @@
-"""The race file: every rule of DESIGN.md "Race file", with the line and key each error names."""
+"""The race file: every rule of docs/race-file.md, with the line and key each error names."""
 
 from __future__ import annotations
 

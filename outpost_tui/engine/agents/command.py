@@ -1,4 +1,5 @@
-"""The generic command agent: any program speaking the command-agent protocol (DESIGN.md).
+"""The generic command agent: any program speaking the command-agent protocol
+(docs/architecture.md, "Agents").
 
 The brief arrives on stdin (then EOF) and in OUTPOST_BRIEF. Stdout lines that are JSON objects with
 a known `kind` are events; usage lines are deltas. Every other line is log text.

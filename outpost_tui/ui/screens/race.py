@@ -1,7 +1,7 @@
 """The race: a live panel per candidate, the race's usage against its budget, and the controls.
 
 Rendering follows dolphie: the engine fills its model, and a timer (10 per second) redraws only
-what changed, in one batched update. Keys follow DESIGN.md: 1-9 focus a panel, tab cycles, enter
+what changed, in one batched update. Keys (README, "The app"): 1-9 focus a panel, tab cycles, enter
 zooms, escape goes back, c cancels, a accepts, x aborts, d shows a diff, / searches a log.
 """
 
