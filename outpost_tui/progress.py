@@ -77,7 +77,11 @@ class ProgressPrinter:
         elif kind is EventKind.VALIDATION_STARTED:
             self._say(f"{who} validating ({data['commits']} commit(s))", event.at)
         elif kind is EventKind.VALIDATION_FINISHED:
-            self._say(f"{who} {data.get('reason') or 'validation ' + data['status']}", event.at)
+            counts = test_counts((data.get("verdict") or {}).get("tests"))
+            self._say(f"{who} {data.get('reason') or 'validation ' + data['status']}"
+                      + (f" [{counts}]" if counts else ""), event.at)
+        elif kind is EventKind.BASELINE_VALIDATED:
+            self._say(baseline_line(data), event.at)
         elif kind is EventKind.SCORED:
             self._say(f"{who} scored {data['score']:g}", event.at)
         elif kind is EventKind.SETTLED:
@@ -127,19 +131,49 @@ def finish_lines(result: dict) -> list[str]:
                else "during the race")
         lines.append(f"your repository was changed ({who}): {change['description']}")
     winner = result.get("winner")
+    for candidate in result.get("candidates", []):
+        counts = test_counts((candidate.get("verdict") or {}).get("tests"))
+        reason = "" if candidate["status"] == "winner" else _short(candidate_reason(candidate))
+        lines.append(f"  {candidate['key']}#{candidate['attempt']} {candidate['status']}"
+                     + (f" [{counts}]" if counts else "") + (f": {reason}" if reason else ""))
     if winner and winner.get("branch"):
         record = next((c for c in result.get("candidates", []) if c["key"] == winner["key"]), {})
         for flag in record.get("review") or []:
             lines.append(f"review before merging: {flag}")
         repository = result.get("repository") or "."
+        # the commit that was graded, not the branch, which may have moved since
         lines.append(f"merge it with: git -C {shlex.quote(str(repository))} merge "
-                     f"{shlex.quote(winner['branch'])}")
-    elif not winner:
-        for candidate in result.get("candidates", []):
-            reason = _short(candidate_reason(candidate))
-            lines.append(f"  {candidate['key']}#{candidate['attempt']} {candidate['status']}"
-                         + (f": {reason}" if reason else ""))
+                     f"{shlex.quote(winner.get('commit') or winner['branch'])}")
     return lines
+
+
+def test_counts(tests: dict | None) -> str:
+    """A verdict's test counts: "9 ran: 8 passed, 1 failed, 2 skipped"."""
+    if not tests:
+        return ""
+    text = f"{tests.get('ran', 0)} ran: {tests.get('passed', 0)} passed, {tests.get('failed', 0)} failed"
+    if tests.get("errors"):
+        text += f", {tests['errors']} errors"
+    return text + f", {tests.get('skipped', 0)} skipped"
+
+
+def baseline_line(outcome: dict) -> str:
+    """What the baseline's own validation found, which strict verdicts are measured against."""
+    counts = test_counts(outcome.get("tests"))
+    text = f"baseline validated ({outcome.get('status')}"
+    text += f", exit code {outcome['exit_code']})" if outcome.get("exit_code") is not None else ")"
+    if counts:
+        text += f": {counts}"
+    elif outcome.get("reason"):
+        text += f": {outcome['reason']}"
+    else:
+        text += ": no test results (strict verdicts fall back to exit codes)"
+    failing = outcome.get("failing") or []
+    if failing:
+        text += f" · failing before any change: {len(failing)}"
+    if outcome.get("flaky"):
+        text += f" · flaky: {', '.join(outcome['flaky'][:5])}"
+    return text
 
 
 def finish_line(result: dict) -> str:

@@ -34,6 +34,8 @@ class Attempt:
     cleanup_failed: bool = False
     setup: SetupState | None = None
     ports: PortReservation | None = None  # held from before the sandbox until the attempt settles
+    # the result commit is fixed (record.commit): it is what is graded and what can win
+    result_fixed: bool = False
     # Set once the attempt is settled; created in the event loop that runs the race.
     settled: anyio.Event = field(default_factory=anyio.Event)
 

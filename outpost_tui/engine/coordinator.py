@@ -15,6 +15,7 @@ import shutil
 import signal
 import time
 from collections import deque
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,8 @@ from .sandbox.local import LocalProvider, resource_id_for
 from .spec import RaceSpec, valid_key
 from .statuses import CandidateStatus, Phase, RaceStatus
 from .usage import Usage
-from .validation import ValidationContext, score, validate
+from .validation import ValidationContext, score
+from .verdict import BaselineOutcome, Checkout, Verdict, grade, grade_baseline
 
 CANCELLED_BY_WINNER = "cancelled: another candidate won"
 
@@ -107,6 +109,10 @@ class Race:
         self._cache_key: str | None = None
         self._cache_locks: dict[str, anyio.Lock] = {}
         self._copy_paths: list[str] = []
+        self.baseline_outcome: BaselineOutcome | None = None
+        self._baseline_done: anyio.Event | None = None
+        # what the baseline's validation started (durable races save it, so a replay stops it)
+        self.baseline_resources: list[str] = []
 
     # ----------------------------------------------------------------- operator controls
 
@@ -133,7 +139,10 @@ class Race:
         if attempt.directory is None and attempt.record.commit is None:
             return f"{key} has not started"
         directory = attempt.directory
-        if directory is not None and directory.exists():
+        if attempt.result_fixed:  # the graded commit, whatever happened in the worktree since
+            commit = attempt.record.commit
+            commits = [git.Commit(c["oid"], c["subject"]) for c in attempt.record.commits]
+        elif directory is not None and directory.exists():
             commit, commits = await anyio.to_thread.run_sync(git.head_and_commits, directory,
                                                              self.baseline)
         else:  # a clean worktree already removed: its branch and record still hold the work
@@ -249,9 +258,12 @@ class Race:
                 await self._durable.reconcile()
             await self._save()
             self._pending.extend(a for a in self.attempts.values() if a.phase is Phase.WAITING)
+            self._baseline_done = anyio.Event()
             async with anyio.create_task_group() as group:
                 if self._durable is not None:
                     group.start_soon(self._durable.heartbeat)
+                # beside the candidates, never before them: only the gate waits for it
+                group.start_soon(self._validate_baseline)
                 async with anyio.create_task_group() as workers:
                     for _ in range(spec.effective_concurrency):
                         workers.start_soon(self._worker)
@@ -512,40 +524,62 @@ class Race:
                 record.committed_on_behalf = True
                 self.bus.emit(EventKind.COMMITTED_ON_BEHALF, candidate.key, attempt.number,
                               commit=commit, message=message, agent=candidate.agent)
-        commits = await anyio.to_thread.run_sync(git.commits_since, directory, self.baseline)
+        # The result is fixed here, as one commit: what is graded, and the only commit that can win.
+        # Uncommitted edits stay in the worktree, kept, but are not part of it.
+        record.commit, commits = await anyio.to_thread.run_sync(git.head_and_commits, directory,
+                                                                self.baseline)
+        record.commits = [c.to_json() for c in commits]
+        attempt.result_fixed = True
+        await anyio.to_thread.run_sync(git.pin_validated, self.repository, self.id, candidate.key,
+                                       attempt.number, record.commit)
+        # Nothing the agent left running may touch the grading: its sandbox goes first.
+        if not await self._close_sandbox(attempt):
+            return
 
         def on_check_output(stream: str, lines: list[str]) -> None:
             self.bus.emit(EventKind.LOG, candidate.key, attempt.number, stream="validation", lines=lines)
 
-        self.bus.emit(EventKind.VALIDATION_STARTED, candidate.key, attempt.number, commits=len(commits))
-        check_context = ValidationContext(key=candidate.key, attempt=attempt.number,
-                                          directory=directory, branch=attempt.branch,
-                                          baseline=self.baseline, commits=commits,
-                                          sandbox=attempt.sandbox)
+        self.bus.emit(EventKind.VALIDATION_STARTED, candidate.key, attempt.number, commits=len(commits),
+                      commit=record.commit)
+        checkout = Checkout(self.repository, directory.name, record.commit, self._provider,
+                            replace(context, register_resource=register), spec.cleanup_timeout,
+                            self._grading_setup(candidate.key, attempt.number,
+                                                attempt.setup.ports if attempt.setup else []))
         # what the record says if the attempt is cancelled before validation returns
         record.validation = Validation("cancelled", reason="cancelled while validating")
-        record.validation = await validate(spec.validate, check_context, on_check_output)
-        accepted = record.validation.status == "passed"
-        if accepted and spec.select == "first":
-            # Registered as soon as validation passes, so a tie with an earlier slot whose
-            # result became acceptable at the same moment is seen when the winner is chosen.
-            self._accepted_pending.append(attempt)
-        self.bus.emit(EventKind.VALIDATION_FINISHED, candidate.key, attempt.number,
-                      status=record.validation.status, exit_code=record.validation.exit_code,
-                      reason=record.validation.reason)
-        if accepted and spec.select == "best":
-            assert spec.score is not None
-            try:
-                record.score = await score(spec.score, check_context, on_check_output)
-            except (ValueError, SandboxError) as error:
-                record.error = _one_line(error)
-                accepted = False
-            else:
-                self.bus.emit(EventKind.SCORED, candidate.key, attempt.number, score=record.score)
-        # The winner's commit is HEAD read after validation: commits made while validating count.
-        record.commit, commits = await anyio.to_thread.run_sync(git.head_and_commits, directory,
-                                                                self.baseline)
-        record.commits = [c.to_json() for c in commits]
+        accepted = False
+        try:
+            async with checkout:
+                check_context = ValidationContext(key=candidate.key, attempt=attempt.number,
+                                                  directory=checkout.directory, branch=attempt.branch,
+                                                  baseline=self.baseline, commits=commits,
+                                                  sandbox=checkout.sandbox)
+                record.validation, verdict = await grade(
+                    spec.validate, checkout, check_context, baseline=self.baseline,
+                    wait_baseline=self._wait_baseline, on_output=on_check_output)
+                record.verdict = verdict.to_json()
+                accepted = verdict.accepted
+                if accepted and spec.select == "first":
+                    # Registered as soon as validation passes, so a tie with an earlier slot whose
+                    # result became acceptable at the same moment is seen when the winner is chosen.
+                    self._accepted_pending.append(attempt)
+                self.bus.emit(EventKind.VALIDATION_FINISHED, candidate.key, attempt.number,
+                              status=record.validation.status, exit_code=record.validation.exit_code,
+                              reason=record.validation.reason, verdict=record.verdict)
+                if accepted and spec.select == "best":
+                    assert spec.score is not None
+                    try:
+                        record.score = await score(spec.score, check_context, on_check_output)
+                    except (ValueError, SandboxError) as error:
+                        record.error = _one_line(error)
+                        accepted = False
+                    else:
+                        self.bus.emit(EventKind.SCORED, candidate.key, attempt.number,
+                                      score=record.score)
+        finally:
+            if checkout.cleanup_error is not None:
+                attempt.cleanup_failed = True
+                record.error = f"cleanup failed: {checkout.cleanup_error}"
         attempt.accepted = accepted
         attempt.phase = Phase.VALIDATED
         await self._save()
@@ -643,6 +677,96 @@ class Race:
         state.status = "passed"
         return None
 
+    async def _close_sandbox(self, attempt: Attempt) -> bool:
+        """Close the attempt's sandbox; False (and the record says why) when it did not close."""
+        sandbox, attempt.sandbox = attempt.sandbox, None
+        if sandbox is None:
+            return True
+        record = attempt.record
+        with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(self.spec.cleanup_timeout) as deadline:
+                try:
+                    await sandbox.close()
+                except EngineGone as error:
+                    attempt.cleanup_failed = True
+                    # why the attempt ended, if that was already the engine, stays its reason
+                    if not (record.error or "").startswith("the container engine at "):
+                        record.error = _one_line(error)
+                    self._engine_gone(error)
+                except Exception as error:  # a provider failing to close: the attempt cannot win
+                    attempt.cleanup_failed = True
+                    record.error = f"cleanup failed: {_one_line(error)}"
+            if deadline.cancelled_caught:
+                attempt.cleanup_failed = True
+                record.error = f"cleanup did not finish within {self.spec.cleanup_timeout:g}s"
+        return not attempt.cleanup_failed
+
+    async def _validate_baseline(self) -> None:
+        """The baseline's own validation, once, in its own checkout and sandbox."""
+        assert self._baseline_done is not None and self.repository is not None
+        validate = self.spec.validate
+        try:
+            if validate.command is None or (validate.gate == "exit-code"
+                                            and not validate.allow_baseline_failures):
+                return  # nothing to run, or nothing would read it
+            outcome = BaselineOutcome("cancelled", reason="cancelled before it finished")
+            self.baseline_outcome = outcome
+            started = time.monotonic()
+            async def register(resource_id: str) -> None:
+                self.baseline_resources.append(resource_id)
+                await self._save()
+
+            # attempt 0 names no candidate's attempt (they count from 1): its container's name
+            # cannot be one of theirs
+            env = {"TZ": "UTC", "OUTPOST_RACE_ID": self.id, "OUTPOST_ATTEMPT": "0",
+                   "OUTPOST_BASELINE": "1"}
+            ports: list[int] = []
+            reservation = None
+            if self.spec.setup.ports:
+                reservation, ports = await self._take_ports()
+                env.update(setups.port_environment(ports))
+            context = SandboxContext(repository=self.repository, directory=self.repository,
+                                     git_common_dir=self._git_common_dir, race_id=self.id,
+                                     key="baseline", attempt=0, register_resource=register, env=env)
+            checkout = Checkout(self.repository, f"baseline-{self.id}", self.baseline,
+                                self._provider, context, self.spec.cleanup_timeout,
+                                self._grading_setup("baseline", 0, ports))
+            try:
+                async with checkout:
+                    check_context = ValidationContext(key="baseline", attempt=0,
+                                                      directory=checkout.directory, branch="",
+                                                      baseline=self.baseline, commits=[],
+                                                      sandbox=checkout.sandbox)
+                    outcome = await grade_baseline(self.spec.validate, checkout, check_context,
+                                                   lambda stream, lines: None)
+            except (SandboxError, git.GitError, OSError) as error:
+                outcome = BaselineOutcome("error", reason=_one_line(error))
+            finally:
+                if reservation is not None:
+                    reservation.release()
+            outcome.duration = round(time.monotonic() - started, 3)
+            self.baseline_outcome = outcome
+            self.bus.emit(EventKind.BASELINE_VALIDATED, **outcome.to_json())
+        finally:
+            self._baseline_done.set()
+
+    def _grading_setup(self, key: str, number: int, ports: list[int]):
+        """[setup] for a grading checkout, as its worktree had it (None: the race has none)."""
+        if not (self.spec.setup.enabled or self._copy_paths):
+            return None
+
+        async def prepare(directory: Path, sandbox: Sandbox) -> str | None:
+            failure = await self.prepare_directory(key, number, directory, sandbox,
+                                                   setups.SetupState(ports=list(ports)))
+            return failure[0] if failure else None
+
+        return prepare
+
+    async def _wait_baseline(self) -> BaselineOutcome | None:
+        if self._baseline_done is not None:
+            await self._baseline_done.wait()
+        return self.baseline_outcome
+
     async def _claim_victory(self, attempt: Attempt) -> None:
         # Let results that became acceptable in the same instant arrive before the choice.
         await anyio.lowlevel.checkpoint()
@@ -657,9 +781,10 @@ class Race:
         if directory is None:
             return
         record = attempt.record
-        record.commit, commits = await anyio.to_thread.run_sync(git.head_and_commits, directory,
-                                                                self.baseline)
-        record.commits = [c.to_json() for c in commits]
+        if not attempt.result_fixed:
+            record.commit, commits = await anyio.to_thread.run_sync(git.head_and_commits, directory,
+                                                                    self.baseline)
+            record.commits = [c.to_json() for c in commits]
         attempt.accepted = True
         self._set_winner(attempt, "operator")
 
@@ -730,22 +855,7 @@ class Race:
 
     async def _settle_attempt(self, attempt: Attempt, *, cancelled: bool) -> None:
         record = attempt.record
-        if attempt.sandbox is not None:
-            with anyio.move_on_after(self.spec.cleanup_timeout) as deadline:
-                try:
-                    await attempt.sandbox.close()
-                except EngineGone as error:
-                    attempt.cleanup_failed = True
-                    # why the attempt ended, if that was already the engine, stays its reason
-                    if not (record.error or "").startswith("the container engine at "):
-                        record.error = _one_line(error)
-                    self._engine_gone(error)
-                except Exception as error:  # a provider failing to close: the attempt cannot win
-                    attempt.cleanup_failed = True
-                    record.error = f"cleanup failed: {_one_line(error)}"
-            if deadline.cancelled_caught:
-                attempt.cleanup_failed = True
-                record.error = f"cleanup did not finish within {self.spec.cleanup_timeout:g}s"
+        await self._close_sandbox(attempt)
         if attempt.ports is not None:
             attempt.ports.release()  # only now: validation may start the candidate's server too
         attempt.cleanup = "pending" if attempt.cleanup_failed else "done"
@@ -911,10 +1021,13 @@ class Race:
         except git.GitError as error:
             host_error = _one_line(error)
         winner = next((r for r in records if r.status is CandidateStatus.WINNER), None)
+        for record in records:
+            await self._note_branch_moved(record)
         integration = None
         if winner is not None:
+            # the validated commit is what merges, wherever its branch went since
             check = await anyio.to_thread.run_sync(git.integration_check, self.repository,
-                                                   winner.branch, winner.commit)
+                                                   winner.commit or winner.branch, winner.commit)
             integration = check.to_json()
             checkout = [t for t in self.tampering if t["checkout"]]
             if checkout and integration["status"] != "blocked":
@@ -933,6 +1046,9 @@ class Race:
                         setup.leave_out if setup is not None else ())
                 except git.GitError as error:
                     winner.review = [f"could not be reviewed: {_one_line(error)}"]
+                verdict = Verdict.from_json(winner.verdict)
+                if verdict is not None:
+                    winner.review.extend(verdict.review_flags())
         result = RaceResult(
             id=self.id, status=status, baseline=self.baseline, name=self.spec.name,
             mode=self.spec.mode, select=self.spec.select, candidates=records,
@@ -943,6 +1059,7 @@ class Race:
             quota=self._race_quota(records) if status is RaceStatus.QUOTA else None,
             run_id=self.spec.run_id, repository=str(self.repository),
             started_at=self._started_at, finished_at=time.time(), tampering=list(self.tampering),
+            baseline_validation=self.baseline_outcome.to_json() if self.baseline_outcome else None,
         )
         self._finished = True
         if self._durable is not None:
@@ -950,6 +1067,16 @@ class Race:
         self.bus.emit(EventKind.RACE_FINISHED, status=str(status),
                       winner=winner.key if winner else None, result=result.to_json())
         return result
+
+    async def _note_branch_moved(self, record: CandidateRecord) -> None:
+        """A branch moved after its commit was graded is reported; the graded commit still wins."""
+        verdict = Verdict.from_json(record.verdict)
+        if verdict is None or not record.branch:
+            return
+        tip = await anyio.to_thread.run_sync(git.branch_tip, self.repository, record.branch)
+        if tip != verdict.commit:
+            verdict.branch_moved_to = tip or "(deleted)"
+            record.verdict = verdict.to_json()
 
     def _skip_reason(self) -> str:
         if self._winner is not None:
@@ -990,6 +1117,7 @@ class Race:
             "baseline": self.baseline,
             "attempts": [a.to_state() for a in [*self.previous, *self.attempts.values()]],
             "usage": {"attempts": self.accounting.attempts, **self._total_usage().to_json()},
+            "baseline_resources": list(self.baseline_resources),
         }
 
 

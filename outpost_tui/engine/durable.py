@@ -62,6 +62,7 @@ class DurableRun:
         self._failed: str | None = None
         self.failure: CheckpointError | TransportError | None = None
         self._resumed_state: dict | None = None
+        self._baseline_leftovers: list[str] = []
         self._last_write = time.monotonic()
         self.warnings: list[str] = []  # one line each, for the caller to show (best-effort cleanup)
         self.writes = 0  # checkpoint writes and the time spent in them, for benchmarks and notes
@@ -102,6 +103,9 @@ class DurableRun:
         race, spec = self.race, self.race.spec
         race.id = state["id"]
         race.baseline = state["baseline"]  # the original baseline, whatever the host did since
+        # the interrupted run's baseline validation may still be running: stopped with the rest
+        self._baseline_leftovers = [r for r in state.get("baseline_resources") or []
+                                    if isinstance(r, str)]
         race.attempts.clear()
         race.previous.clear()
         order = {c.key: i for i, c in enumerate(spec.candidates)}
@@ -158,6 +162,15 @@ class DurableRun:
     async def _stop_leftovers(self) -> bool:
         """Stop the registered resources of every attempt whose cleanup is pending; True if any."""
         race, pending = self.race, False
+        for resource in self._baseline_leftovers:
+            try:
+                with anyio.move_on_after(race.spec.cleanup_timeout):
+                    if race._provider.owns(resource):
+                        await race._provider.recover(resource)
+            except Exception as error:  # best effort, as for the candidates' leftovers
+                self.warnings.append(f"could not stop leftover {resource} of the baseline's "
+                                     f"validation: {_one_line(error)}")
+        self._baseline_leftovers = []
         for attempt in [*race.previous, *race.attempts.values()]:
             if attempt.cleanup != "pending":
                 continue

@@ -32,7 +32,8 @@ class EventKind(StrEnum):
     QUOTA = "quota"  # payload: message, reset_at
     AGENT_EXITED = "agent-exited"  # payload: exit_code, reason, duration, result (final message)
     VALIDATION_STARTED = "validation-started"
-    VALIDATION_FINISHED = "validation-finished"  # payload: status, exit_code
+    VALIDATION_FINISHED = "validation-finished"  # payload: status, exit_code, reason, verdict
+    BASELINE_VALIDATED = "baseline-validated"  # payload: the baseline's outcome (see verdict/)
     SCORED = "scored"
     SETTLED = "settled"  # payload: status, reason, commit
     CLEANUP = "cleanup"  # payload: retained_directory, cleanup

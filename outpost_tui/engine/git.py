@@ -927,6 +927,96 @@ def remove_worktree(repo_root: Path | str, directory: Path | str) -> bool:
     return True
 
 
+# --- grading checkouts ------------------------------------------------------------------------
+# The verdict grades a candidate's result commit in a checkout of exactly that commit, apart from
+# the candidate's worktree (whose uncommitted edits stay where the agent left them). The checkout
+# is the engine's own: it holds the commit and what validation wrote, nothing else of anyone's.
+
+GRADING_SUFFIX = ".grading"
+VALIDATED_REFS = "refs/outpost/validated"
+
+
+def grading_directory(repo_root: Path | str, name: str) -> Path:
+    """Where a grading checkout lives; `name` is a candidate worktree's or the baseline's name."""
+    return _workspaces(repo_root) / f"{name}{GRADING_SUFFIX}"
+
+
+def add_grading_checkout(repo_root: Path | str, directory: Path | str, commit: str) -> None:
+    """A detached, clean checkout of `commit` at `directory` (replacing a stale one there)."""
+    root = Path(repo_root)
+    target = Path(directory).absolute()
+    _revision(commit, "commit")
+    if not _inside(target, _workspaces(root)) or not target.name.endswith(GRADING_SUFFIX):
+        raise GitError(f"{target} is not a grading checkout of {root}")
+    with _worktree_lock(root):
+        if os.path.lexists(target):
+            _remove_grading(root, target)
+        _check(f"creating the grading checkout {target}", root, "worktree", "add", "--quiet",
+               "--detach", str(target), commit, config=("core.hooksPath=/dev/null",))
+
+
+def reset_grading_checkout(directory: Path | str, commit: str) -> None:
+    """Back to exactly `commit`: what a previous validation run changed or left is gone."""
+    _revision(commit, "commit")
+    check_worktree_link(directory)
+    _check("resetting the grading checkout", directory, "checkout", "--quiet", "--force", "--detach",
+           commit, config=IN_WORKTREE_CONFIG)
+    _check("cleaning the grading checkout", directory, "clean", "-ffdxq", config=IN_WORKTREE_CONFIG)
+
+
+def remove_grading_checkout(repo_root: Path | str, directory: Path | str) -> None:
+    root = Path(repo_root)
+    target = Path(directory).absolute()
+    if not _inside(target, _workspaces(root)) or not target.name.endswith(GRADING_SUFFIX):
+        raise GitError(f"{target} is not a grading checkout of {root}")
+    with _worktree_lock(root):
+        _remove_grading(root, target)
+
+
+def _remove_grading(root: Path, target: Path) -> None:
+    # --force twice: validation leaves files behind, and a crashed grading may have left a lock
+    status, _, err = _run(root, "worktree", "remove", "--force", "--force", str(target))
+    if status != 0 and os.path.lexists(target):
+        if target.is_symlink() or not target.is_dir():
+            target.unlink()
+        else:
+            import shutil
+
+            shutil.rmtree(target)
+    _run(root, "worktree", "prune")
+
+
+def tree(repo_root: Path | str, commit: str) -> dict[str, tuple[str, str]]:
+    """Every file of `commit`: path -> (mode, object id)."""
+    _revision(commit, "commit")
+    out = str(_check("listing files", repo_root, "ls-tree", "-r", "-z", "--full-tree", commit,
+                     strip=False))
+    files: dict[str, tuple[str, str]] = {}
+    for entry in out.split("\0"):
+        meta, _, path = entry.partition("\t")
+        parts = meta.split()
+        if path and len(parts) == 3:
+            files[path] = (parts[0], parts[2])
+    return files
+
+
+def blob(repo_root: Path | str, oid: str) -> bytes:
+    _revision(oid, "object id")
+    return bytes(_check("reading a file", repo_root, "cat-file", "blob", oid, binary=True, strip=False))
+
+
+def pin_validated(repo_root: Path | str, race_id: str, key: str, attempt: int, commit: str) -> str:
+    """A ref that keeps the validated commit reachable whatever happens to the branch."""
+    _revision(commit, "commit")
+    ref = f"{VALIDATED_REFS}/{branch_name(race_id, key, attempt).removeprefix(BRANCH_PREFIX + '/')}"
+    _check("pinning the validated commit", repo_root, "update-ref", ref, commit)
+    return ref
+
+
+def branch_tip(repo_root: Path | str, branch: str) -> str | None:
+    return _candidate(Path(repo_root), branch)
+
+
 # --- integration check -------------------------------------------------------------------------
 
 

@@ -396,7 +396,8 @@ _SECTION_KEYS = {
     "race": ["name", "repository", "base", "mode", "select", "concurrency", "run_id",
              "cleanup_timeout", "brief", "brief_file"],
     "budget": ["attempts", "tokens", "cost_usd", "candidate_timeout", "unreachable_timeout"],
-    "validate": ["command", "timeout", "require_commits"],
+    "validate": ["command", "timeout", "require_commits", "junit", "gate", "allow_baseline_failures",
+                 "repeat", "protect", "protect_mode"],
     "score": ["command", "timeout"],
     "sandbox": ["provider", "image", "network", "endpoint", "memory", "cpus", "pids"],
     "setup": ["command", "timeout", "cache", "cache_key", "copy", "ports"],
@@ -676,6 +677,30 @@ def _validate(reader: _Reader, value: Any) -> ValidateSpec:
         out["timeout"] = reader.number(("validate", "timeout"), table["timeout"], True)
     if "require_commits" in table:
         out["require_commits"] = reader.boolean(("validate", "require_commits"), table["require_commits"])
+    if "junit" in table:
+        junit = reader.string(("validate", "junit"), table["junit"])
+        if Path(junit).is_absolute() or ".." in Path(junit).parts:
+            raise reader.error(("validate", "junit"), f"{json.dumps(junit)} must be a path inside the "
+                                                      'checkout, e.g. "reports/junit.xml"')
+        out["junit"] = junit
+    if "gate" in table:
+        out["gate"] = reader.string(("validate", "gate"), table["gate"], ["strict", "exit-code"])
+    if "allow_baseline_failures" in table:
+        out["allow_baseline_failures"] = reader.boolean(("validate", "allow_baseline_failures"),
+                                                        table["allow_baseline_failures"])
+    if "repeat" in table:
+        out["repeat"] = reader.integer(("validate", "repeat"), table["repeat"], 0, 20)
+    if "protect" in table:
+        globs = reader.strings(("validate", "protect"), table["protect"],
+                               'a list of globs, e.g. ["tests/**", "pytest.ini"]')
+        for index, glob in enumerate(globs):
+            if not glob.strip() or glob.startswith("/") or ".." in glob.split("/"):
+                raise reader.error(("validate", "protect", index),
+                                   f"{json.dumps(glob)} must be a glob relative to the repository")
+        out["protect"] = globs
+    if "protect_mode" in table:
+        out["protect_mode"] = reader.string(("validate", "protect_mode"), table["protect_mode"],
+                                            ["restore", "reject", "flag"])
     return ValidateSpec(**out)
 
 
@@ -949,7 +974,10 @@ def dump_race(spec: RaceSpec, relative_to: Path | None = None) -> str:
         budget["tokens"] = tokens
     sections.append(("budget", budget))
     _no_none(spec.validate, "validate", "timeout")
-    validate = _changed(spec.validate, ("timeout", "require_commits"))
+    validate = _changed(spec.validate, ("timeout", "require_commits", "junit", "gate",
+                                        "allow_baseline_failures", "repeat", "protect_mode"))
+    if spec.validate.protect is not None:
+        validate["protect"] = list(spec.validate.protect)
     if spec.validate.command is not None:
         validate = {"command": list(spec.validate.command), **validate}
     sections.append(("validate", validate))

@@ -57,6 +57,8 @@ class CandidateRecord:
     review: list[str] | None = None
     # what [setup] did before the agent started (engine/setup.py); None: the race has no [setup]
     setup: dict | None = None
+    # how the result commit was graded (engine/verdict/); None: never graded
+    verdict: dict | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -85,6 +87,7 @@ class CandidateRecord:
             "result": self.result,
             "review": None if self.review is None else list(self.review),
             "setup": None if self.setup is None else dict(self.setup),
+            "verdict": self.verdict,
         }
 
     @classmethod
@@ -103,6 +106,7 @@ class CandidateRecord:
             finished_at=data.get("finished_at"), result=data.get("result"),
             review=None if data.get("review") is None else list(data["review"]),
             setup=data.get("setup"),
+            verdict=data.get("verdict"),
         )
 
 
@@ -128,6 +132,8 @@ class RaceResult:
     finished_at: float | None = None
     # what candidates changed in the user's repository (engine/guard.py), in the order found
     tampering: list[dict] = field(default_factory=list)
+    # the baseline's own validation, which strict verdicts are measured against
+    baseline_validation: dict | None = None
 
     @property
     def winner(self) -> CandidateRecord | None:
@@ -144,6 +150,7 @@ class RaceResult:
             "select": self.select,
             "repository": self.repository,
             "baseline": self.baseline,
+            "baseline_validation": self.baseline_validation,
             "winner": None if winner is None else {
                 "key": winner.key, "attempt": winner.attempt, "branch": winner.branch,
                 "commit": winner.commit, "decided_by": winner.decided_by, "score": winner.score,
@@ -181,4 +188,5 @@ def race_result_from_json(data: dict) -> RaceResult:
         quota=data.get("quota"), run_id=data.get("run_id"), repository=data.get("repository"),
         started_at=data.get("started_at"), finished_at=data.get("finished_at"),
         tampering=list(data.get("tampering") or []),
+        baseline_validation=data.get("baseline_validation"),
     )

@@ -19,6 +19,8 @@ MAX_CANDIDATES = 64
 Mode = Literal["race", "fallback"]
 Select = Literal["first", "best"]
 Provider = Literal["local", "docker", "podman"]
+Gate = Literal["strict", "exit-code"]
+ProtectMode = Literal["restore", "reject", "flag"]
 
 # A validation or score callable receives a ValidationContext (see validation.py) and returns a bool
 # (validate) or a number (score), directly or as an awaitable.
@@ -65,6 +67,16 @@ class ValidateSpec:
     require_commits: bool = True
     # Python API only: a callable used instead of (or when there is no) command.
     check: Check | None = None
+    # The verdict (engine/verdict/): where the command writes a JUnit XML report (relative to the
+    # checkout; pytest and `python -m unittest` commands get one without it), how strictly the
+    # results are judged against the baseline's, how often a failing validation is rerun, and which
+    # paths a candidate may not change for grading (None: the default test and runner paths).
+    junit: str | None = None
+    gate: Gate = "strict"
+    allow_baseline_failures: bool = False
+    repeat: int = 0
+    protect: tuple[str, ...] | None = None
+    protect_mode: ProtectMode = "restore"
 
 
 @dataclass(frozen=True)

@@ -41,13 +41,16 @@ async def _call(check: Any, context: ValidationContext) -> Any:
     return value
 
 
-async def validate(spec: ValidateSpec, context: ValidationContext, on_output: LineSink) -> Validation:
-    """Run the race's validation; exit 0 (or a callable returning True) is acceptable."""
+async def validate(spec: ValidateSpec, context: ValidationContext, on_output: LineSink, *,
+                   argv: Sequence[str] | None = None) -> Validation:
+    """Run the race's validation; exit 0 (or a callable returning True) is acceptable.
+
+    `argv` replaces the command as written (the verdict adds a report option to it)."""
     if spec.require_commits and not context.commits:
         return Validation("failed", None, "", "no commits: the candidate committed nothing")
     if spec.command:
         try:
-            done = await context.sandbox.run(spec.command, on_output=on_output, timeout=spec.timeout,
+            done = await context.sandbox.run(argv or spec.command, on_output=on_output, timeout=spec.timeout,
                                              tail_bytes=OUTPUT_TAIL)
         except SandboxError as error:
             return Validation("error", None, "", f"validation could not start: {error}")

@@ -416,7 +416,8 @@ def test_headless_human_output_shows_what_the_winner_said(tmp_path):
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     assert lines[-1] == "claude said: Fixed add() to return a + b and committed."
-    assert lines[-3].split("] ", 1)[1].startswith("race winner: claude on ")
+    assert lines[-4].split("] ", 1)[1].startswith("race winner: claude on ")
+    assert lines[-3].split("] ", 1)[1].startswith("  claude#1 winner")
     assert lines[-2].split("] ", 1)[1].startswith("merge it with: git -C ")
     assert done.stdout == ""
 

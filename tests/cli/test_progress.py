@@ -30,7 +30,10 @@ def test_a_winner_ends_with_its_spend_and_how_to_merge_it(repo, tmp_path: Path):
     lines = said(done.stderr)
     end = next(i for i, line in enumerate(lines) if line.startswith("race winner: a on "))
     assert f"{branch} at " in lines[end] and "1.7k tokens, $0.2500" in lines[end]
-    assert lines[end + 1] == f"merge it with: git -C {shlex.quote(str(repo))} merge {branch}"
+    commit = json.loads(done.stdout)["winner"]["commit"]
+    assert lines[end + 1].startswith("  a#1 winner")
+    # the merge hint names the commit that was graded, which no later move of the branch changes
+    assert lines[end + 2] == f"merge it with: git -C {shlex.quote(str(repo))} merge {commit}"
     assert git(repo, "rev-parse", "HEAD") == head  # a hint: nothing was merged
 
 

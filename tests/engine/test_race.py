@@ -145,23 +145,28 @@ def test_invalid_key_is_refused_before_git_is_touched(repo):
     assert not (repo / ".outpost").exists()
 
 
-def test_commits_made_during_validation_count_uncommitted_edits_do_not(repo):
+def test_commits_made_during_validation_do_not_count_nor_do_uncommitted_edits(repo):
+    seen = {}
+
     async def check(context):
+        seen["directory"] = context.directory
         done = await context.run(["sh", "-c", "echo v > during.txt && git add during.txt && "
                                   "git -c user.name=v -c user.email=v@x commit -qm during-validation "
                                   "&& echo dirty > uncommitted.txt"])
         return done.exit_code == 0
 
-    spec = build_spec(repository=repo, candidates=[cmd("a", "--write", "a.txt", "--commit")],
-                      validate=check)
+    spec = build_spec(repository=repo, candidates=[cmd("a", "--write", "a.txt", "--commit",
+                                                       "--dirty")], validate=check)
     result = run_race(spec)
     winner = result.winner
-    assert [c["subject"] for c in winner.commits] == ["fake agent change", "during-validation"]
-    assert git(repo, "rev-parse", winner.branch) == winner.commit
+    # graded in a checkout of its own: the commit fixed when the agent ended is the one that won
+    assert [c["subject"] for c in winner.commits] == ["fake agent change"]
+    assert git(repo, "rev-parse", winner.branch) == winner.commit == winner.verdict["commit"]
     files = git(repo, "ls-tree", "--name-only", winner.commit).split()
-    assert "during.txt" in files and "uncommitted.txt" not in files
-    # The worktree still holds the uncommitted file, so it is kept, not deleted.
-    assert winner.retained_directory and Path(winner.retained_directory, "uncommitted.txt").exists()
+    assert "during.txt" not in files and "uncommitted.txt" not in files
+    assert seen["directory"] != Path(winner.directory) and not seen["directory"].exists()
+    # The agent's uncommitted edit stays in its worktree, which is kept, not deleted.
+    assert winner.retained_directory and Path(winner.retained_directory, "untracked-notes.txt").exists()
 
 
 def test_clean_worktrees_are_removed_dirty_ones_kept_branches_always_kept(repo):
@@ -533,7 +538,7 @@ def test_a_candidate_cancelled_while_validating_says_so(repo, tmp_path):
             group.start_soon(cancel_once_validating)
             return await run_race_async(build_spec(repository=repo, candidates=[
                 cmd("a", "--write", "a.txt", "--commit")],
-                validate=["sh", "-c", f"touch {started}; sleep 300"]),
+                validate=["sh", "-c", f'test -z "$OUTPOST_CANDIDATE" || touch {started}; sleep 300']),
                 on_start=lambda race: holder.setdefault("race", race))
 
     result = anyio.run(scenario)

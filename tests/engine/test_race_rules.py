@@ -329,21 +329,17 @@ def test_a_validation_program_missing_in_the_sandbox_is_not_called_an_agent(repo
     assert "agent program" not in record.validation.reason
 
 
-def test_a_candidate_that_passed_then_failed_does_not_take_the_win_from_a_later_one(repo, tmp_path):
-    """`a` passes validation, but its result cannot be read (its validation broke the worktree's git
-    link); `b`, which passes after `a` has settled, wins instead of being told `a` won first."""
-    a_settled = tmp_path / "a-settled"
-
-    def on_event(event) -> None:
-        if event.kind is EventKind.SETTLED and event.key == "a":
-            a_settled.touch()
-
-    breaks_a = ('if [ "$OUTPOST_CANDIDATE" = a ]; then echo "gitdir: /nonexistent" > .git; fi')
-    spec = build_spec(repository=repo, candidates=[
-        cmd("a", "--write", "a.txt", "--commit"),
-        cmd("b", "--wait-file", str(a_settled), "--write", "b.txt", "--commit")],
-        validate=["sh", "-c", breaks_a])
-    result = anyio.run(lambda: run_race_async(spec, on_event=on_event))
-    a, b = result.candidates
-    assert a.status is CandidateStatus.FAILED and "git link" in a.error
-    assert b.status is CandidateStatus.WINNER and result.status is RaceStatus.WINNER
+def test_a_validation_that_breaks_its_checkout_cannot_change_the_graded_result(repo, tmp_path):
+    """`a`'s validation rewrites the git link of the checkout it runs in. Its result was fixed
+    before grading, in a checkout of the engine's own: `a` still wins with the commit it was
+    graded on, its own worktree is intact, and the grading checkout is gone."""
+    breaks_it = ('if [ "$OUTPOST_CANDIDATE" = a ]; then echo "gitdir: /nonexistent" > .git; fi')
+    spec = build_spec(repository=repo, candidates=[cmd("a", "--write", "a.txt", "--commit")],
+                      validate=["sh", "-c", breaks_it])
+    result = run_race(spec)
+    a = result.candidates[0]
+    assert a.status is CandidateStatus.WINNER and a.error is None
+    assert a.commit == a.verdict["commit"] == git(repo, "rev-parse", a.branch)
+    assert "gitdir:" in (Path(a.directory) / ".git").read_text() if Path(a.directory).exists() \
+        else a.retained_directory is None
+    assert not list((repo / ".outpost" / "workspaces").glob("*.grading"))

@@ -46,6 +46,8 @@ def test_weakened_tests_ci_and_an_escaping_symlink_are_flagged(repo):
         "changed tests (deleted 1): tests/test_calc.py, tests/test_old.py",
         "changed build or CI files: .github/workflows/ci.yml",
         "symlinks pointing out of the repository: secrets -> /etc/passwd, up -> ../../outside",
+        "graded with the baseline's protected paths (the candidate's change was not tested): "
+        "tests/test_calc.py (modified), tests/test_old.py (deleted)",
     ]
     lines = finish_lines(result.to_json())
     assert [line for line in lines if line.startswith("review before merging")] == [

@@ -1,0 +1,243 @@
+"""Sealed grading: a result commit graded in a clean checkout of exactly that commit.
+
+The checkout is a detached worktree of its own, in a sandbox of its own, made after the agent's
+sandbox is closed: nothing the agent left running, nothing uncommitted or ignored in its worktree,
+and nothing validation itself commits can change what is graded or which commit wins. The baseline
+is graded the same way, once, at race start.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import replace
+from pathlib import Path
+from typing import Awaitable, Callable
+
+import anyio
+
+from .. import git
+from ..result import Validation
+from ..sandbox import Sandbox, SandboxContext, SandboxProvider
+from ..sandbox.base import LineSink
+from ..spec import ValidateSpec
+from ..validation import ValidationContext, validate
+from . import protect
+from .gate import BaselineOutcome, decide
+from .record import Verdict
+from .reports import ERROR, FAILED, NO_RESULTS, PASSED, SKIPPED, Runs, TestResults, read_junit, \
+    read_summary, with_report
+
+
+# Gives a fresh grading checkout what the race's [setup] gives every worktree (files copied in,
+# the cache, the setup command), in its sandbox; returns why it failed, or None.
+Prepare = Callable[[Path, Sandbox], Awaitable["str | None"]]
+
+
+class Checkout:
+    """`async with Checkout(...) as checkout`: a grading checkout of `commit` and its sandbox."""
+
+    def __init__(self, repository: Path, name: str, commit: str, provider: SandboxProvider,
+                 context: SandboxContext, cleanup_timeout: float,
+                 prepare: Prepare | None = None) -> None:
+        self.repository = repository
+        self.commit = commit
+        self.directory = git.grading_directory(repository, name)
+        self._provider = provider
+        self._context = replace(context, directory=self.directory)
+        self._cleanup_timeout = cleanup_timeout
+        self.sandbox: Sandbox | None = None
+        self.cleanup_error: str | None = None
+        self._prepare = prepare
+        self.setup_failure: str | None = None  # [setup] failed in this checkout: nothing is graded
+
+    async def __aenter__(self) -> "Checkout":
+        await anyio.to_thread.run_sync(git.add_grading_checkout, self.repository, self.directory,
+                                       self.commit)
+        try:
+            self.sandbox = await self._provider.acquire(self._context)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._remove()
+            raise
+        await self._set_up()
+        return self
+
+    async def _set_up(self) -> None:
+        if self._prepare is not None and self.sandbox is not None:
+            failure = await self._prepare(self.directory, self.sandbox)
+            self.setup_failure = f"setup failed in the grading checkout: {failure}" if failure else None
+
+    async def __aexit__(self, *exc) -> None:
+        with anyio.CancelScope(shield=True):
+            if self.sandbox is not None:
+                with anyio.move_on_after(self._cleanup_timeout) as deadline:
+                    try:
+                        await self.sandbox.close()
+                    except Exception as error:
+                        self.cleanup_error = f"closing the grading sandbox failed: {error}"
+                if deadline.cancelled_caught:
+                    self.cleanup_error = (f"the grading sandbox did not close within "
+                                          f"{self._cleanup_timeout:g}s")
+            await self._remove()
+
+    async def _remove(self) -> None:
+        try:
+            await anyio.to_thread.run_sync(git.remove_grading_checkout, self.repository,
+                                           self.directory)
+        except (git.GitError, OSError) as error:
+            self.cleanup_error = self.cleanup_error or f"removing {self.directory} failed: {error}"
+
+    async def reset(self) -> None:
+        """Back to a fresh checkout of the commit (set up again), for another run."""
+        await anyio.to_thread.run_sync(git.reset_grading_checkout, self.directory, self.commit)
+        await self._set_up()
+
+
+def _report(spec: ValidateSpec, directory: Path) -> tuple[Path | None, tuple[str, ...] | None]:
+    """Where this run's JUnit report will be, and the command that writes it."""
+    if not spec.command:
+        return None, None
+    if spec.junit:
+        return directory / spec.junit, spec.command
+    report = directory / f".outpost-junit-{secrets.token_hex(6)}.xml"
+    argv = with_report(spec.command, str(report))
+    return (report, argv) if argv else (None, spec.command)
+
+
+async def _run_once(spec: ValidateSpec, context: ValidationContext, on_output: LineSink,
+                    report: Path | None, argv) -> tuple[Validation, TestResults]:
+    if report is not None:
+        # a report committed at that path must not stand in for the run's own
+        await anyio.to_thread.run_sync(_unlink, report)
+    validation = await validate(spec, context, on_output, argv=argv)
+    results = None
+    if report is not None:
+        results = await anyio.to_thread.run_sync(read_junit, report)
+    if results is None:
+        results = read_summary(validation.output) if spec.command and validation.exit_code is not None \
+            else NO_RESULTS
+    return validation, results
+
+
+def _unlink(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+
+
+def _trees(repository: Path, baseline: str, commit: str):
+    def entries(rev: str) -> dict:
+        return {path: protect.Entry(mode, oid) for path, (mode, oid) in git.tree(repository, rev).items()}
+
+    return entries(baseline), entries(commit)
+
+
+async def grade(spec: ValidateSpec, checkout: Checkout, context: ValidationContext, *,
+                baseline: str, wait_baseline: Callable[[], Awaitable[BaselineOutcome | None]],
+                on_output: LineSink) -> tuple[Validation, Verdict]:
+    """Grade the checkout's commit: protected paths, shadowing modules, the runs and the gate."""
+    repository, commit = checkout.repository, checkout.commit
+    strict = spec.gate == "strict" and spec.command is not None
+    verdict = Verdict(commit=commit, gate="strict" if strict else "exit-code")
+    base_tree, tree = await anyio.to_thread.run_sync(_trees, repository, baseline, commit)
+
+    def read(oid: str) -> bytes:
+        return git.blob(repository, oid)
+
+    def planned() -> protect.Plan:
+        found = protect.plan(base_tree, tree, spec.protect, spec.command)
+        protect.settle_sections(found, base_tree, tree, read)
+        return found
+
+    plan = await anyio.to_thread.run_sync(planned)
+    verdict.shadows = protect.shadows(base_tree, tree)
+    if plan.changes:
+        if spec.protect_mode == "reject":
+            verdict.rejected = plan.paths
+            return _refused(verdict, f"changed protected paths: {protect.names(plan.paths)}")
+        if spec.protect_mode == "flag":
+            verdict.flagged = plan.paths
+        else:
+            verdict.restored = plan.paths
+    if verdict.shadows and strict:
+        return _refused(verdict, "new modules shadow the test runner or the standard library: "
+                                 f"{protect.names(verdict.shadows)}")
+
+    async def seal() -> None:
+        # after [setup], which runs the candidate's build files: the last word before the tests
+        if verdict.restored:
+            await anyio.to_thread.run_sync(protect.restore, plan, checkout.directory, base_tree,
+                                           tree, read)
+
+    assert checkout.sandbox is not None
+    context = replace(context, directory=checkout.directory, sandbox=checkout.sandbox)
+    report, argv = _report(spec, checkout.directory)
+    runs = Runs()
+    validation = Validation()
+    for number in range(1 + spec.repeat):
+        if number:
+            await checkout.reset()  # what the previous run changed must not grade this one
+        if checkout.setup_failure:
+            validation = Validation("error", None, "", checkout.setup_failure)
+            verdict.accepted, verdict.reason = False, checkout.setup_failure
+            break
+        await seal()
+        validation, results = await _run_once(spec, context, on_output, report, argv)
+        runs.add(results)
+        verdict.runs = number + 1
+        verdict.source = results.source
+        verdict.tests = results.counts() if results.known else None
+        if spec.command is None or (validation.exit_code is None and validation.status != "timeout"):
+            # no command ran (no commits, the program could not start, a Python check): as is
+            verdict.accepted = validation.status == "passed"
+            verdict.reason = validation.reason
+            break
+        outcome = await wait_baseline() if strict else None
+        decision = decide(exit_code=validation.exit_code, timed_out=validation.status == "timeout",
+                          results=results, baseline=outcome, strict=strict,
+                          allow_baseline_failures=spec.allow_baseline_failures)
+        if validation.status == "timeout":
+            decision.reason = validation.reason  # it says after how long
+        verdict.accepted, verdict.reason = decision.accepted, decision.reason
+        verdict.new_failures, verdict.missing = decision.new_failures, decision.missing
+        if decision.accepted:
+            validation = replace(validation, status="passed", reason=decision.reason)
+            break
+        validation = replace(validation, status="timeout" if validation.status == "timeout"
+                             else "failed", reason=decision.reason)
+    verdict.flaky = runs.flaky()
+    return validation, verdict
+
+
+def _refused(verdict: Verdict, reason: str) -> tuple[Validation, Verdict]:
+    verdict.accepted, verdict.reason = False, reason
+    return Validation("failed", None, "", reason), verdict
+
+
+async def grade_baseline(spec: ValidateSpec, checkout: Checkout, context: ValidationContext,
+                         on_output: LineSink) -> BaselineOutcome:
+    """The baseline's own validation (rerun while it fails, up to `repeat` times)."""
+    spec = replace(spec, require_commits=False, check=None)
+    assert checkout.sandbox is not None
+    context = replace(context, directory=checkout.directory, sandbox=checkout.sandbox)
+    report, argv = _report(spec, checkout.directory)
+    runs = Runs()
+    merged: dict[str, str] = {}
+    last = TestResults("none")
+    validation = Validation()
+    for number in range(1 + spec.repeat):
+        if number:
+            await checkout.reset()
+        if checkout.setup_failure:
+            return BaselineOutcome("error", reason=checkout.setup_failure, runs=number)
+        validation, results = await _run_once(spec, context, on_output, report, argv)
+        runs.add(results)
+        last = results
+        for name, status in (results.cases or {}).items():
+            if merged.get(name) in (None, PASSED, SKIPPED) or status in (FAILED, ERROR):
+                merged[name] = status
+        if validation.status == "passed" or validation.exit_code is None:
+            break
+    if last.cases is not None:
+        last = TestResults.from_cases(merged)
+    return BaselineOutcome(validation.status, validation.exit_code, last if last.known else None,
+                           runs.flaky(), len(runs.results), validation.reason)
