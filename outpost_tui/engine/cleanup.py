@@ -165,8 +165,10 @@ def check_branches(root: Path | str, race_id: str) -> list[BranchCheck]:
 
 
 def _check_branch(root: Path, branch: str, commit: str) -> BranchCheck:
+    # the verdict's pin of a graded commit (refs/outpost/validated/) is the engine's own keepsake,
+    # not a place the operator would look for the work: it does not make a branch's work kept
     out = archive._plumbing(root, "rev-list", "--reverse", commit, "--not", f"--exclude=refs/heads/{branch}",
-                            "--all").decode()
+                            f"--exclude={git.VALIDATED_REFS}/*", "--all").decode()
     unmerged = out.split()
     if not unmerged:
         return BranchCheck(branch, commit, True, "every commit is reachable from another branch, tag or archive")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Sequence
@@ -163,6 +162,8 @@ def with_report(argv: Sequence[str], report: str) -> tuple[str, ...] | None:
 
 def read_junit(path: Path) -> TestResults | None:
     """The tests in a JUnit XML report; None when there is no readable report at `path`."""
+    import xml.etree.ElementTree as ElementTree  # only graded races read reports
+
     try:
         if os.path.islink(path) or not path.is_file() or path.stat().st_size > MAX_REPORT_BYTES:
             return None
