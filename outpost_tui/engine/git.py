@@ -952,7 +952,7 @@ def add_grading_checkout(repo_root: Path | str, directory: Path | str, commit: s
         if os.path.lexists(target):
             _remove_grading(root, target)
         _check(f"creating the grading checkout {target}", root, "worktree", "add", "--quiet",
-               "--detach", str(target), commit, config=("core.hooksPath=/dev/null",))
+               "--detach", str(target), commit)
 
 
 def reset_grading_checkout(directory: Path | str, commit: str) -> None:
@@ -960,8 +960,8 @@ def reset_grading_checkout(directory: Path | str, commit: str) -> None:
     _revision(commit, "commit")
     check_worktree_link(directory)
     _check("resetting the grading checkout", directory, "checkout", "--quiet", "--force", "--detach",
-           commit, config=IN_WORKTREE_CONFIG)
-    _check("cleaning the grading checkout", directory, "clean", "-ffdxq", config=IN_WORKTREE_CONFIG)
+           commit)
+    _check("cleaning the grading checkout", directory, "clean", "-ffdxq")
 
 
 def remove_grading_checkout(repo_root: Path | str, directory: Path | str) -> None:

@@ -55,7 +55,11 @@ def test_venv_cache_is_built_once_copied_into_each_worktree_and_rebuilt_when_its
     a, b = record(first, "a"), record(first, "b")
     # the project's own check ran in each worktree's venv and read the copied .env: both passed
     assert a.validation.status == b.validation.status == "passed"
-    assert sorted([a.setup["cache"], b.setup["cache"]]) == ["built", "hit"]
+    # built once per key: by whichever checkout took it first (the baseline's grading checkout,
+    # set up beside the candidates, or one of theirs), and a hit everywhere else
+    built = [e for e in events if e.kind is EventKind.SETUP_FINISHED and e.data.get("cache") == "built"]
+    assert len(built) == 1
+    assert sorted([a.setup["cache"], b.setup["cache"]]) in (["built", "hit"], ["hit", "hit"])
     assert a.setup["status"] == b.setup["status"] == "passed"
     assert a.setup["copied"] == b.setup["copied"] == [".env"]  # never private.key
     entries = [p for p in (repo / ".outpost" / "cache").iterdir() if not p.name.startswith(".")]
@@ -76,8 +80,10 @@ def test_venv_cache_is_built_once_copied_into_each_worktree_and_rebuilt_when_its
     assert all(c.validation.status == "passed" for c in second.candidates)
 
     bump_dependency(repo, "2.0", 7)
-    third = run_race(spec)
-    assert sorted(record(third, k).setup["cache"] for k in "ab") == ["built", "hit"]
+    events.clear()
+    third = run_race(spec, on_event=events.append)
+    assert len([e for e in events if e.kind is EventKind.SETUP_FINISHED
+                and e.data.get("cache") == "built"]) == 1
     # the copied venv holds the new version: the check (expecting 7) passed in both worktrees
     assert all(c.validation.status == "passed" for c in third.candidates), \
         [c.validation.output for c in third.candidates]
