@@ -10,6 +10,7 @@ from typing import IO
 from .engine.events import Event, EventKind
 from .engine.model import RaceModel
 from .engine.usage import cost_text
+from .engine.verdict.record import describe_tests
 
 
 def _tokens(n: int) -> str:
@@ -77,7 +78,7 @@ class ProgressPrinter:
         elif kind is EventKind.VALIDATION_STARTED:
             self._say(f"{who} validating ({data['commits']} commit(s))", event.at)
         elif kind is EventKind.VALIDATION_FINISHED:
-            counts = test_counts((data.get("verdict") or {}).get("tests"))
+            counts = describe_tests((data.get("verdict") or {}).get("tests"))
             self._say(f"{who} {data.get('reason') or 'validation ' + data['status']}"
                       + (f" [{counts}]" if counts else ""), event.at)
         elif kind is EventKind.BASELINE_VALIDATED:
@@ -132,7 +133,7 @@ def finish_lines(result: dict) -> list[str]:
         lines.append(f"your repository was changed ({who}): {change['description']}")
     winner = result.get("winner")
     for candidate in result.get("candidates", []):
-        counts = test_counts((candidate.get("verdict") or {}).get("tests"))
+        counts = describe_tests((candidate.get("verdict") or {}).get("tests"))
         reason = "" if candidate["status"] == "winner" else _short(candidate_reason(candidate))
         lines.append(f"  {candidate['key']}#{candidate['attempt']} {candidate['status']}"
                      + (f" [{counts}]" if counts else "") + (f": {reason}" if reason else ""))
@@ -147,19 +148,9 @@ def finish_lines(result: dict) -> list[str]:
     return lines
 
 
-def test_counts(tests: dict | None) -> str:
-    """A verdict's test counts: "9 ran: 8 passed, 1 failed, 2 skipped"."""
-    if not tests:
-        return ""
-    text = f"{tests.get('ran', 0)} ran: {tests.get('passed', 0)} passed, {tests.get('failed', 0)} failed"
-    if tests.get("errors"):
-        text += f", {tests['errors']} errors"
-    return text + f", {tests.get('skipped', 0)} skipped"
-
-
 def baseline_line(outcome: dict) -> str:
     """What the baseline's own validation found, which strict verdicts are measured against."""
-    counts = test_counts(outcome.get("tests"))
+    counts = describe_tests(outcome.get("tests"))
     text = f"baseline validated ({outcome.get('status')}"
     text += f", exit code {outcome['exit_code']})" if outcome.get("exit_code") is not None else ")"
     if counts:

@@ -13,6 +13,7 @@ from ..engine.racefile import RaceFileError, load_race
 from ..engine.spec import BudgetSpec, RaceSpec
 
 DEFAULT_UNREACHABLE = BudgetSpec().unreachable_timeout
+from ..engine.verdict.reports import report_source
 
 EPILOG = """\
 examples:
@@ -70,7 +71,13 @@ def summary(spec: RaceSpec) -> dict[str, Any]:
                    "unreachable_timeout": budget.unreachable_timeout},
         "validate": {"command": list(spec.validate.command) if spec.validate.command else None,
                      "timeout": spec.validate.timeout,
-                     "require_commits": spec.validate.require_commits},
+                     "require_commits": spec.validate.require_commits,
+                     "junit": spec.validate.junit, "gate": spec.validate.gate,
+                     "allow_baseline_failures": spec.validate.allow_baseline_failures,
+                     "repeat": spec.validate.repeat,
+                     "protect": None if spec.validate.protect is None else list(spec.validate.protect),
+                     "protect_mode": spec.validate.protect_mode,
+                     "results": report_source(spec.validate.command, spec.validate.junit)},
         "sandbox": {"provider": spec.sandbox.provider, "image": spec.sandbox.image,
                     "network": spec.sandbox.network},
         "setup": {"command": list(spec.setup.command) if spec.setup.command else None,
@@ -91,6 +98,7 @@ def render(shown_path: str, spec: RaceSpec) -> str:
         ("budget", _budget_text(spec)),
         ("validate", (shlex.join(spec.validate.command) if spec.validate.command else "none")
          + (f" (timeout {_seconds(spec.validate.timeout)})" if spec.validate.timeout else "")),
+        ("verdict", _verdict_text(spec)),
         ("sandbox", spec.sandbox.provider + (f" {spec.sandbox.image}" if spec.sandbox.image else "")
          + f", network {spec.sandbox.network}"),
     ]
@@ -100,6 +108,20 @@ def render(shown_path: str, spec: RaceSpec) -> str:
         rows.append(("durable", f"yes (run id {spec.run_id or 'generated'})"))
     width = max(len(label) for label, _ in rows)
     return "\n".join([f"{shown_path}: ok"] + [f"  {label:<{width}}  {text}" for label, text in rows])
+
+
+def _verdict_text(spec: RaceSpec) -> str:
+    validate = spec.validate
+    parts = [f"gate {validate.gate}"]
+    if validate.allow_baseline_failures:
+        parts.append("baseline failures allowed")
+    if validate.repeat:
+        parts.append(f"failing runs repeated up to {validate.repeat}x")
+    protected = "default test and runner paths" if validate.protect is None else \
+        (", ".join(validate.protect) or "nothing")
+    parts.append(f"protected: {protected} ({validate.protect_mode})")
+    parts.append(f"results from {report_source(validate.command, validate.junit)}")
+    return ", ".join(parts)
 
 
 def _budget_text(spec: RaceSpec) -> str:

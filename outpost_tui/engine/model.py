@@ -43,6 +43,7 @@ class CandidateModel:
     tampering: list[str] = field(default_factory=list)  # what it changed in the user's repository
     accepted: bool = False  # the operator picked it as the winner by hand
     reason: str | None = None
+    tests: dict | None = None  # the verdict's test counts, once graded
     quota: dict | None = None
     commit: str | None = None
     # The engine committed the agent's edits for it (its sandbox could not): the commit's subject.
@@ -138,6 +139,7 @@ class RaceModel:
             candidate.usage = Usage()
             candidate.reason = None
             candidate.committed_on_behalf = None
+            candidate.tests = None
             candidate.timeout = None
             candidate.agent_started_at = None
             candidate.agent_ended_at = None

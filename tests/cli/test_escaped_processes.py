@@ -175,7 +175,11 @@ def test_a_validation_commands_daemon_ends(repo, tmp_path, mechanism):
                       sections=f'[validate]\ncommand = {json.dumps([sys.executable, str(script), str(tmp_path / "v.pids"), "--validating"])}\n')
     done = run_cli("run", race, "--json", env=mechanism_env(mechanism))
     assert done.returncode == 0, done.stderr
-    assert_none_left(tmp_path, repo, "a", "v")
+    # the validation ran twice, each starting a daemon: on the baseline and on a's commit
+    pids = daemons(tmp_path, "a", "v")
+    assert len(pids) == 3, f"every daemon started and said so: {pids}"
+    assert [pid for pid in pids if alive(pid)] == []
+    assert left_in(repo) == []
 
 
 def wait_for(path: Path, timeout: float = 60) -> None:

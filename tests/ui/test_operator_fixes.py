@@ -275,7 +275,9 @@ async def test_outcomes_are_said_once(tmp_path, monkeypatch):
         logs = {key: "\n".join(app.session.model.candidates[key].log) for key in ("breaker", "slow")}
         assert "cancelled: cancelled:" not in logs["slow"] and "another candidate won" in logs["slow"]
         assert "validation failed: validation failed" not in logs["breaker"]
-        assert "validation failed (exit code" in logs["breaker"]
+        # the verdict's reason: which test the baseline passed and breaker's commit fails
+        assert ("1 test(s) that passed on the baseline fail: "
+                "tests.test_calc.DivideTest::test_dividing_by_zero_raises") in logs["breaker"]
 
 
 async def test_a_long_question_is_shown_whole(tmp_path):

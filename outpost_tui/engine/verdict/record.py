@@ -5,6 +5,16 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 
+def describe_tests(tests: dict | None) -> str:
+    """A verdict's test counts in one phrase: "9 ran: 8 passed, 1 failed, 2 skipped"."""
+    if not tests:
+        return ""
+    text = f"{tests.get('ran', 0)} ran: {tests.get('passed', 0)} passed, {tests.get('failed', 0)} failed"
+    if tests.get("errors"):
+        text += f", {tests['errors']} errors"
+    return text + f", {tests.get('skipped', 0)} skipped"
+
+
 @dataclass
 class Verdict:
     commit: str  # the result commit that was graded (and the only one that can win)

@@ -157,6 +157,20 @@ def with_report(argv: Sequence[str], report: str) -> tuple[str, ...] | None:
     return None
 
 
+def report_source(command: Sequence[str] | None, junit: str | None) -> str:
+    """Where a race's test results will come from, in words (for `check` and the app)."""
+    if not command:
+        return "none (no validation command)"
+    if junit:
+        return f"JUnit report {junit}"
+    runner = runner_of(command)
+    if runner == "pytest":
+        return "JUnit report (the engine adds --junitxml)"
+    if runner == "unittest":
+        return "JUnit report (the engine runs unittest with its own result writer)"
+    return "the runner's summary lines (counts only)"
+
+
 # --- reading results -------------------------------------------------------------------------------
 
 

@@ -19,6 +19,7 @@ from textual.widgets import Log, Static
 
 from ...engine.model import CandidateModel
 from ...engine.spec import BudgetSpec
+from ...engine.verdict.record import describe_tests
 
 FINAL = {"winner", "rejected", "failed", "quota", "cancelled", "skipped"}
 LIVE = ("starting", "setting up", "running", "validating")
@@ -138,6 +139,9 @@ class CandidatePanel(Vertical, can_focus=True):
             why = f"{note} · {why}" if why else note
         if model.accepted and "accepted by operator" not in why:
             why = "accepted by operator" + (f" · {why}" if why else "")
+        if model.tests:  # graded: the counts, then the gate's reason (the settled reason)
+            counts = f"tests {describe_tests(model.tests)}"
+            why = f"{counts} · {why}" if why else counts
         if model.review:
             flags = "; ".join(model.review)
             why = f"⚑ review before merging: {flags}" + (f" · {why}" if why else "")
