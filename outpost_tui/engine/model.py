@@ -175,6 +175,7 @@ class RaceModel:
             candidate.state = "validating"
             candidate.add_log(f"── validating ({data.get('commits')} commit(s))")
         elif kind is EventKind.VALIDATION_FINISHED:
+            candidate.tests = (data.get("verdict") or {}).get("tests")
             outcome = f"validation {data.get('status')}"
             candidate.add_log(f"── {said(outcome, data.get('reason'))}")
         elif kind is EventKind.QUOTA:

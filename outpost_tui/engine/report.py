@@ -17,6 +17,7 @@ from typing import Any
 from .files import write_atomically
 from .git import OUTPOST_DIR, repository_root
 from .usage import cost_text
+from .verdict.record import describe_tests
 
 TOKEN_DIMENSIONS = (("input", "in"), ("cached", "cached"), ("cache_write", "written"), ("output", "out"))
 # Best first: how an attempt ended says more than any number beside it.
@@ -64,11 +65,13 @@ def verdict_text(verdict: Any) -> str:
     if not isinstance(verdict, dict):
         return str(verdict)
     parts = []
+    if isinstance(verdict.get("tests"), dict):  # the engine's verdict (engine/verdict/record.py)
+        parts.append(describe_tests(verdict["tests"]))
     counts = verdict.get("counts") if isinstance(verdict.get("counts"), dict) else verdict
     for name in ("passed", "failed", "errors", "skipped"):
         if isinstance(counts.get(name), int):
             parts.append(f"{counts[name]} {name}")
-    for name in ("gate", "reason", "status"):
+    for name in ("reason", "gate", "status"):
         if isinstance(verdict.get(name), str) and verdict[name]:
             parts.append(verdict[name])
             break

@@ -186,3 +186,21 @@ async def test_a_commit_made_on_its_behalf_and_an_unknown_cost_are_shown(repo, t
         # Priced by its family (estimated, "~"); a model nothing prices is "cost unknown", not $0.
         assert re.match(r"\$0\.\d{4}~  · ", line(known, "cost")), line(known, "cost")
         assert line(mystery, "cost").startswith("cost unknown~  · ")
+
+
+async def test_graded_panels_show_test_counts_and_the_gates_reason(tmp_path, monkeypatch):
+    """The sample race: breaker's panel says how many tests ran and which baseline test it broke;
+    the winner's says its counts."""
+    from outpost_tui.samples import materialise
+
+    monkeypatch.setenv("OUTPOST_DEMO_PACE", "0.3")
+    app = OutpostApp(materialise("race", tmp_path / "demo"), start=True, testing=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.session.result, "the race")
+        screen = app.screen
+        breaker = screen.query_one("#panel-breaker", CandidatePanel)
+        fixer = screen.query_one("#panel-fixer", CandidatePanel)
+        await until(pilot, lambda: "tests 9 ran" in line(breaker, "reason"), "the redraw")
+        assert line(breaker, "reason").startswith(
+            "tests 9 ran: 8 passed, 1 failed, 0 skipped · 1 test(s) that passed on the baseline fail")
+        assert line(fixer, "reason").startswith("tests 9 ran: 9 passed, 0 failed, 0 skipped")
