@@ -706,8 +706,7 @@ class Race:
         assert self._baseline_done is not None and self.repository is not None
         validate = self.spec.validate
         try:
-            if validate.command is None or (validate.gate == "exit-code"
-                                            and not validate.allow_baseline_failures):
+            if validate.command is None or validate.gate != "strict":
                 return  # nothing to run, or nothing would read it
             outcome = BaselineOutcome("cancelled", reason="cancelled before it finished")
             self.baseline_outcome = outcome

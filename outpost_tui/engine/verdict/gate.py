@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .protect import names as _names
 from .reports import ERROR, FAILED, PASSED, SKIPPED, TestResults
-
-SHOWN = 5  # test names per reason; the rest are counted
 
 
 @dataclass
@@ -147,9 +146,3 @@ def decide(*, exit_code: int | None, timed_out: bool, results: TestResults,
                                "none of them and adds no passing test")
     return Decision(True, f"accepted with {len(failing_now)} failure(s) that already failed on the "
                           f"baseline (fixes {len(fixed)}, adds {len(added)} passing)")
-
-
-def _names(names: list[str]) -> str:
-    shown = ", ".join(names[:SHOWN])
-    return shown + (f" and {len(names) - SHOWN} more" if len(names) > SHOWN else "")
-

@@ -16,6 +16,7 @@ import os
 import posixpath
 import re
 import shlex
+import shutil
 import sys
 from dataclasses import dataclass
 from functools import cache
@@ -211,8 +212,6 @@ def _remove(target: Path) -> None:
     if target.is_symlink() or target.is_file():
         target.unlink()
     elif target.is_dir():
-        import shutil
-
         shutil.rmtree(target)
 
 
