@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from . import gitenv
 from .agents import adapter_for, known_agents
@@ -130,6 +130,31 @@ def agent_checks(kind: str, env: Mapping[str, str], home: Path, *, required: boo
     if endpoint is not None:
         checks.append(endpoint_check(f"api {kind}", endpoint, env, required=required))
     return checks
+
+
+def agents_ready(kinds: Iterable[str], env: Mapping[str, str] | None = None,
+                 home: Path | None = None) -> list[Check]:
+    """Installed and logged in, for each agent kind: the local part of `doctor`'s agent checks
+    (no network, nothing spent). Only the checks that fail are returned."""
+    env = dict(os.environ if env is None else env)
+    home = home or Path(env.get("HOME") or Path.home())
+    failed: list[Check] = []
+    for kind in sorted(set(kinds)):
+        adapter = adapter_for(kind)
+        program = adapter.program
+        if program is None:
+            continue  # demo and command agents need nothing installed
+        if shutil.which(program, path=env.get("PATH")) is None:
+            hint = getattr(adapter, "install_hint", None)
+            failed.append(Check(f"agent {kind}", False, f"`{program}` not found on PATH"
+                                + (f" (install: {hint})" if hint else ""), True))
+            continue
+        auth_status = getattr(adapter, "auth_status", None)
+        if auth_status is not None:
+            ok, detail = auth_status(env, home)
+            if ok is False:
+                failed.append(Check(f"login {kind}", False, detail, True))
+    return failed
 
 
 def endpoint_check(name: str, url: str, env: Mapping[str, str], *, required: bool,

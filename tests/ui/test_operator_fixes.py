@@ -317,9 +317,13 @@ async def test_at_80x24_the_footer_keeps_quit_help_and_the_function_keys(tmp_pat
     path = materialise("race", tmp_path / "demo")
     app = OutpostApp(path, testing=True)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
         footer = app.screen.query_one(Footer)
-        shown = {key.key for key in footer.query(FooterKey)
-                 if key.region.width and key.region.right <= 80 and key.region.y == 23}
+
+        def shown() -> set[str]:
+            return {key.key for key in footer.query(FooterKey)
+                    if key.region.width and key.region.right <= 80 and key.region.y == 23}
+
+        await until(pilot, lambda: "s" in shown() and "f5" in shown(), "the footer's keys")
+        shown = shown()
         for wanted in ("ctrl+q", "question_mark", "f3", "f4", "f5", "s"):
             assert wanted in shown, (wanted, shown)

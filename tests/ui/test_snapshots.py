@@ -95,8 +95,17 @@ def test_confirm_accept(snap_compare, tmp_path, size):
 
 
 @SIZES
-def test_home(snap_compare, tmp_path, size):
-    assert snap_compare(OutpostApp(testing=True), terminal_size=size)
+def test_home(snap_compare, tmp_path, size, monkeypatch):
+    # nothing recorded, and no agent CLI on PATH: the same picture on every machine
+    monkeypatch.setenv("PATH", str(tmp_path))
+
+    async def run_before(pilot):
+        await pilot.pause()
+        await pilot.app.workers.wait_for_complete()  # the agents check and the recent races
+        await pilot.pause()
+
+    assert snap_compare(OutpostApp(testing=True, repository="/nonexistent/repo"), terminal_size=size,
+                        run_before=run_before)
 
 
 @SIZES

@@ -1,43 +1,56 @@
-"""Where the app starts without a race file: open one, try a sample, recover, review worktrees,
-look back at a recorded race."""
+"""Where the app starts without a race file: open one, try a sample, look back at the races of this
+repository, recover a durable run that needs it, review worktrees."""
 
 from __future__ import annotations
 
 import tempfile
+import time
+import tomllib
 from pathlib import Path
 
-from textual import on
+from rich.text import Text
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.screen import Screen
-from textual.widgets import Footer, Header, Input, OptionList, Static
+from textual.widgets import DataTable, Footer, Header, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from ...samples import SampleError, materialise, samples
+from ..footer_order import FooterOrder
 
 INTRO = """\
 [b]outpost-tui[/b] races coding agents on one task and keeps the one whose work passes your tests.
 
 Open a race file, or try a sample race (it runs offline: scripted agents, a real project, real tests).
 """
+OFFLINE_SAMPLE = "race"
+RECENT = 12
 
 
-class HomeScreen(Screen):
+class HomeScreen(FooterOrder):
     DEFAULT_CSS = """
-    HomeScreen > Vertical { padding: 1 2; }
+    HomeScreen > Vertical { padding: 0 2; }
     HomeScreen #intro { height: auto; margin-bottom: 1; }
-    HomeScreen OptionList { height: auto; max-height: 12; margin-top: 1; }
+    HomeScreen #samples { height: auto; max-height: 8; margin-top: 1; }
+    HomeScreen #recent-title { margin-top: 1; text-style: bold; }
+    HomeScreen #recent { height: 1fr; min-height: 3; }
     """
     # The list, not the path input, has focus at start: with the input focused, every letter key
     # of this screen (o, r, w, t, ?) would be typed into it instead. `o` moves to the input.
     AUTO_FOCUS = "#samples"
     BINDINGS = [
         Binding("o", "open", "Open file", id="home.open"),
-        Binding("r", "app.recover", "Recover", id="home.recover"),
+        Binding("r", "recover_selected", "Recover", id="home.recover"),
         Binding("w", "app.worktrees", "Worktrees", id="home.worktrees"),
         Binding("h", "app.history", "History", id="home.history"),
     ]
+    FOOTER_FIRST = ("open", "recover_selected")
+
+    def __init__(self) -> None:
+        super().__init__()
+        # row key -> ("race", race id) or ("run", run id)
+        self.recent: dict[str, tuple[str, str]] = {}
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -49,7 +62,144 @@ class HomeScreen(Screen):
             except SampleError as error:
                 options = [Option(f"no samples: {error}", disabled=True)]
             yield OptionList(*options, id="samples")
+            yield Static("Recent races", id="recent-title", markup=False)
+            yield DataTable(id="recent", cursor_type="row", zebra_stripes=True)
         yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        samples_list = self.query_one("#samples", OptionList)
+        # the offline sample first in line: enter runs something that costs nothing
+        try:
+            samples_list.highlighted = samples_list.get_option_index(OFFLINE_SAMPLE)
+        except Exception:  # no such option (samples missing): the list says why
+            pass
+        table = self.query_one("#recent", DataTable)
+        table.add_columns("when", "race", "status", "winner", "cost", "time")
+        self._check_samples()
+        self._load_recent(Path(self.app.repository))
+
+    # ------------------------------------------------------------------ samples that spend
+
+    @work(thread=True, group="home-samples", exit_on_error=False)
+    def _check_samples(self) -> None:
+        """A sample of real agents is offered only once they are installed and logged in (as
+        `doctor` checks, without the network); otherwise its line says what is missing."""
+        from ...engine.doctor import agents_ready
+
+        try:
+            known = samples()
+        except SampleError:
+            return
+        for sample in known:
+            try:
+                document = tomllib.loads((sample.directory / "race.toml").read_text())
+            except (OSError, tomllib.TOMLDecodeError):
+                continue
+            kinds = {c.get("agent") for c in document.get("candidates", []) if isinstance(c, dict)}
+            kinds.discard(None)
+            if not kinds - {"demo", "command"}:
+                continue
+            failed = agents_ready(kinds)
+            if failed:
+                # short: the full story (install commands) is `outpost-tui doctor`'s
+                why = "; ".join(check.detail.split(" (install")[0] for check in failed)
+                self.app.call_from_thread(self._unavailable, sample.name, sample.description, why)
+
+    def _unavailable(self, name: str, description: str, why: str) -> None:
+        samples_list = self.query_one("#samples", OptionList)
+        try:
+            index = samples_list.get_option_index(name)
+        except Exception:
+            return
+        samples_list.replace_option_prompt_at_index(
+            index, f"sample {name} (spends tokens) not ready: {why} — see `outpost-tui doctor`")
+        samples_list.disable_option_at_index(index)
+
+    # ------------------------------------------------------------------ recent races
+
+    @work(thread=True, group="home-recent", exit_on_error=False)
+    def _load_recent(self, repository: Path) -> None:
+        """The repository's durable runs that need recovery, then its recorded races, newest first."""
+        from ...engine import recovery
+        from ...engine.checkpoint import CheckpointError
+        from ...engine.git import GitError
+        from ...engine.history import UnreadableRace, recorded_races, recorded_result
+        from ...engine.report import money, seconds
+
+        rows: list[tuple[str, tuple, tuple[str, str]]] = []
+        try:
+            runs = recovery.runs(repository)
+        except (GitError, CheckpointError, OSError):
+            runs = []
+        for run in runs:
+            if run.run_id is None or run.status not in ("interrupted", "owned"):
+                continue
+            if run.status == "owned":
+                from ...engine.ownership import coordinator_status
+
+                if run.owner is None or coordinator_status(run.owner).alive is not False:
+                    continue  # a coordinator is (or may be) still running it
+            rows.append((f"run:{run.run_id}", (
+                _when(run.updated_at), run.run_id, Text("needs recovery: r", style="bold yellow"),
+                "", "", ""), ("run", run.run_id)))
+        try:
+            races = recorded_races(repository)[:RECENT]
+        except (GitError, OSError):
+            races = []
+        for race in races:
+            cost = ""
+            try:
+                result = recorded_result(repository, race.id) if race.finished else None
+            except (UnreadableRace, OSError):
+                result = None
+            if result:
+                cost = money(result.get("usage") or {})
+            took = seconds(race.finished_at - race.started_at) if race.finished_at and race.started_at else ""
+            rows.append((f"race:{race.id}", (_when(race.started_at), race.name or race.id, race.status,
+                                             race.winner or "", cost, took), ("race", race.id)))
+        self.app.call_from_thread(self._show_recent, repository, rows)
+
+    def _show_recent(self, repository: Path, rows: list) -> None:
+        title = self.query_one("#recent-title", Static)
+        table = self.query_one("#recent", DataTable)
+        table.clear()
+        self.recent.clear()
+        for key, cells, what in rows:
+            table.add_row(*cells, key=key)
+            self.recent[key] = what
+        title.update(f"Recent races in {repository.resolve()}" if rows
+                     else f"No races recorded in {repository.resolve()} yet")
+
+    def selected_recent(self) -> tuple[str, str] | None:
+        table = self.query_one("#recent", DataTable)
+        if not self.recent or table.cursor_row < 0:
+            return None
+        key = list(self.recent)[min(table.cursor_row, len(self.recent) - 1)]
+        return self.recent[key]
+
+    @on(DataTable.RowSelected, "#recent")
+    def _recent_chosen(self) -> None:
+        chosen = self.selected_recent()
+        if chosen is None:
+            return
+        kind, ident = chosen
+        if kind == "race":
+            self.app.show_recorded(ident, Path(self.app.repository))
+        else:
+            self.action_recover_selected()
+
+    def action_recover_selected(self) -> None:
+        """r: the wizard, on the selected run when a run needing recovery is selected."""
+        from .recovery import RecoveryScreen
+
+        chosen = self.selected_recent() if self.query_one("#recent", DataTable).has_focus else None
+        if chosen is None:
+            # the first run that needs recovery, if any: one key from the home screen
+            chosen = next((what for what in self.recent.values() if what[0] == "run"), None)
+        run_id = chosen[1] if chosen is not None and chosen[0] == "run" else None
+        self.app.push_screen(RecoveryScreen(Path(self.app.repository), run_id))
+
+    # ------------------------------------------------------------------ opening
 
     def action_open(self) -> None:
         self.query_one("#path", Input).focus()
@@ -69,3 +219,7 @@ class HomeScreen(Screen):
             return
         self.notify(f"sample {name} written to {race_file.parent}")
         self.app.open_race(race_file)
+
+
+def _when(at: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(at)) if at else "?"
