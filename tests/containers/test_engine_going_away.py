@@ -141,7 +141,9 @@ command = ["python3", "-c", {json.dumps(HANG)}]
 
 def test_containers_of_a_race_that_has_not_finished_are_kept(service, calc_repo, tmp_path, engine):
     """A container labelled with a race this repository has no finished record of is left alone."""
-    client, _ = engine
+    # made on the test's own Podman service, which the command asks (the suite's engine may be
+    # another: CI runs this directory on Docker Engine too)
+    client, _ = connect(service.endpoint, timeout=60)
     race_id = f"test-{uuid.uuid4().hex[:10]}"
     container = client.containers.create(IMAGE, ["sleep", "300"], name=f"outpost-{race_id}-a-1",
                                          labels={"outpost.race": race_id,
@@ -157,3 +159,4 @@ def test_containers_of_a_race_that_has_not_finished_are_kept(service, calc_repo,
         assert len(list_containers(race_id, endpoint=service.endpoint)) == 1
     finally:
         container.remove(force=True)
+        client.close()
