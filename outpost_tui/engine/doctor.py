@@ -71,7 +71,9 @@ def run_checks(spec: RaceSpec | None = None, *, env: Mapping[str, str] | None = 
     checks.extend(container_checks(spec, required=contained,
                                    programs=image_programs(spec) if contained else {}))
     repository = spec.repository if spec else (repository or _git_toplevel(Path.cwd(), env))
-    checks.append(identity_check(repository, required=spec is not None))
+    # reported, not required: the engine commits a candidate's edits under its own name when
+    # there is no identity, but agents that commit themselves fail
+    checks.append(identity_check(repository, required=False))
     checks.append(storage_check(repository, required=bool(spec and spec.durability.enabled)))
     checks.append(containment_check())
     return checks
@@ -242,7 +244,7 @@ def identity_check(repository: Path | None, *, required: bool) -> Check:
     if "name" in found and "email" in found:
         return Check("git identity", True, f"{found['name']} <{found['email']}>", required)
     missing = " and ".join(f"user.{key}" for key in ("name", "email") if key not in found)
-    return Check("git identity", False, f"no {missing}: agents cannot commit "
+    return Check("git identity", False, f"no {missing}: agents cannot commit themselves "
                  f"(git config --global user.name …, user.email …)", required)
 
 
