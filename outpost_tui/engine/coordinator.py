@@ -625,12 +625,16 @@ class Race:
         failure: tuple[str, str] | None = None
         if setup.command and self._cache_key is not None:
             cache_key, built = self._cache_key, False
+            # Only a checkout of the baseline builds the cache: a checkout of a candidate's result
+            # runs its build files, which must never reach another candidate through the cache.
+            on_baseline = await anyio.to_thread.run_sync(git.head, directory) == self.baseline
             # one checkout builds the cache on the baseline while the others wait, then copy it
             async with self._cache_locks.setdefault(cache_key, anyio.Lock()):
                 if not setups.cache_entry(self._outpost_dir, cache_key).exists():
                     built = True
+                    state.cache = "miss"
                     failure = await self._setup_command(key, number, sandbox, state)
-                    if failure is None:
+                    if failure is None and on_baseline:
                         stored = await anyio.to_thread.run_sync(
                             setups.store_cache, self._outpost_dir, cache_key, directory, setup.cache)
                         state.cache = "built" if stored else "miss"
