@@ -20,7 +20,10 @@ INITS = ("pid1: /run/podman-init", "pid1: /sbin/docker-init", "pid1: /dev/init")
 
 def test_revalidation_runs_in_a_container_on_the_worktree_as_it_is_now(engine, calc_repo):
     spec = build_spec(repository=calc_repo, candidates=[
-        CandidateSpec("right", "command", "fix add", command=("python3", "agents/fix.py")),
+        # the untracked note keeps the worktree (validation runs in a checkout of its own, so it
+        # no longer leaves caches behind that would keep it)
+        CandidateSpec("right", "command", "fix add",
+                      command=("sh", "-c", "python3 agents/fix.py && echo n > notes.txt")),
     ], validate=ValidateSpec(command=VALIDATE, timeout=120),
         sandbox=SandboxSpec(provider="podman", image=IMAGE), name="revalidate")
     result = run_race(spec)

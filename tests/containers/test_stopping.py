@@ -111,15 +111,17 @@ async def test_the_deadline_inside_kills_what_ignores_term_without_a_coordinator
 
 
 def test_an_agents_daemon_is_gone_before_validation_runs(engine, calc_repo, tmp_path):
-    """Through the CLI: the agent leaves a TERM-ignoring daemon in its own session; validation, in
-    the same container, passes only if no process of the agent is left."""
+    """Through the CLI: the agent leaves a TERM-ignoring daemon in its own session. Its container is
+    removed before grading, and validation runs in a fresh one: no process of the agent is there
+    (nor its /tmp), and validation passes only if that holds."""
     agent = ("import os, subprocess\n"
              "p = subprocess.Popen(['sh', '-c', 'trap \"\" TERM; exec sleep 4343'], start_new_session=True,\n"
              "                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
              "open('/tmp/daemon.pid', 'w').write(str(p.pid))\n"
              "open('calc.py', 'a').write('# touched\\n')\n"
              "subprocess.run(['git', 'commit', '-qam', 'touch'], check=True)\n")
-    validate = "test ! -d /proc/$(cat /tmp/daemon.pid) || { echo daemon alive; exit 1; }"
+    validate = ("if [ -e /tmp/daemon.pid ] && [ -d /proc/$(cat /tmp/daemon.pid) ]; "
+                "then echo daemon alive; exit 1; fi")
     race_file = tmp_path / "race.toml"
     race_file.write_text(f"""\
 [race]
