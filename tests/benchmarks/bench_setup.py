@@ -28,6 +28,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from outpost_tui.engine import build_spec, run_race  # noqa: E402
+from outpost_tui.engine.spec import ValidateSpec  # noqa: E402
 from outpost_tui.engine import setup as setups  # noqa: E402
 from outpost_tui.engine.spec import SetupSpec  # noqa: E402
 from tests.conftest import cmd, git  # noqa: E402
@@ -56,7 +57,9 @@ CACHED = replace(SETUP, cache=(".venv",), cache_key=("requirements.txt", "wheels
 
 
 def _race(repo: Path, setup: SetupSpec, candidates: int) -> dict:
-    spec = build_spec(repository=repo, validate=[".venv/bin/python", "check.py"], score=["echo", "1"],
+    # gate "exit-code": no baseline run, so each figure is the candidates' own setup
+    spec = build_spec(repository=repo, validate=ValidateSpec(command=(".venv/bin/python", "check.py"),
+                                                             gate="exit-code"), score=["echo", "1"],
                       candidates=[cmd(f"c{n}", "--write", f"c{n}.txt", "--commit")
                                   for n in range(candidates)], setup=setup)
     started = time.monotonic()
