@@ -73,7 +73,16 @@ def overhead(candidates: int = 8, rounds: int = 3) -> dict:
                                cwd=repo, check=True, capture_output=True)
             subprocess.run([*AGENT, "--write", f"f{n}.txt", "--commit"], cwd=directory, input=b"commit one file",
                            check=True, capture_output=True)
-            subprocess.run(list(VALIDATION), cwd=directory, capture_output=True)
+            # The sealed verdict grades the result commit in a clean checkout of its own: the raw
+            # work does the same (add a detached checkout, validate there, remove it).
+            grading = repo / ".raw" / f"c{n}.grading"
+            with add_lock:
+                subprocess.run(["git", "worktree", "add", "-q", "--detach", str(grading), f"raw/c{n}"],
+                               cwd=repo, check=True, capture_output=True)
+            subprocess.run(list(VALIDATION), cwd=grading, capture_output=True)
+            with add_lock:
+                subprocess.run(["git", "worktree", "remove", "--force", str(grading)], cwd=repo,
+                               check=True, capture_output=True)
 
         started = time.perf_counter()
         with ThreadPoolExecutor(candidates) as pool:
