@@ -175,9 +175,11 @@ def test_a_validation_commands_daemon_ends(repo, tmp_path, mechanism):
                       sections=f'[validate]\ncommand = {json.dumps([sys.executable, str(script), str(tmp_path / "v.pids"), "--validating"])}\n')
     done = run_cli("run", race, "--json", env=mechanism_env(mechanism))
     assert done.returncode == 0, done.stderr
-    # the validation ran twice, each starting a daemon: on the baseline and on a's commit
+    # the agent's daemon, and the validation's on a's commit; the baseline's validation runs beside
+    # it and may be stopped, once the race is decided, before its own daemon starts
+    assert len(daemons(tmp_path, "a")) == 1, "the agent's daemon started and said so"
+    assert len(daemons(tmp_path, "v")) in (1, 2), "the validation's daemon started and said so"
     pids = daemons(tmp_path, "a", "v")
-    assert len(pids) == 3, f"every daemon started and said so: {pids}"
     assert [pid for pid in pids if alive(pid)] == []
     assert left_in(repo) == []
 
