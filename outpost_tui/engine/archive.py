@@ -148,6 +148,23 @@ def _is_ignored(path: str, ignored: set[str]) -> bool:
     return any("/".join(parts[:n]) + "/" in ignored for n in range(1, len(parts)))
 
 
+def _walk(top: Path):
+    """os.walk of a worktree as an archive sees it: (directory, its path with a trailing slash,
+    dirs, files). The top's .git link is not part of it, and symlinks to directories are files
+    (links), never descended into. Callers may prune `dirs` in place, as with os.walk."""
+    for current, dirs, files in os.walk(top, followlinks=False):
+        relative = os.path.relpath(current, top)
+        prefix = "" if relative == "." else relative.replace(os.sep, "/") + "/"
+        if not prefix:
+            dirs[:] = [d for d in dirs if d != ".git"]
+            files = [f for f in files if f != ".git"]
+        for name in list(dirs):
+            if os.path.islink(os.path.join(current, name)):
+                dirs.remove(name)
+                files.append(name)
+        yield current, prefix, dirs, files
+
+
 def scan(directory: Path | str, include_ignored: bool) -> tuple[list[Entry], list[str], list[Entry]]:
     """(entries to archive, empty directories, ignored entries left out) of a worktree on disk.
 
@@ -158,21 +175,12 @@ def scan(directory: Path | str, include_ignored: bool) -> tuple[list[Entry], lis
     kept: list[Entry] = []
     left: list[Entry] = []
     empty: list[str] = []
-    for current, dirs, files in os.walk(top, followlinks=False):
-        relative = os.path.relpath(current, top)
-        prefix = "" if relative == "." else relative.replace(os.sep, "/") + "/"
+    for current, prefix, dirs, files in _walk(top):
         if prefix and (".git" in dirs or ".git" in files):
             raise ArchiveError(f"{top / prefix} holds a nested git repository: an archive cannot hold it, "
                                "so the worktree is not archived (move it out by hand)")
-        if not prefix:
-            dirs[:] = [d for d in dirs if d != ".git"]
-            files = [f for f in files if f != ".git"]
-        # os.walk lists symlinks to directories among dirs: they are links, not places to descend.
         for name in list(dirs):
-            if os.path.islink(os.path.join(current, name)):
-                dirs.remove(name)
-                files.append(name)
-            elif not include_ignored and f"{prefix}{name}/" in ignored:
+            if not include_ignored and f"{prefix}{name}/" in ignored:
                 # left out whole, with its size, and never walked: node_modules, .venv, build trees
                 dirs.remove(name)
                 full = os.path.join(current, name)
@@ -443,16 +451,7 @@ def _written_since(root: Path, aside: Path, archived: Archive, left_out: set[str
     """The first file under `aside` that the archive does not hold as it is, or None."""
     tree = _tree_entries(root, archived.commit)
     algorithm = _object_format(root)
-    for current, dirs, files in os.walk(aside, followlinks=False):
-        relative = os.path.relpath(current, aside)
-        prefix = "" if relative == "." else relative.replace(os.sep, "/") + "/"
-        if not prefix:
-            dirs[:] = [d for d in dirs if d != ".git"]
-            files = [f for f in files if f != ".git"]
-        for name in list(dirs):
-            if os.path.islink(os.path.join(current, name)):
-                dirs.remove(name)
-                files.append(name)
+    for current, prefix, _dirs, files in _walk(aside):
         for name in files:
             path = prefix + name
             if _is_ignored(path, {p + "/" for p in left_out} | left_out):
