@@ -426,6 +426,16 @@ def load_race(path: str | Path) -> RaceSpec:
     except UnicodeDecodeError as error:
         line = data[:error.start].count(b"\n") + 1
         raise RaceFileError(shown, line, None, "not UTF-8 text") from None
+    return load_race_text(text, file.resolve(), shown=shown)
+
+
+def load_race_text(text: str, path: str | Path, *, shown: str | None = None) -> RaceSpec:
+    """Check race-file text as if it were the file at path (which need not exist): relative paths
+    resolve against path's directory, and errors name `shown` (default: path) with line and key.
+
+    What the configure screen validates a form with before anything is written."""
+    file = Path(path).expanduser().resolve()
+    shown = str(path) if shown is None else shown
     try:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
@@ -436,7 +446,7 @@ def load_race(path: str | Path) -> RaceSpec:
         # Line numbers are a courtesy: a text the scanner misreads still gets keyed errors.
         locator = _Locator("")
     reader = _Reader(shown, locator)
-    return _build(reader, document, file.resolve())
+    return _build(reader, document, file)
 
 
 _FILE_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"),

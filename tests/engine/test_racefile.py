@@ -11,7 +11,7 @@ import pytest
 from outpost_tui.engine import agents
 from outpost_tui.engine.agents.command import CommandAgent
 from outpost_tui.engine import spec
-from outpost_tui.engine.racefile import RaceFileError, dump_race, load_race
+from outpost_tui.engine.racefile import RaceFileError, dump_race, load_race, load_race_text
 from outpost_tui.engine.spec import (
     MAX_CANDIDATES,
     BudgetSpec,
@@ -537,6 +537,24 @@ def test_repository_is_relative_to_the_race_file(tmp_path: Path):
     with pytest.raises(RaceFileError, match="no such directory") as caught:
         load_race(tmp_path / "elsewhere.toml")
     assert (caught.value.key, caught.value.line) == ("race.repository", 2)
+
+
+def test_text_is_read_as_the_file_it_would_be(tmp_path: Path):
+    """The configure screen checks a would-be file's text before writing it: same rules, same
+    words, paths relative to where the file would be, and nothing read from or written to disk."""
+    make_repo(tmp_path / "work" / "repo")
+    unsaved = tmp_path / "work" / "new-race.toml"
+    spec_ = load_race_text(race_text("repo"), unsaved)
+    assert spec_.repository == (tmp_path / "work" / "repo").resolve()
+    assert spec_.path == unsaved.resolve() and not unsaved.exists()
+    with pytest.raises(RaceFileError) as caught:
+        load_race_text(race_text("repo", "concurrency = 0\n"), unsaved, shown="the form")
+    assert str(caught.value) == "the form:3: race.concurrency: must be between 1 and 64, found 0"
+    (tmp_path / "work" / "saved.toml").write_text(race_text("repo", "concurrency = 0\n"))
+    with pytest.raises(RaceFileError) as from_file:
+        load_race(tmp_path / "work" / "saved.toml")
+    assert (from_file.value.line, from_file.value.key, from_file.value.message) == \
+        (caught.value.line, caught.value.key, caught.value.message)
 
 
 @pytest.mark.parametrize("setup, message", [
