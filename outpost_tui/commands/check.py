@@ -6,14 +6,12 @@ import argparse
 import json
 import shlex
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import exitcodes
-from ..engine.racefile import RaceFileError, load_race
-from ..engine.spec import BudgetSpec, RaceSpec
 
-DEFAULT_UNREACHABLE = BudgetSpec().unreachable_timeout
-from ..engine.verdict.reports import report_source
+if TYPE_CHECKING:
+    from ..engine.spec import RaceSpec
 
 EPILOG = """\
 examples:
@@ -37,6 +35,9 @@ def register(subparsers: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    # Imported here, not at the top: `outpost-tui --help` builds every command's parser.
+    from ..engine.racefile import RaceFileError, load_race
+
     try:
         spec = load_race(args.race)
     except RaceFileError as error:
@@ -54,6 +55,8 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def summary(spec: RaceSpec) -> dict[str, Any]:
+    from ..engine.verdict.reports import report_source
+
     budget = spec.budget
     return {
         "path": str(spec.path) if spec.path else None,
@@ -111,6 +114,8 @@ def render(shown_path: str, spec: RaceSpec) -> str:
 
 
 def _verdict_text(spec: RaceSpec) -> str:
+    from ..engine.verdict.reports import report_source
+
     validate = spec.validate
     parts = [f"gate {validate.gate}"]
     if validate.allow_baseline_failures:
@@ -125,6 +130,8 @@ def _verdict_text(spec: RaceSpec) -> str:
 
 
 def _budget_text(spec: RaceSpec) -> str:
+    from ..engine.spec import BudgetSpec
+
     budget = spec.budget
     parts = []
     if budget.attempts is not None:
@@ -134,7 +141,7 @@ def _budget_text(spec: RaceSpec) -> str:
         parts.append(f"${budget.cost_usd:.2f}")
     if budget.candidate_timeout is not None:
         parts.append(f"{_seconds(budget.candidate_timeout)} per candidate")
-    if budget.unreachable_timeout is not None and budget.unreachable_timeout != DEFAULT_UNREACHABLE:
+    if budget.unreachable_timeout is not None and budget.unreachable_timeout != BudgetSpec().unreachable_timeout:
         parts.append(f"model API unreachable for {_seconds(budget.unreachable_timeout)} fails a candidate")
     return ", ".join(parts) or "unlimited"
 

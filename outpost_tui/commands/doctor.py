@@ -6,10 +6,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import exitcodes
-from ..engine.doctor import Check, missing, run_checks
+
+if TYPE_CHECKING:
+    from ..engine.doctor import Check
 
 EPILOG = """\
 examples:
@@ -54,6 +56,8 @@ def handle(args: argparse.Namespace) -> int:
         except RaceFileError as error:
             print(f"outpost-tui: {sample_advice(args.race) or error}", file=sys.stderr)
             return exitcodes.BAD_INPUT
+    from ..engine.doctor import missing, run_checks
+
     checks = run_checks(spec)
     lacking = missing(checks)
     if args.json:
@@ -89,6 +93,8 @@ def render(checks: list[Check], race: str | None) -> str:
     for check in checks:
         needed = "needed" if check.required else ""
         lines.append(f"{mark(check):<7}  {check.name:<{name_width}}  {needed:<6}  {check.detail}".rstrip())
+    from ..engine.doctor import missing
+
     lacking = missing(checks)
     if race is None:
         lines.append("(give a race file to check what it needs: outpost-tui doctor RACE.toml)")

@@ -8,15 +8,14 @@ import shlex
 import signal
 import sys
 from pathlib import Path
-
-import anyio
+from typing import TYPE_CHECKING
 
 from .. import exitcodes
-from ..engine.coordinator import Race, RaceError
-from ..engine.events import EventBus
-from ..engine.result import RaceResult
-from ..engine.statuses import RaceStatus
-from ..progress import ProgressPrinter
+
+if TYPE_CHECKING:
+    from ..engine.coordinator import Race
+    from ..engine.result import RaceResult
+    from ..progress import ProgressPrinter
 
 EPILOG = """\
 examples:
@@ -96,6 +95,14 @@ def run_headless(path: str | Path, *, json_output: bool = False, verbose: bool =
 
 
 def run_spec_headless(spec, *, json_output: bool = False, verbose: bool = False, stream=None) -> int:
+    # The engine is imported when a race runs, not when the parser is built (`--help` stays instant).
+    import anyio
+
+    from ..engine.coordinator import Race, RaceError
+    from ..engine.events import EventBus
+    from ..engine.statuses import RaceStatus
+    from ..progress import ProgressPrinter
+
     bus = EventBus()
     race = Race(spec, bus=bus)
     printer = ProgressPrinter(race.model, stream=stream, verbose=verbose)
@@ -174,6 +181,8 @@ def final_message_line(result: RaceResult, limit: int = 200) -> str | None:
 
 
 async def _abort_on_signal(race: Race) -> None:
+    import anyio
+
     # Ctrl-C is the operator's abort; SIGTERM is the coordinator being stopped (`recover --stop`,
     # kill, a CI timeout), which leaves a durable run to be replayed rather than finished.
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -185,6 +194,8 @@ async def _abort_on_signal(race: Race) -> None:
 
 
 async def _usage_ticker(printer: ProgressPrinter) -> None:
+    import anyio
+
     while True:
         await anyio.sleep(USAGE_EVERY)
         printer.tick()

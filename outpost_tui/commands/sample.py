@@ -7,7 +7,6 @@ import shlex
 import sys
 
 from .. import exitcodes
-from ..samples import SampleError, materialise, samples
 
 EPILOG = """\
 examples:
@@ -40,6 +39,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from ..samples import SampleError, materialise  # tomllib and git: not for `--help`
+
     try:
         if args.name is None:
             if args.run:
@@ -69,6 +70,8 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _list() -> int:
+    from ..samples import samples
+
     known = samples()
     width = max((len(sample.name) for sample in known), default=0)
     for sample in known:

@@ -4,13 +4,21 @@ Public API: `race(...)`, `run_race(spec_or_path)`, `run_race_async(spec)`, `buil
 `load_race(path)`, and the spec and result types.
 """
 
-from .api import build_spec, race, run_race, run_race_async
-from .coordinator import Race, RaceError
-from .events import Event, EventBus, EventKind
-from .result import CandidateRecord, RaceResult
-from .spec import BudgetSpec, CandidateSpec, RaceSpec, ScoreSpec, TokenLimits, ValidateSpec
-from .statuses import CandidateStatus, RaceStatus
-from .usage import Usage
+import importlib
+
+# Every public name is imported on first use (PEP 562): a command that needs only the race-file
+# parser must not pay for the coordinator, GitPython and the Docker SDK (see tests/cli/test_startup.py).
+_PUBLIC = {
+    "build_spec": "api", "race": "api", "run_race": "api", "run_race_async": "api",
+    "Race": "coordinator", "RaceError": "coordinator",
+    "Event": "events", "EventBus": "events", "EventKind": "events",
+    "CandidateRecord": "result", "RaceResult": "result",
+    "BudgetSpec": "spec", "CandidateSpec": "spec", "RaceSpec": "spec", "ScoreSpec": "spec",
+    "TokenLimits": "spec", "ValidateSpec": "spec",
+    "CandidateStatus": "statuses", "RaceStatus": "statuses",
+    "Usage": "usage",
+    "load_race": "racefile",
+}
 
 __all__ = [
     "BudgetSpec", "CandidateRecord", "CandidateSpec", "CandidateStatus", "Event", "EventBus",
@@ -20,10 +28,15 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    # The race-file parser is imported lazily so the engine stays cheap to import.
-    if name == "load_race":
-        from .racefile import load_race
 
-        return load_race
-    raise AttributeError(name)
+def __getattr__(name: str):
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))

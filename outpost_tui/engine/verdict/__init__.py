@@ -5,8 +5,19 @@ reports (JUnit XML and runner summary lines), gate (the results against the base
 its runs) and record (the verdict in the result JSON).
 """
 
-from .gate import BaselineOutcome
-from .grading import Checkout, grade, grade_baseline
-from .record import Verdict
+import importlib
+
+# Imported on first use (PEP 562): `check` reads verdict.reports without loading grading's sandboxes.
+_PUBLIC = {"BaselineOutcome": "gate", "Checkout": "grading", "grade": "grading",
+           "grade_baseline": "grading", "Verdict": "record"}
 
 __all__ = ["BaselineOutcome", "Checkout", "Verdict", "grade", "grade_baseline"]
+
+
+def __getattr__(name: str):
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
