@@ -734,22 +734,29 @@ class Race:
             checkout = Checkout(self.repository, f"baseline-{self.id}", self.baseline,
                                 self._provider, context, self.spec.cleanup_timeout,
                                 self._grading_setup("baseline", 0, ports))
+            def decided(outcome: BaselineOutcome) -> None:
+                outcome.duration = round(time.monotonic() - started, 3)
+                self.baseline_outcome = outcome
+                self.bus.emit(EventKind.BASELINE_VALIDATED, **outcome.to_json())
+                assert self._baseline_done is not None
+                self._baseline_done.set()
+
             try:
                 async with checkout:
                     check_context = ValidationContext(key="baseline", attempt=0,
                                                       directory=checkout.directory, branch="",
                                                       baseline=self.baseline, commits=[],
                                                       sandbox=checkout.sandbox)
-                    outcome = await grade_baseline(self.spec.validate, checkout, check_context,
-                                                   lambda stream, lines: None)
+                    # Its command and everything it started are gone once it returns: the gates
+                    # waiting on it go on while its checkout and sandbox are removed.
+                    decided(await grade_baseline(self.spec.validate, checkout, check_context,
+                                                 lambda stream, lines: None))
             except (SandboxError, git.GitError, OSError) as error:
-                outcome = BaselineOutcome("error", reason=_one_line(error))
+                if not self._baseline_done.is_set():
+                    decided(BaselineOutcome("error", reason=_one_line(error)))
             finally:
                 if reservation is not None:
                     reservation.release()
-            outcome.duration = round(time.monotonic() - started, 3)
-            self.baseline_outcome = outcome
-            self.bus.emit(EventKind.BASELINE_VALIDATED, **outcome.to_json())
         finally:
             self._baseline_done.set()
 
@@ -1017,20 +1024,22 @@ class Race:
         status = self._race_status()
         records = [self.attempts[c.key].record for c in self.spec.candidates]
         await self._check_repository(None)
-        host_after: git.HostSnapshot | None = None
+        # the check has just taken the checkout's snapshot (when the race recorded one)
+        host_after = self._record.latest_host if self._record is not None else None
         host_error = None
-        try:
-            host_after = await anyio.to_thread.run_sync(git.host_snapshot, self.repository)
-        except git.GitError as error:
-            host_error = _one_line(error)
+        if host_after is None:
+            try:
+                host_after = await anyio.to_thread.run_sync(git.host_snapshot, self.repository)
+            except git.GitError as error:
+                host_error = _one_line(error)
         winner = next((r for r in records if r.status is CandidateStatus.WINNER), None)
-        for record in records:
-            await self._note_branch_moved(record)
+        await self._note_branches_moved(records)
         integration = None
         if winner is not None:
             # the validated commit is what merges, wherever its branch went since
-            check = await anyio.to_thread.run_sync(git.integration_check, self.repository,
-                                                   winner.commit or winner.branch, winner.commit)
+            check = await anyio.to_thread.run_sync(
+                lambda: git.integration_check(self.repository, winner.commit or winner.branch,
+                                              winner.commit, host=host_after))
             integration = check.to_json()
             checkout = [t for t in self.tampering if t["checkout"]]
             if checkout and integration["status"] != "blocked":
@@ -1071,15 +1080,24 @@ class Race:
                       winner=winner.key if winner else None, result=result.to_json())
         return result
 
-    async def _note_branch_moved(self, record: CandidateRecord) -> None:
+    async def _note_branches_moved(self, records: list[CandidateRecord]) -> None:
         """A branch moved after its commit was graded is reported; the graded commit still wins."""
-        verdict = Verdict.from_json(record.verdict)
-        if verdict is None or not record.branch:
+        graded = [(record, verdict) for record in records
+                  if (verdict := Verdict.from_json(record.verdict)) is not None and record.branch]
+        if not graded:
             return
-        tip = await anyio.to_thread.run_sync(git.branch_tip, self.repository, record.branch)
-        if tip != verdict.commit:
-            verdict.branch_moved_to = tip or "(deleted)"
-            record.verdict = verdict.to_json()
+        try:
+            tips = await anyio.to_thread.run_sync(git.branch_tips, self.repository,
+                                                  [record.branch for record, _ in graded])
+        except git.GitError as error:
+            self.bus.emit(EventKind.WARNING, message=f"could not read the candidates' branches: "
+                                                     f"{_one_line(error)}")
+            return
+        for record, verdict in graded:
+            tip = tips.get(record.branch)
+            if tip != verdict.commit:
+                verdict.branch_moved_to = tip or "(deleted)"
+                record.verdict = verdict.to_json()
 
     def _skip_reason(self) -> str:
         if self._winner is not None:

@@ -17,7 +17,7 @@ import subprocess
 import threading
 import uuid
 from dataclasses import asdict, dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -166,8 +166,14 @@ def _driver_config(directory: str) -> tuple[tuple[str, str], ...]:
     anyway, and they are what makes a checkout right (Git LFS's smudge filter). Found with one `git
     config` call and remembered until a file it read, or could read, changes."""
     files = _config_files(directory)
+    # Checkouts of one repository without a config.worktree of their own read the same files:
+    # the engine's many worktrees and grading checkouts share one look.
+    key = directory
+    dirs = _git_dirs(Path(directory))
+    if dirs is not None and not os.path.lexists(dirs[0] / "config.worktree"):
+        key = f"shared:{dirs[1]}"
     with _drivers_guard:
-        cached = _drivers_seen.get(directory)
+        cached = _drivers_seen.get(key)
     if cached is not None and cached[0] == _stat_all(cached[1]):
         return cached[2]
     command = _command(directory, ["config", "--null", "--show-scope", "--show-origin", "--get-regexp",
@@ -198,7 +204,7 @@ def _driver_config(directory: str) -> tuple[tuple[str, str], ...]:
     if status in (0, 1):  # 1: nothing matched
         paths = tuple(dict.fromkeys(watched))
         with _drivers_guard:
-            _drivers_seen[directory] = (_stat_all(paths), paths, found)
+            _drivers_seen[key] = (_stat_all(paths), paths, found)
     return found
 
 
@@ -976,7 +982,9 @@ def remove_grading_checkout(repo_root: Path | str, directory: Path | str) -> Non
 def _remove_grading(root: Path, target: Path) -> None:
     # --force twice: validation leaves files behind, and a crashed grading may have left a lock
     status, _, err = _run(root, "worktree", "remove", "--force", "--force", str(target))
-    if status != 0 and os.path.lexists(target):
+    if status == 0:
+        return  # git removed its record with the checkout: nothing to prune
+    if os.path.lexists(target):
         if target.is_symlink() or not target.is_dir():
             target.unlink()
         else:
@@ -989,15 +997,22 @@ def _remove_grading(root: Path, target: Path) -> None:
 def tree(repo_root: Path | str, commit: str) -> dict[str, tuple[str, str]]:
     """Every file of `commit`: path -> (mode, object id)."""
     _revision(commit, "commit")
-    out = str(_check("listing files", repo_root, "ls-tree", "-r", "-z", "--full-tree", commit,
+    return dict(_tree(os.path.realpath(repo_root), commit))
+
+
+@lru_cache(maxsize=4)
+def _tree(root: str, commit: str) -> tuple[tuple[str, tuple[str, str]], ...]:
+    # Every grading reads the baseline's tree: a commit id names one tree for good, so it is
+    # listed once per race (the few most recent are kept; a candidate's is read once anyway).
+    out = str(_check("listing files", root, "ls-tree", "-r", "-z", "--full-tree", commit,
                      strip=False))
-    files: dict[str, tuple[str, str]] = {}
+    files = []
     for entry in out.split("\0"):
         meta, _, path = entry.partition("\t")
         parts = meta.split()
         if path and len(parts) == 3:
-            files[path] = (parts[0], parts[2])
-    return files
+            files.append((path, (parts[0], parts[2])))
+    return tuple(files)
 
 
 def blob(repo_root: Path | str, oid: str) -> bytes:
@@ -1017,17 +1032,37 @@ def branch_tip(repo_root: Path | str, branch: str) -> str | None:
     return _candidate(Path(repo_root), branch)
 
 
+def branch_tips(repo_root: Path | str, branches: Sequence[str]) -> dict[str, str]:
+    """The commit each of `branches` (short names) points at, with one git process; a branch
+    that does not exist is left out."""
+    refs = {f"refs/heads/{branch}": branch for branch in branches if branch}
+    if not refs:
+        return {}
+    for ref in refs:
+        _revision(ref, "branch name")
+    out = _check("listing branches", repo_root, "for-each-ref", "--format=%(objectname) %(refname)",
+                 *refs)
+    tips = {}
+    for line in str(out).splitlines():
+        oid, _, ref = line.partition(" ")
+        if ref in refs:  # a pattern also matches refs below it: only the branch itself counts
+            tips[refs[ref]] = oid
+    return tips
+
+
 # --- integration check -------------------------------------------------------------------------
 
 
-def integration_check(repo_root: Path | str, branch: str, expected_commit: str | None = None) -> Integration:
+def integration_check(repo_root: Path | str, branch: str, expected_commit: str | None = None, *,
+                      host: HostSnapshot | None = None) -> Integration:
     """Would merging `branch` into the host's current branch conflict? Touches no file and no index.
 
     Not a lock: the host can move right after; re-check immediately before a manual merge.
+    `host`: a snapshot of the checkout taken just before, which saves taking another.
     """
     root = Path(repo_root)
     try:
-        before = host_snapshot(root)
+        before = host or host_snapshot(root)
     except GitError as error:
         return Integration("blocked", reason=str(error))
     if before.dirty:

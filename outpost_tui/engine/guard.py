@@ -109,6 +109,8 @@ class Record:
     settings: dict[str, Saved]  # absolute path -> saved state
     host: git.HostSnapshot | None
     seen: set = field(default_factory=set)
+    # the checkout as the last compare found it (None: that compare did not get so far)
+    latest_host: git.HostSnapshot | None = None
 
     @property
     def checked_out(self) -> str | None:
@@ -132,6 +134,7 @@ def compare(record: Record, who: str) -> list[Change]:
     """What changed since the record and was not reported before; settings files are put back.
 
     `who` names the evidence directory ("<key>-<attempt>", or "race")."""
+    record.latest_host = None
     found: list[Change] = []
     found += _compare_refs(record)
     found += _compare_heads(record)
@@ -363,7 +366,7 @@ def _compare_checkout(record: Record, found: list[Change]) -> list[Change]:
     if before is None:
         return []
     try:
-        after = git.host_snapshot(record.root)
+        after = record.latest_host = git.host_snapshot(record.root)
     except git.GitError:
         return []
     moved = before.head != after.head
