@@ -7,6 +7,9 @@ pytest wrapper in test_benchmarks.py asserts the targets.
 1. overhead: a race of 8 candidates whose agent commits one file and exits (every attempt runs to
    the end: validation rejects them all), against the same raw work (git worktree add, the same
    agent process, the same validation command) done directly, 8 at once, in threads.
+   overhead_sh: the same with the cheapest agent there is (`sh -c "echo > out.txt && git add &&
+   git commit"`), validated and scored (best of N), so the engine's own fixed cost per attempt is
+   not hidden by an agent's start-up; it also counts the engine's git processes per attempt.
 2. cancel: from the winner's acceptance to every loser's process group gone (7 losers), 20 runs.
 3. throughput: one candidate printing 200,000 lines, against a plain read loop over the same
    program's pipe; and the engine's peak memory for 50,000 lines against 200,000.
@@ -91,6 +94,76 @@ def overhead(candidates: int = 8, rounds: int = 3) -> dict:
     engine, raw = statistics.median(engine_times), statistics.median(raw_times)
     return {"candidates": candidates, "engine_s": round(engine, 3), "raw_s": round(raw, 3),
             "ratio": round(engine / raw, 2)}
+
+
+SH_AGENT = ("sh", "-c", 'echo "$OUTPOST_CANDIDATE" > out.txt && git add out.txt && git commit -qm out')
+SH_VALIDATION = ("test", "-s", "out.txt")
+SH_SCORE = ("sh", "-c", "wc -c < out.txt")
+
+
+def overhead_sh(candidates: int = 8, rounds: int = 5) -> dict:
+    from outpost_tui.engine import git
+    from outpost_tui.engine.spec import ScoreSpec
+
+    engine_times, raw_times, git_calls = [], [], []
+    counting = {"calls": 0}
+    execute = git._execute
+
+    def counted(*args, **options):
+        counting["calls"] += 1
+        return execute(*args, **options)
+
+    for _ in range(rounds):
+        spec = build_spec(repository=_repo(), candidates=[
+            CandidateSpec(f"c{n}", "command", "commit one file", command=SH_AGENT)
+            for n in range(candidates)], validate=ValidateSpec(command=SH_VALIDATION),
+            score=ScoreSpec(command=SH_SCORE))
+        counting["calls"] = 0
+        git._execute = counted
+        try:
+            started = time.perf_counter()
+            result = run_race(spec)
+            engine_times.append(time.perf_counter() - started)
+        finally:
+            git._execute = execute
+        git_calls.append(counting["calls"])
+        assert result.status.value == "winner", result.status
+        assert all(c.score is not None for c in result.candidates), result.to_json()
+
+        repo = _repo()
+        baseline = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
+                                  text=True, check=True).stdout.strip()
+        add_lock = threading.Lock()  # concurrent `git worktree add`s in one repository can fail
+
+        def raw_attempt(n: int) -> None:
+            directory = repo / ".raw" / f"c{n}"
+            with add_lock:
+                subprocess.run(["git", "worktree", "add", "-q", "-b", f"raw/c{n}", str(directory), baseline],
+                               cwd=repo, check=True, capture_output=True)
+            subprocess.run(SH_AGENT, cwd=directory, check=True, capture_output=True,
+                           env={**os.environ, "OUTPOST_CANDIDATE": f"c{n}"})
+            grading = repo / ".raw" / f"c{n}.grading"
+            with add_lock:
+                subprocess.run(["git", "worktree", "add", "-q", "--detach", str(grading), f"raw/c{n}"],
+                               cwd=repo, check=True, capture_output=True)
+            assert subprocess.run(SH_VALIDATION, cwd=grading).returncode == 0
+            float(subprocess.run(SH_SCORE, cwd=grading, check=True, capture_output=True).stdout)
+            with add_lock:
+                subprocess.run(["git", "worktree", "remove", "--force", str(grading)], cwd=repo,
+                               check=True, capture_output=True)
+                subprocess.run(["git", "worktree", "remove", str(directory)], cwd=repo, check=True,
+                               capture_output=True)
+
+        started = time.perf_counter()
+        with ThreadPoolExecutor(candidates) as pool:
+            list(pool.map(raw_attempt, range(candidates)))
+        raw_times.append(time.perf_counter() - started)
+    engine, raw = statistics.median(engine_times), statistics.median(raw_times)
+    return {"candidates": candidates, "engine_s": round(engine, 3), "raw_s": round(raw, 3),
+            "ratio": round(engine / raw, 2),
+            # what the engine adds per attempt, with 8 at once on this machine's cores
+            "fixed_ms_per_attempt": round((engine - raw) / candidates * 1000, 1),
+            "git_calls_per_attempt": round(statistics.median(git_calls) / candidates, 1)}
 
 
 def cancel_latency(runs: int = 20, losers: int = 7) -> dict:
@@ -224,7 +297,7 @@ def durable(reports: int = 1000, candidates: int = 2) -> dict:
             "plain_s": round(plain, 3), "durable_s": round(slow, 3), "ratio": round(slow / plain, 2)}
 
 
-BENCHMARKS = {"overhead": overhead, "cancel": cancel_latency, "throughput": throughput, "durable": durable}
+BENCHMARKS = {"overhead": overhead, "overhead_sh": overhead_sh, "cancel": cancel_latency, "throughput": throughput, "durable": durable}
 
 
 def main(names: list[str]) -> None:
