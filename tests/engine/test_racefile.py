@@ -632,7 +632,7 @@ def test_line_scanner_agrees_with_tomllib_on_generated_files():
 
     import tomli_w
 
-    from outpost_tui.engine.racefile import _Locator
+    from outpost_tui.engine.racefile.locate import Locator as _Locator
 
     rnd = random.Random(7)
     alphabet = ['a', '"', "'", "\\", "\n", "[", "]", "#", "=", "{", "}", " ", "é", "\t", '"""', "'''", "."]
