@@ -35,7 +35,7 @@ from .reachability import Reachability
 from .review import review
 from .revalidation import recorded_validation
 from .sandbox import EngineGone, Sandbox, SandboxContext, SandboxError, SandboxProvider, provider_for
-from .sandbox.base import Completed
+from .sandbox.base import Completed, Stop
 from .sandbox.local import LocalProvider, resource_id_for
 from .spec import RaceSpec, valid_key
 from .statuses import CandidateStatus, Phase, RaceStatus
@@ -429,9 +429,35 @@ class Race:
 
         quota_reported = False
         reachability = Reachability(spec.budget.unreachable_timeout)
+        # Once the sandbox TERMs the agent: what was counted then, and how many lines came after
+        # (its output is read until it is gone, and what it reports meanwhile is counted).
+        stopping: Stop | None = None
+        counted_at_term = Usage()
+        lines_after_term = 0
+
+        def on_stop(report: Stop) -> None:
+            nonlocal stopping, counted_at_term
+            if stopping is None:
+                stopping, counted_at_term = report, attempt.usage_seen
+
+        def note_stop() -> None:
+            """Say in the record (and, when it ignored TERM, loudly) how the agent was stopped."""
+            if stopping is None or stopping.ended_by is None:
+                return
+            after = attempt.usage_seen - counted_at_term
+            record.stop = {**stopping.to_json(), "lines_after_term": lines_after_term,
+                           "usage_after_term": after.to_json()}
+            if stopping.ignored_term:
+                spent = f"{after.tokens:,} tokens" + (f", {after.cost_text()}" if after.cost_usd else "")
+                self.bus.emit(EventKind.WARNING, candidate.key, attempt.number, message=(
+                    f"{program} ignored TERM and was killed {stopping.grace:g}s later; "
+                    f"{lines_after_term} lines it printed meanwhile were read "
+                    f"({spent} reported then, counted)"))
 
         def on_output(stream: str, lines: list[str]) -> None:
-            nonlocal quota_reported
+            nonlocal quota_reported, lines_after_term
+            if stopping is not None:
+                lines_after_term += len(lines)
             for event in decoder.decode(lines, stream):
                 quota_reported = quota_reported or event.kind is EventKind.QUOTA
                 reachability.observe(event.kind, event.data)
@@ -459,14 +485,17 @@ class Race:
                 group.start_soon(watch_reachability, group.cancel_scope)
                 try:
                     done = await attempt.sandbox.run(launch.argv, env=launch.env, stdin=launch.stdin,
-                                                     on_output=on_output, timeout=timeout)
+                                                     on_output=on_output, timeout=timeout,
+                                                     grace=adapter.term_grace, on_stop=on_stop)
                 except SandboxError as error:
                     start_error = error
                 group.cancel_scope.cancel()
         except anyio.get_cancelled_exc_class():
-            # Cancelled (a winner, the operator, a budget): what it spent so far still counts.
+            # Cancelled (a winner, the operator, a budget): what it spent so far still counts,
+            # up to what it printed while it was being stopped.
             decoder.interrupted()
             self._take_usage(attempt, decoder, final=True)
+            note_stop()
             raise
         except OSError as error:
             raise SandboxError(f"cannot write {error.filename}: {error.strerror}") from error
@@ -487,6 +516,7 @@ class Race:
         if done is None:
             decoder.interrupted()
             self._take_usage(attempt, decoder, final=True)
+            note_stop()
             record.error = unreachable
             self.bus.emit(EventKind.AGENT_EXITED, candidate.key, attempt.number, exit_code=None,
                           reason=unreachable, duration=round(time.time() - record.started_at, 3),
@@ -496,6 +526,7 @@ class Race:
         if done.timed_out or decoder.stop is not None:
             decoder.interrupted()
         self._take_usage(attempt, decoder, final=True)
+        note_stop()
         reason = outcome.reason
         # an agent that timed out while waiting for a quota to reset ends on the quota
         if done.timed_out and outcome.quota is None:

@@ -59,6 +59,9 @@ class CandidateRecord:
     setup: dict | None = None
     # how the result commit was graded (engine/verdict/); None: never graded
     verdict: dict | None = None
+    # how its agent was stopped (cancelled, timed out), and what it printed and reported after
+    # the TERM; None: it was not stopped
+    stop: dict | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -88,6 +91,7 @@ class CandidateRecord:
             "review": None if self.review is None else list(self.review),
             "setup": None if self.setup is None else dict(self.setup),
             "verdict": self.verdict,
+            "stop": self.stop,
         }
 
     @classmethod
@@ -107,6 +111,7 @@ class CandidateRecord:
             review=None if data.get("review") is None else list(data["review"]),
             setup=data.get("setup"),
             verdict=data.get("verdict"),
+            stop=data.get("stop"),
         )
 
 

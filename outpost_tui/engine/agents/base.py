@@ -190,6 +190,9 @@ class AgentAdapter(ABC):
     # Commit the agent's uncommitted edits after it exits, recorded as done on its behalf
     # (agents whose own sandbox cannot write a linked worktree's git metadata).
     commits_on_behalf: bool = False
+    # Seconds between TERM and KILL when the agent is stopped (None: the sandbox's own grace).
+    # Short for agents known to ignore TERM: their grace buys nothing but more model calls.
+    term_grace: float | None = None
 
     @abstractmethod
     def launch(self, candidate: CandidateSpec, brief: str, context: LaunchContext) -> Launch: ...

@@ -176,6 +176,9 @@ class OpencodeAgent(AgentAdapter):
     kind = "opencode"
     program = "opencode"
     install_hint = "npm install -g opencode-ai"
+    # opencode 1.18 ignores SIGTERM and goes on calling its model (and running the tools it
+    # asks for) until KILLed: half a second lets a reply in flight be printed, no more.
+    term_grace = 0.5
 
     def launch(self, candidate: CandidateSpec, brief: str, context: LaunchContext) -> Launch:
         if candidate.max_turns:

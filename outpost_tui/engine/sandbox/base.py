@@ -3,7 +3,9 @@
 A provider acquires one sandbox per attempt around the attempt's host worktree. Commands run in it
 with output streamed to the engine in batches of lines, a timeout, and cancellation through anyio:
 when the calling task is cancelled, `run` stops the command (TERM to its process group, KILL after a
-short grace) before it re-raises, so no process outlives the attempt.
+short grace) before it re-raises, so no process outlives the attempt. While it stops the command it
+keeps reading its output to the end: what an agent prints during the grace (a usage report of a
+call still in flight) still reaches the engine.
 """
 
 from __future__ import annotations
@@ -17,6 +19,28 @@ from ..spec import SandboxSpec
 
 # Called with ("stdout" | "stderr", [line, ...]) as output arrives, lines without their newline.
 LineSink = Callable[[str, list[str]], None]
+
+
+@dataclass
+class Stop:
+    """How a command was stopped (its timeout, or the caller's cancellation): reported once when
+    TERM is sent (`ended_by` None) and again once its processes are confirmed gone."""
+
+    why: str  # "timeout" | "cancelled"
+    grace: float  # seconds allowed between TERM and KILL
+    ended_by: str | None = None  # "TERM", "KILL", or "exited" (it ended before the TERM landed)
+    seconds: float | None = None  # from TERM until every process was confirmed gone
+
+    @property
+    def ignored_term(self) -> bool:
+        return self.ended_by == "KILL"
+
+    def to_json(self) -> dict:
+        return {"why": self.why, "grace": self.grace, "ended_by": self.ended_by,
+                "seconds": None if self.seconds is None else round(self.seconds, 3)}
+
+
+StopSink = Callable[[Stop], None]
 
 
 class SandboxError(Exception):
@@ -64,10 +88,14 @@ class Sandbox(ABC):
         on_output: LineSink | None = None,
         timeout: float | None = None,
         tail_bytes: int = 64 * 1024,
+        grace: float | None = None,
+        on_stop: StopSink | None = None,
     ) -> Completed:
         """Run argv in the worktree; a non-zero exit is returned, not raised.
 
-        Raises SandboxError when the program cannot be started (not found, not executable).
+        `grace`: seconds between TERM and KILL when the command is stopped (None: the provider's
+        own); `on_stop` hears how it was stopped. Raises SandboxError when the program cannot be
+        started (not found, not executable).
         """
 
     @abstractmethod

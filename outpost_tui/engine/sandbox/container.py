@@ -36,7 +36,8 @@ import anyio.to_thread
 from .. import git, gitenv
 from ..images import DEFAULT_TAG, KEEP_ALIVE
 from ..spec import SandboxSpec
-from .base import Completed, EngineGone, LineSink, Sandbox, SandboxContext, SandboxError, SandboxProvider
+from .base import (Completed, EngineGone, LineSink, Sandbox, SandboxContext, SandboxError,
+                   SandboxProvider, Stop, StopSink)
 from .engines import ContextError, Endpoint, discover, searched
 from .lines import LineSplitter, Tail
 
@@ -736,7 +737,10 @@ class ContainerSandbox(Sandbox):
         on_output: LineSink | None = None,
         timeout: float | None = None,
         tail_bytes: int = 64 * 1024,
+        grace: float | None = None,
+        on_stop: StopSink | None = None,
     ) -> Completed:
+        grace = KILL_GRACE if grace is None else grace
         if not argv:
             raise SandboxError("empty command")
         if self._closed:
@@ -793,13 +797,15 @@ class ContainerSandbox(Sandbox):
                     await stream.done.wait()
                 if deadline.cancelled_caught:
                     timed_out = True
-                    signalled = await self._stop(pid_file, stream)
+                    signalled = await self._stop(pid_file, stream, Stop("timeout", grace), on_stop)
                 # a stream still open once the processes are confirmed gone is the engine's
                 # lag: abandon it (removing the container ends it) rather than wait
                 group.cancel_scope.cancel()
         except anyio.get_cancelled_exc_class():
+            # the pump thread is abandoned, not stopped: it goes on feeding the stream, so what
+            # the command prints while it stops is still read
             with anyio.CancelScope(shield=True):
-                await self._stop(pid_file, stream)
+                await self._stop(pid_file, stream, Stop("cancelled", grace), on_stop)
             raise
         finally:
             stream.closed = True
@@ -864,10 +870,10 @@ class ContainerSandbox(Sandbox):
             time.sleep(0.02)
         return None
 
-    async def _stop_processes(self, pid_file: str) -> tuple[str | None, str]:
+    async def _stop_processes(self, pid_file: str, grace: float) -> tuple[str | None, str]:
         """Run the stopper: TERM, KILL after the grace, confirmed gone. Returns what it took
         (none, term, kill; None when it could not confirm) and, then, why."""
-        ticks = str(max(1, round(KILL_GRACE / 0.05)))
+        ticks = str(max(1, round(grace / 0.05)))
 
         def stop() -> tuple[str | None, str]:
             exec_id = self._api.exec_create(self.container.id,
@@ -885,7 +891,8 @@ class ContainerSandbox(Sandbox):
                 self._gone = self._gone or self._went_away(error)
             return None, _first_line(error)
 
-    async def _stop(self, pid_file: str, stream: _Stream) -> str | None:
+    async def _stop(self, pid_file: str, stream: _Stream, report: Stop,
+                    on_stop: StopSink | None) -> str | None:
         """Stop the command and everything it started, confirmed gone; returns the last signal.
 
         The output stream is not the judge (a wrapper killed by TERM ends it while what ignores
@@ -893,11 +900,18 @@ class ContainerSandbox(Sandbox):
         stream a few seconds after its processes are gone)."""
         if stream.done.is_set():
             return None
-        took, why = await self._stop_processes(pid_file)
+        if on_stop is not None:
+            on_stop(report)
+        began = time.monotonic()
+        took, why = await self._stop_processes(pid_file, report.grace)
+        report.seconds = time.monotonic() - began
         with anyio.move_on_after(STREAM_GRACE):
             await stream.done.wait()
         if took is None:
             self._unconfirmed = f"could not confirm that the command's processes are gone: {why}"
+        report.ended_by = {"none": "exited", "term": "TERM"}.get(took or "", "KILL")
+        if on_stop is not None:
+            on_stop(report)
         return "KILL" if took in ("kill", None) else "TERM"
 
     async def close(self) -> None:

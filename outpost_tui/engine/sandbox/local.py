@@ -23,7 +23,8 @@ from anyio.abc import Process
 
 from .. import gitenv
 from . import containment
-from .base import Completed, LineSink, Sandbox, SandboxContext, SandboxError, SandboxProvider
+from .base import (Completed, LineSink, Sandbox, SandboxContext, SandboxError, SandboxProvider, Stop,
+                   StopSink)
 from .lines import LineSplitter, Tail
 
 TERM_GRACE = 2.0
@@ -50,17 +51,24 @@ def _signal_group(pgid: int, sig: int) -> None:
         pass
 
 
-async def stop_group(process: Process, grace: float = TERM_GRACE) -> None:
-    """TERM the process group, KILL it after `grace`, and reap the leader."""
+async def stop_group(process: Process, grace: float = TERM_GRACE) -> str:
+    """TERM the process group, KILL it after `grace`, and reap the leader; returns what ended the
+    leader: "exited" (before the TERM), "TERM" or "KILL"."""
     pgid = process.pid
+    if process.returncode is not None:
+        _signal_group(pgid, signal.SIGKILL)
+        return "exited"
     _signal_group(pgid, signal.SIGTERM)
+    ended_by = "TERM"
     with anyio.move_on_after(grace):
         await process.wait()
     if process.returncode is None:
+        ended_by = "KILL"
         _signal_group(pgid, signal.SIGKILL)
         await process.wait()
     # Children that ignored TERM or were started in the background die with the group.
     _signal_group(pgid, signal.SIGKILL)
+    return ended_by
 
 
 class LocalSandbox(Sandbox):
@@ -91,7 +99,10 @@ class LocalSandbox(Sandbox):
         on_output: LineSink | None = None,
         timeout: float | None = None,
         tail_bytes: int = 64 * 1024,
+        grace: float | None = None,
+        on_stop: StopSink | None = None,
     ) -> Completed:
+        grace = TERM_GRACE if grace is None else grace
         # a race started from a git hook must not aim the candidate's git at the user's repository
         full_env = gitenv.scrubbed({**os.environ, **self.context.env, **(env or {})})
         full_env.pop(containment.MARKER, None)
@@ -146,26 +157,26 @@ class LocalSandbox(Sandbox):
         if group is None and self.context.register_resource is not None:
             with anyio.CancelScope(shield=True):
                 await self.context.register_resource(resource_id_for(process.pid))
-        tails = {"stdout": Tail(tail_bytes), "stderr": Tail(tail_bytes)}
+        readers = {name: _Reader(name, stream, Tail(tail_bytes), on_output)
+                   for name, stream in (("stdout", process.stdout), ("stderr", process.stderr))}
         timed_out = False
-        open_streams = {"stdout", "stderr"}
         drained = anyio.Event()
         ended = anyio.Event()
 
         def note(text: str) -> None:
-            before = tails["stderr"].text()
+            tail = readers["stderr"].tail
+            before = tail.text()
             gap = "\n" if before and not before.endswith("\n") else ""
-            tails["stderr"].add(f"{gap}{text}\n".encode())
+            tail.add(f"{gap}{text}\n".encode())
             if on_output is not None:
                 on_output("stderr", [text])
 
-        async def pump(name: str, stream) -> None:
-            try:
-                await _pump(stream, name, tails[name], on_output)
-            finally:
-                open_streams.discard(name)
-                if not open_streams:
-                    drained.set()
+        async def read_all() -> None:
+            # resumable: a cancelled attempt reads on from where it was while its command stops
+            async with anyio.create_task_group() as readings:
+                for reader in readers.values():
+                    readings.start_soon(reader.read)
+            drained.set()
 
         async def watch() -> None:
             # the fallback's record of the command's tree, by pid and start time
@@ -189,46 +200,65 @@ class LocalSandbox(Sandbox):
                 note("outpost: killed processes that left the command's process group: "
                      + ", ".join(escaped))
 
+        async def stop(why: str) -> None:
+            """TERM, KILL after the grace, everything it started confirmed gone; told to on_stop."""
+            report = Stop(why, grace)
+            if on_stop is not None and process.returncode is None:
+                on_stop(report)
+            began = time.monotonic()
+            report.ended_by = await stop_group(process, grace)
+            if not ended.is_set():
+                await end()
+            report.seconds = time.monotonic() - began
+            if on_stop is not None and report.ended_by != "exited":
+                on_stop(report)
+
+        async def drain() -> None:
+            """Wait for the output to end; what holds it open after the command's end is killed."""
+            with anyio.move_on_after(DRAIN_GRACE):
+                await drained.wait()
+            if not drained.is_set():
+                escaped = await anyio.to_thread.run_sync(_kill_pipe_holders, pipes)
+                if escaped:
+                    note("outpost: killed processes that left the command's process group "
+                         f"but kept its output open: {', '.join(escaped)}")
+                with anyio.move_on_after(DRAIN_GRACE):
+                    await drained.wait()
+
         try:
             async with anyio.create_task_group() as tasks:
                 if stdin is not None:
                     tasks.start_soon(_feed_stdin, process, stdin)
-                tasks.start_soon(pump, "stdout", process.stdout)
-                tasks.start_soon(pump, "stderr", process.stderr)
+                tasks.start_soon(read_all)
                 if group is None:
                     tasks.start_soon(watch)
                 with anyio.move_on_after(timeout) as deadline:
                     await process.wait()
-                if deadline.cancelled_caught:
-                    timed_out = True
-                    with anyio.CancelScope(shield=True):
-                        await stop_group(process)
-                else:
-                    # The leader is gone; sweep whatever it left in its group so the pipes close.
-                    _signal_group(process.pid, signal.SIGKILL)
                 with anyio.CancelScope(shield=True):
-                    await end()
-                with anyio.move_on_after(DRAIN_GRACE):
-                    await drained.wait()
-                if not drained.is_set():
-                    escaped = await anyio.to_thread.run_sync(_kill_pipe_holders, pipes)
-                    if escaped:
-                        note("outpost: killed processes that left the command's process group "
-                             f"but kept its output open: {', '.join(escaped)}")
+                    if deadline.cancelled_caught:
+                        timed_out = True
+                        await stop("timeout")
+                    else:
+                        # The leader is gone; sweep whatever it left in its group so the pipes close.
+                        _signal_group(process.pid, signal.SIGKILL)
+                        await end()
+                await drain()
+                tasks.cancel_scope.cancel()  # held by what cannot be killed: stop reading
+        except BaseException as error:
+            cancelled = isinstance(error, anyio.get_cancelled_exc_class())
+            with anyio.CancelScope(shield=True):
+                # The output is read on while the command stops, so what it prints in the grace
+                # (the usage of a call still in flight) is counted, up to the end of its output.
+                async with anyio.create_task_group() as stopping:
+                    if not drained.is_set():
+                        stopping.start_soon(read_all)
+                    await stop("cancelled" if cancelled else "error")
+                    # a daemon that left the group would outlive the cancelled attempt (a /proc
+                    # scan: a few milliseconds)
+                    await anyio.to_thread.run_sync(_kill_pipe_holders, pipes)
                     with anyio.move_on_after(DRAIN_GRACE):
                         await drained.wait()
-                    tasks.cancel_scope.cancel()  # held by what cannot be killed: stop reading
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                if process.returncode is None:
-                    await stop_group(process)
-                else:
-                    _signal_group(process.pid, signal.SIGKILL)
-                if not ended.is_set():
-                    await end()
-                # a daemon that left the group would outlive the cancelled attempt (a /proc scan:
-                # a few milliseconds)
-                await anyio.to_thread.run_sync(_kill_pipe_holders, pipes)
+                    stopping.cancel_scope.cancel()
             raise
         finally:
             self._running.discard(process)
@@ -239,8 +269,8 @@ class LocalSandbox(Sandbox):
                     await process.aclose()
         return Completed(
             exit_code=process.returncode if process.returncode is not None else -signal.SIGKILL,
-            stdout_tail=tails["stdout"].text(),
-            stderr_tail=tails["stderr"].text(),
+            stdout_tail=readers["stdout"].tail.text(),
+            stderr_tail=readers["stderr"].tail.text(),
             timed_out=timed_out,
             duration=time.monotonic() - started,
         )
@@ -285,24 +315,35 @@ async def _feed_stdin(process: Process, data: bytes) -> None:
             pass
 
 
-async def _pump(stream, name: str, tail: Tail, on_output: LineSink | None) -> None:
-    splitter = LineSplitter()
-    try:
-        while True:
+class _Reader:
+    """One output stream of a command, read in batches of lines. Reading can be resumed after a
+    cancellation (nothing is lost: a cancelled receive takes no data); the last partial line is
+    flushed only at the end of the stream."""
+
+    def __init__(self, label: str, stream, tail: Tail, on_output: LineSink | None) -> None:
+        self.label = label
+        self.stream = stream
+        self.tail = tail
+        self.on_output = on_output
+        self.splitter = LineSplitter()
+        self.ended = False
+
+    async def read(self) -> None:
+        while not self.ended:
             try:
-                chunk = await stream.receive(READ_CHUNK)
+                chunk = await self.stream.receive(READ_CHUNK)
             except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                self.ended = True
                 break
-            tail.add(chunk)
-            if on_output is not None:
-                lines = splitter.feed(chunk)
+            self.tail.add(chunk)
+            if self.on_output is not None:
+                lines = self.splitter.feed(chunk)
                 if lines:
-                    on_output(name, lines)
-    finally:
-        if on_output is not None:
-            rest = splitter.flush()
+                    self.on_output(self.label, lines)
+        if self.on_output is not None:
+            rest = self.splitter.flush()
             if rest:
-                on_output(name, rest)
+                self.on_output(self.label, rest)
 
 
 class LocalProvider(SandboxProvider):

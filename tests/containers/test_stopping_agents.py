@@ -1,0 +1,42 @@
+"""In a container too, a stopped agent's output is read until its processes are confirmed gone:
+what it reports after TERM is counted, and the result says how it was stopped. Real engine."""
+
+from __future__ import annotations
+
+import pytest
+
+from outpost_tui.engine.sandbox.container import KILL_GRACE
+from outpost_tui.engine.spec import SandboxSpec
+from tests.stubborn import BEFORE, IN_GRACE, calc_repo, figures, plus, race, stubborn_record
+
+from .conftest import IMAGE
+
+pytestmark = pytest.mark.container
+
+
+def test_a_cancelled_agent_in_a_container_that_ignores_term_has_its_grace_output_counted(
+        engine, tmp_path):
+    result, warnings = race(calc_repo(tmp_path), "ignore", SandboxSpec(provider="podman", image=IMAGE))
+
+    assert result["winner"]["key"] == "fixer"
+    stubborn = stubborn_record(result)
+    assert stubborn["status"] == "cancelled"
+    assert figures(stubborn["usage"]) == plus(BEFORE, IN_GRACE)
+    assert stubborn["usage"]["complete"] is False
+    assert figures(result["usage"]) == plus(BEFORE, IN_GRACE)
+    stop = stubborn["stop"]
+    assert (stop["why"], stop["ended_by"], stop["grace"]) == ("cancelled", "KILL", KILL_GRACE)
+    assert stop["lines_after_term"] == 4 and figures(stop["usage_after_term"]) == IN_GRACE
+    assert len(warnings) == 1 and "python3 ignored TERM and was killed 0.5s later" in warnings[0]
+
+
+def test_a_timed_out_agent_in_a_container_that_exits_on_term_has_its_last_report_counted(
+        engine, tmp_path):
+    result, warnings = race(calc_repo(tmp_path), "exit", SandboxSpec(provider="podman", image=IMAGE),
+                            timeout=8)
+
+    stubborn = stubborn_record(result)
+    assert stubborn["status"] == "failed" and stubborn["error"] == "agent timed out after 8s"
+    assert figures(stubborn["usage"]) == plus(BEFORE, IN_GRACE)
+    assert (stubborn["stop"]["why"], stubborn["stop"]["ended_by"]) == ("timeout", "TERM")
+    assert warnings == []

@@ -1,0 +1,106 @@
+"""A command agent that reports usage while it is being stopped, raced against one that wins once it
+runs: what the stop path must still read and count, locally and in containers.
+
+The agent reports some usage, says "ready" (the winner's gate opens) and waits. On TERM it reports
+the usage of a call that was in flight, three reports and a plain line, and then either ignores the
+TERM and goes on (`STUBBORN=ignore`: only KILL ends it) or exits (`STUBBORN=exit`). With
+`STUBBORN_WAIT=timeout` there is no winner: it waits until its candidate_timeout.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from outpost_tui.engine import CandidateSpec, EventKind, build_spec, run_race
+from outpost_tui.engine.spec import BudgetSpec, SandboxSpec, ValidateSpec
+from tests.conftest import git
+
+AGENT = """\
+import json, os, signal, sys, time
+
+def report(**figures):
+    print(json.dumps({"kind": "usage", **figures}), flush=True)
+
+def on_term(signum, frame):
+    for _ in range(3):
+        report(input=10, output=5, cost_usd=0.001)
+    print("a call in flight finished after TERM", flush=True)
+    if os.environ["STUBBORN"] == "exit":
+        sys.exit(143)
+
+signal.signal(signal.SIGTERM, on_term)
+report(input=1000, output=100, cost_usd=0.1)
+print(json.dumps({"kind": "text", "text": "ready"}), flush=True)
+while True:
+    time.sleep(1)
+"""
+
+FIX = """\
+import os, subprocess, time
+while not os.path.exists("gate"):
+    time.sleep(0.01)
+with open("calc.py") as handle:
+    source = handle.read()
+with open("calc.py", "w") as handle:
+    handle.write(source.replace("return a - b", "return a + b", 1))
+subprocess.run(["git", "commit", "-qam", "fix add"], check=True)
+"""
+
+CALC = Path(__file__).resolve().parents[1] / "sample-races" / "projects" / "calc"
+# before the grace, the first report; in it, three more
+BEFORE = {"input": 1000, "output": 100}
+IN_GRACE = {"input": 30, "output": 15}
+
+
+def calc_repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "calc"
+    shutil.copytree(CALC, repo, ignore=shutil.ignore_patterns("__pycache__"))
+    (repo / "agents").mkdir()
+    (repo / "agents" / "stubborn.py").write_text(AGENT)
+    (repo / "agents" / "fix.py").write_text(FIX)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.name", "Test")
+    git(repo, "config", "user.email", "test@example.invalid")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "calc with a bug in add()")
+    return repo
+
+
+def race(repo: Path, mode: str, sandbox: SandboxSpec | None = None, *, python: str = "python3",
+         timeout: float = 120):
+    """Runs the stubborn agent (cancelled by the fixer's win, or timed out when `timeout` is short
+    and there is no fixer); returns (result, warnings about it)."""
+    directories: dict[str, str] = {}
+    warnings: list[str] = []
+
+    def on_event(event) -> None:
+        if event.kind is EventKind.WORKTREE_READY:
+            directories[event.key] = event.data["directory"]
+        if event.kind is EventKind.TEXT and event.key == "stubborn" and event.data["text"] == "ready" \
+                and "fixer" in directories:
+            Path(directories["fixer"], "gate").touch()
+        if event.kind is EventKind.WARNING and event.key == "stubborn":
+            warnings.append(event.data["message"])
+
+    candidates = [CandidateSpec("stubborn", "command", "fix add", command=(python, "agents/stubborn.py"),
+                                env={"STUBBORN": mode})]
+    if timeout >= 60:
+        candidates.append(CandidateSpec("fixer", "command", "fix add", command=(python, "agents/fix.py")))
+    options = {"sandbox": sandbox} if sandbox is not None else {}
+    spec = build_spec(repository=repo, candidates=candidates,
+                      validate=ValidateSpec(command=(python, "-B", "-m", "unittest", "-q"), timeout=120),
+                      budget=BudgetSpec(candidate_timeout=timeout), **options)
+    return run_race(spec, on_event=on_event).to_json(), warnings
+
+
+def stubborn_record(result: dict) -> dict:
+    return next(c for c in result["candidates"] if c["key"] == "stubborn")
+
+
+def figures(usage: dict) -> dict:
+    return {k: usage[k] for k in ("input", "output")}
+
+
+def plus(a: dict, b: dict) -> dict:
+    return {k: a[k] + b[k] for k in a}
