@@ -16,8 +16,19 @@ from outpost_tui.engine import CandidateSpec, EventKind, build_spec, run_race
 from outpost_tui.engine.spec import BudgetSpec, SandboxSpec, ValidateSpec
 from tests.conftest import git
 
-AGENT = """\
-import json, os, signal, sys, time
+STRAY = """\
+import signal, sys, time
+def on_term(signum, frame):
+    open(sys.argv[1], "w").write("TERM")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, on_term)
+open(sys.argv[1] + ".ready", "w").close()
+while True:
+    time.sleep(1)
+"""
+
+AGENT = "STRAY = " + repr(STRAY) + "\n" + """\
+import json, os, signal, subprocess, sys, time
 
 def report(**figures):
     print(json.dumps({"kind": "usage", **figures}), flush=True)
@@ -30,6 +41,11 @@ def on_term(signum, frame):
         sys.exit(143)
 
 signal.signal(signal.SIGTERM, on_term)
+mark = os.environ.get("STRAY_MARK")
+if mark:  # a tool in a session of its own, as agents run theirs: it says whether TERM reached it
+    subprocess.Popen([sys.executable, "-c", STRAY, mark], start_new_session=True)
+    while not os.path.exists(mark + ".ready"):
+        time.sleep(0.01)
 report(input=1000, output=100, cost_usd=0.1)
 print(json.dumps({"kind": "text", "text": "ready"}), flush=True)
 while True:
@@ -68,7 +84,7 @@ def calc_repo(tmp_path: Path) -> Path:
 
 
 def race(repo: Path, mode: str, sandbox: SandboxSpec | None = None, *, python: str = "python3",
-         timeout: float = 120):
+         timeout: float = 120, env: dict[str, str] | None = None):
     """Runs the stubborn agent (cancelled by the fixer's win, or timed out when `timeout` is short
     and there is no fixer); returns (result, warnings about it)."""
     directories: dict[str, str] = {}
@@ -84,7 +100,7 @@ def race(repo: Path, mode: str, sandbox: SandboxSpec | None = None, *, python: s
             warnings.append(event.data["message"])
 
     candidates = [CandidateSpec("stubborn", "command", "fix add", command=(python, "agents/stubborn.py"),
-                                env={"STUBBORN": mode})]
+                                env={"STUBBORN": mode, **(env or {})})]
     if timeout >= 60:
         candidates.append(CandidateSpec("fixer", "command", "fix add", command=(python, "agents/fix.py")))
     options = {"sandbox": sandbox} if sandbox is not None else {}

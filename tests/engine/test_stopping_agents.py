@@ -52,3 +52,13 @@ def test_a_timed_out_agent_has_what_it_printed_in_the_grace_counted(tmp_path):
     assert (stubborn["stop"]["why"], stubborn["stop"]["ended_by"]) == ("timeout", "KILL")
     assert figures(result["usage"]) == plus(BEFORE, IN_GRACE)
     assert len(warnings) == 1 and "ignored TERM" in warnings[0]
+
+
+def test_term_reaches_a_tool_the_agent_started_in_a_session_of_its_own(tmp_path):
+    """opencode runs its shell commands in process groups of their own: a TERM to the agent's group
+    alone would leave them working (committing) through the grace."""
+    mark = tmp_path / "stray-mark"
+    result, _ = race(calc_repo(tmp_path), "exit", python=sys.executable, env={"STRAY_MARK": str(mark)})
+
+    assert stubborn_record(result)["status"] == "cancelled"
+    assert mark.read_text() == "TERM"

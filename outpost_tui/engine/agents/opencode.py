@@ -176,9 +176,10 @@ class OpencodeAgent(AgentAdapter):
     kind = "opencode"
     program = "opencode"
     install_hint = "npm install -g opencode-ai"
-    # opencode 1.18 ignores SIGTERM and goes on calling its model (and running the tools it
-    # asks for) until KILLed: half a second lets a reply in flight be printed, no more.
-    term_grace = 0.5
+    # opencode 1.18.33 ends 0.2-0.6 s after a TERM; its shell commands run in process groups of
+    # their own (the sandbox TERMs them too). A short grace: a second more of an agent that does
+    # not end is a second more of model calls and commits.
+    term_grace = 1.0
 
     def launch(self, candidate: CandidateSpec, brief: str, context: LaunchContext) -> Launch:
         if candidate.max_turns:

@@ -265,6 +265,34 @@ def marked(token: str) -> dict[int, float]:
     return found
 
 
+def signal_strays(group: Path | None, known: dict[int, float], token: str | None, pgid: int,
+                  sig: int) -> list[int]:
+    """Send `sig` to every process the command started outside its process group `pgid` (which
+    the caller signals as a group): a process that made a group of its own (agents run their tools
+    so: opencode's shell commands) must be told to stop with the rest, not work on through the
+    grace. The cgroup's members, else the tracked tree, the marker's holders and their
+    descendants (a reused pid is told apart by its start time). Returns the pids signalled."""
+    if group is not None:
+        pids = set(_members(group))
+    else:
+        targets = {pid: started for pid, started in known.items() if _start_time(pid) == started}
+        if token is not None:
+            targets.update(marked(token))
+        for pid in list(targets):
+            targets.update(descendants(pid))
+        pids = set(targets)
+    sent = []
+    for pid in sorted(pids - {os.getpid()}):
+        try:
+            if os.getpgid(pid) == pgid:
+                continue
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            continue
+        sent.append(pid)
+    return sent
+
+
 def kill_tree(known: dict[int, float], token: str | None) -> list[tuple[int, str, int | None]]:
     """KILL every process of `known` still alive with the same start time, every holder of the
     marker, and their descendants, until a round finds none; (pid, name, pgid) of those killed."""

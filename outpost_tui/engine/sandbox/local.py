@@ -206,6 +206,11 @@ class LocalSandbox(Sandbox):
             if on_stop is not None and process.returncode is None:
                 on_stop(report)
             began = time.monotonic()
+            if process.returncode is None:
+                if group is None:
+                    known.update(await anyio.to_thread.run_sync(containment.descendants, process.pid))
+                await anyio.to_thread.run_sync(containment.signal_strays, group, known, token,
+                                               process.pid, signal.SIGTERM)
             report.ended_by = await stop_group(process, grace)
             if not ended.is_set():
                 await end()

@@ -13,8 +13,10 @@ import threading
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Callable
 
 import anyio
+import psutil
 
 from outpost_tui.engine import BudgetSpec, CandidateSpec, build_spec, run_race_async
 from outpost_tui.engine.flightlog import read_flight_log
@@ -295,8 +297,10 @@ subprocess.run(["git", "commit", "-qam", "fix add()"], check=True)
 """
 
 
-def cancelled_by_a_winner(tmp_path: Path, model_server, agent: str, model: str, env: dict) -> dict:
-    """Races `agent` against a command that wins once the agent's second model call is in flight."""
+def cancelled_by_a_winner(tmp_path: Path, model_server, agent: str, model: str, env: dict,
+                          ready: Callable[[], None] | None = None) -> dict:
+    """Races `agent` against a command that wins once the agent's second model call is in flight
+    (or once `ready` returns)."""
     repo = project(tmp_path)
     go = tmp_path / "go"
     os.mkfifo(go)
@@ -308,7 +312,7 @@ def cancelled_by_a_winner(tmp_path: Path, model_server, agent: str, model: str, 
     async def main():
         async with anyio.create_task_group() as group:
             async def release_fixer():
-                await anyio.to_thread.run_sync(model_server.holding.wait)
+                await anyio.to_thread.run_sync(ready or model_server.holding.wait)
                 await anyio.to_thread.run_sync(lambda: open(go, "w").close())
 
             group.start_soon(release_fixer)
@@ -334,6 +338,42 @@ def test_opencode_cancelled_mid_run_keeps_the_steps_it_finished_marked_incomplet
                                   "output": first.output}
     assert opencode["usage"]["complete"] is False and result["usage"]["complete"] is False
     assert result["usage"]["input"] >= first.input  # the race's totals include it
+
+
+def test_opencode_cancelled_while_its_shell_command_runs_stops_the_command_too(
+        tmp_path, model_server, agent_home):
+    """opencode runs its shell commands in process groups of their own: TERM reaches them as well,
+    so the command it was running cannot go on to commit through the grace, and the result says
+    how opencode was stopped."""
+    started, termed = tmp_path / "tool-started", tmp_path / "tool-termed"
+    late = (f"trap 'touch {termed}; exit 143' TERM; touch {started}; sleep 7.4321 & wait; "
+            "git commit -q --allow-empty -m late")
+    first = Tokens(input=1000, cached=2000, output=40)
+    model_server.steps = [
+        Step(tool="bash", tool_input={"command": "git status --short", "description": "look"}, tokens=first),
+        Step(tool="bash", tool_input={"command": late, "description": "slow"}, tokens=Tokens(input=7, output=5)),
+        Step(text="Done", tokens=Tokens(input=5, output=9))]
+
+    def tool_running() -> None:
+        while not started.exists():  # a condition: the command is running in opencode's worktree
+            time.sleep(0.01)
+
+    result = cancelled_by_a_winner(tmp_path, model_server, "opencode", "stand-in/gpt-4o",
+                                   opencode_env(model_server.url, agent_home), ready=tool_running)
+    opencode = next(c for c in result["candidates"] if c["key"] == "opencode")
+    assert opencode["status"] == "cancelled"
+    # the step it finished is counted; the one cut short never reported its usage
+    assert usage_of(opencode) == {"input": first.input, "cached": first.cached, "cache_write": 0,
+                                  "output": first.output}
+    assert opencode["usage"]["complete"] is False
+    stop = opencode["stop"]
+    assert stop["why"] == "cancelled" and stop["grace"] == 1.0
+    assert stop["ended_by"] in ("TERM", "KILL") and stop["seconds"] < stop["grace"] + 5, stop
+    assert termed.exists(), "the TERM never reached opencode's shell command"
+    # nothing of its command is left to commit later, and it did not commit meanwhile
+    assert not [p for p in psutil.process_iter(["cmdline"]) if "7.4321" in " ".join(p.info["cmdline"] or [])]
+    assert [c["subject"] for c in opencode["commits"]] == []
+    assert "late" not in git(Path(result["repository"]), "log", "--format=%s", opencode["branch"])
 
 
 def test_gemini_cancelled_mid_run_reports_nothing_it_did_not_see_and_says_so(
