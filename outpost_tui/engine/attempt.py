@@ -29,6 +29,7 @@ class Attempt:
     usage_seen: Usage = field(default_factory=Usage)
     scope: anyio.CancelScope | None = None
     sandbox: Sandbox | None = None
+    sandbox_error: Exception | None = None  # why a sandbox started beside its worktree did not
     cancel_reason: str | None = None
     operator_accept: bool = False
     cleanup_failed: bool = False

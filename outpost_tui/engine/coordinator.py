@@ -111,6 +111,8 @@ class Race:
         self._copy_paths: list[str] = []
         self.baseline_outcome: BaselineOutcome | None = None
         self._baseline_done: anyio.Event | None = None
+        # sandboxes started ahead of their attempt's need run here (the attempt awaits them)
+        self._background: anyio.abc.TaskGroup
         # what the baseline's validation started (durable races save it, so a replay stops it)
         self.baseline_resources: list[str] = []
 
@@ -260,6 +262,7 @@ class Race:
             self._pending.extend(a for a in self.attempts.values() if a.phase is Phase.WAITING)
             self._baseline_done = anyio.Event()
             async with anyio.create_task_group() as group:
+                self._background = group
                 if self._durable is not None:
                     group.start_soon(self._durable.heartbeat)
                 # beside the candidates, never before them: only the gate waits for it
@@ -389,13 +392,6 @@ class Race:
             if self._durable is not None:
                 anyio.from_thread.run(register, resource_id_for(pid))
 
-        await anyio.to_thread.run_sync(git.add_worktree, self.repository, attempt.branch,
-                                       directory, self.baseline, allocating)
-        attempt.directory = directory
-        record.directory = str(directory)
-        await self._save()
-        self.bus.emit(EventKind.WORKTREE_READY, candidate.key, attempt.number, directory=str(directory))
-
         env = {"TZ": "UTC", "OUTPOST_CANDIDATE": candidate.key, "OUTPOST_ATTEMPT": str(attempt.number),
                "OUTPOST_RACE_ID": self.id, **candidate.env}
         if spec.setup.enabled or self._copy_paths:
@@ -408,7 +404,66 @@ class Race:
                                  git_common_dir=self._git_common_dir, race_id=self.id,
                                  key=candidate.key, attempt=attempt.number, env=env,
                                  register_resource=register)
-        attempt.sandbox = await self._provider.acquire(context)
+        # A sandbox that takes a while to start (a container) starts while git checks the
+        # worktree out, in the empty directory made for it (a fresh attempt's only: a replay's
+        # worktree may be found, or a stray moved aside, at that path).
+        ahead = not isinstance(self._provider, LocalProvider)
+        made_empty = ahead and await anyio.to_thread.run_sync(git.make_worktree_directory,
+                                                               self.repository, directory)
+        started = self._start_sandbox(attempt, context) if made_empty else None
+        try:
+            await anyio.to_thread.run_sync(lambda: git.add_worktree(
+                self.repository, attempt.branch, directory, self.baseline, allocating,
+                made_empty=made_empty))
+        finally:
+            if started is not None:
+                with anyio.CancelScope(shield=True):  # its sandbox is the attempt's to close
+                    await started.wait()
+        attempt.directory = directory
+        record.directory = str(directory)
+        await self._save()
+        self.bus.emit(EventKind.WORKTREE_READY, candidate.key, attempt.number, directory=str(directory))
+        if started is None:
+            attempt.sandbox = await self._provider.acquire(context)
+        elif attempt.sandbox is None:
+            raise attempt.sandbox_error or SandboxError("the sandbox did not start")
+        # The grading checkout's sandbox starts while the agent works (a fresh one of its own:
+        # nothing runs in it before validation), or with its checkout when that is cheap.
+        checkout = Checkout(self.repository, directory.name, None, self._provider,
+                            replace(context, register_resource=register, role="grading"),
+                            spec.cleanup_timeout,
+                            self._grading_setup(candidate.key, attempt.number,
+                                                attempt.setup.ports if attempt.setup else []))
+        if ahead:
+            self._background.start_soon(checkout.start_sandbox)
+        try:
+            await self._work_and_grade(attempt, directory, checkout)
+        finally:
+            await checkout.discard()
+            if checkout.cleanup_error is not None and not attempt.cleanup_failed:
+                attempt.cleanup_failed = True
+                record.error = record.error or f"cleanup failed: {checkout.cleanup_error}"
+
+    def _start_sandbox(self, attempt: Attempt, context: SandboxContext) -> anyio.Event:
+        """Acquire the attempt's sandbox beside the caller; the event is set once that is over
+        (attempt.sandbox, or attempt.sandbox_error, says how)."""
+        started = anyio.Event()
+
+        async def start() -> None:
+            try:
+                attempt.sandbox = await self._provider.acquire(context)
+            except Exception as error:  # raised by the attempt once its worktree is there
+                attempt.sandbox_error = error
+            finally:
+                started.set()
+
+        self._background.start_soon(start)
+        return started
+
+    async def _work_and_grade(self, attempt: Attempt, directory: Path, checkout: Checkout) -> None:
+        """The agent's run, its result fixed as one commit, and that commit graded."""
+        spec, candidate, record = self.spec, attempt.candidate, attempt.record
+        assert self.repository is not None and self.baseline is not None
         if attempt.setup is not None and not await self._set_up(attempt, directory):
             return
 
@@ -572,10 +627,7 @@ class Race:
 
         self.bus.emit(EventKind.VALIDATION_STARTED, candidate.key, attempt.number, commits=len(commits),
                       commit=record.commit)
-        checkout = Checkout(self.repository, directory.name, record.commit, self._provider,
-                            replace(context, register_resource=register), spec.cleanup_timeout,
-                            self._grading_setup(candidate.key, attempt.number,
-                                                attempt.setup.ports if attempt.setup else []))
+        checkout.commit = record.commit
         # what the record says if the attempt is cancelled before validation returns
         record.validation = Validation("cancelled", reason="cancelled while validating")
         accepted = False

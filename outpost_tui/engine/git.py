@@ -657,18 +657,36 @@ def _same_path(left: Path | str, right: Path | str) -> bool:
     return os.path.realpath(left) == os.path.realpath(right)
 
 
+def make_worktree_directory(repo_root: Path | str, directory: Path | str) -> bool:
+    """Make the (empty) directory of an attempt's worktree ahead of `add_worktree`, so that a
+    sandbox can mount it while git checks out; False (nothing made) when something is there."""
+    target = Path(directory).absolute()
+    if not _inside(target, _workspaces(repo_root)):
+        raise GitError(f"{target} is not under {_workspaces(repo_root)}")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        target.mkdir()  # as git would make it
+    except FileExistsError:
+        return False
+    except OSError as error:
+        raise GitError(f"cannot create {target}: {error.strerror}") from error
+    return True
+
+
 def add_worktree(repo_root: Path | str, branch: str, directory: Path | str, baseline: str,
-                 on_start: Callable[[int], None] | None = None) -> None:
+                 on_start: Callable[[int], None] | None = None, *, made_empty: bool = False) -> None:
     """Create `branch` at `baseline`, checked out in `directory`; reuse it when a replay finds it.
 
     `on_start` gets the process group id of each `git worktree add` (which runs the user's
-    post-checkout hook) as soon as it exists."""
+    post-checkout hook) as soon as it exists. `made_empty`: `make_worktree_directory` made the
+    directory (a sandbox may have it mounted already): while it is still empty, git checks out
+    into it, and it is never taken for a replay's worktree or moved aside as a stray."""
     with _worktree_lock(repo_root):
-        _add_worktree(repo_root, branch, directory, baseline, on_start)
+        _add_worktree(repo_root, branch, directory, baseline, on_start, made_empty)
 
 
 def _add_worktree(repo_root: Path | str, branch: str, directory: Path | str, baseline: str,
-                  on_start: Callable[[int], None] | None = None) -> None:
+                  on_start: Callable[[int], None] | None = None, made_empty: bool = False) -> None:
     root = Path(repo_root)
     target = Path(directory).absolute()
     _revision(branch, "branch name")
@@ -678,8 +696,12 @@ def _add_worktree(repo_root: Path | str, branch: str, directory: Path | str, bas
         target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError as error:
         raise GitError(f"cannot create {target.parent}: {error.strerror}") from error
+
+    def present() -> bool:
+        return os.path.lexists(target) and not (made_empty and _empty_directory(target))
+
     # The usual case, a fresh attempt, costs exactly one process.
-    if not os.path.lexists(target):
+    if not present():
         status, _, err = _run_in_group(root, "worktree", "add", "--quiet", "-b", branch, str(target),
                                        baseline, config=("branch.autoSetupMerge=false",),
                                        on_start=on_start)
@@ -691,13 +713,14 @@ def _add_worktree(repo_root: Path | str, branch: str, directory: Path | str, bas
     registered = [w for w in _registered_worktrees(root) if _same_path(w["path"], target)]
     if registered:
         entry = registered[0]
-        if entry["branch"] == branch and os.path.isdir(target):
+        if entry["branch"] == branch and present() and os.path.isdir(target):
             return  # a durable replay: the attempt's worktree is already there
-        if os.path.lexists(target):
+        if present():
             raise GitError(f"{target} is a worktree of {entry['branch'] or 'a detached HEAD'}, not {branch}")
-        # Registered but its directory is gone: drop the stale record so the path can be reused.
+        # Registered but its directory is gone (or is the empty one made for it): drop the stale
+        # record so the path can be reused.
         _check("git worktree prune", root, "worktree", "prune")
-    if os.path.lexists(target):
+    if present():
         _move_aside(root, target)
     exists = _run(root, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}")[0] == 0
     if exists:
@@ -947,18 +970,48 @@ def grading_directory(repo_root: Path | str, name: str) -> Path:
     return _workspaces(repo_root) / f"{name}{GRADING_SUFFIX}"
 
 
-def add_grading_checkout(repo_root: Path | str, directory: Path | str, commit: str) -> None:
-    """A detached, clean checkout of `commit` at `directory` (replacing a stale one there)."""
+def add_grading_checkout(repo_root: Path | str, directory: Path | str, commit: str, *,
+                         made_empty: bool = False) -> None:
+    """A detached, clean checkout of `commit` at `directory` (replacing a stale one there).
+
+    `made_empty`: the directory is an empty one `make_grading_directory` made for it (a sandbox
+    may already have it mounted), which git checks out into rather than replacing."""
     root = Path(repo_root)
     target = Path(directory).absolute()
     _revision(commit, "commit")
     if not _inside(target, _workspaces(root)) or not target.name.endswith(GRADING_SUFFIX):
         raise GitError(f"{target} is not a grading checkout of {root}")
     with _worktree_lock(root):
-        if os.path.lexists(target):
+        if os.path.lexists(target) and not (made_empty and _empty_directory(target)):
             _remove_grading(root, target)
         _check(f"creating the grading checkout {target}", root, "worktree", "add", "--quiet",
                "--detach", str(target), commit)
+
+
+def make_grading_directory(repo_root: Path | str, directory: Path | str) -> None:
+    """An empty directory where a grading checkout will be (a stale one there is removed first),
+    for a sandbox to mount before the commit to grade is known."""
+    root = Path(repo_root)
+    target = Path(directory).absolute()
+    if not _inside(target, _workspaces(root)) or not target.name.endswith(GRADING_SUFFIX):
+        raise GitError(f"{target} is not a grading checkout of {root}")
+    with _worktree_lock(root):
+        if os.path.lexists(target):
+            _remove_grading(root, target)
+        try:
+            target.mkdir()  # as git would make it
+        except OSError as error:
+            raise GitError(f"cannot create {target}: {error.strerror}") from error
+
+
+def _empty_directory(path: Path) -> bool:
+    try:
+        if path.is_symlink() or not path.is_dir():
+            return False
+        with os.scandir(path) as entries:
+            return not any(entries)
+    except OSError:
+        return False
 
 
 def reset_grading_checkout(directory: Path | str, commit: str) -> None:

@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -119,7 +120,8 @@ def test_a_hung_candidate_is_cancelled_and_its_container_removed(engine, calc_re
     assert hung.status.value == "cancelled"
     assert hung.cleanup == "done"
     # it really was running in a container while the winner worked, and that container is gone
-    assert [c["key"] for c in hung_running[0] if c["key"] == "hung"] == ["hung"]
+    # (its grading checkout's container may be there too: it is started while the agent works)
+    assert [c["key"] for c in hung_running[0] if c["key"] == "hung" and c["role"] == "agent"] == ["hung"]
     assert list_containers(result.id) == []
     assert elapsed < 60
 
@@ -161,3 +163,48 @@ def test_a_missing_image_fails_the_candidate_with_one_clear_line(engine, calc_re
     assert record.status.value == "failed"
     assert "image 'local/outpost-absent:0' not found" in record.error
     assert "outpost-tui image build --tag local/outpost-absent:0" in record.error
+
+
+def test_the_grading_container_starts_while_the_agent_works_and_runs_nothing_before_validation(
+        engine, calc_repo):
+    """Started ahead (its create and start are off the attempt's path), yet fresh: no command has
+    run in it before the result is graded there, and it is a container apart from the agent's."""
+    client, _ = engine
+    race_id: list[str] = []
+    directories: dict[str, str] = {}
+    seen: list[dict] = []
+
+    def on_event(event) -> None:
+        if event.kind is EventKind.RACE_STARTED:
+            race_id.append(event.data["id"])
+        if event.kind is EventKind.WORKTREE_READY:
+            directories[event.key] = event.data["directory"]
+        if event.kind is EventKind.AGENT_STARTED:
+            # the agent waits for the gate: it is still working while its grading container
+            # comes up (a condition on the engine, polled from a thread of its own)
+            def watch() -> None:
+                deadline = time.monotonic() + 120
+                while time.monotonic() < deadline:
+                    grading = [c for c in client.containers.list(
+                        all=True, filters={"label": f"outpost.race={race_id[0]}"})
+                        if c.labels.get("outpost.role") == "grading"]
+                    if grading and grading[0].status == "running":
+                        grading[0].reload()
+                        seen.append({"name": grading[0].name, "execs": grading[0].attrs.get("ExecIDs")})
+                        break
+                    time.sleep(0.05)
+                Path(directories["fixer"], "gate").touch()
+
+            threading.Thread(target=watch, daemon=True).start()
+
+    spec = build_spec(repository=calc_repo, candidates=[agent("fixer", "fix.py", WAIT_FOR="gate")],
+                      validate=ValidateSpec(command=VALIDATE, timeout=120), sandbox=sandboxed())
+    result = run_race(spec, on_event=on_event)
+
+    assert result.winner is not None and result.winner.key == "fixer", result.to_json()
+    [before] = seen  # it was running while the agent still waited at its gate
+    assert before["name"].endswith("-fixer-1-grading")
+    assert before["execs"] == [], before  # nothing ran in it before validation
+    assert result.winner.validation.status == "passed"
+    assert result.winner.validation.output.startswith("pid1: "), result.winner.validation.output
+    assert list_containers(result.id) == []

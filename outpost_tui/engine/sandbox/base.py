@@ -73,6 +73,9 @@ class SandboxContext:
     # Durable races: called with a resource id *before* the resource exists, so that a crash
     # between allocation and the next checkpoint still leaves a record to recover from.
     register_resource: Callable[[str], Awaitable[None]] | None = None
+    # What the sandbox is for besides the attempt's agent ("grading": its grading checkout's),
+    # so that both can exist at once (a grading container is started while the agent runs).
+    role: str = ""
 
 
 class Sandbox(ABC):

@@ -46,6 +46,7 @@ LABEL_RACE = "outpost.race"
 LABEL_KEY = "outpost.key"
 LABEL_ATTEMPT = "outpost.attempt"
 LABEL_REPOSITORY = "outpost.repository"
+LABEL_ROLE = "outpost.role"  # "grading" for a grading checkout's container; none for the agent's
 # Seconds between TERM and KILL to a cancelled command's process group (outpost uses 500 ms).
 KILL_GRACE = 0.5
 # Seconds to wait for a stopped command's output to end once its processes are confirmed gone;
@@ -299,8 +300,8 @@ def _negotiate(client) -> None:
         api._version = newest
 
 
-def container_name(race_id: str, key: str, attempt: int) -> str:
-    raw = f"outpost-{race_id}-{key}-{attempt}"
+def container_name(race_id: str, key: str, attempt: int, role: str = "") -> str:
+    raw = f"outpost-{race_id}-{key}-{attempt}" + (f"-{role}" if role else "")
     name = re.sub(r"[^a-zA-Z0-9_.-]+", "-", raw)
     if len(name) > 200:
         import hashlib
@@ -388,6 +389,7 @@ def _info(container) -> dict[str, Any]:
         "key": labels.get(LABEL_KEY),
         "attempt": int(labels[LABEL_ATTEMPT]) if str(labels.get(LABEL_ATTEMPT, "")).isdigit() else None,
         "repository": labels.get(LABEL_REPOSITORY),
+        "role": labels.get(LABEL_ROLE) or "agent",
     }
 
 
@@ -396,7 +398,8 @@ def list_containers(race_id: str | None = None, endpoint: str | None = None,
     """Containers made by outpost-tui (every race, or one), running or not.
 
     Returns [] when no engine is configured at all; raises SandboxError when one is configured but
-    cannot be reached. Each entry: id, name, status, image, created, race, key, attempt, repository.
+    cannot be reached. Each entry: id, name, status, image, created, race, key, attempt, repository,
+    role (agent, or grading: the container a result is validated in).
     """
     if resolve_endpoint(endpoint) is None:
         return []
@@ -451,6 +454,7 @@ class ContainerProvider(SandboxProvider):
         self.endpoint: str | None = None
         self._pumps: anyio.CapacityLimiter | None = None
         self._paths_checked = False
+        self._checking: anyio.Lock | None = None
         self._connecting: anyio.Lock | None = None
         self._mapping: dict[str, Any] = {"user": f"{self.user[0]}:{self.user[1]}"}
         self.mapping_note = ""
@@ -499,7 +503,7 @@ class ContainerProvider(SandboxProvider):
     async def acquire(self, context: SandboxContext) -> "ContainerSandbox":
         client = await self.client()
         docker = _docker()
-        name = container_name(context.race_id, context.key, context.attempt)
+        name = container_name(context.race_id, context.key, context.attempt, context.role)
         if context.register_resource is not None:
             await context.register_resource(RESOURCE_PREFIX + name)
         uid, gid = self.user
@@ -508,6 +512,8 @@ class ContainerProvider(SandboxProvider):
         labels = {LABEL_RACE: context.race_id, LABEL_KEY: context.key,
                   LABEL_ATTEMPT: str(context.attempt),
                   LABEL_REPOSITORY: str(Path(context.repository).resolve())}
+        if context.role:
+            labels[LABEL_ROLE] = context.role
         # git's location variables would aim the agent's git elsewhere (the same rule as locally)
         environment = gitenv.scrubbed({"HOME": "/tmp", "LANG": "C.UTF-8", **dict(context.env)})
         options: dict[str, Any] = dict(
@@ -579,38 +585,45 @@ class ContainerProvider(SandboxProvider):
                 await anyio.to_thread.run_sync(_remove_quietly, made[0])
             raise SandboxError(f"container engine at {describe_endpoint(self.endpoint)} failed: "
                                f"{_first_line(error)}") from None
-        sandbox = ContainerSandbox(self, container, Path(directory), name, timings)
-        if not self._paths_checked:
-            # A remote engine (tcp, ssh, or a unix socket forwarded from another machine) mounts
-            # *its* paths: the worktree must exist there at the same path. Once per race: every
-            # worktree lives in the same repository. The same probe writes a file there, to see
-            # that what the container writes belongs to the user on the host.
-            marker = f".outpost-owner-{uuid.uuid4().hex[:8]}"
-            try:
-                probe = await sandbox.run(["sh", "-c", 'test -e "$1/.git" || exit 3; : > "$1/$2"',
-                                           "sh", directory, marker], timeout=30)
-            except BaseException:
-                with anyio.CancelScope(shield=True):
-                    await sandbox.close()
-                raise
-            owner = await anyio.to_thread.run_sync(_owner_and_remove, Path(directory) / marker)
-            if probe.exit_code == 3:
-                await sandbox.close()
-                raise SandboxError(
-                    f"the worktree {directory} is not visible to the engine at {self.endpoint}: "
-                    "a remote engine needs the repository at the same path (e.g. a shared filesystem)")
-            if probe.exit_code != 0 or owner is None:
-                await sandbox.close()
-                raise SandboxError(f"a container cannot write in the worktree {directory} "
-                                   f"({self.mapping_note}): {probe.stderr_tail.strip()[:200]}")
-            if owner != self.user:
-                await sandbox.close()
-                raise SandboxError(
-                    f"files written in the container belong to {owner[0]}:{owner[1]} on the host, not "
-                    f"to {self.user[0]}:{self.user[1]} ({self.mapping_note}): the engine's user "
-                    "namespace maps ids differently; `outpost-tui doctor` says more")
+        # The worktree may still be being checked out (a container is started while git works):
+        # its paths are checked before the first command, not here.
+        return ContainerSandbox(self, container, Path(directory), name, timings)
+
+    async def check_paths(self, sandbox: "ContainerSandbox") -> None:
+        """Before the race's first command: the engine sees the worktree at its host path and what a
+        container writes there belongs to the user (once per race; later commands wait for it)."""
+        if self._paths_checked:
+            return
+        if self._checking is None:
+            self._checking = anyio.Lock()
+        async with self._checking:
+            if self._paths_checked:
+                return
+            await self._probe(sandbox)
             self._paths_checked = True
-        return sandbox
+
+    async def _probe(self, sandbox: "ContainerSandbox") -> None:
+        # A remote engine (tcp, ssh, or a unix socket forwarded from another machine) mounts
+        # *its* paths: the worktree must exist there at the same path. Once per race: every
+        # worktree lives in the same repository. The same probe writes a file there, to see
+        # that what the container writes belongs to the user on the host.
+        directory = str(sandbox.directory)
+        marker = f".outpost-owner-{uuid.uuid4().hex[:8]}"
+        probe = await sandbox.run_command(["sh", "-c", 'test -e "$1/.git" || exit 3; : > "$1/$2"',
+                                           "sh", directory, marker], timeout=30)
+        owner = await anyio.to_thread.run_sync(_owner_and_remove, Path(directory) / marker)
+        if probe.exit_code == 3:
+            raise SandboxError(
+                f"the worktree {directory} is not visible to the engine at {self.endpoint}: "
+                "a remote engine needs the repository at the same path (e.g. a shared filesystem)")
+        if probe.exit_code != 0 or owner is None:
+            raise SandboxError(f"a container cannot write in the worktree {directory} "
+                               f"({self.mapping_note}): {probe.stderr_tail.strip()[:200]}")
+        if owner != self.user:
+            raise SandboxError(
+                f"files written in the container belong to {owner[0]}:{owner[1]} on the host, not "
+                f"to {self.user[0]}:{self.user[1]} ({self.mapping_note}): the engine's user "
+                "namespace maps ids differently; `outpost-tui doctor` says more")
 
     async def recover(self, resource_id: str) -> bool:
         if not self.owns(resource_id):
@@ -745,6 +758,21 @@ class ContainerSandbox(Sandbox):
             raise SandboxError("empty command")
         if self._closed:
             raise SandboxError(f"container {self.name} is closed")
+        await self.provider.check_paths(self)
+        return await self.run_command(argv, env=env, stdin=stdin, on_output=on_output,
+                                      timeout=timeout, tail_bytes=tail_bytes)
+
+    async def run_command(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+        on_output: LineSink | None = None,
+        timeout: float | None = None,
+        tail_bytes: int = 64 * 1024,
+    ) -> Completed:
+        """`run` without the once-per-race check of the paths (the check's own command)."""
         started = time.monotonic()
         token = uuid.uuid4().hex[:16]
         pid_file = f"/tmp/.outpost-{token}.pid"

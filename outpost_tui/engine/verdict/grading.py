@@ -34,9 +34,14 @@ Prepare = Callable[[Path, Sandbox], Awaitable["str | None"]]
 
 
 class Checkout:
-    """`async with Checkout(...) as checkout`: a grading checkout of `commit` and its sandbox."""
+    """`async with Checkout(...) as checkout`: a grading checkout of `commit` and its sandbox.
 
-    def __init__(self, repository: Path, name: str, commit: str, provider: SandboxProvider,
+    The sandbox is started while git checks the commit out, or earlier still with `start_sandbox`
+    (while the agent runs, before the commit is known: `commit` is set before entering). Either
+    way it is a fresh one of its own that nothing has run in before its first command; a
+    sandbox started but never entered goes with `discard`."""
+
+    def __init__(self, repository: Path, name: str, commit: str | None, provider: SandboxProvider,
                  context: SandboxContext, cleanup_timeout: float,
                  prepare: Prepare | None = None) -> None:
         self.repository = repository
@@ -49,18 +54,73 @@ class Checkout:
         self.cleanup_error: str | None = None
         self._prepare = prepare
         self.setup_failure: str | None = None  # [setup] failed in this checkout: nothing is graded
+        self._started: anyio.Event | None = None  # set once start_sandbox is over
+        self._start_error: BaseException | None = None
+        self._entered = False
+
+    async def start_sandbox(self) -> None:
+        """Make the (empty) checkout directory and start its sandbox; errors wait for entering."""
+        self._started = started = anyio.Event()
+        try:
+            await anyio.to_thread.run_sync(git.make_grading_directory, self.repository,
+                                           self.directory)
+        except Exception as error:
+            self._start_error = error
+            started.set()
+            return
+        await self._acquire(started)
 
     async def __aenter__(self) -> "Checkout":
-        await anyio.to_thread.run_sync(git.add_grading_checkout, self.repository, self.directory,
-                                       self.commit)
+        assert self.commit is not None
+        self._entered = True
         try:
-            self.sandbox = await self._provider.acquire(self._context)
+            if self._started is None:
+                await anyio.to_thread.run_sync(git.make_grading_directory, self.repository,
+                                               self.directory)
+                self._started = anyio.Event()
+                added: Exception | None = None
+                async with anyio.create_task_group() as both:
+                    both.start_soon(self._acquire, self._started)
+                    try:
+                        await anyio.to_thread.run_sync(self._add)
+                    except Exception as error:  # after the sandbox's start, which it waits for
+                        added = error
+                if added is not None:
+                    raise added
+                if self._start_error is not None:
+                    raise self._start_error
+            else:
+                await self._started.wait()
+                if self._start_error is not None:
+                    raise self._start_error
+                await anyio.to_thread.run_sync(self._add)
         except BaseException:
             with anyio.CancelScope(shield=True):
-                await self._remove()
+                await self._close_and_remove()
             raise
         await self._set_up()
         return self
+
+    async def _acquire(self, started: anyio.Event) -> None:
+        try:
+            self.sandbox = await self._provider.acquire(self._context)
+        except Exception as error:  # raised where the checkout is entered
+            self._start_error = error
+        finally:
+            started.set()
+
+    def _add(self) -> None:
+        assert self.commit is not None
+        git.add_grading_checkout(self.repository, self.directory, self.commit, made_empty=True)
+
+    async def discard(self) -> None:
+        """Close and remove what `start_sandbox` made when the checkout is not entered after all."""
+        if self._started is None or self._entered:
+            return
+        self._entered = True
+        with anyio.CancelScope(shield=True):
+            await self._started.wait()
+            await self._close_and_remove()
 
     async def _set_up(self) -> None:
         if self._prepare is not None and self.sandbox is not None:
@@ -68,6 +128,9 @@ class Checkout:
             self.setup_failure = f"setup failed in the grading checkout: {failure}" if failure else None
 
     async def __aexit__(self, *exc) -> None:
+        await self._close_and_remove()
+
+    async def _close_and_remove(self) -> None:
         with anyio.CancelScope(shield=True):
             if self.sandbox is not None:
                 with anyio.move_on_after(self._cleanup_timeout) as deadline:
