@@ -4,6 +4,7 @@ help, f3-f5), then the rest. Whatever does not fit is at the end; `?` lists ever
 from __future__ import annotations
 
 from textual.screen import Screen
+from textual.widgets import Footer
 
 
 class FooterOrder(Screen):
@@ -21,3 +22,20 @@ class FooterOrder(Screen):
             return 0 if action in self.FOOTER_FIRST else 2 if action in self.FOOTER_LAST else 1
 
         return dict(sorted(bindings.items(), key=rank))
+
+
+class SteadyFooter(Footer):
+    """A footer rebuilt only when what it shows changes. Textual's rebuilds itself (a recompose:
+    every key widget mounted again, then a layout of the whole screen) whenever the bindings may
+    have changed, which includes every focus change: moving between candidate panels, whose keys
+    are the same, cost a full repaint each time."""
+
+    _shown_bindings: tuple | None = None
+
+    def bindings_changed(self, screen: Screen) -> None:
+        shown = tuple((binding.key, binding.action, binding.description, binding.show, enabled, tooltip)
+                      for _, binding, enabled, tooltip in screen.active_bindings.values())
+        if shown == self._shown_bindings and self._bindings_ready:
+            return
+        self._shown_bindings = shown
+        super().bindings_changed(screen)

@@ -15,9 +15,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Input, Static
+from textual.widgets import DataTable, Header, Input, Static
 
-from ..footer_order import FooterOrder
+from ..footer_order import FooterOrder, SteadyFooter
 from ..session import RaceSession
 from ..widgets.candidate_panel import FINAL, TOKEN_FIELDS, CandidatePanel, duration, fill_style, tokens
 from .confirm import ConfirmScreen
@@ -93,6 +93,8 @@ class RaceScreen(FooterOrder):
         self.clock = clock
         self._panels: dict[str, CandidatePanel] = {}
         self._model_version = -1
+        self._summary_shown: Text | None = None
+        self._turn = 0  # the grid row the timer redraws next (see _due)
         # The race file as it was when this screen's spec was read: before the start, the screen
         # runs what the file says now (a save in the configure screen, or an edit elsewhere).
         self.race_file = getattr(session.spec, "path", None)
@@ -127,11 +129,11 @@ class RaceScreen(FooterOrder):
                     self._panels[candidate.key] = panel
                     yield panel
         yield Input(placeholder="search the focused log (enter to filter, escape to clear)", id="search")
-        yield Footer(compact=True)
+        yield SteadyFooter(compact=True)
 
     def on_mount(self) -> None:
         self.title = f"outpost-tui · {self.session.spec.name}"
-        self.set_interval(REFRESH_EVERY, self.refresh_panels)
+        self.set_interval(REFRESH_EVERY, self._tick)
         self._build_table()
         self.fit_layout()
         self.refresh_panels()
@@ -175,14 +177,46 @@ class RaceScreen(FooterOrder):
         self.refresh_panels()
         self.notify(f"{note}: press f4 to recover it", severity="warning", markup=False)
 
-    def refresh_panels(self) -> None:
+    def _tick(self) -> None:
+        self.refresh_panels(rotate=True)
+
+    def _due(self, rotate: bool) -> tuple[set[str], bool]:
+        """The panels to redraw now, and whether the summary is due too.
+
+        Every panel, unless `rotate` (the timer): then one row of the grid per tick, in turn. The
+        compositor repaints the box around everything that changed, so under a flood of log lines
+        eight panels redrawn at once cost a whole-screen paint ten times a second; a row at a time
+        keeps each paint to a band, and every panel still moves a few times a second. Panels out of
+        sight (the table's hidden ones, the others while one is zoomed) are not drawn at all; a
+        zoomed panel, the only one in sight, is drawn on every tick."""
+        shown = {key for key, panel in self._panels.items() if panel.display and panel.region}
+        if self.maximized is not None:
+            shown = {key for key, panel in self._panels.items() if panel is self.maximized}
+        if not rotate:
+            return set(self._panels), True
+        rows = sorted({self._panels[key].region.y for key in shown})
+        if len(rows) <= 1:
+            return shown, True
+        self._turn = (self._turn + 1) % len(rows)
+        row = rows[self._turn]
+        return {key for key in shown if self._panels[key].region.y == row}, self._turn == 0
+
+    def refresh_panels(self, rotate: bool = False) -> None:
         if self.rebuilding:
             return
         model = self.session.model
+        due, summary_due = self._due(rotate)
         with self.app.batch_update():
-            self.query_one("#summary", Static).update(self._summary())
+            summary = self._summary() if summary_due else self._summary_shown
+            if summary != self._summary_shown:  # the clock moves it once a second, not ten times
+                # a layout only when its number of rows changes (its lines never wrap)
+                rows = summary.plain.count("\n")
+                self.query_one("#summary", Static).update(
+                    summary, layout=self._summary_shown is None or rows != self._summary_shown.plain.count("\n"))
+                self._summary_shown = summary
             for key, panel in self._panels.items():
-                panel.refresh_from(model.candidates[key])
+                if key in due:
+                    panel.refresh_from(model.candidates[key])
             if self.table_view:
                 self._refresh_table()
             elif self.focused is None and getattr(self, "_selected", None) in self._panels \
@@ -427,6 +461,7 @@ class RaceScreen(FooterOrder):
         self.rebuilding = True  # the timer must not draw into widgets being replaced
         try:
             await self.recompose()
+            self._summary_shown = None  # a new summary widget: nothing shown yet
         finally:
             self.rebuilding = False
         self._build_table()

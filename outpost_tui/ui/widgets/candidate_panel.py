@@ -63,7 +63,7 @@ class CandidatePanel(Vertical, can_focus=True):
     DEFAULT_CSS = """
     CandidatePanel { border: round $panel-lighten-2; height: 1fr; min-height: 8; padding: 0 1; }
     CandidatePanel .state, CandidatePanel .time, CandidatePanel .tokens, CandidatePanel .cost {
-        text-wrap: nowrap; text-overflow: ellipsis;
+        height: 1; text-wrap: nowrap; text-overflow: ellipsis;
     }
     CandidatePanel .tokens, CandidatePanel .cost { color: $text-muted; }
     CandidatePanel .reason { color: $text-muted; max-height: 3; }
@@ -108,6 +108,8 @@ class CandidatePanel(Vertical, can_focus=True):
         self._version = -1
         self._seen = 0
         self.filter: str | None = None
+        self._shown: dict[Static, Content] = {}  # what each line last showed
+        self._shown_widgets: list[Static] = []
 
     def compose(self) -> ComposeResult:
         yield Static("", classes="state")
@@ -124,15 +126,31 @@ class CandidatePanel(Vertical, can_focus=True):
         # and follows again once they scroll back to the end.
         self.query_one(Log).anchor()
 
+    def _line_widgets(self) -> list[Static]:
+        """state, time, tokens, cost and reason (looked up once: a query per line per refresh
+        adds up under a flood)."""
+        if not self._shown_widgets:
+            self._shown_widgets = [self.query_one(f".{name}", Static)
+                                   for name in ("state", "time", "tokens", "cost", "reason")]
+        return self._shown_widgets
+
+    def _show(self, line: Static, content: Content, *, layout: bool = False) -> None:
+        """Update a line only when what it shows changed: under a flood of log lines most of them
+        do not, and every update costs a repaint (a layout too when its height may change)."""
+        if self._shown.get(line) != content:
+            self._shown[line] = content
+            line.update(content, layout=layout)
+
     def refresh_from(self, model: CandidateModel, force: bool = False) -> None:
         if model.version == self._version and not force and model.state not in LIVE:
             return
         self._version = model.version
-        self.query_one(".state", Static).update(self.state_line(model))
-        self.query_one(".time", Static).update(self.time_line(model))
-        self.query_one(".tokens", Static).update(self.tokens_line(model))
-        self.query_one(".cost", Static).update(self.cost_line(model))
-        reason = self.query_one(".reason", Static)
+        # one row each (CSS height 1): no layout
+        lines = self._line_widgets()
+        for line, content in zip(lines, (self.state_line(model), self.time_line(model),
+                                         self.tokens_line(model), self.cost_line(model))):
+            self._show(line, content)
+        reason = lines[-1]
         why = model.reason or model.retrying or ""
         if model.committed_on_behalf:
             note = f"committed on its behalf: {model.committed_on_behalf}"
@@ -148,7 +166,7 @@ class CandidatePanel(Vertical, can_focus=True):
         if model.tampering:
             why = f"⚠ changed your repository: {'; '.join(model.tampering)}" + (f" · {why}" if why else "")
         self.set_class(bool(model.tampering), "-tampering")
-        reason.update(Content(why[:300]))
+        self._show(reason, Content(why[:300]), layout=True)  # up to three rows
         reason.set_class(not why, "-empty")
         for status in FINAL:
             self.set_class(model.state == status, f"-{status}")
