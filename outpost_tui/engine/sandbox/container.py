@@ -244,9 +244,11 @@ def engine_kind(client: Any, endpoint: str) -> dict[str, Any]:
         except OSError:
             pass
     if rootless is None:
+        # Docker says so among its security options; Podman's compat /info does not (4.3 lists
+        # only seccomp there) but has its own "Rootless": true
         info = client.info()
         options = " ".join(str(option) for option in info.get("SecurityOptions") or [])
-        rootless = "rootless" in options
+        rootless = "rootless" in options or info.get("Rootless") is True
     return {"name": name, "rootless": rootless}
 
 
@@ -490,6 +492,14 @@ class ContainerProvider(SandboxProvider):
         finally:
             client.api.timeout = short
 
+    @property
+    def inside(self) -> tuple[int, int]:
+        """The uid and gid containers run as (the user's; root under a rootless engine, which is
+        the user on the host): files put into a container belong to them, or its command, with no
+        capability to read another's, could not read its own stdin."""
+        uid, gid = self._mapping["user"].split(":")
+        return int(uid), int(gid)
+
     def pumps(self) -> anyio.CapacityLimiter:
         # Output pumps hold a thread for a command's whole run; their own limiter keeps them
         # from starving the default pool that short engine calls and git use.
@@ -506,7 +516,6 @@ class ContainerProvider(SandboxProvider):
         name = container_name(context.race_id, context.key, context.attempt, context.role)
         if context.register_resource is not None:
             await context.register_resource(RESOURCE_PREFIX + name)
-        uid, gid = self.user
         directory = str(Path(context.directory).resolve())
         git_dir = str(Path(context.git_common_dir).resolve())
         labels = {LABEL_RACE: context.race_id, LABEL_KEY: context.key,
@@ -569,7 +578,8 @@ class ContainerProvider(SandboxProvider):
             if identity:
                 gitconfig = "[user]\n" + "".join(f"\t{k} = {v}\n" for k, v in identity.items())
                 try:
-                    container.put_archive("/tmp", _tar({".gitconfig": gitconfig.encode()}, uid, gid))
+                    container.put_archive("/tmp", _tar({".gitconfig": gitconfig.encode()},
+                                                       *self.inside))
                 except docker.errors.APIError:
                     pass  # an image without a writable /tmp: commits then need the repo's identity
             return container
@@ -790,7 +800,7 @@ class ContainerSandbox(Sandbox):
         def create_exec() -> str:
             if stdin is not None:
                 self.container.put_archive(
-                    "/tmp", _tar({os.path.basename(stdin_file): stdin}, *self.provider.user))
+                    "/tmp", _tar({os.path.basename(stdin_file): stdin}, *self.provider.inside))
             return self._api.exec_create(self.container.id, command, stdout=True, stderr=True,
                                          environment=environment,
                                          workdir=str(self.directory))["Id"]
