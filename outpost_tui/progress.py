@@ -7,9 +7,9 @@ import sys
 import time
 from typing import IO
 
-from .engine.events import Event, EventKind
-from .engine.model import RaceModel
-from .engine.usage import cost_text
+from .engine.core.events import Event, EventKind
+from .engine.core.model import RaceModel
+from .engine.core.usage import cost_text
 from .engine.verdict.record import describe_tests
 
 

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 from outpost_tui.engine import CandidateSpec, EventKind, build_spec, run_race
-from outpost_tui.engine.spec import BudgetSpec, SandboxSpec, ValidateSpec
+from outpost_tui.engine.core.spec import BudgetSpec, SandboxSpec, ValidateSpec
 from tests.conftest import git
 
 STRAY = """\

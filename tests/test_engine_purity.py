@@ -10,7 +10,7 @@ import outpost_tui.engine
 def test_engine_imports_no_textual():
     modules = [m.name for m in pkgutil.walk_packages(outpost_tui.engine.__path__, "outpost_tui.engine.")
                if not m.name.endswith("demo_program")]
-    assert "outpost_tui.engine.coordinator" in modules
+    assert "outpost_tui.engine.racing.coordinator" in modules
     code = ("import importlib, sys\n"
             f"for name in {modules!r}: importlib.import_module(name)\n"
             "bad = sorted(m for m in sys.modules if m == 'textual' or m.startswith('textual.'))\n"

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .. import exitcodes
 
 if TYPE_CHECKING:
-    from ..engine.spec import RaceSpec
+    from ..engine.core.spec import RaceSpec
 
 EPILOG = """\
 examples:
@@ -130,7 +130,7 @@ def _verdict_text(spec: RaceSpec) -> str:
 
 
 def _budget_text(spec: RaceSpec) -> str:
-    from ..engine.spec import BudgetSpec
+    from ..engine.core.spec import BudgetSpec
 
     budget = spec.budget
     parts = []

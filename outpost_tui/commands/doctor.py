@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .. import exitcodes
 
 if TYPE_CHECKING:
-    from ..engine.doctor import Check
+    from ..engine.machine.doctor import Check
 
 EPILOG = """\
 examples:
@@ -56,7 +56,7 @@ def handle(args: argparse.Namespace) -> int:
         except RaceFileError as error:
             print(f"outpost-tui: {sample_advice(args.race) or error}", file=sys.stderr)
             return exitcodes.BAD_INPUT
-    from ..engine.doctor import missing, run_checks
+    from ..engine.machine.doctor import missing, run_checks
 
     checks = run_checks(spec)
     lacking = missing(checks)
@@ -93,7 +93,7 @@ def render(checks: list[Check], race: str | None) -> str:
     for check in checks:
         needed = "needed" if check.required else ""
         lines.append(f"{mark(check):<7}  {check.name:<{name_width}}  {needed:<6}  {check.detail}".rstrip())
-    from ..engine.doctor import missing
+    from ..engine.machine.doctor import missing
 
     lacking = missing(checks)
     if race is None:

@@ -50,7 +50,7 @@ def race_line(race) -> str:
 
 def _handle(args) -> int:
     from ..engine import git
-    from ..engine.history import recorded_races
+    from ..engine.records.history import recorded_races
 
     try:
         races = recorded_races(args.repository)

@@ -41,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "machine's python3 and git (enough for the sample races), or from a root "
                     "filesystem archive, or from a Dockerfile with a local context.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    from ..engine.images import DEFAULT_TAG
+    from ..engine.sandbox.images import DEFAULT_TAG
 
     build.add_argument("--tag", default=DEFAULT_TAG, help=f"image name (default {DEFAULT_TAG})")
     source = build.add_mutually_exclusive_group()
@@ -68,7 +68,7 @@ def _say(text: str) -> None:
 def build_image(args: argparse.Namespace) -> int:
     from docker.errors import DockerException
 
-    from ..engine.images import (ImageError, build_dockerfile, build_sample_image, import_rootfs,
+    from ..engine.sandbox.images import (ImageError, build_dockerfile, build_sample_image, import_rootfs,
                                  parse_tag)
     from ..engine.sandbox.base import SandboxError
     from ..engine.sandbox.container import connect

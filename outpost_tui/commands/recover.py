@@ -73,11 +73,12 @@ def _fail(error) -> int:
 
 
 def _handle(args) -> int:
-    from ..engine import git, recovery
-    from ..engine.checkpoint import CheckpointError
-    from ..engine.ownership import StopRefused
+    from ..engine import git
+    from ..engine.durable import recovery
+    from ..engine.durable.checkpoint import CheckpointError
+    from ..engine.durable.ownership import StopRefused
     from ..engine.racefile import RaceFileError
-    from ..engine.transport import TransportError
+    from ..engine.durable.transport import TransportError
 
     if args.run_id is None:
         if sys.stdin.isatty() and sys.stdout.isatty():

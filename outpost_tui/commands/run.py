@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 from .. import exitcodes
 
 if TYPE_CHECKING:
-    from ..engine.coordinator import Race
-    from ..engine.result import RaceResult
+    from ..engine.racing.coordinator import Race
+    from ..engine.core.result import RaceResult
     from ..progress import ProgressPrinter
 
 EPILOG = """\
@@ -98,9 +98,9 @@ def run_spec_headless(spec, *, json_output: bool = False, verbose: bool = False,
     # The engine is imported when a race runs, not when the parser is built (`--help` stays instant).
     import anyio
 
-    from ..engine.coordinator import Race, RaceError
-    from ..engine.events import EventBus
-    from ..engine.statuses import RaceStatus
+    from ..engine.racing.coordinator import Race, RaceError
+    from ..engine.core.events import EventBus
+    from ..engine.core.statuses import RaceStatus
     from ..progress import ProgressPrinter
 
     bus = EventBus()

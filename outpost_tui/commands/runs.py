@@ -31,9 +31,9 @@ def register(subparsers) -> None:
 
 def _handle(args) -> int:
     from ..engine import git
-    from ..engine.checkpoint import CheckpointError
-    from ..engine.recovery import runs
-    from ..engine.transport import TransportError
+    from ..engine.durable.checkpoint import CheckpointError
+    from ..engine.durable.recovery import runs
+    from ..engine.durable.transport import TransportError
 
     try:
         found = runs(args.repository)

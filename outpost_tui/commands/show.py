@@ -43,7 +43,7 @@ def register(subparsers) -> None:
 
 def _handle(args) -> int:
     from ..engine import git
-    from ..engine.history import UnknownRace, UnreadableRace
+    from ..engine.records.history import UnknownRace, UnreadableRace
 
     try:
         if args.json:
@@ -62,7 +62,7 @@ def _never_finished(race_id: str) -> str:
 
 
 def _print_result(repository: str, race_id: str) -> int:
-    from ..engine.history import recorded_result
+    from ..engine.records.history import recorded_result
 
     result = recorded_result(repository, race_id)
     if result is None:
@@ -74,8 +74,8 @@ def _print_result(repository: str, race_id: str) -> int:
 
 
 def _print_progress(repository: str, race_id: str) -> int:
-    from ..engine.history import load_recording
-    from ..engine.model import RaceModel
+    from ..engine.records.history import load_recording
+    from ..engine.core.model import RaceModel
     from ..progress import ProgressPrinter
     from .run import final_message_line
 
@@ -98,7 +98,7 @@ def _print_progress(repository: str, race_id: str) -> int:
 
 
 def _open_app(repository: str, race_id: str) -> int:
-    from ..engine.history import race_directory
+    from ..engine.records.history import race_directory
 
     race_directory(repository, race_id)  # an unknown id is one line here, not an empty app
     if not (sys.stdin.isatty() and sys.stdout.isatty()):

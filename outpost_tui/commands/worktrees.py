@@ -112,7 +112,7 @@ def _handle(args) -> int:
 
 def _list(root, args) -> int:
     from ..engine import git
-    from ..engine.retained import human_age, human_bytes, retained
+    from ..engine.kept.retained import human_age, human_bytes, retained
 
     if not args.json and sys.stdin.isatty() and sys.stdout.isatty():
         from ..ui import launch
@@ -167,7 +167,7 @@ def _containers(root, endpoint: str | None) -> tuple[list[dict], str | None]:
 
 
 def _attempt(root, ident: str):
-    from ..engine.retained import find, retained
+    from ..engine.kept.retained import find, retained
 
     return find(retained(root, detail=False, processes=False), ident)
 
@@ -176,9 +176,9 @@ def _attempt(root, ident: str):
 
 
 def _archive(root, args) -> int:
-    from ..engine import archive
-    from ..engine.processes import occupants
-    from ..engine.retained import human_bytes
+    from ..engine.kept import archive
+    from ..engine.kept.processes import occupants
+    from ..engine.kept.retained import human_bytes
 
     try:
         row = _attempt(root, args.archive)
@@ -224,7 +224,7 @@ def _archive(root, args) -> int:
 
 
 def _restore(root, args) -> int:
-    from ..engine import archive
+    from ..engine.kept import archive
 
     attempt = _parse_attempt(args.restore)
     if attempt is None:
@@ -252,7 +252,8 @@ def _restore(root, args) -> int:
 
 
 def _parse_attempt(ident: str):
-    from ..engine import archive, git
+    from ..engine.kept import archive
+    from ..engine import git
 
     parts = ident.removeprefix(git.BRANCH_PREFIX + "/").split("/")
     if len(parts) == 3 and parts[2].isdigit():
@@ -268,7 +269,7 @@ def _parse_attempt(ident: str):
 
 
 def _remove_containers(root, args) -> int:
-    from ..engine.history import recorded_races
+    from ..engine.records.history import recorded_races
     from ..engine.sandbox import SandboxError
     from ..engine.sandbox.container import remove_race_containers
 
@@ -346,8 +347,8 @@ class _Stop:
 
 
 def _prune(root, args) -> int:
-    from ..engine import cleanup
-    from ..engine.retained import human_bytes, retained
+    from ..engine.kept import cleanup
+    from ..engine.kept.retained import human_bytes, retained
 
     containers, engine_error = _containers(root, args.endpoint)  # a running one keeps its worktree
     races = retained(root, containers=containers)
@@ -409,7 +410,7 @@ def _prune(root, args) -> int:
 
 
 def _delete_branches(root, args) -> int:
-    from ..engine import archive, cleanup
+    from ..engine.kept import archive, cleanup
 
     try:
         checks = cleanup.check_branches(root, args.delete_branches)

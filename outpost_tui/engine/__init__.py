@@ -10,13 +10,13 @@ import importlib
 # parser must not pay for the coordinator, GitPython and the Docker SDK (see tests/cli/test_startup.py).
 _PUBLIC = {
     "build_spec": "api", "race": "api", "run_race": "api", "run_race_async": "api",
-    "Race": "coordinator", "RaceError": "coordinator",
-    "Event": "events", "EventBus": "events", "EventKind": "events",
-    "CandidateRecord": "result", "RaceResult": "result",
-    "BudgetSpec": "spec", "CandidateSpec": "spec", "RaceSpec": "spec", "ScoreSpec": "spec",
-    "TokenLimits": "spec", "ValidateSpec": "spec",
-    "CandidateStatus": "statuses", "RaceStatus": "statuses",
-    "Usage": "usage",
+    "Race": "racing.coordinator", "RaceError": "racing.coordinator",
+    "Event": "core.events", "EventBus": "core.events", "EventKind": "core.events",
+    "CandidateRecord": "core.result", "RaceResult": "core.result",
+    "BudgetSpec": "core.spec", "CandidateSpec": "core.spec", "RaceSpec": "core.spec",
+    "ScoreSpec": "core.spec", "TokenLimits": "core.spec", "ValidateSpec": "core.spec",
+    "CandidateStatus": "core.statuses", "RaceStatus": "core.statuses",
+    "Usage": "core.usage",
     "load_race": "racefile",
 }
 

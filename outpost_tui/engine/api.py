@@ -15,10 +15,10 @@ from typing import Any, Callable, Iterable
 
 import anyio
 
-from .coordinator import Race
-from .events import Event, EventBus
-from .result import RaceResult
-from .spec import BudgetSpec, CandidateSpec, RaceSpec, ScoreSpec, ValidateSpec
+from .racing.coordinator import Race
+from .core.events import Event, EventBus
+from .core.result import RaceResult
+from .core.spec import BudgetSpec, CandidateSpec, RaceSpec, ScoreSpec, ValidateSpec
 
 
 async def run_race_async(spec: RaceSpec, *, on_event: Callable[[Event], None] | None = None,

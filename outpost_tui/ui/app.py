@@ -13,7 +13,7 @@ from textual.app import App
 from textual.binding import Binding
 
 from ..engine.racefile import RaceFileError, load_race
-from ..engine.spec import RaceSpec
+from ..engine.core.spec import RaceSpec
 from .commands import OutpostCommands
 from .session import RaceSession
 
@@ -166,7 +166,7 @@ class OutpostApp(App):
         import anyio.to_thread
 
         from ..engine.git import GitError
-        from ..engine.history import UnknownRace, UnreadableRace, load_recording
+        from ..engine.records.history import UnknownRace, UnreadableRace, load_recording
 
         try:
             recording = await anyio.to_thread.run_sync(load_recording, repository, race_id)
@@ -195,7 +195,7 @@ class OutpostApp(App):
         from textual.command import SimpleCommand
 
         from ..engine.git import GitError
-        from ..engine.history import recorded_races
+        from ..engine.records.history import recorded_races
 
         repository = self.recorded_repository()
         try:

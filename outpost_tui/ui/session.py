@@ -6,10 +6,10 @@ Race's lifetime and its outcome.
 
 from __future__ import annotations
 
-from ..engine.coordinator import Race, RaceError
-from ..engine.events import EventBus
-from ..engine.result import RaceResult
-from ..engine.spec import RaceSpec
+from ..engine.racing.coordinator import Race, RaceError
+from ..engine.core.events import EventBus
+from ..engine.core.result import RaceResult
+from ..engine.core.spec import RaceSpec
 
 
 class RaceSession:
@@ -18,7 +18,7 @@ class RaceSession:
         self.bus = EventBus()
         self.race = Race(spec, bus=self.bus)
         if spec.durability.enabled and spec.run_id and spec.durability.resume == "retry-incomplete":
-            from ..engine.recovery import restore_model
+            from ..engine.durable.recovery import restore_model
 
             restore_model(self.race.model, spec.repository, spec.run_id)
         self.result: RaceResult | None = None

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from outpost_tui.engine.agents import adapter_for
 from outpost_tui.engine.agents.base import AgentEvent
-from outpost_tui.engine.spec import CandidateSpec
+from outpost_tui.engine.core.spec import CandidateSpec
 
 TRANSCRIPTS = Path(__file__).parent / "transcripts"
 

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 
 from outpost_tui.engine.agents import adapter_for
 from outpost_tui.engine.agents.aider import APPROXIMATE, COLUMNS
-from outpost_tui.engine.usage import Usage
+from outpost_tui.engine.core.usage import Usage
 from tests.agents.replay import candidate, decoder_for, feed, kinds, of_kind, transcript
 from tests.agents.test_gemini_aider_opencode import CONTEXT
 

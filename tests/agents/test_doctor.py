@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from outpost_tui import exitcodes
-from outpost_tui.engine.doctor import command_checks, engine_name, host_agents_needed, image_programs
+from outpost_tui.engine.machine.doctor import command_checks, engine_name, host_agents_needed, image_programs
 from outpost_tui.engine.racefile import load_race
 from tests.agents.real.model_server import ModelServer
 from tests.agents.replay import path_with

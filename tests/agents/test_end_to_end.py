@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from outpost_tui.engine.flightlog import read_flight_log
+from outpost_tui.engine.records.flightlog import read_flight_log
 from tests.agents.replay import path_with, read_record, write_fake
 from tests.conftest import git
 

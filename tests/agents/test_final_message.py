@@ -9,8 +9,8 @@ import pytest
 from outpost_tui.commands.run import final_message_line
 from outpost_tui.engine.agents import adapter_for
 from outpost_tui.engine.agents.base import RESULT_KEEP, AgentOutcome, clip_result
-from outpost_tui.engine.result import CandidateRecord, RaceResult, race_result_from_json
-from outpost_tui.engine.statuses import CandidateStatus, RaceStatus
+from outpost_tui.engine.core.result import CandidateRecord, RaceResult, race_result_from_json
+from outpost_tui.engine.core.statuses import CandidateStatus, RaceStatus
 from tests.agents.replay import decoder_for, feed
 
 

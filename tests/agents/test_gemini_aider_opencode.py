@@ -11,8 +11,8 @@ import pytest
 
 from outpost_tui.engine.agents import LaunchContext, adapter_for
 from outpost_tui.engine.agents.aider import tokens
-from outpost_tui.engine.spec import Price
-from outpost_tui.engine.usage import Usage
+from outpost_tui.engine.core.spec import Price
+from outpost_tui.engine.core.usage import Usage
 from tests.agents.replay import candidate, decoder_for, feed, kinds, of_kind, transcript
 
 CONTEXT = LaunchContext(directory=Path("/wt/fix"), git_common_dir=Path("/repo/.git"))

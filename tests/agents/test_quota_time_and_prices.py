@@ -8,8 +8,8 @@ import pytest
 
 from outpost_tui.engine.agents.prices import price_for, with_estimated_cost
 from outpost_tui.engine.agents.quota_time import parse_reset
-from outpost_tui.engine.spec import Price
-from outpost_tui.engine.usage import Usage
+from outpost_tui.engine.core.spec import Price
+from outpost_tui.engine.core.usage import Usage
 
 NOW = datetime(2026, 1, 1, 4, 0, tzinfo=timezone.utc)
 

@@ -30,13 +30,13 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from outpost_tui.engine import CandidateSpec, EventKind, build_spec  # noqa: E402
-from outpost_tui.engine.coordinator import Race  # noqa: E402
-from outpost_tui.engine.events import EventBus  # noqa: E402
-from outpost_tui.engine.images import DEFAULT_TAG  # noqa: E402
+from outpost_tui.engine.racing.coordinator import Race  # noqa: E402
+from outpost_tui.engine.core.events import EventBus  # noqa: E402
+from outpost_tui.engine.sandbox.images import DEFAULT_TAG  # noqa: E402
 from outpost_tui.engine.sandbox.base import SandboxContext  # noqa: E402
 from outpost_tui.engine.sandbox.container import ContainerProvider  # noqa: E402
 from outpost_tui.engine.sandbox.local import LocalProvider  # noqa: E402
-from outpost_tui.engine.spec import SandboxSpec, ValidateSpec  # noqa: E402
+from outpost_tui.engine.core.spec import SandboxSpec, ValidateSpec  # noqa: E402
 
 WRONG_FIX = """\
 import subprocess

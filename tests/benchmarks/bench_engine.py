@@ -39,7 +39,7 @@ if str(ROOT) not in sys.path:
 
 from outpost_tui.engine import (CandidateSpec, EventKind, Race, build_spec,  # noqa: E402
                                 run_race)
-from outpost_tui.engine.spec import DurabilitySpec, ValidateSpec  # noqa: E402
+from outpost_tui.engine.core.spec import DurabilitySpec, ValidateSpec  # noqa: E402
 from tests.conftest import FAKE_AGENT, make_repo  # noqa: E402
 
 AGENT = (sys.executable, str(FAKE_AGENT))
@@ -103,7 +103,7 @@ SH_SCORE = ("sh", "-c", "wc -c < out.txt")
 
 def overhead_sh(candidates: int = 8, rounds: int = 5) -> dict:
     from outpost_tui.engine import git
-    from outpost_tui.engine.spec import ScoreSpec
+    from outpost_tui.engine.core.spec import ScoreSpec
 
     engine_times, raw_times, git_calls = [], [], []
     counting = {"calls": 0}

@@ -28,9 +28,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from outpost_tui.engine import build_spec, run_race  # noqa: E402
-from outpost_tui.engine.spec import ValidateSpec  # noqa: E402
-from outpost_tui.engine import setup as setups  # noqa: E402
-from outpost_tui.engine.spec import SetupSpec  # noqa: E402
+from outpost_tui.engine.core.spec import ValidateSpec  # noqa: E402
+from outpost_tui.engine.racing import setup as setups  # noqa: E402
+from outpost_tui.engine.core.spec import SetupSpec  # noqa: E402
 from tests.conftest import cmd, git  # noqa: E402
 from tests.projects import python_project  # noqa: E402
 

@@ -16,8 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from outpost_tui.engine.checkpoint import CheckpointStore, _encode_state
-from outpost_tui.engine.transport import LocalTransport
+from outpost_tui.engine.durable.checkpoint import CheckpointStore, _encode_state
+from outpost_tui.engine.durable.transport import LocalTransport
 
 RUN = "bench-race"
 

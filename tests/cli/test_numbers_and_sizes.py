@@ -137,7 +137,7 @@ def test_check_refuses_a_brief_over_the_limit_naming_it(repo, tmp_path):
 def test_agents_that_take_the_prompt_on_argv_get_a_large_brief_by_file(tmp_path):
     from outpost_tui.engine.agents import LaunchContext, adapter_for
     from outpost_tui.engine.agents.base import MAX_BRIEF_INLINE
-    from outpost_tui.engine.spec import CandidateSpec
+    from outpost_tui.engine.core.spec import CandidateSpec
 
     brief_file = tmp_path / "outpost-brief.md"
     context = LaunchContext(directory=tmp_path, git_common_dir=tmp_path, brief_file=brief_file)

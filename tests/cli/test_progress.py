@@ -8,8 +8,8 @@ import re
 import shlex
 from pathlib import Path
 
-from outpost_tui.engine.events import Event, EventKind
-from outpost_tui.engine.model import RaceModel
+from outpost_tui.engine.core.events import Event, EventKind
+from outpost_tui.engine.core.model import RaceModel
 from outpost_tui.progress import ProgressPrinter, finish_lines, spend
 from tests.cli.support import fake_candidate, run_cli, write_race
 from tests.conftest import git

@@ -16,7 +16,7 @@ from tests.cli.support import run_cli, write_race
 # Top-level packages no start-up path may load: docker (the Docker SDK), git (GitPython), textual.
 HEAVY = {"docker", "git", "textual"}
 # The engine's own heavy parts: the race machinery and the agents' adapters.
-ENGINE = ("outpost_tui.engine.coordinator", "outpost_tui.engine.agents", "outpost_tui.engine.sandbox",
+ENGINE = ("outpost_tui.engine.racing.coordinator", "outpost_tui.engine.agents", "outpost_tui.engine.sandbox",
           "outpost_tui.ui")
 
 
@@ -61,5 +61,5 @@ def test_check_imports_what_validating_a_race_file_needs_and_no_more(tmp_path, r
     modules, text = imported("check", str(race))
     assert ": ok" in text
     assert "outpost_tui.engine.racefile" in modules  # it did validate
-    assert heavy(modules, ("outpost_tui.engine.coordinator", "outpost_tui.engine.sandbox.container",
+    assert heavy(modules, ("outpost_tui.engine.racing.coordinator", "outpost_tui.engine.sandbox.container",
                            "outpost_tui.ui")) == []

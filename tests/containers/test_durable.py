@@ -41,7 +41,7 @@ subprocess.run(["git", "commit", "-qam", f"fix add ({key})"], check=True)
 
 
 def durability_available() -> bool:
-    return (importlib.util.find_spec("outpost_tui.engine.durable") is not None
+    return (importlib.util.find_spec("outpost_tui.engine.durable.run") is not None
             and importlib.util.find_spec("outpost_tui.commands.recover") is not None)
 
 
@@ -62,7 +62,7 @@ def wait_for(condition, timeout: float, what: str):
 
 
 @pytest.mark.skipif(not durability_available(),
-                    reason="durable races (engine/durable.py, `outpost-tui recover`) not built yet")
+                    reason="durable races (engine/durable/run.py, `outpost-tui recover`) not built yet")
 def test_replay_removes_the_containers_a_killed_coordinator_left(engine, calc_repo, tmp_path):
     (calc_repo / "agents" / "crashy.py").write_text(CRASHY)
     git(calc_repo, "add", "-A")

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from outpost_tui.engine.images import host_rootfs
+from outpost_tui.engine.sandbox.images import host_rootfs
 
 pytestmark = pytest.mark.container
 

@@ -14,7 +14,7 @@ import pytest
 from outpost_tui.engine.sandbox.base import SandboxError, provider_for
 from outpost_tui.engine.sandbox.container import (WRAPPER, ContainerProvider, container_name,
                                                   list_containers, remove_race_containers)
-from outpost_tui.engine.spec import SandboxSpec
+from outpost_tui.engine.core.spec import SandboxSpec
 from tests.conftest import git
 
 from .conftest import IMAGE

@@ -16,7 +16,7 @@ import pytest
 
 from outpost_tui.engine import CandidateSpec, EventKind, build_spec, run_race
 from outpost_tui.engine.sandbox.container import list_containers
-from outpost_tui.engine.spec import SandboxSpec, ValidateSpec
+from outpost_tui.engine.core.spec import SandboxSpec, ValidateSpec
 from tests.conftest import git
 
 from .conftest import IMAGE

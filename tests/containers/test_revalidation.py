@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from outpost_tui.engine import CandidateSpec, build_spec, run_race
-from outpost_tui.engine.revalidation import revalidate
-from outpost_tui.engine.spec import SandboxSpec, ValidateSpec
+from outpost_tui.engine.kept.revalidation import revalidate
+from outpost_tui.engine.core.spec import SandboxSpec, ValidateSpec
 
 from .conftest import IMAGE
 

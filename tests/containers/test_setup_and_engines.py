@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from outpost_tui.engine import CandidateSpec, CandidateStatus, RaceStatus, build_spec, run_race
-from outpost_tui.engine.events import EventKind
-from outpost_tui.engine.spec import SandboxSpec, SetupSpec, ValidateSpec
+from outpost_tui.engine.core.events import EventKind
+from outpost_tui.engine.core.spec import SandboxSpec, SetupSpec, ValidateSpec
 from tests.conftest import git
 from tests.engine.test_engines import write_context
 from tests.projects import python_project
@@ -183,7 +183,7 @@ def test_doctor_says_when_the_network_is_missing(engine, tmp_path):
 
 
 def test_the_engine_is_named_and_its_rootfulness_read_without_slow_calls(engine):
-    from outpost_tui.engine.doctor import engine_name
+    from outpost_tui.engine.machine.doctor import engine_name
     from outpost_tui.engine.sandbox.container import engine_kind
 
     client, endpoint = engine

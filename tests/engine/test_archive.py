@@ -1,4 +1,4 @@
-"""engine/archive.py: archive, remove and restore real worktrees, compared byte for byte."""
+"""engine/kept/archive.py: archive, remove and restore real worktrees, compared byte for byte."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from outpost_tui.engine import archive as a
+from outpost_tui.engine.kept import archive as a
 from outpost_tui.engine import git as g
 from tests.conftest import git
 

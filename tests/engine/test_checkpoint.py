@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from outpost_tui import exitcodes
-from outpost_tui.engine.checkpoint import (
+from outpost_tui.engine.durable.checkpoint import (
     AlreadyOwned, CheckpointError, CheckpointStore, CorruptCheckpoint, IdentityMismatch, RevisionChanged,
     UnknownRun, checkpoint_key, list_runs, race_identity, read_run, release_run,
 )
-from outpost_tui.engine.ownership import this_host
-from outpost_tui.engine.spec import BudgetSpec, CandidateSpec, DurabilitySpec, RaceSpec, SandboxSpec, TokenLimits
-from outpost_tui.engine.transport import LocalTransport
+from outpost_tui.engine.durable.ownership import this_host
+from outpost_tui.engine.core.spec import BudgetSpec, CandidateSpec, DurabilitySpec, RaceSpec, SandboxSpec, TokenLimits
+from outpost_tui.engine.durable.transport import LocalTransport
 
 RUN = "parser-race"
 IDENTITY = "identity-1"
@@ -339,8 +339,8 @@ def test_state_must_be_plain_json(transport: LocalTransport) -> None:
 
 CLAIMER = """
 import json, os, sys, time
-from outpost_tui.engine.checkpoint import AlreadyOwned, CheckpointStore
-from outpost_tui.engine.transport import LocalTransport
+from outpost_tui.engine.durable.checkpoint import AlreadyOwned, CheckpointStore
+from outpost_tui.engine.durable.transport import LocalTransport
 directory, go, runs, state = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
 transport = LocalTransport(directory)
 print("ready", flush=True)

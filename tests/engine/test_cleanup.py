@@ -1,4 +1,4 @@
-"""engine/cleanup.py and engine/retained.py on a real race's kept worktrees."""
+"""engine/kept/cleanup.py and engine/kept/retained.py on a real race's kept worktrees."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from outpost_tui.engine import archive as a
-from outpost_tui.engine import cleanup as c
-from outpost_tui.engine.retained import find, retained
+from outpost_tui.engine.kept import archive as a
+from outpost_tui.engine.kept import cleanup as c
+from outpost_tui.engine.kept.retained import find, retained
 from tests.conftest import git
 from tests.retention import kept_race
 
@@ -118,7 +118,7 @@ def test_a_branch_checked_out_in_a_worktree_is_not_deleted(repo):
 
 
 def test_revalidation_runs_the_recorded_command_in_the_worktree_now(repo):
-    from outpost_tui.engine.revalidation import NotRecorded, revalidate
+    from outpost_tui.engine.kept.revalidation import NotRecorded, revalidate
 
     kept = kept_race(repo)
     race_id = kept["race_id"]
@@ -138,7 +138,7 @@ def test_revalidation_runs_the_recorded_command_in_the_worktree_now(repo):
 
 
 def test_verdict_counts_and_a_running_container_in_the_review(repo):
-    from outpost_tui.engine.retained import _verdict_counts
+    from outpost_tui.engine.kept.retained import _verdict_counts
 
     graded = {"verdict": {"commit": "c" * 40, "gate": "strict", "accepted": False,
                           "tests": {"ran": 12, "passed": 10, "failed": 2, "errors": 0, "skipped": 0},

@@ -20,9 +20,9 @@ import pytest
 
 from outpost_tui import cli
 from outpost_tui.engine.agents.command import ProtocolDecoder
-from outpost_tui.engine.events import EventKind
+from outpost_tui.engine.core.events import EventKind
 from outpost_tui.engine.racefile import load_race
-from outpost_tui.engine.spec import CandidateSpec
+from outpost_tui.engine.core.spec import CandidateSpec
 from outpost_tui.samples import SampleError, list_samples, materialise, samples_root
 from tests.agents.replay import path_with
 

@@ -15,10 +15,11 @@ import anyio
 import psutil
 import pytest
 
-from outpost_tui.engine import CandidateSpec, build_spec, durable, run_race_async
-from outpost_tui.engine.checkpoint import checkpoint_key, read_saved
-from outpost_tui.engine.spec import DurabilitySpec
-from outpost_tui.engine.transport import LocalTransport
+from outpost_tui.engine import CandidateSpec, build_spec, run_race_async
+from outpost_tui.engine.durable import run as durable
+from outpost_tui.engine.durable.checkpoint import checkpoint_key, read_saved
+from outpost_tui.engine.core.spec import DurabilitySpec
+from outpost_tui.engine.durable.transport import LocalTransport
 from tests.conftest import FAKE_AGENT, git
 
 CLI = [sys.executable, "-m", "outpost_tui.cli"]

@@ -1,4 +1,4 @@
-"""engine/git.py against real repositories in temporary directories."""
+"""engine/git/ against real repositories in temporary directories."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""engine/merge.py: the operator's merge and cherry-pick, against real repositories with real hooks."""
+"""engine/git/merge.py: the operator's merge and cherry-pick, against real repositories with real hooks."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from outpost_tui.engine import git as g
-from outpost_tui.engine import merge as m
+from outpost_tui.engine.git import merge as m
 from tests.conftest import git
 
 

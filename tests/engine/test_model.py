@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from outpost_tui.engine.events import Event, EventKind
-from outpost_tui.engine.model import RaceModel
+from outpost_tui.engine.core.events import Event, EventKind
+from outpost_tui.engine.core.model import RaceModel
 
 
 def test_an_agent_ending_shows_its_exit_and_its_final_message():

@@ -13,7 +13,7 @@ import pytest
 
 from outpost_tui.engine import (BudgetSpec, CandidateSpec, CandidateStatus, EventKind, RaceError,
                                 RaceStatus, TokenLimits, build_spec, run_race, run_race_async)
-from outpost_tui.engine.spec import ValidateSpec
+from outpost_tui.engine.core.spec import ValidateSpec
 from tests.conftest import alive, cmd, git, pids
 
 

@@ -18,7 +18,7 @@ from outpost_tui.engine import (CandidateSpec, CandidateStatus, EventKind, RaceE
                                 build_spec, run_race, run_race_async)
 from outpost_tui.engine.agents.command import ProtocolDecoder
 from outpost_tui.engine.racefile import load_race
-from outpost_tui.engine.spec import ValidateSpec
+from outpost_tui.engine.core.spec import ValidateSpec
 from tests.conftest import alive, cmd, git, pids
 
 DEADLINE = 30  # seconds a condition may take on a loaded machine before the test fails

@@ -10,9 +10,9 @@ import pytest
 
 from outpost_tui.engine import agents
 from outpost_tui.engine.agents.command import CommandAgent
-from outpost_tui.engine import spec
+from outpost_tui.engine.core import spec
 from outpost_tui.engine.racefile import RaceFileError, dump_race, load_race, load_race_text
-from outpost_tui.engine.spec import (
+from outpost_tui.engine.core.spec import (
     MAX_CANDIDATES,
     BudgetSpec,
     DurabilitySpec,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from outpost_tui.engine import spec
+from outpost_tui.engine.core import spec
 from outpost_tui.engine.racefile import schema
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "race-file.md"
@@ -35,7 +35,7 @@ def test_the_docs_key_table_is_the_declarations(heading: str):
     expected = schema.key_tables()[heading]
     assert documented_tables().get(heading) == expected, (
         f"docs/race-file.md's table under '## {heading}' differs from the declarations in "
-        f"outpost_tui/engine/spec.py; it should read:\n\n{expected}\n")
+        f"outpost_tui/engine/core/spec.py; it should read:\n\n{expected}\n")
 
 
 def test_every_documented_table_is_declared():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 
 from outpost_tui.engine import CandidateSpec, CandidateStatus, build_spec, run_race_async
-from outpost_tui.engine.review import review
+from outpost_tui.engine.verdict.review import review
 from outpost_tui.progress import finish_lines
 from tests.conftest import git
 

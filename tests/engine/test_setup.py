@@ -15,8 +15,8 @@ import psutil
 import pytest
 
 from outpost_tui.engine import CandidateStatus, EventKind, RaceStatus, build_spec, run_race
-from outpost_tui.engine import setup as setups
-from outpost_tui.engine.spec import CandidateSpec, SetupSpec
+from outpost_tui.engine.racing import setup as setups
+from outpost_tui.engine.core.spec import CandidateSpec, SetupSpec
 from tests.agents.replay import path_with, write_fake
 from tests.conftest import cmd, git
 from tests.projects import bump_dependency, python_project
@@ -304,7 +304,7 @@ def test_setup_runs_concurrently_across_candidates(repo, tmp_path):
 
 def test_the_review_of_a_kept_worktree_never_shows_setup_files_as_its_work(tmp_path):
     """A kept worktree's whole work (the review screen's diff) leaves out what setup put there."""
-    from outpost_tui.engine.retained import retained, touched, whole_work
+    from outpost_tui.engine.kept.retained import retained, touched, whole_work
 
     repo = python_project(tmp_path / "project")
     (repo / ".gitignore").write_text(".venv/\n")  # .env is untracked and not ignored here

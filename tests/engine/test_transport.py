@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from outpost_tui import exitcodes
-from outpost_tui.engine.ownership import process_start, this_host
-from outpost_tui.engine.transport import (
+from outpost_tui.engine.durable.ownership import process_start, this_host
+from outpost_tui.engine.durable.transport import (
     HEADER_SIZE, CorruptObject, InvalidKey, LocalTransport, ObjectTooLarge, StorageUnwritable,
     TransportConflict, TransportError,
 )

@@ -15,7 +15,7 @@ import pytest
 
 from outpost_tui.engine import (CandidateSpec, CandidateStatus, RaceStatus, ValidateSpec, build_spec,
                                 run_race, run_race_async)
-from outpost_tui.engine.events import EventKind
+from outpost_tui.engine.core.events import EventKind
 from outpost_tui.progress import finish_lines
 from tests.conftest import git
 

@@ -197,7 +197,7 @@ async def test_a_race_whose_durable_run_was_interrupted_says_so_and_f4_opens_the
 
 
 async def test_a_replay_shows_candidates_settled_before_the_crash_as_they_ended(tmp_path):
-    from outpost_tui.engine import recovery
+    from outpost_tui.engine.durable import recovery
     from tests.engine.test_durable import RUN_ID, crash, start, wait_for
     from tests.engine.test_durable import race_file as durable_race_file
 

@@ -182,7 +182,7 @@ async def test_a_user_keymap_rebinds_a_key_by_its_id(repo, tmp_path, monkeypatch
 async def test_quitting_a_durable_race_leaves_it_resumable(repo, tmp_path):
     """Quitting is the coordinator going away: the durable run is stopped, not finished, and the
     next step is a replay."""
-    from outpost_tui.engine import recovery
+    from outpost_tui.engine.durable import recovery
 
     race_file = fake_race(tmp_path, repo, [("hang", ["--pidfile", str(tmp_path / "p"), "--hang"])])
     race_file.write_text(race_file.read_text().replace(

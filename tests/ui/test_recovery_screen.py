@@ -14,7 +14,7 @@ import pytest
 from textual.app import App
 from textual.widgets import DataTable, Static
 
-from outpost_tui.engine import recovery
+from outpost_tui.engine.durable import recovery
 from outpost_tui.ui.screens.confirm import ConfirmScreen
 from outpost_tui.ui.screens.recovery import RecoveryScreen
 from tests.conftest import make_repo

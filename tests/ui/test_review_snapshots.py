@@ -15,8 +15,8 @@ import pytest
 from textual.app import App
 
 from outpost_tui.engine import git as g
-from outpost_tui.engine.events import Event, EventKind
-from outpost_tui.engine.flightlog import FlightLog
+from outpost_tui.engine.core.events import Event, EventKind
+from outpost_tui.engine.records.flightlog import FlightLog
 from outpost_tui.ui.screens.confirm import ConfirmScreen
 from outpost_tui.ui.screens.work_diff import WorkDiffScreen
 from outpost_tui.ui.screens.worktrees import WorktreesScreen
@@ -166,7 +166,7 @@ def test_review_snapshot(snap_compare, tmp_path, view, size):
     repo = reviewed_repository(tmp_path)
     if view == "confirm_delete_branches":
         # only a branch with no worktree can go: archive the loser first, then ask about the race
-        from outpost_tui.engine import archive
+        from outpost_tui.engine.kept import archive
 
         archive.archive_and_remove(repo, g.worktree_directory(repo, "breaker", g.branch_name(RACE, "breaker", 1)),
                                    archive.Attempt(RACE, "breaker", 1))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from outpost_tui.engine.events import Event, EventKind
+from outpost_tui.engine.core.events import Event, EventKind
 from outpost_tui.samples import materialise
 from outpost_tui.ui.app import OutpostApp
 

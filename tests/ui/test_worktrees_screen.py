@@ -12,7 +12,7 @@ import pytest
 from textual.app import App
 from textual.widgets import DataTable, OptionList, Static
 
-from outpost_tui.engine import archive as a
+from outpost_tui.engine.kept import archive as a
 from outpost_tui.ui.screens.confirm import ConfirmScreen
 from outpost_tui.ui.screens.work_diff import WorkDiffScreen
 from outpost_tui.ui.screens.worktrees import WorktreesScreen
@@ -293,7 +293,7 @@ async def test_the_app_opens_on_the_review_and_escape_lands_home(kept):
 async def test_branches_with_unmerged_work_are_kept_unless_archived_first(kept):
     repo = kept["repo"]
     race = kept["race_id"]
-    from outpost_tui.engine import archive as arch
+    from outpost_tui.engine.kept import archive as arch
 
     for key in ("lose", "win"):
         arch.archive_and_remove(repo, kept[key], arch.Attempt(race, key, 1))

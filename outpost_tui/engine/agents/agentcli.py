@@ -13,8 +13,8 @@ import re
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
 
-from ..events import EventKind
-from ..spec import CandidateSpec, Price
+from ..core.events import EventKind
+from ..core.spec import CandidateSpec, Price
 from .base import AgentEvent, AgentOutcome, Decoder, Quota, parse_json_object
 from .quota_time import parse_reset
 

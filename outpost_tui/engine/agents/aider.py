@@ -29,10 +29,10 @@ import re
 from pathlib import Path
 from typing import Mapping
 
-from ..events import EventKind
-from ..reachability import NETWORK, RATE_LIMITED, SERVER_ERROR
-from ..spec import CandidateSpec, Price
-from ..usage import Usage
+from ..core.events import EventKind
+from .reachability import NETWORK, RATE_LIMITED, SERVER_ERROR
+from ..core.spec import CandidateSpec, Price
+from ..core.usage import Usage
 from .agentcli import CliDecoder, as_argument, count, log, money, parse_json_object
 from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext, brief_fits_inline
 from .prices import with_estimated_cost

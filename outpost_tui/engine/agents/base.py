@@ -13,9 +13,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..events import EventKind
-from ..spec import CandidateSpec, Price
-from ..usage import Usage
+from ..core.events import EventKind
+from ..core.spec import CandidateSpec, Price
+from ..core.usage import Usage
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Mapping
 
-from ..events import EventKind
-from ..spec import CandidateSpec, Price
-from ..usage import Usage
-from ..reachability import retry_cause
+from ..core.events import EventKind
+from ..core.spec import CandidateSpec, Price
+from ..core.usage import Usage
+from .reachability import retry_cause
 from .agentcli import CliDecoder, as_argument, as_dict, as_list, count, first_line, log, money, short
 from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext, brief_fits_inline
 from .prices import cost_of, price_for, price_note, with_estimated_cost

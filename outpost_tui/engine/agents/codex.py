@@ -21,10 +21,10 @@ import tomllib
 from pathlib import Path
 from typing import Mapping
 
-from ..events import EventKind
-from ..spec import CandidateSpec, Price
-from ..usage import Usage
-from ..reachability import OVERLOADED, retry_cause
+from ..core.events import EventKind
+from ..core.spec import CandidateSpec, Price
+from ..core.usage import Usage
+from .reachability import OVERLOADED, retry_cause
 from .agentcli import CliDecoder, as_list, count, first_line, log, short
 from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext
 from .prices import price_note, with_estimated_cost

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import math
 
-from ..events import EventKind
-from ..spec import CandidateSpec
-from ..usage import FIGURES, Usage, figure_problem
+from ..core.events import EventKind
+from ..core.spec import CandidateSpec
+from ..core.usage import FIGURES, Usage, figure_problem
 from .base import (AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext, Quota, brief_env,
                    parse_json_object, refused_usage)
 from .quota_time import from_epoch, parse_reset

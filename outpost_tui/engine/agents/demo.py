@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from ..spec import CandidateSpec
+from ..core.spec import CandidateSpec
 from .base import Launch, LaunchContext, brief_env
 from .command import CommandAgent
 

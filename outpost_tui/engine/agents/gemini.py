@@ -28,11 +28,11 @@ import re
 from pathlib import Path
 from typing import Mapping
 
-from ..events import EventKind
-from ..spec import CandidateSpec, Price
-from ..usage import Usage
+from ..core.events import EventKind
+from ..core.spec import CandidateSpec, Price
+from ..core.usage import Usage
 from .. import git
-from ..reachability import NETWORK, RATE_LIMITED, retry_cause
+from .reachability import NETWORK, RATE_LIMITED, retry_cause
 from .agentcli import CliDecoder, as_dict, count, is_login_failure, log, plain, short
 from .base import (AgentAdapter, AgentEvent, AgentOutcome, Decoder, Launch, LaunchContext,
                    brief_argument)

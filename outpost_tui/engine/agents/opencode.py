@@ -22,10 +22,10 @@ from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Mapping
 
-from ..events import EventKind
-from ..reachability import NETWORK, RATE_LIMITED
-from ..spec import CandidateSpec, Price
-from ..usage import Usage
+from ..core.events import EventKind
+from .reachability import NETWORK, RATE_LIMITED
+from ..core.spec import CandidateSpec, Price
+from ..core.usage import Usage
 from .agentcli import CliDecoder, count, log, money, short
 from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext, brief_argument
 from .prices import price_for, with_estimated_cost

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from ..spec import Price
-from ..usage import Usage
+from ..core.spec import Price
+from ..core.usage import Usage
 
 _SONNET = Price(input=3.0, cached=0.30, cache_write=3.75, output=15.0)
 _OPUS_4_5 = Price(input=5.0, cached=0.50, cache_write=6.25, output=25.0)

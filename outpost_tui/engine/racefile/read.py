@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from .. import agents
-from ..spec import (MAX_CANDIDATES, BudgetSpec, CandidateSpec, Price, RaceSpec, Refused, ScoreSpec,
+from ..core.spec import (MAX_CANDIDATES, BudgetSpec, CandidateSpec, Price, RaceSpec, Refused, ScoreSpec,
                     SandboxSpec, SetupSpec, frozen_map)
 from . import schema
 from .locate import KeyPath, Locator, RaceFileError, dotted, read_text, repository_problem, syntax_error

@@ -18,8 +18,8 @@ from dataclasses import MISSING, dataclass
 from pathlib import Path
 from typing import Any, Literal, Mapping, Union
 
-from .. import spec
-from ..spec import CandidateSpec, Key, Price, RaceSpec, Table
+from ..core import spec
+from ..core.spec import CandidateSpec, Key, Price, RaceSpec, Table
 
 
 REQUIRED = MISSING

@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping
 
 import tomli_w
 
-from ..spec import RaceSpec
+from ..core.spec import RaceSpec
 from . import schema
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Awaitable, Callable, Mapping, Sequence
 
-from ..spec import SandboxSpec
+from ..core.spec import SandboxSpec
 
 # Called with ("stdout" | "stderr", [line, ...]) as output arrives, lines without their newline.
 LineSink = Callable[[str, list[str]], None]

@@ -34,8 +34,8 @@ import anyio.from_thread
 import anyio.to_thread
 
 from .. import git, gitenv
-from ..images import DEFAULT_TAG, KEEP_ALIVE
-from ..spec import SandboxSpec
+from .images import DEFAULT_TAG, KEEP_ALIVE
+from ..core.spec import SandboxSpec
 from .base import (Completed, EngineGone, LineSink, Sandbox, SandboxContext, SandboxError,
                    SandboxProvider, Stop, StopSink)
 from .engines import ContextError, Endpoint, discover, searched

@@ -16,11 +16,11 @@ from typing import Awaitable, Callable
 import anyio
 
 from .. import git
-from ..result import Validation
+from ..core.result import Validation
 from ..sandbox import Sandbox, SandboxContext, SandboxProvider
 from ..sandbox.base import LineSink
-from ..spec import ValidateSpec
-from ..validation import ValidationContext, validate
+from ..core.spec import ValidateSpec
+from .validation import ValidationContext, validate
 from . import protect
 from .gate import BaselineOutcome, decide
 from .record import Verdict

@@ -26,7 +26,7 @@ from textual.widgets import DataTable, Footer, Header, Input, Label, Select, Sta
 from ...engine.agents import known_agents
 from ...engine.files import write_atomically
 from ...engine.racefile import RaceFileError, check_budget, dump_race, field_value, load_race
-from ...engine.spec import KEY_PATTERN, BudgetSpec, CandidateSpec, RaceSpec
+from ...engine.core.spec import KEY_PATTERN, BudgetSpec, CandidateSpec, RaceSpec
 from .confirm import ConfirmScreen
 
 

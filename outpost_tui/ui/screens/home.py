@@ -84,7 +84,7 @@ class HomeScreen(FooterOrder):
     def _check_samples(self) -> None:
         """A sample of real agents is offered only once they are installed and logged in (as
         `doctor` checks, without the network); otherwise its line says what is missing."""
-        from ...engine.doctor import agents_ready
+        from ...engine.machine.doctor import agents_ready
 
         try:
             known = samples()
@@ -120,11 +120,11 @@ class HomeScreen(FooterOrder):
     @work(thread=True, group="home-recent", exit_on_error=False)
     def _load_recent(self, repository: Path) -> None:
         """The repository's durable runs that need recovery, then its recorded races, newest first."""
-        from ...engine import recovery
-        from ...engine.checkpoint import CheckpointError
+        from ...engine.durable import recovery
+        from ...engine.durable.checkpoint import CheckpointError
         from ...engine.git import GitError
-        from ...engine.history import UnreadableRace, recorded_races, recorded_result
-        from ...engine.report import money, seconds
+        from ...engine.records.history import UnreadableRace, recorded_races, recorded_result
+        from ...engine.records.report import money, seconds
 
         rows: list[tuple[str, tuple, tuple[str, str]]] = []
         try:
@@ -135,7 +135,7 @@ class HomeScreen(FooterOrder):
             if run.run_id is None or run.status not in ("interrupted", "owned"):
                 continue
             if run.status == "owned":
-                from ...engine.ownership import coordinator_status
+                from ...engine.durable.ownership import coordinator_status
 
                 if run.owner is None or coordinator_status(run.owner).alive is not False:
                     continue  # a coordinator is (or may be) still running it

@@ -152,8 +152,8 @@ class RaceScreen(FooterOrder):
         spec = self.session.spec
         if not spec.durability.enabled or not spec.run_id or self.session.started:
             return
-        from ...engine import recovery
-        from ...engine.checkpoint import CheckpointError
+        from ...engine.durable import recovery
+        from ...engine.durable.checkpoint import CheckpointError
         from ...engine.git import GitError
 
         try:

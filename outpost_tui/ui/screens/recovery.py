@@ -24,13 +24,13 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from ...engine import recovery
-from ...engine.checkpoint import CheckpointError, RevisionChanged, RunSummary
+from ...engine.durable import recovery
+from ...engine.durable.checkpoint import CheckpointError, RevisionChanged, RunSummary
 from ...engine.git import GitError
-from ...engine.ownership import StopRefused, describe_age
+from ...engine.durable.ownership import StopRefused, describe_age
 from ...engine.racefile import RaceFileError
-from ...engine.spec import RaceSpec
-from ...engine.transport import TransportError
+from ...engine.core.spec import RaceSpec
+from ...engine.durable.transport import TransportError
 from .confirm import ConfirmScreen
 
 STEPS = (("stop", "1 Stop"), ("inspect", "2 Inspect"), ("release", "3 Release"), ("replay", "4 Replay"))

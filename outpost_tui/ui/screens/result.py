@@ -3,7 +3,7 @@ merge after a fresh integration check, copying a branch or commit, a shell in a 
 race again, and the report exported as Markdown and JSON.
 
 The screen reads the result document only (a live race's or a recorded one's): what it shows is
-what `run --json` said. Merging is the engine's (engine/merge.py): never a push, refused when the
+what `run --json` said. Merging is the engine's (engine/git/merge.py): never a push, refused when the
 check says blocked or conflict, the user's own hooks run.
 """
 
@@ -18,7 +18,9 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
-from ...engine import git, merge, report
+from ...engine import git
+from ...engine.git import merge
+from ...engine.records import report
 from ..footer_order import FooterOrder
 from ..shell import open_shell
 from .confirm import ConfirmScreen

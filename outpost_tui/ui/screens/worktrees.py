@@ -6,7 +6,7 @@ in it. From a row: the whole work as a diff (committed, uncommitted and untracke
 with a marked attempt, a shell in it, its merge or cherry-pick into the current branch (after a
 fresh integration check and a confirmation), copying its branch or commit, archive-and-remove,
 restore, and for the repository a prune and a race's branch deletion. Everything that removes
-anything goes through the engine's archive (engine/archive.py, engine/cleanup.py), which keeps the
+anything goes through the engine's archive (engine/kept/archive.py, engine/kept/cleanup.py), which keeps the
 work reachable first and refuses while a process uses the worktree.
 """
 
@@ -27,10 +27,12 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from ...engine import archive, cleanup, git, merge
-from ...engine.result import Validation
-from ...engine.revalidation import NotRecorded, revalidate
-from ...engine.retained import (RetainedAttempt, RetainedRace, human_age, human_bytes, retained,
+from ...engine.kept import archive, cleanup
+from ...engine import git
+from ...engine.git import merge
+from ...engine.core.result import Validation
+from ...engine.kept.revalidation import NotRecorded, revalidate
+from ...engine.kept.retained import (RetainedAttempt, RetainedRace, human_age, human_bytes, retained,
                                 touched, whole_work, work_diff)
 from ...engine.sandbox import SandboxError
 from ...engine.sandbox.container import list_containers

@@ -17,8 +17,8 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.widgets import Log, Static
 
-from ...engine.model import CandidateModel
-from ...engine.spec import BudgetSpec
+from ...engine.core.model import CandidateModel
+from ...engine.core.spec import BudgetSpec
 from ...engine.verdict.record import describe_tests
 
 FINAL = {"winner", "rejected", "failed", "quota", "cancelled", "skipped"}

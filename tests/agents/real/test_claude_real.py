@@ -20,8 +20,8 @@ import anyio
 
 from outpost_tui.engine import BudgetSpec, CandidateSpec, build_spec, run_race_async
 from outpost_tui.engine.agents.quota_time import from_epoch
-from outpost_tui.engine.events import EventKind
-from outpost_tui.engine.flightlog import read_flight_log
+from outpost_tui.engine.core.events import EventKind
+from outpost_tui.engine.records.flightlog import read_flight_log
 from tests.agents.real.conftest import claude_env, closed_port_url, project
 from tests.agents.real.model_server import Step, Tokens, working_directory
 from tests.conftest import git

@@ -20,7 +20,7 @@ import anyio
 
 from outpost_tui.engine import BudgetSpec, CandidateSpec, build_spec, run_race_async
 from outpost_tui.engine.agents.quota_time import from_epoch
-from outpost_tui.engine.flightlog import read_flight_log
+from outpost_tui.engine.records.flightlog import read_flight_log
 from tests.agents.real.conftest import closed_port_url, codex_env, project
 from tests.agents.real.model_server import Step, Tokens
 from tests.conftest import git

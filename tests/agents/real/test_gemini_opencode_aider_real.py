@@ -19,7 +19,7 @@ import anyio
 import psutil
 
 from outpost_tui.engine import BudgetSpec, CandidateSpec, build_spec, run_race_async
-from outpost_tui.engine.flightlog import read_flight_log
+from outpost_tui.engine.records.flightlog import read_flight_log
 from tests.agents.real.conftest import (SAMPLE_PROJECT, aider_env, closed_port_url, gemini_env,
                                         opencode_env, project)
 from tests.agents.real.model_server import Step, Tokens

@@ -1,0 +1,378 @@
+"""What a candidate must leave as it found it: the user's refs, HEAD, git settings and checkout.
+
+In the local sandbox a candidate shares the repository's git directory, and in a container its refs
+stay writable (git needs them to commit). So the state a candidate must not change is recorded when
+the race starts and compared after every attempt and at the end: every ref outside the race's own
+branches, the checkout's HEAD and those of the user's other worktrees, the git settings that make
+git run programs or change what it sees (config, config.worktree files, hooks, info/, alternates,
+shallow) and the checkout's content. Settings files are put back from the record at once (the
+candidate's version is kept as evidence); refs are the user's to put back, with the command that
+does it, since the user may have moved them on purpose meanwhile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import stat
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import git
+
+# Files whose content changes what git runs or sees, relative to the common git directory (and to
+# each submodule's git directory under modules/).
+SETTINGS_FILES = ("config", "config.worktree", "shallow", "objects/info/alternates")
+SETTINGS_TREES = ("hooks", "info")
+# Past this a file is compared by digest only and cannot be put back (and is said so).
+MAX_RESTORABLE = 4 * 1024 * 1024
+TAMPERING = "tampering"  # .outpost/recovery/tampering/<race>/<who>/: what a candidate wrote
+# Refs the engine itself creates while races run (other races' branches, archives): new ones are
+# not a candidate's doing; moving or deleting existing ones is.
+ENGINE_NAMESPACES = (f"refs/heads/{git.BRANCH_PREFIX}/", "refs/outpost/")
+
+
+@dataclass(frozen=True)
+class Saved:
+    """One settings file as recorded: its mode and content (or a symlink's target)."""
+
+    mode: int
+    digest: str
+    content: bytes | None  # None: a symlink, or too large to keep
+    link: str | None = None
+
+
+@dataclass(frozen=True)
+class Change:
+    """One thing in the user's repository that is not as the race found it."""
+
+    kind: str  # ref | head | setting | working-tree
+    name: str  # the ref, "HEAD", the file (relative to the git directory), or "working tree"
+    change: str  # moved | created | deleted | changed | added | removed
+    before: str | None = None
+    after: str | None = None
+    undo: str | None = None  # the command that puts it back (refs and HEAD)
+    restored: bool = False  # put back from the record by the engine (settings files)
+    evidence: str | None = None  # where the version found was kept
+    checkout: bool = False  # the user's checked-out branch, HEAD or working tree
+
+    @property
+    def identity(self) -> tuple:
+        return (self.kind, self.name, self.after)
+
+    def describe(self) -> str:
+        if self.kind == "working-tree":
+            text = "your working tree was written to"
+        elif self.kind == "setting":
+            text = f"{self.change} {self.name}"
+        elif self.change == "moved":
+            text = f"moved {self.name} from {_short(self.before)} to {_short(self.after)}"
+        elif self.change == "created":
+            text = f"created {self.name} at {_short(self.after)}"
+        elif self.change == "deleted":
+            text = f"deleted {self.name} (was {_short(self.before)})"
+        else:
+            text = f"changed {self.name} from {self.before} to {self.after}"
+        if self.checkout and self.kind == "ref":
+            text += " (your checked-out branch)"
+        if self.restored:
+            text += "; restored from the record"
+            if self.evidence:
+                text += f", what was found kept in {self.evidence}"
+        elif self.kind == "setting":
+            text += "; NOT restored (too large to keep a copy): check it"
+        if self.undo:
+            text += f"; undo: {self.undo}"
+        return text
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "name": self.name, "change": self.change, "before": self.before,
+                "after": self.after, "undo": self.undo, "restored": self.restored,
+                "evidence": self.evidence, "checkout": self.checkout, "description": self.describe()}
+
+
+def _short(oid: str | None) -> str:
+    return (oid or "?")[:12]
+
+
+@dataclass
+class Record:
+    root: Path
+    common: Path
+    git_dir: Path
+    race_id: str
+    refs: dict[str, str]
+    head: str  # the HEAD file's content: "ref: refs/heads/main" or an object id
+    worktree_heads: dict[str, str]  # the user's other worktrees: HEAD file -> content
+    settings: dict[str, Saved]  # absolute path -> saved state
+    host: git.HostSnapshot | None
+    seen: set = field(default_factory=set)
+    # the checkout as the last compare found it (None: that compare did not get so far)
+    latest_host: git.HostSnapshot | None = None
+
+    @property
+    def checked_out(self) -> str | None:
+        return self.head.removeprefix("ref:").strip() if self.head.startswith("ref:") else None
+
+
+def take(root: Path, race_id: str, host: git.HostSnapshot | None) -> Record:
+    """Record the repository at `root` as the race `race_id` finds it."""
+    root = Path(root)
+    dirs = git._git_dirs(root)
+    if dirs is None:
+        raise git.GitError(f"cannot read the git directory of {root}")
+    git_dir, common = dirs
+    return Record(root=root, common=common, git_dir=git_dir, race_id=race_id,
+                  refs=_refs(root, race_id), head=_read_head(git_dir / "HEAD"),
+                  worktree_heads=_worktree_heads(root, common), settings=_settings(common, git_dir),
+                  host=host)
+
+
+def compare(record: Record, who: str) -> list[Change]:
+    """What changed since the record and was not reported before; settings files are put back.
+
+    `who` names the evidence directory ("<key>-<attempt>", or "race")."""
+    record.latest_host = None
+    found: list[Change] = []
+    found += _compare_refs(record)
+    found += _compare_heads(record)
+    found += _compare_settings(record, who)
+    found += _compare_checkout(record, found)
+    fresh = [c for c in found if c.identity not in record.seen]
+    record.seen.update(c.identity for c in fresh)
+    return fresh
+
+
+# --- refs and HEADs -----------------------------------------------------------------------------
+
+
+def _refs(root: Path, race_id: str) -> dict[str, str]:
+    out = str(git._check("listing refs", root, "for-each-ref", "--format=%(objectname) %(refname)"))
+    own = f"refs/heads/{git.BRANCH_PREFIX}/{race_id}/"
+    refs = {}
+    for line in out.splitlines():
+        oid, _, name = line.partition(" ")
+        if name and not name.startswith(own):
+            refs[name] = oid
+    return refs
+
+
+def _read_head(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="surrogateescape").strip()
+    except OSError:
+        return ""
+
+
+def _worktree_heads(root: Path, common: Path) -> dict[str, str]:
+    """HEAD of each of the user's other worktrees (not the race's, under .outpost/workspaces)."""
+    heads = {}
+    workspaces = os.path.realpath(root / git.OUTPOST_DIR / git.WORKSPACES)
+    try:
+        entries = sorted((common / "worktrees").iterdir())
+    except OSError:
+        return heads
+    for entry in entries:
+        try:
+            linked = os.path.realpath((entry / "gitdir").read_text(encoding="utf-8").strip())
+        except OSError:
+            continue
+        if not linked.startswith(workspaces + os.sep):
+            heads[str(entry / "HEAD")] = _read_head(entry / "HEAD")
+    return heads
+
+
+def _undo(root: Path, *args: str) -> str:
+    return shlex.join(["git", "-C", str(root), *args])
+
+
+def _compare_refs(record: Record) -> list[Change]:
+    now = _refs(record.root, record.race_id)
+    checked_out = record.checked_out
+    changes = []
+    for name in sorted(set(record.refs) | set(now)):
+        before, after = record.refs.get(name), now.get(name)
+        if before == after:
+            continue
+        checkout = name == checked_out
+        if before is None:
+            if name.startswith(ENGINE_NAMESPACES):
+                continue
+            assert after is not None
+            changes.append(Change("ref", name, "created", None, after,
+                                  _undo(record.root, "update-ref", "-d", name, after), checkout=checkout))
+        elif after is None:
+            changes.append(Change("ref", name, "deleted", before, None,
+                                  _undo(record.root, "update-ref", name, before, ""), checkout=checkout))
+        else:
+            changes.append(Change("ref", name, "moved", before, after,
+                                  _undo(record.root, "update-ref", name, before, after), checkout=checkout))
+    return changes
+
+
+def _compare_heads(record: Record) -> list[Change]:
+    changes = []
+    now = _read_head(record.git_dir / "HEAD")
+    if now != record.head:
+        back = record.checked_out
+        undo = _undo(record.root, "checkout", back.removeprefix("refs/heads/") if back else record.head)
+        changes.append(Change("head", "HEAD", "changed", record.head, now, undo, checkout=True))
+    for path, before in record.worktree_heads.items():
+        after = _read_head(Path(path))
+        if after != before:
+            worktree = Path(path).parent
+            changes.append(Change("head", str(worktree.relative_to(record.common) / "HEAD"), "changed",
+                                  before, after or None))
+    return changes
+
+
+# --- settings files -----------------------------------------------------------------------------
+
+
+def _settings(common: Path, git_dir: Path) -> dict[str, Saved]:
+    saved: dict[str, Saved] = {}
+    for path in _settings_paths(common, git_dir):
+        state = _save(path)
+        if state is not None:
+            saved[str(path)] = state
+    return saved
+
+
+def _settings_paths(common: Path, git_dir: Path) -> list[Path]:
+    paths = [common / name for name in SETTINGS_FILES]
+    if git_dir != common:
+        paths.append(git_dir / "config.worktree")
+    try:
+        paths += [entry / "config.worktree" for entry in (common / "worktrees").iterdir()]
+    except OSError:
+        pass
+    # submodules' git directories: their config and hooks run when git recurses into them
+    for current, dirs, files in os.walk(common / "modules", followlinks=False):
+        base = Path(current)
+        if (base / "objects").is_dir():
+            paths += [base / name for name in SETTINGS_FILES]
+            for tree in SETTINGS_TREES:
+                paths += [Path(c) / name for c, _, names in os.walk(base / tree, followlinks=False)
+                          for name in names]
+            dirs[:] = [d for d in dirs if d == "modules"]  # nested submodules only
+    for tree in SETTINGS_TREES:
+        for current, dirs, files in os.walk(common / tree, followlinks=False):
+            base = Path(current)
+            paths += [base / name for name in files]
+            # a symlinked directory is recorded as the link it is, not walked
+            paths += [base / name for name in dirs if (base / name).is_symlink()]
+    return paths
+
+
+def _save(path: Path) -> Saved | None:
+    try:
+        info = os.lstat(path)
+        if stat.S_ISLNK(info.st_mode):
+            target = os.readlink(path)
+            return Saved(info.st_mode, hashlib.sha256(os.fsencode(target)).hexdigest(), None, target)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        digest = hashlib.sha256()
+        kept = bytearray()
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+                if len(kept) <= MAX_RESTORABLE:
+                    kept += chunk
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise git.GitError(f"cannot read {path}: {error.strerror}") from error
+    content = bytes(kept) if len(kept) <= MAX_RESTORABLE else None
+    return Saved(info.st_mode, digest.hexdigest(), content)
+
+
+def _compare_settings(record: Record, who: str) -> list[Change]:
+    now = _settings(record.common, record.git_dir)
+    changes = []
+    for path in sorted(set(record.settings) | set(now)):
+        before, after = record.settings.get(path), now.get(path)
+        if before == after or (before and after and before.digest == after.digest
+                               and before.mode == after.mode):
+            continue
+        name = os.path.relpath(path, record.common)
+        change = "added" if before is None else "removed" if after is None else "changed"
+        evidence = _keep(record, who, Path(path), name) if after is not None else None
+        restored = _restore(Path(path), before)
+        changes.append(Change("setting", name, change, before.digest[:12] if before else None,
+                              after.digest[:12] if after else None, restored=restored,
+                              evidence=evidence))
+    return changes
+
+
+def _keep(record: Record, who: str, path: Path, name: str) -> str | None:
+    """Copy what was found to .outpost/recovery/tampering/<race>/<who>/ before it is put back."""
+    target = (record.root / git.OUTPOST_DIR / git.RECOVERY / TAMPERING / record.race_id / who
+              / f"{name}.{uuid.uuid4().hex[:8]}")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        info = os.lstat(path)
+        if stat.S_ISLNK(info.st_mode):
+            os.symlink(os.readlink(path), target)
+        else:
+            with open(path, "rb") as source, open(target, "xb") as copy:
+                for chunk in iter(lambda: source.read(1 << 20), b""):
+                    copy.write(chunk)
+            os.chmod(target, stat.S_IMODE(info.st_mode) & 0o700)
+    except OSError:
+        return None
+    return str(target)
+
+
+def _restore(path: Path, saved: Saved | None) -> bool:
+    """Put `path` back as recorded (gone when it did not exist); False when that cannot be done."""
+    try:
+        if saved is None:
+            if path.is_dir() and not path.is_symlink():
+                return False  # a directory: kept where it is, reported
+            os.unlink(path)
+            return True
+        if saved.link is None and saved.content is None:
+            return False
+        temp = path.with_name(f".{path.name}.outpost-{uuid.uuid4().hex[:8]}")
+        if saved.link is not None:
+            os.symlink(saved.link, temp)
+        else:
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            try:
+                view = memoryview(saved.content or b"")
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fchmod(fd, stat.S_IMODE(saved.mode))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        if path.is_dir() and not path.is_symlink():
+            os.unlink(temp)
+            return False
+        os.replace(temp, path)
+        return True
+    except OSError:
+        return False
+
+
+# --- the checkout ---------------------------------------------------------------------------------
+
+
+def _compare_checkout(record: Record, found: list[Change]) -> list[Change]:
+    before = record.host
+    if before is None:
+        return []
+    try:
+        after = record.latest_host = git.host_snapshot(record.root)
+    except git.GitError:
+        return []
+    moved = before.head != after.head
+    written = (before.fingerprint != after.fingerprint) if not moved else (before.dirty != after.dirty
+                                                                             or after.dirty)
+    if not written:
+        return []
+    return [Change("working-tree", "working tree", "changed", before.fingerprint[:12],
+                   after.fingerprint[:12], checkout=True)]

@@ -1,0 +1,5 @@
+"""Kept work, after the race: what races kept, each attempt's worktree or archive with its outcome
+(`retained`), archiving a worktree under a verified ref and restoring it (`archive`), loss-proof
+pruning of kept worktrees and branches (`cleanup`), which processes use a directory (`processes`),
+and running a race's validation again on a kept attempt (`revalidation`).
+"""

@@ -1,0 +1,3 @@
+"""The machine the races run on: `doctor` checks git, the agents' programs and credentials, the
+container engine and the sandbox support, and says what to fix.
+"""

@@ -1,0 +1,503 @@
+"""What this machine has for racing agents: agent CLIs, logins, git, a container engine, storage.
+
+Every check is cheap and spends no tokens: programs are asked for `--version`, logins are judged
+from credential files and environment variables (None when that cannot tell), each agent's model
+API is asked for a HEAD of its base URL (any HTTP answer means it is reachable), the container
+engine is asked for its version. Given a race, the checks it depends on are marked required, and
+`missing()` lists the ones that fail. A container race runs its agents inside its image, so there
+the host's agent programs are not needed; the image is probed for them instead.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from .. import gitenv
+from ..agents import adapter_for, known_agents
+from ..sandbox.engines import engine_name
+from ..core.spec import RaceSpec
+
+VERSION_TIMEOUT = 10.0
+ENGINE_TIMEOUT = 3.0
+ENDPOINT_TIMEOUT = 5.0
+PROBE_TIMEOUT = 60.0  # a first container from an image can take a while on a loaded machine
+CONTAINER_PROVIDERS = ("docker", "podman")
+GIT_IDENTITY = ("-c", "user.name=outpost-tui doctor", "-c", "user.email=doctor@outpost.invalid",
+                "-c", "commit.gpgsign=false")
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool | None  # None: cannot tell without spending tokens or credentials we do not read
+    detail: str
+    required: bool = False
+
+    @property
+    def missing(self) -> bool:
+        return self.required and self.ok is False
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "ok": self.ok, "detail": self.detail, "required": self.required}
+
+
+def missing(checks: list[Check]) -> list[Check]:
+    return [check for check in checks if check.missing]
+
+
+def run_checks(spec: RaceSpec | None = None, *, env: Mapping[str, str] | None = None,
+               home: Path | None = None, repository: Path | None = None) -> list[Check]:
+    env = dict(os.environ if env is None else env)
+    home = home or Path(env.get("HOME") or Path.home())
+    contained = in_container(spec)
+    needed_agents = host_agents_needed(spec)
+    checks: list[Check] = []
+    for kind in known_agents():
+        adapter = adapter_for(kind)
+        if adapter.program is None:
+            continue
+        checks.extend(agent_checks(kind, env, home, required=kind in needed_agents))
+    if spec is not None:
+        checks.extend(command_checks(spec, env, contained=contained))
+    checks.extend(git_checks(env, required=spec is not None))
+    checks.extend(container_checks(spec, required=contained,
+                                   programs=image_programs(spec) if contained else {}))
+    repository = spec.repository if spec else (repository or _git_toplevel(Path.cwd(), env))
+    # reported, not required: the engine commits a candidate's edits under its own name when
+    # there is no identity, but agents that commit themselves fail
+    checks.append(identity_check(repository, required=False))
+    checks.append(storage_check(repository, required=bool(spec and spec.durability.enabled)))
+    checks.append(containment_check())
+    return checks
+
+
+def containment_check() -> Check:
+    """How the local sandbox ends every process a command starts (cgroup v2 or the tracked tree)."""
+    from ..sandbox import containment
+
+    return Check("process containment", True, containment.mechanism())
+
+
+# -- what a race needs --------------------------------------------------------------------------
+
+def in_container(spec: RaceSpec | None) -> bool:
+    return spec is not None and spec.sandbox.provider in CONTAINER_PROVIDERS
+
+
+def host_agents_needed(spec: RaceSpec | None) -> set[str]:
+    """The agent kinds whose programs (and logins) this host must have: none for a container race."""
+    if spec is None or in_container(spec):
+        return set()
+    return {candidate.agent for candidate in spec.candidates}
+
+
+def image_programs(spec: RaceSpec) -> dict[str, str]:
+    """Check name -> program that a container race runs inside its image."""
+    programs: dict[str, str] = {}
+    for candidate in spec.candidates:
+        program = adapter_for(candidate.agent).program
+        if program is not None:
+            programs[f"agent {candidate.agent} in image"] = program
+        elif candidate.agent == "command" and candidate.command and os.sep not in candidate.command[0]:
+            programs[f"command {candidate.key} in image"] = candidate.command[0]
+    return programs
+
+
+# -- agents ------------------------------------------------------------------------------------
+
+def agent_checks(kind: str, env: Mapping[str, str], home: Path, *, required: bool) -> list[Check]:
+    adapter = adapter_for(kind)
+    program = adapter.program
+    assert program is not None
+    location = shutil.which(program, path=env.get("PATH"))
+    if location is None:
+        hint = getattr(adapter, "install_hint", None)
+        detail = f"`{program}` not found on PATH" + (f" (install: {hint})" if hint else "")
+        return [Check(f"agent {kind}", False, detail, required)]
+    checks = [Check(f"agent {kind}", True, f"{version_of(adapter.version_argv() or (program,), env)} "
+                                           f"({location})", required)]
+    auth_status = getattr(adapter, "auth_status", None)
+    if auth_status is not None:
+        ok, detail = auth_status(env, home)
+        checks.append(Check(f"login {kind}", ok, detail, required))
+    endpoint = adapter.api_endpoint(env, home)
+    if endpoint is not None:
+        checks.append(endpoint_check(f"api {kind}", endpoint, env, required=required))
+    return checks
+
+
+def agents_ready(kinds: Iterable[str], env: Mapping[str, str] | None = None,
+                 home: Path | None = None) -> list[Check]:
+    """Installed and logged in, for each agent kind: the local part of `doctor`'s agent checks
+    (no network, nothing spent). Only the checks that fail are returned."""
+    env = dict(os.environ if env is None else env)
+    home = home or Path(env.get("HOME") or Path.home())
+    failed: list[Check] = []
+    for kind in sorted(set(kinds)):
+        adapter = adapter_for(kind)
+        program = adapter.program
+        if program is None:
+            continue  # demo and command agents need nothing installed
+        if shutil.which(program, path=env.get("PATH")) is None:
+            hint = getattr(adapter, "install_hint", None)
+            failed.append(Check(f"agent {kind}", False, f"`{program}` not found on PATH"
+                                + (f" (install: {hint})" if hint else ""), True))
+            continue
+        auth_status = getattr(adapter, "auth_status", None)
+        if auth_status is not None:
+            ok, detail = auth_status(env, home)
+            if ok is False:
+                failed.append(Check(f"login {kind}", False, detail, True))
+    return failed
+
+
+def endpoint_check(name: str, url: str, env: Mapping[str, str], *, required: bool,
+                   timeout: float = ENDPOINT_TIMEOUT) -> Check:
+    """Whether the model API at `url` answers at all: a HEAD request, no credentials sent, so no
+    tokens are spent. Any HTTP answer (even 404 or 401) means it is reachable."""
+    import urllib.error
+    import urllib.request
+
+    if not url.startswith(("http://", "https://")):
+        return Check(name, False, f"{url} is not an http(s) URL", required)
+    proxies = {scheme: env[key] for scheme, key in (("http", "HTTP_PROXY"), ("https", "HTTPS_PROXY"))
+               if env.get(key)}
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler(proxies))
+    try:
+        with opener.open(urllib.request.Request(url, method="HEAD"), timeout=timeout) as answer:
+            status = answer.status
+    except urllib.error.HTTPError as error:
+        status = error.code
+    except (urllib.error.URLError, OSError, ValueError) as error:
+        reason = getattr(error, "reason", None) or error
+        reason = getattr(reason, "strerror", None) or str(reason) or type(error).__name__
+        return Check(name, False, f"cannot reach {url}: {reason}", required)
+    return Check(name, True, f"{url} answers (HTTP {status})", required)
+
+
+def version_of(argv: tuple[str, ...], env: Mapping[str, str]) -> str:
+    try:
+        done = subprocess.run(list(argv), capture_output=True, text=True, errors="replace",
+                              stdin=subprocess.DEVNULL, timeout=VERSION_TIMEOUT, env=dict(env))
+    except subprocess.TimeoutExpired:
+        return f"version unknown (`{' '.join(argv)}` did not answer within {VERSION_TIMEOUT:g}s)"
+    except OSError as error:
+        return f"version unknown ({error.strerror or error})"
+    for line in (done.stdout + "\n" + done.stderr).splitlines():
+        if line.strip():
+            return line.strip()[:120]
+    return f"version unknown (exit code {done.returncode})"
+
+
+def command_checks(spec: RaceSpec, env: Mapping[str, str], *, contained: bool = False) -> list[Check]:
+    """Command agents' programs on the host; in a container race a bare program name is looked up
+    in the image instead (image_programs), so the host's is reported but not needed."""
+    checks = []
+    for candidate in spec.candidates:
+        if candidate.agent != "command" or not candidate.command:
+            continue
+        program = candidate.command[0]
+        path = {**env, **candidate.env}.get("PATH")
+        if os.sep in program:
+            found = Path(program)
+            if not found.is_absolute() and spec.path is not None:
+                found = spec.path.parent / found
+            ok = found.is_file() and os.access(found, os.X_OK)
+            where = str(found)
+        else:
+            where = shutil.which(program, path=path)
+            ok = where is not None
+        detail = f"{program} ({where})" if ok else f"`{program}` not found" + (
+            "" if os.sep in program else " on PATH")
+        checks.append(Check(f"command {candidate.key}", ok, detail,
+                            not (contained and os.sep not in program)))
+    return checks
+
+
+# -- git ---------------------------------------------------------------------------------------
+
+def git_checks(env: Mapping[str, str], *, required: bool) -> list[Check]:
+    if shutil.which("git", path=env.get("PATH")) is None:
+        return [Check("git", False, "git not found on PATH", required),
+                Check("git merge-tree", False, "needs git", required)]
+    version = version_of(("git", "--version"), env)
+    return [Check("git", True, version, required), merge_tree_check(env, required=required)]
+
+
+def identity_check(repository: Path | None, *, required: bool) -> Check:
+    """The git identity agents commit under (outpost hands it to agents whose shell hides
+    ~/.gitconfig, such as Gemini CLI): without one, a candidate's own commits fail."""
+    from .. import git
+
+    try:
+        found = git.identity(repository or Path.cwd())
+    except git.GitError as error:
+        return Check("git identity", False, str(error), required)
+    if "name" in found and "email" in found:
+        return Check("git identity", True, f"{found['name']} <{found['email']}>", required)
+    missing = " and ".join(f"user.{key}" for key in ("name", "email") if key not in found)
+    return Check("git identity", False, f"no {missing}: agents cannot commit themselves "
+                 f"(git config --global user.name …, user.email …)", required)
+
+
+def merge_tree_check(env: Mapping[str, str], *, required: bool) -> Check:
+    """Tries `git merge-tree --write-tree` (git 2.38+) in a scratch repository."""
+    clean_env = gitenv.scrubbed(env)
+    with tempfile.TemporaryDirectory(prefix="outpost-doctor-") as scratch:
+        steps = (["git", "init", "-q"],
+                 ["git", *GIT_IDENTITY, "commit", "-q", "--allow-empty", "-m", "probe"],
+                 ["git", "merge-tree", "--write-tree", "HEAD", "HEAD"])
+        for argv in steps:
+            try:
+                done = subprocess.run(argv, cwd=scratch, capture_output=True, text=True, env=clean_env,
+                                      stdin=subprocess.DEVNULL, timeout=VERSION_TIMEOUT)
+            except (OSError, subprocess.TimeoutExpired) as error:
+                return Check("git merge-tree", False, f"could not run git: {error}", required)
+            if done.returncode != 0:
+                if argv[1] == "merge-tree":
+                    return Check("git merge-tree", False, "`git merge-tree --write-tree` is not supported "
+                                 "(needs git 2.38 or later)", required)
+                detail = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+                return Check("git merge-tree", False, f"`{' '.join(argv[:2])}` failed: {detail}", required)
+    return Check("git merge-tree", True, "--write-tree supported", required)
+
+
+def _git_toplevel(directory: Path, env: Mapping[str, str]) -> Path | None:
+    try:
+        done = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=directory, capture_output=True,
+                              text=True, stdin=subprocess.DEVNULL, timeout=VERSION_TIMEOUT,
+                              env=gitenv.scrubbed(env))
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return Path(done.stdout.strip()) if done.returncode == 0 and done.stdout.strip() else None
+
+
+# -- container engine --------------------------------------------------------------------------
+
+def container_checks(spec: RaceSpec | None, *, required: bool,
+                     programs: Mapping[str, str] | None = None) -> list[Check]:
+    """The engine (and the race's image); with `programs`, whether the image has each of them."""
+    from ..sandbox.base import SandboxError
+    from ..sandbox.container import connect_endpoint
+
+    programs = dict(programs or {})
+    sandbox = spec.sandbox if spec else None
+    provider = sandbox.provider if sandbox and sandbox.provider != "local" else None
+    image = sandbox.image if sandbox and provider else None
+
+    def not_checked(why: str) -> list[Check]:
+        return [Check(name, None, f"not checked: {why}", required) for name in programs]
+
+    try:
+        client, found = connect_endpoint(sandbox.endpoint if sandbox else None, provider,
+                                         timeout=ENGINE_TIMEOUT, pool=1)
+        endpoint = found.url
+    except (SandboxError, ImportError) as error:
+        return [Check("container engine", False, str(error), required),
+                *not_checked("no container engine to ask")]
+    # it answered /_ping within ENGINE_TIMEOUT; /version and /info may take seconds on a loaded Podman
+    client.api.timeout = max(client.api.timeout or 0, PROBE_TIMEOUT)
+    try:
+        try:
+            version = client.version()
+        except Exception as error:  # the SDK raises requests/urllib3/docker errors alike
+            detail = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
+            return [Check("container engine", False, f"{endpoint} not reachable: {detail}", required),
+                    *not_checked(f"the container engine at {endpoint} is not reachable")]
+        name = engine_name(version)
+        detail = f"{name} {version.get('Version', '?')} at {endpoint}, chosen by {found.why}"
+        ok: bool | None = True
+        if provider and provider != name:
+            detail += f" (the race asks for {provider}; the Docker API is the same, so it is used)"
+        if image:
+            try:
+                client.images.get(image)
+                detail += f"; image {image} present"
+            except Exception:
+                ok = False
+                detail += f"; image {image} not found (build it: outpost-tui image build --tag {image})"
+        checks = [Check("container engine", ok, detail, required),
+                  *engine_setting_checks(client, endpoint, spec, image if ok else None,
+                                         required=required)]
+        if not programs:
+            return checks
+        if image is None:
+            return checks + not_checked("the race names no image")
+        if not ok:
+            return checks + not_checked(f"image {image} not found")
+        return checks + image_program_checks(client, image, programs, required=required)
+    finally:
+        try:
+            client.close()
+        except Exception:
+            pass
+
+
+def engine_setting_checks(client: Any, endpoint: str, spec: RaceSpec | None, image: str | None, *,
+                          required: bool) -> list[Check]:
+    """Whether files containers write will be the user's on the host (checked with a real
+    container when there is an image), and whether the network the race asks for exists."""
+    from ..sandbox.base import SandboxError
+    from ..sandbox.container import check_network, engine_kind, user_mapping
+
+    try:
+        kind = engine_kind(client, endpoint)
+    except Exception as error:  # docker, requests errors alike
+        return [Check("container files", None, f"not checked: the engine did not describe itself "
+                                               f"({str(error)[:200]})", required)]
+    uid, gid = os.getuid(), os.getgid()
+    options, how = user_mapping(kind, uid, gid)
+    if not endpoint.startswith("unix://"):
+        owner_check = Check("container files", None,
+                            f"{how}; ownership cannot be guaranteed: the engine at {endpoint} is "
+                            "not on this machine (files are written through its filesystem)", required)
+    elif image is None:
+        owner_check = Check("container files", None,
+                            f"{how}; ownership cannot be guaranteed until a container has written a "
+                            "file (no image to try it with: name one in the race file)", required)
+    else:
+        try:
+            owner = probe_ownership(client, image, options)
+        except Exception as error:  # docker, requests and timeout errors alike
+            owner_check = Check("container files", None,
+                                f"{how}; ownership cannot be guaranteed: the probe failed "
+                                f"({str(error).strip()[:200] or type(error).__name__})", required)
+        else:
+            if owner == (uid, gid):
+                owner_check = Check("container files", True,
+                                    f"{how}; a file written in a container belongs to you "
+                                    f"({uid}:{gid})", required)
+            else:
+                owner_check = Check("container files", False,
+                                    f"{how}; but a file written in a container belongs to "
+                                    f"{owner[0]}:{owner[1]} on the host, not to you ({uid}:{gid}): "
+                                    "the engine's user namespace maps ids differently", required)
+    checks = [owner_check]
+    network = spec.sandbox.network if spec is not None and spec.sandbox.provider != "local" else None
+    if network and network != "none":
+        try:
+            check_network(client, network)
+            checks.append(Check("container network", True, f"network {network!r} exists", required))
+        except SandboxError as error:
+            checks.append(Check("container network", False, str(error), required))
+    return checks
+
+
+def probe_ownership(client: Any, image: str, options: Mapping[str, Any], *,
+                    timeout: float = PROBE_TIMEOUT) -> tuple[int, int]:
+    """Who owns, on the host, a file a container run with options writes in a bind mount."""
+    with tempfile.TemporaryDirectory(prefix="outpost-doctor-") as directory:
+        os.chmod(directory, 0o777)  # whoever the container is mapped to may write here
+        container = client.containers.create(
+            image, ["sh", "-c", ": > /probe/written"], network_mode="none",
+            volumes={directory: {"bind": "/probe", "mode": "rw"}}, environment={"HOME": "/tmp"},
+            labels={"outpost.doctor": "probe"}, **options)
+        try:
+            container.start()
+            status = container.wait(timeout=timeout)
+        finally:
+            try:
+                container.remove(force=True)
+            except Exception:
+                pass  # already gone, or the engine is
+        code = status.get("StatusCode") if isinstance(status, dict) else None
+        written = Path(directory) / "written"
+        if code != 0 or not written.exists():
+            raise RuntimeError(f"the probe container could not write a file (exit code {code})")
+        info = written.stat()
+        return info.st_uid, info.st_gid
+
+
+def container_check(spec: RaceSpec | None, *, required: bool) -> Check:
+    return container_checks(spec, required=required)[0]
+
+
+def image_program_checks(client: Any, image: str, programs: Mapping[str, str], *,
+                         required: bool, timeout: float = PROBE_TIMEOUT) -> list[Check]:
+    try:
+        found = probe_image(client, image, sorted(set(programs.values())), timeout=timeout)
+    except Exception as error:  # docker, requests and timeout errors alike
+        text = str(error).strip()
+        why = (text.splitlines()[0] if text else type(error).__name__)[:200]
+        return [Check(name, None, f"not checked: probing image {image} failed: {why}", required)
+                for name in programs]
+    checks = []
+    for name, program in programs.items():
+        where = found.get(program)
+        if where:
+            checks.append(Check(name, True, f"{where} in {image}", required))
+            continue
+        detail = f"`{program}` not found on the PATH of image {image}"
+        kind = name.removeprefix("agent ").removesuffix(" in image")
+        hint = getattr(adapter_for(kind), "install_hint", None) if name.startswith("agent ") else None
+        checks.append(Check(name, False, detail + (f" (install it in the image: {hint})" if hint else ""),
+                            required))
+    return checks
+
+
+# Prints "<program><TAB><where it is, or nothing>" for each program named after the script.
+_PROBE_SCRIPT = 'for p in "$@"; do printf \'%s\\t%s\\n\' "$p" "$(command -v "$p" || true)"; done'
+
+
+def probe_image(client: Any, image: str, programs: Sequence[str], *,
+                timeout: float = PROBE_TIMEOUT) -> dict[str, str | None]:
+    """Where each program is on the image's PATH (None when absent), asked of a short-lived,
+    network-less container that is removed afterwards.
+
+    create/start/wait/logs rather than containers.run(): run() follows the logs of a container
+    that may already have exited, and Podman sometimes never ends that stream.
+    """
+    container = client.containers.create(
+        image, ["sh", "-c", _PROBE_SCRIPT, "outpost-doctor", *programs], network_mode="none",
+        user=f"{os.getuid()}:{os.getgid()}", environment={"HOME": "/tmp"},
+        labels={"outpost.doctor": "probe"})
+    try:
+        container.start()
+        status = container.wait(timeout=timeout)
+        output = container.logs(stdout=True, stderr=True).decode(errors="replace")
+    finally:
+        try:
+            container.remove(force=True)
+        except Exception:
+            pass  # already gone, or the engine is
+    code = status.get("StatusCode") if isinstance(status, dict) else None
+    if code != 0:
+        last = (output.strip().splitlines() or ["no output"])[-1][:200]
+        raise RuntimeError(f"the probe exited with code {code}: {last}")
+    found: dict[str, str | None] = {program: None for program in programs}
+    for line in output.splitlines():
+        program, _, where = line.partition("\t")
+        if program in found and where.strip():
+            found[program] = where.strip()
+    return found
+
+
+# -- storage -----------------------------------------------------------------------------------
+
+def storage_check(repository: Path | None, *, required: bool) -> Check:
+    if repository is None:
+        return Check("storage", None, "not in a git repository: nothing to check", required)
+    storage = repository / ".outpost" / "storage"
+    if not storage.exists():
+        parent = next((p for p in (storage.parent, repository) if p.exists()), repository)
+        if os.access(parent, os.W_OK | os.X_OK):
+            return Check("storage", True, f"{storage} not created yet (made 0700 on first durable run)",
+                         required)
+        return Check("storage", False, f"{parent} is not writable: {storage} cannot be created", required)
+    if not storage.is_dir():
+        return Check("storage", False, f"{storage} is not a directory", required)
+    mode = stat.S_IMODE(storage.stat().st_mode)
+    if not os.access(storage, os.W_OK | os.X_OK):
+        return Check("storage", False, f"{storage} is not writable (mode {mode:04o})", required)
+    if mode != 0o700:
+        return Check("storage", False, f"{storage} has mode {mode:04o}; expected 0700 "
+                                       f"(chmod 700 {storage})", required)
+    return Check("storage", True, f"{storage} (mode 0700)", required)
