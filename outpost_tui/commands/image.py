@@ -41,9 +41,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "machine's python3 and git (enough for the sample races), or from a root "
                     "filesystem archive, or from a Dockerfile with a local context.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    from ..engine.sandbox.images import DEFAULT_TAG
+    from ..engine.core.spec import DEFAULT_IMAGE
 
-    build.add_argument("--tag", default=DEFAULT_TAG, help=f"image name (default {DEFAULT_TAG})")
+    build.add_argument("--tag", default=DEFAULT_IMAGE, help=f"image name (default {DEFAULT_IMAGE})")
     source = build.add_mutually_exclusive_group()
     source.add_argument("--from-rootfs", metavar="TAR", type=Path,
                         help="import this root filesystem archive (tar, optionally compressed)")

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 from outpost_tui.engine import CandidateSpec, EventKind, build_spec  # noqa: E402
 from outpost_tui.engine.racing.coordinator import Race  # noqa: E402
 from outpost_tui.engine.core.events import EventBus  # noqa: E402
-from outpost_tui.engine.sandbox.images import DEFAULT_TAG  # noqa: E402
+from outpost_tui.engine.core.spec import DEFAULT_IMAGE  # noqa: E402
 from outpost_tui.engine.sandbox.base import SandboxContext  # noqa: E402
 from outpost_tui.engine.sandbox.container import ContainerProvider  # noqa: E402
 from outpost_tui.engine.sandbox.local import LocalProvider  # noqa: E402
@@ -183,7 +183,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=5)
     parser.add_argument("--candidates", type=int, default=4)
-    parser.add_argument("--image", default=os.environ.get("OUTPOST_TEST_IMAGE", DEFAULT_TAG))
+    parser.add_argument("--image", default=os.environ.get("OUTPOST_TEST_IMAGE", DEFAULT_IMAGE))
     anyio.run(main_async, parser.parse_args())
 
 

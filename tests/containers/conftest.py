@@ -15,13 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from outpost_tui.engine.sandbox.images import DEFAULT_TAG, build_sample_image
+from outpost_tui.engine.core.spec import DEFAULT_IMAGE
+from outpost_tui.engine.sandbox.images import build_sample_image
 from outpost_tui.engine.sandbox.base import SandboxContext, SandboxError
 from outpost_tui.engine.sandbox.container import LABEL_RACE, ContainerProvider, connect
 from outpost_tui.engine.core.spec import SandboxSpec
 from tests.conftest import git, make_repo
 
-IMAGE = os.environ.get("OUTPOST_TEST_IMAGE", DEFAULT_TAG)
+IMAGE = os.environ.get("OUTPOST_TEST_IMAGE", DEFAULT_IMAGE)
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 

@@ -277,6 +277,11 @@ class ScoreSpec:
     check: Check | None = None
 
 
+# The sample image `outpost-tui image build` makes; a container sandbox uses it when [sandbox] names
+# none. Here, not in sandbox/images.py: the command line shows it without loading the sandboxes.
+DEFAULT_IMAGE = "local/outpost-sample:latest"
+
+
 @dataclass(frozen=True)
 class SandboxSpec:
     provider: Provider = setting("local", rules="a container provider needs `image`")

@@ -34,8 +34,8 @@ import anyio.from_thread
 import anyio.to_thread
 
 from .. import git, gitenv
-from .images import DEFAULT_TAG, KEEP_ALIVE
-from ..core.spec import SandboxSpec
+from .images import KEEP_ALIVE
+from ..core.spec import DEFAULT_IMAGE, SandboxSpec
 from .base import (Completed, EngineGone, LineSink, Sandbox, SandboxContext, SandboxError,
                    SandboxProvider, Stop, StopSink)
 from .engines import ContextError, Endpoint, discover, searched
@@ -450,7 +450,7 @@ class ContainerProvider(SandboxProvider):
         self.spec = spec
         self.user = user or (os.getuid(), os.getgid())
         self.name = spec.provider
-        self.image = spec.image or DEFAULT_TAG
+        self.image = spec.image or DEFAULT_IMAGE
         self.request_timeout = request_timeout
         self._client: Any = None
         self.endpoint: str | None = None

@@ -25,9 +25,9 @@ from io import BytesIO
 from pathlib import Path
 from typing import Callable, Iterable
 
+from ..core.spec import DEFAULT_IMAGE
 from .. import gitenv
 
-DEFAULT_TAG = "local/outpost-sample:latest"
 # The main process of a sandbox container only has to stay alive; `sleep` with a number works with
 # coreutils and busybox alike (not every `sleep` knows "infinity").
 KEEP_ALIVE = ("sleep", "2147483647")
@@ -78,7 +78,7 @@ def parse_tag(tag: str) -> tuple[str, str]:
         repository, version = tag, "latest"
     if not repository or not re.fullmatch(r"[a-z0-9]+([._/:-][a-z0-9]+)*", repository) \
             or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", version):
-        raise ImageError(f"image tag {tag!r} is not a valid name (e.g. {DEFAULT_TAG})")
+        raise ImageError(f"image tag {tag!r} is not a valid name (e.g. {DEFAULT_IMAGE})")
     return repository, version
 
 
@@ -407,7 +407,7 @@ def build_dockerfile(client, directory: Path, tag: str, progress: Progress | Non
             from None
 
 
-def build_sample_image(client, endpoint: str, tag: str = DEFAULT_TAG,
+def build_sample_image(client, endpoint: str, tag: str = DEFAULT_IMAGE,
                        progress: Progress | None = None) -> tuple[str, Rootfs]:
     """The default image: this machine's python3 + git, imported without any registry."""
     _check_architecture(client, endpoint)
