@@ -1,16 +1,21 @@
 # shellcheck shell=bash
-# Rootless Podman for the rootless-engine tests (tests/containers/test_rootless.py), on a fresh
-# Debian 12 machine, as root.
+# Rootless Podman and rootless Docker for the rootless-engine tests (tests/containers/
+# test_rootless.py), on a fresh Debian 12 machine, as root.
 #
 # Source it from .ci/run after .ci/podman-setup.sh (whose rootful engine holds the test image): it
 # creates an unprivileged user with subordinate uid and gid ranges, gives it a runtime directory,
-# copies the test image into its own storage (no registry), starts `podman system service` as that
-# user on $XDG_RUNTIME_DIR/podman/podman.sock (where outpost-tui's discovery looks), and exports
+# starts, as that user, `podman system service` on $XDG_RUNTIME_DIR/podman/podman.sock and rootless
+# dockerd (rootlesskit) on $XDG_RUNTIME_DIR/docker.sock (where outpost-tui's discovery looks),
+# copies the test image into each one's storage (no registry), and exports
 #   OUTPOST_ROOTLESS_USER     the user (outpost-rootless unless set)
-#   OUTPOST_ROOTLESS_SOCKET   its engine's socket
-# The tests run outpost-tui as that user (runuser) against that engine. Running it again is cheap:
-# the user, its ranges, its image and a live service are reused. `outpost_rootless_teardown` stops
-# the service this script started.
+#   OUTPOST_ROOTLESS_SOCKET   its Podman's socket
+# The tests run outpost-tui as that user (runuser) against those engines. Running it again is
+# cheap: the user, its ranges, its images and live services are reused. `outpost_rootless_teardown`
+# stops the services this script started.
+#
+# Machine-kind settings, never the product's: rootless dockerd runs in the host's network namespace
+# without iptables or a bridge (the tests' containers have no network; a tap device and NAT rules
+# need /dev/net/tun and netfilter rights a CI machine may not give), cgroupfs as the rootful one.
 
 _outpost_rootless_setup() (
   set -euo pipefail
@@ -21,7 +26,7 @@ _outpost_rootless_setup() (
 
   # newuidmap/newgidmap (uidmap) map the subordinate ranges; slirp4netns is rootless networking
   local missing=()
-  for pkg in podman uidmap slirp4netns fuse-overlayfs; do
+  for pkg in podman uidmap slirp4netns fuse-overlayfs docker.io rootlesskit; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
   done
   if [ ${#missing[@]} -gt 0 ]; then
@@ -62,6 +67,26 @@ _outpost_rootless_setup() (
     podman --url "$rootful" save "$image" | "${as_user[@]}" podman load >/dev/null
   fi
   echo "rootless-podman-setup: $user (uid $uid) runs Podman at unix://$sock with $image"
+
+  local dsock=$runtime/docker.sock
+  local docker=("${as_user[@]}" docker -H "unix://$dsock")
+  if ! "${docker[@]}" version >/dev/null 2>&1; then
+    rm -f "$dsock"
+    setsid "${as_user[@]}" DOCKERD_ROOTLESS_ROOTLESSKIT_NET=host DOCKERD_ROOTLESS_ROOTLESSKIT_PORT_DRIVER=none \
+      PATH=/usr/share/docker.io/contrib:/usr/sbin:/usr/bin:/sbin:/bin \
+      dockerd-rootless.sh --storage-driver overlay2 --exec-opt native.cgroupdriver=cgroupfs \
+      --iptables=false --ip6tables=false --bridge=none \
+      >/tmp/dockerd-rootless.log 2>&1 </dev/null &
+    echo $! > /tmp/dockerd-rootless.pid
+    local i
+    for i in $(seq 120); do "${docker[@]}" version >/dev/null 2>&1 && break; sleep 0.5; done
+    "${docker[@]}" version >/dev/null 2>&1 \
+      || { echo "rootless-podman-setup: rootless dockerd did not start; see /tmp/dockerd-rootless.log" >&2; exit 1; }
+  fi
+  if ! "${docker[@]}" image inspect "$image" >/dev/null 2>&1; then
+    podman --url "$rootful" save "$image" | "${docker[@]}" load >/dev/null
+  fi
+  echo "rootless-podman-setup: $user (uid $uid) runs rootless Docker at unix://$dsock with $image"
 )
 
 _outpost_rootless_setup
@@ -83,11 +108,14 @@ outpost_rootless_teardown() {
     XDG_RUNTIME_DIR="/run/user/$uid" PATH=/usr/sbin:/usr/bin:/sbin:/bin \
     sh -c 'ids=$(podman ps -aq --filter label=outpost.race); [ -z "$ids" ] || podman rm -f $ids' \
     >/dev/null 2>&1 || true
-  local pidfile=/tmp/podman-rootless-service.pid pid
-  [ -f "$pidfile" ] || return 0
-  pid=$(cat "$pidfile")
-  if tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q 'system service'; then
-    kill -- -"$pid" 2>/dev/null || true
-  fi
-  rm -f "$pidfile"
+  local pidfile pid
+  for pidfile in /tmp/podman-rootless-service.pid /tmp/dockerd-rootless.pid; do
+    [ -f "$pidfile" ] || continue
+    pid=$(cat "$pidfile")
+    # the session setsid gave it: runuser, the service and what it started
+    if tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q 'runuser'; then
+      kill -- -"$pid" 2>/dev/null || true
+    fi
+    rm -f "$pidfile"
+  done
 }

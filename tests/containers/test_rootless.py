@@ -1,7 +1,8 @@
-"""Rootless Podman for real: outpost-tui run by an unprivileged user against that user's own rootless
-engine (`podman system service` on $XDG_RUNTIME_DIR/podman/podman.sock, subordinate id ranges,
-set up by .ci/rootless-podman-setup.sh). Discovery finds the socket without DOCKER_HOST, doctor
-names it and why, and every file a container race writes belongs to the user on the host.
+"""Rootless engines for real: outpost-tui run by an unprivileged user against that user's own rootless
+Podman (`podman system service` on $XDG_RUNTIME_DIR/podman/podman.sock) and rootless Docker
+(rootlesskit's dockerd on $XDG_RUNTIME_DIR/docker.sock), with subordinate id ranges, set up by
+.ci/rootless-podman-setup.sh. Discovery finds each socket without DOCKER_HOST, doctor names it and
+why, and every file a container race writes belongs to the user on the host.
 
 The tests run outpost-tui as that user through runuser, so they need root; without root, the user
 or a live engine they skip with the reason (a failure under CI=true, like every container test).
@@ -33,11 +34,15 @@ USER = os.environ.get("OUTPOST_ROOTLESS_USER", "outpost-rootless")
 SETUP = ".ci/rootless-podman-setup.sh"
 
 
+# the race's provider -> (its socket under $XDG_RUNTIME_DIR, what discovery calls it)
+ENGINES = {"podman": ("podman/podman.sock", "rootless Podman's socket"),
+           "docker": ("docker.sock", "rootless Docker's socket")}
+
+
 class Rootless:
     def __init__(self, account: pwd.struct_passwd, python: str, pythonpath: str | None) -> None:
         self.account = account
         self.runtime = f"/run/user/{account.pw_uid}"
-        self.socket = f"{self.runtime}/podman/podman.sock"
         self.python = python
         self.env = {"HOME": account.pw_dir, "XDG_RUNTIME_DIR": self.runtime, "LANG": "C.UTF-8",
                     "PATH": "/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
@@ -56,6 +61,22 @@ class Rootless:
 
     def outpost(self, *args: str, cwd: Path | str = "/", timeout: float = 300) -> subprocess.CompletedProcess:
         return self.run(self.python, "-m", "outpost_tui.cli", *args, cwd=cwd, timeout=timeout)
+
+    def socket(self, provider: str) -> str:
+        return f"{self.runtime}/{ENGINES[provider][0]}"
+
+    def engine(self, provider: str) -> str:
+        """The engine's socket, once it answers the user and holds the test image."""
+        socket = self.socket(provider)
+        cli = ["podman", "--url", f"unix://{socket}"] if provider == "podman" else \
+            ["docker", "-H", f"unix://{socket}"]
+        answer = self.run(*cli, "version")
+        if answer.returncode != 0:
+            unavailable(f"no rootless {provider} answers at {socket} for {USER!r} "
+                        f"({(answer.stderr or answer.stdout).strip()[-300:]}): source {SETUP} (as root)")
+        if self.run(*cli, "image", "inspect", IMAGE).returncode != 0:
+            unavailable(f"the rootless {provider} of {USER!r} has no image {IMAGE}: source {SETUP} (as root)")
+        return socket
 
 
 @pytest.fixture(scope="module")
@@ -77,16 +98,7 @@ def rootless() -> Rootless:
         if probe.returncode != 0:
             unavailable(f"user {USER!r} cannot import outpost_tui ({probe.stderr.strip()[-300:]}): "
                         "the checkout and its environment must be readable by it")
-    engine = Rootless(account, python, pythonpath)
-    answer = engine.run("podman", "--url", f"unix://{engine.socket}", "version", "--format",
-                        "{{.Server.Version}}")
-    if answer.returncode != 0:
-        unavailable(f"no rootless Podman answers at {engine.socket} for {USER!r} "
-                    f"({(answer.stderr or answer.stdout).strip()[-300:]}): source {SETUP} (as root)")
-    image = engine.run("podman", "--url", f"unix://{engine.socket}", "image", "exists", IMAGE)
-    if image.returncode != 0:
-        unavailable(f"the rootless engine of {USER!r} has no image {IMAGE}: source {SETUP} (as root)")
-    return engine
+    return Rootless(account, python, pythonpath)
 
 
 @pytest.fixture
@@ -98,7 +110,7 @@ def home(rootless):
     shutil.rmtree(directory, ignore_errors=True)
 
 
-def race_file(directory: Path, repo: Path) -> Path:
+def race_file(directory: Path, repo: Path, provider: str) -> Path:
     path = directory / "race.toml"
     path.write_text(textwrap.dedent(f"""\
         [race]
@@ -114,7 +126,7 @@ def race_file(directory: Path, repo: Path) -> Path:
         timeout = 120
 
         [sandbox]
-        provider = "podman"
+        provider = "{provider}"
         image = "{IMAGE}"
 
         [[candidates]]
@@ -135,27 +147,32 @@ def owned_otherwise(top: Path, ids: tuple[int, int]) -> list[str]:
     return wrong
 
 
-def test_discovery_finds_the_users_rootless_podman_and_doctor_says_so(rootless, home):
-    race = race_file(home, calc_repo(home))
+@pytest.mark.parametrize("provider", sorted(ENGINES))
+def test_discovery_finds_the_users_rootless_engine_and_doctor_says_so(rootless, home, provider):
+    socket = rootless.engine(provider)
+    race = race_file(home, calc_repo(home), provider)
     subprocess.run(["chown", "-R", f"{rootless.ids[0]}:{rootless.ids[1]}", str(home)], check=True)
     done = rootless.outpost("doctor", str(race), cwd=home)
 
     lines = done.stdout.splitlines()
     engine = next((line for line in lines if " container engine " in line), "")
-    assert engine.startswith("ok") and f"at unix://{rootless.socket}, chosen by rootless Podman's socket" \
+    assert engine.startswith("ok") and f"at unix://{socket}, chosen by {ENGINES[provider][1]}" \
         in engine, done.stdout + done.stderr
     files = next((line for line in lines if " container files " in line), "")
     uid, gid = rootless.ids
-    assert files.startswith("ok") and "rootless Podman: containers run as their root" in files \
+    name = "Podman" if provider == "podman" else "Docker"
+    assert files.startswith("ok") and f"rootless {name}: containers run as their root" in files \
         and f"a file written in a container belongs to you ({uid}:{gid})" in files, done.stdout
 
 
-def test_a_container_race_as_the_user_leaves_only_files_of_the_user(rootless, home):
+@pytest.mark.parametrize("provider", sorted(ENGINES))
+def test_a_container_race_as_the_user_leaves_only_files_of_the_user(rootless, home, provider):
+    rootless.engine(provider)
     repo = calc_repo(home)  # (the fixer commits in its container, from agents/fix.py)
     (repo / "gate").touch()  # the fixer goes at once: it is alone
     subprocess.run(["git", "-C", str(repo), "add", "gate"], check=True)
     subprocess.run(["git", "-C", str(repo), "commit", "-qm", "gate"], check=True)
-    race = race_file(home, repo)
+    race = race_file(home, repo, provider)
     subprocess.run(["chown", "-R", f"{rootless.ids[0]}:{rootless.ids[1]}", str(home)], check=True)
 
     done = rootless.outpost("run", str(race), "--headless", "--json", cwd=home)
