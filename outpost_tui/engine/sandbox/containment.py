@@ -304,7 +304,7 @@ def kill_tree(known: dict[int, float], token: str | None) -> list[tuple[int, str
         for pid in list(targets):
             targets.update(descendants(pid))
         targets.pop(os.getpid(), None)
-        living = describe(pid for pid in targets if _alive(pid))
+        living = describe(pid for pid in targets if alive(pid))
         if not living:
             return killed
         for member in living:
@@ -316,13 +316,13 @@ def kill_tree(known: dict[int, float], token: str | None) -> list[tuple[int, str
                 killed.append(member)
         known.update(targets)
         time.sleep(0.02)  # KILL lands asynchronously; look again once it has
-    still = [pid for pid in known if _alive(pid) and _start_time(pid) == known[pid]]
+    still = [pid for pid in known if alive(pid) and _start_time(pid) == known[pid]]
     if still:
         raise ContainmentError(f"processes {still} are still alive after KILL")
     return killed
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.Error:

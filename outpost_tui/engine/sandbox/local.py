@@ -206,12 +206,18 @@ class LocalSandbox(Sandbox):
             if on_stop is not None and process.returncode is None:
                 on_stop(report)
             began = time.monotonic()
+            strays: list[int] = []
             if process.returncode is None:
                 if group is None:
                     known.update(await anyio.to_thread.run_sync(containment.descendants, process.pid))
-                await anyio.to_thread.run_sync(containment.signal_strays, group, known, token,
-                                               process.pid, signal.SIGTERM)
+                strays = await anyio.to_thread.run_sync(containment.signal_strays, group, known,
+                                                        token, process.pid, signal.SIGTERM)
             report.ended_by = await stop_group(process, grace)
+            # what was TERMed outside the group has the same grace to end as the agent
+            while strays and time.monotonic() - began < grace:
+                strays = [pid for pid in strays if containment.alive(pid)]
+                if strays:
+                    await anyio.sleep(containment.POLL)
             if not ended.is_set():
                 await end()
             report.seconds = time.monotonic() - began
