@@ -1,0 +1,485 @@
+"""Running one attempt: its worktree, `[setup]`, the agent in its sandbox (output decoded into
+events, usage counted against the budget), the commit made on its behalf, then its result graded
+in a clean checkout."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+
+from .. import git
+from ..agents import LaunchContext, adapter_for
+from ..agents.reachability import Reachability
+from ..core.events import Event, EventKind
+from ..core.result import Validation
+from ..core.statuses import Phase
+from ..core.usage import Usage
+from ..sandbox import Sandbox, SandboxContext, SandboxError
+from ..sandbox.base import Completed, Stop
+from ..sandbox.local import LocalProvider, resource_id_for
+from ..verdict import Checkout, grade
+from ..verdict.validation import ValidationContext, score
+from . import setup as setups
+from .attempt import Attempt
+from .settling import Settling
+from .state import _one_line
+
+
+class Running(Settling):
+    """Running one attempt from its worktree to its graded result."""
+
+    async def _execute(self, attempt: Attempt) -> None:
+        spec, candidate, record = self.spec, attempt.candidate, attempt.record
+        assert self.repository is not None and self.baseline is not None
+        directory = git.worktree_directory(self.repository, candidate.key, attempt.branch)
+        register = self._registrar(attempt)
+
+        def allocating(pid: int) -> None:
+            # git and the user's post-checkout hook: a successor must be able to stop them
+            if self._durable is not None:
+                anyio.from_thread.run(register, resource_id_for(pid))
+
+        env = {"TZ": "UTC", "OUTPOST_CANDIDATE": candidate.key, "OUTPOST_ATTEMPT": str(attempt.number),
+               "OUTPOST_RACE_ID": self.id, **candidate.env}
+        if spec.setup.enabled or self._copy_paths:
+            attempt.setup = setups.SetupState()
+            record.setup = attempt.setup.to_json()
+        if spec.setup.ports:
+            attempt.ports, attempt.setup.ports = await self._take_ports()
+            env.update(setups.port_environment(attempt.setup.ports))
+        context = SandboxContext(repository=self.repository, directory=directory,
+                                 git_common_dir=self._git_common_dir, race_id=self.id,
+                                 key=candidate.key, attempt=attempt.number, env=env,
+                                 register_resource=register)
+        # A sandbox that takes a while to start (a container) starts while git checks the
+        # worktree out, in the empty directory made for it (a fresh attempt's only: a replay's
+        # worktree may be found, or a stray moved aside, at that path).
+        ahead = not isinstance(self._provider, LocalProvider)
+        made_empty = ahead and await anyio.to_thread.run_sync(git.make_worktree_directory,
+                                                               self.repository, directory)
+        started = self._start_sandbox(attempt, context) if made_empty else None
+        try:
+            await anyio.to_thread.run_sync(lambda: git.add_worktree(
+                self.repository, attempt.branch, directory, self.baseline, allocating,
+                made_empty=made_empty))
+        finally:
+            if started is not None:
+                with anyio.CancelScope(shield=True):  # its sandbox is the attempt's to close
+                    await started.wait()
+        attempt.directory = directory
+        record.directory = str(directory)
+        await self._save()
+        self.bus.emit(EventKind.WORKTREE_READY, candidate.key, attempt.number, directory=str(directory))
+        if started is None:
+            attempt.sandbox = await self._provider.acquire(context)
+        elif attempt.sandbox is None:
+            raise attempt.sandbox_error or SandboxError("the sandbox did not start")
+        # The grading checkout's sandbox starts while the agent works (a fresh one of its own:
+        # nothing runs in it before validation), or with its checkout when that is cheap.
+        checkout = Checkout(self.repository, directory.name, None, self._provider,
+                            replace(context, register_resource=register, role="grading"),
+                            spec.cleanup_timeout,
+                            self._grading_setup(candidate.key, attempt.number,
+                                                attempt.setup.ports if attempt.setup else []))
+        if ahead:
+            self._background.start_soon(checkout.start_sandbox)
+        try:
+            await self._work_and_grade(attempt, directory, checkout)
+        finally:
+            await checkout.discard()
+            if checkout.cleanup_error is not None and not attempt.cleanup_failed:
+                attempt.cleanup_failed = True
+                record.error = record.error or f"cleanup failed: {checkout.cleanup_error}"
+
+    def _start_sandbox(self, attempt: Attempt, context: SandboxContext) -> anyio.Event:
+        """Acquire the attempt's sandbox beside the caller; the event is set once that is over
+        (attempt.sandbox, or attempt.sandbox_error, says how)."""
+        started = anyio.Event()
+
+        async def start() -> None:
+            try:
+                attempt.sandbox = await self._provider.acquire(context)
+            except Exception as error:  # raised by the attempt once its worktree is there
+                attempt.sandbox_error = error
+            finally:
+                started.set()
+
+        self._background.start_soon(start)
+        return started
+
+    async def _work_and_grade(self, attempt: Attempt, directory: Path, checkout: Checkout) -> None:
+        """The agent's run, its result fixed as one commit, and that commit graded."""
+        spec, candidate, record = self.spec, attempt.candidate, attempt.record
+        assert self.repository is not None and self.baseline is not None
+        if attempt.setup is not None and not await self._set_up(attempt, directory):
+            return
+
+        # The brief by file too (OUTPOST_BRIEF_FILE): a large one fits no argv or environment.
+        # In the worktree's own git directory: outside its tree, mounted in a container, and
+        # removed with the worktree.
+        brief_file = await anyio.to_thread.run_sync(git.worktree_git_dir, directory) / "outpost-brief.md"
+        await anyio.to_thread.run_sync(brief_file.write_text, candidate.brief, "utf-8")
+        adapter = adapter_for(candidate.agent)
+        launch = adapter.launch(candidate, candidate.brief, LaunchContext(
+            directory=directory, git_common_dir=self._git_common_dir,
+            race_file_dir=spec.path.parent if spec.path else None, brief_file=brief_file))
+        decoder = adapter.decoder(candidate, spec.prices)
+        timeout = candidate.timeout or spec.budget.candidate_timeout
+        program = Path(launch.argv[0]).name if candidate.agent != "demo" else f"demo {candidate.script.name}"
+        self.bus.emit(EventKind.AGENT_STARTED, candidate.key, attempt.number,
+                      program=program, timeout=timeout)
+
+        quota_reported = False
+        reachability = Reachability(spec.budget.unreachable_timeout)
+        # Once the sandbox TERMs the agent: what was counted then, and how many lines came after
+        # (its output is read until it is gone, and what it reports meanwhile is counted).
+        stopping: Stop | None = None
+        counted_at_term = Usage()
+        lines_after_term = 0
+
+        def on_stop(report: Stop) -> None:
+            nonlocal stopping, counted_at_term
+            if stopping is None:
+                stopping, counted_at_term = report, attempt.usage_seen
+
+        def note_stop() -> None:
+            """Say in the record (and, when it ignored TERM, loudly) how the agent was stopped."""
+            if stopping is None or stopping.ended_by is None:
+                return
+            after = attempt.usage_seen - counted_at_term
+            record.stop = {**stopping.to_json(), "lines_after_term": lines_after_term,
+                           "usage_after_term": after.to_json()}
+            if stopping.ignored_term:
+                spent = f"{after.tokens:,} tokens" + (f", {after.cost_text()}" if after.cost_usd else "")
+                self.bus.emit(EventKind.WARNING, candidate.key, attempt.number, message=(
+                    f"{program} ignored TERM and was killed {stopping.grace:g}s later; "
+                    f"{lines_after_term} lines it printed meanwhile were read "
+                    f"({spent} reported then, counted)"))
+
+        def on_output(stream: str, lines: list[str]) -> None:
+            nonlocal quota_reported, lines_after_term
+            if stopping is not None:
+                lines_after_term += len(lines)
+            for event in decoder.decode(lines, stream):
+                quota_reported = quota_reported or event.kind is EventKind.QUOTA
+                reachability.observe(event.kind, event.data)
+                self.bus.publish(Event(event.kind, candidate.key, attempt.number, event.data))
+            if decoder.usage != attempt.usage_seen:
+                reachability.answered()
+                self._take_usage(attempt, decoder)
+            if decoder.stop is not None and running is not None:
+                running.cancel()  # the sandbox stops the agent (TERM, then KILL) on the way out
+
+        done = None
+        running: anyio.CancelScope | None = None
+        unreachable: str | None = None
+        start_error: SandboxError | None = None
+
+        async def watch_reachability(group: anyio.abc.CancelScope) -> None:
+            nonlocal unreachable
+            unreachable = await reachability.unreachable()
+            group.cancel()
+
+        try:
+            await anyio.to_thread.run_sync(_write_agent_files, launch.files)
+            async with anyio.create_task_group() as group:
+                running = group.cancel_scope
+                group.start_soon(watch_reachability, group.cancel_scope)
+                try:
+                    done = await attempt.sandbox.run(launch.argv, env=launch.env, stdin=launch.stdin,
+                                                     on_output=on_output, timeout=timeout,
+                                                     grace=adapter.term_grace, on_stop=on_stop)
+                except SandboxError as error:
+                    start_error = error
+                group.cancel_scope.cancel()
+        except anyio.get_cancelled_exc_class():
+            # Cancelled (a winner, the operator, a budget): what it spent so far still counts,
+            # up to what it printed while it was being stopped.
+            decoder.interrupted()
+            self._take_usage(attempt, decoder, final=True)
+            note_stop()
+            raise
+        except OSError as error:
+            raise SandboxError(f"cannot write {error.filename}: {error.strerror}") from error
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(_remove_agent_files, launch.files)
+        if start_error is not None:
+            # the sandbox names a missing program neutrally (validation uses it too)
+            message = str(start_error)
+            if message.startswith("program "):
+                message = f"agent {message}"
+            raise SandboxError(adapter.start_failure(message)) from start_error
+        if done is None and decoder.stop is not None:
+            # the decoder gave up on the agent (a browser sign-in, a quota reset hours away):
+            # stopped, and the decoder's outcome says why
+            done = Completed(exit_code=-signal.SIGTERM, timed_out=False,
+                             duration=time.time() - record.started_at)
+        if done is None:
+            decoder.interrupted()
+            self._take_usage(attempt, decoder, final=True)
+            note_stop()
+            record.error = unreachable
+            self.bus.emit(EventKind.AGENT_EXITED, candidate.key, attempt.number, exit_code=None,
+                          reason=unreachable, duration=round(time.time() - record.started_at, 3),
+                          result=None)
+            return
+        outcome = decoder.finish(done.exit_code, done.stderr_tail)
+        if done.timed_out or decoder.stop is not None:
+            decoder.interrupted()
+        self._take_usage(attempt, decoder, final=True)
+        note_stop()
+        reason = outcome.reason
+        # an agent that timed out while waiting for a quota to reset ends on the quota
+        if done.timed_out and outcome.quota is None:
+            reason = f"agent timed out after {timeout:g}s"
+            if reachability.since is not None:
+                reason += f" (cannot reach the model API: {reachability.message})"
+        record.result = outcome.result
+        self.bus.emit(EventKind.AGENT_EXITED, candidate.key, attempt.number,
+                      exit_code=done.exit_code, reason=reason, duration=round(done.duration, 3),
+                      result=outcome.result)
+        if outcome.quota is not None:
+            record.quota = outcome.quota.to_json()
+            if not quota_reported:
+                self.bus.emit(EventKind.QUOTA, candidate.key, attempt.number, **record.quota)
+        if done.timed_out or not outcome.ok:
+            record.error = reason
+            return
+
+        leave_out = attempt.setup.leave_out if attempt.setup is not None else []
+        if adapter.commits_on_behalf and await anyio.to_thread.run_sync(git.has_changes, directory,
+                                                                        leave_out):
+            message = on_behalf_message(candidate.agent, candidate.key, candidate.brief,
+                                        decoder.commit_message, outcome.result)
+            commit = await anyio.to_thread.run_sync(git.commit_all, directory, message, leave_out)
+            if commit:
+                record.committed_on_behalf = True
+                self.bus.emit(EventKind.COMMITTED_ON_BEHALF, candidate.key, attempt.number,
+                              commit=commit, message=message, agent=candidate.agent)
+        # The result is fixed here, as one commit: what is graded, and the only commit that can win.
+        # Uncommitted edits stay in the worktree, kept, but are not part of it.
+        record.commit, commits = await anyio.to_thread.run_sync(git.head_and_commits, directory,
+                                                                self.baseline)
+        record.commits = [c.to_json() for c in commits]
+        attempt.result_fixed = True
+        await anyio.to_thread.run_sync(git.pin_validated, self.repository, self.id, candidate.key,
+                                       attempt.number, record.commit)
+        # Nothing the agent left running may touch the grading: its sandbox goes first.
+        if not await self._close_sandbox(attempt):
+            return
+
+        def on_check_output(stream: str, lines: list[str]) -> None:
+            self.bus.emit(EventKind.LOG, candidate.key, attempt.number, stream="validation", lines=lines)
+
+        self.bus.emit(EventKind.VALIDATION_STARTED, candidate.key, attempt.number, commits=len(commits),
+                      commit=record.commit)
+        checkout.commit = record.commit
+        # what the record says if the attempt is cancelled before validation returns
+        record.validation = Validation("cancelled", reason="cancelled while validating")
+        accepted = False
+        try:
+            async with checkout:
+                check_context = ValidationContext(key=candidate.key, attempt=attempt.number,
+                                                  directory=checkout.directory, branch=attempt.branch,
+                                                  baseline=self.baseline, commits=commits,
+                                                  sandbox=checkout.sandbox)
+                record.validation, verdict = await grade(
+                    spec.validate, checkout, check_context, baseline=self.baseline,
+                    wait_baseline=self._wait_baseline, on_output=on_check_output)
+                record.verdict = verdict.to_json()
+                accepted = verdict.accepted
+                if accepted and spec.select == "first":
+                    # Registered as soon as validation passes, so a tie with an earlier slot whose
+                    # result became acceptable at the same moment is seen when the winner is chosen.
+                    self._accepted_pending.append(attempt)
+                self.bus.emit(EventKind.VALIDATION_FINISHED, candidate.key, attempt.number,
+                              status=record.validation.status, exit_code=record.validation.exit_code,
+                              reason=record.validation.reason, verdict=record.verdict)
+                if accepted and spec.select == "best":
+                    assert spec.score is not None
+                    try:
+                        record.score = await score(spec.score, check_context, on_check_output)
+                    except (ValueError, SandboxError) as error:
+                        record.error = _one_line(error)
+                        accepted = False
+                    else:
+                        self.bus.emit(EventKind.SCORED, candidate.key, attempt.number,
+                                      score=record.score)
+        finally:
+            if checkout.cleanup_error is not None:
+                attempt.cleanup_failed = True
+                record.error = f"cleanup failed: {checkout.cleanup_error}"
+        attempt.accepted = accepted
+        attempt.phase = Phase.VALIDATED
+        await self._save()
+        if accepted and spec.select == "first":
+            await self._claim_victory(attempt)
+
+    async def _take_ports(self) -> tuple[setups.PortReservation | None, list[int]]:
+        """[setup] ports for one checkout: free host ports held until released, or in a container
+        its own (its network namespace is its own, so they collide with no one's)."""
+        count = self.spec.setup.ports
+        if not isinstance(self._provider, LocalProvider):
+            return None, setups.container_ports(count)
+        reservation = await anyio.to_thread.run_sync(setups.PortReservation.take, count)
+        return reservation, list(reservation.ports)
+
+    async def _set_up(self, attempt: Attempt, directory: Path) -> bool:
+        """[setup] in the attempt's worktree; False when it failed (the attempt then fails with
+        the reason, and its agent never starts)."""
+        state, record = attempt.setup, attempt.record
+        assert state is not None and attempt.sandbox is not None
+        failure = await self.prepare_directory(attempt.key, attempt.number, directory,
+                                               attempt.sandbox, state)
+        record.setup = state.to_json()
+        if failure is not None:
+            record.setup["output"] = failure[1]
+            record.error = failure[0]
+        return failure is None
+
+    async def prepare_directory(self, key: str, number: int, directory: Path, sandbox: Sandbox,
+                                state: setups.SetupState) -> tuple[str, str] | None:
+        """Give one checkout what [setup] promises, in its sandbox: the user's files copied in,
+        the cache, then the setup command. A candidate's worktree gets it before its agent starts;
+        any other checkout of the baseline or a result (where validation runs) can get the same.
+        Returns (reason, output tail) when it failed. Ports are the caller's: they are in the
+        environment the sandbox was acquired with."""
+        setup = self.spec.setup
+        assert self.repository is not None and self._outpost_dir is not None
+        self.bus.emit(EventKind.SETUP_STARTED, key, number,
+                      command=list(setup.command) if setup.command else None, ports=state.ports)
+        started = time.monotonic()
+        state.copied = await anyio.to_thread.run_sync(setups.copy_files, self.repository,
+                                                      directory, self._copy_paths)
+        failure: tuple[str, str] | None = None
+        if setup.command and self._cache_key is not None:
+            cache_key, built = self._cache_key, False
+            # Only a checkout of the baseline builds the cache: a checkout of a candidate's result
+            # runs its build files, which must never reach another candidate through the cache.
+            on_baseline = await anyio.to_thread.run_sync(git.head, directory) == self.baseline
+            # one checkout builds the cache on the baseline while the others wait, then copy it
+            async with self._cache_locks.setdefault(cache_key, anyio.Lock()):
+                if not setups.cache_entry(self._outpost_dir, cache_key).exists():
+                    built = True
+                    state.cache = "miss"
+                    failure = await self._setup_command(key, number, sandbox, state)
+                    if failure is None and on_baseline:
+                        stored = await anyio.to_thread.run_sync(
+                            setups.store_cache, self._outpost_dir, cache_key, directory, setup.cache)
+                        state.cache = "built" if stored else "miss"
+            if not built:
+                hit = await anyio.to_thread.run_sync(setups.restore_cache, self._outpost_dir,
+                                                     cache_key, directory)
+                state.cache = "hit" if hit else "miss"
+                failure = await self._setup_command(key, number, sandbox, state)
+        elif setup.command:
+            failure = await self._setup_command(key, number, sandbox, state)
+        state.duration = round(time.monotonic() - started, 3)
+        if failure is None:
+            state.top_level, state.products = await anyio.to_thread.run_sync(setups.snapshot,
+                                                                              directory)
+        self.bus.emit(EventKind.SETUP_FINISHED, key, number, status=state.status,
+                      exit_code=state.exit_code, duration=state.duration, cache=state.cache,
+                      copied=sorted(state.copied), reason=failure[0] if failure else None)
+        return failure
+
+    async def _setup_command(self, key: str, number: int, sandbox: Sandbox,
+                             state: setups.SetupState) -> tuple[str, str] | None:
+        """Run [setup] command in the sandbox; (reason, output tail) when it failed."""
+        setup = self.spec.setup
+        assert setup.command
+
+        def on_output(stream: str, lines: list[str]) -> None:
+            self.bus.emit(EventKind.LOG, key, number, stream="setup", lines=lines)
+
+        try:
+            done = await sandbox.run(setup.command, on_output=on_output, timeout=setup.timeout,
+                                     tail_bytes=4000)
+        except SandboxError as error:
+            state.status = "error"
+            return f"setup could not start: {_one_line(error)}", ""
+        state.exit_code = done.exit_code
+        tail = setups.output_tail(done.stdout_tail, done.stderr_tail)
+        last = " | ".join(line.strip() for line in tail.splitlines()[-3:] if line.strip())[-300:]
+        if done.timed_out:
+            state.status = "timeout"
+            return f"setup timed out after {setup.timeout:g}s" + (f": {last}" if last else ""), tail
+        if done.exit_code != 0:
+            state.status = "failed"
+            return f"setup failed (exit {done.exit_code})" + (f": {last}" if last else ""), tail
+        state.status = "passed"
+        return None
+
+    def _registrar(self, attempt: Attempt):
+        async def register(resource_id: str) -> None:
+            attempt.record.resources.append(resource_id)
+            await self._save()
+
+        return register
+
+    def _take_usage(self, attempt: Attempt, decoder, *, final: bool = False) -> None:
+        """Count the decoder's total, unless it or the race's sum with it is not a finite,
+        non-negative number: then it is refused with a warning and the last sound total stands."""
+        total = decoder.usage
+        problem = total.problem()
+        if problem is None:
+            _, problem = self.accounting.usage.plus(total - attempt.usage_seen)
+        if problem is not None:
+            self.bus.emit(EventKind.WARNING, attempt.key, attempt.number,
+                          message=f"refused a usage report: {problem}")
+            decoder.usage = total = attempt.usage_seen
+            if not final:
+                return
+        self._report_usage(attempt, total, final=final)
+
+    def _report_usage(self, attempt: Attempt, total: Usage, *, final: bool = False) -> None:
+        delta = total - attempt.usage_seen
+        attempt.usage_seen = total if not final else attempt.usage_seen + delta
+        attempt.record.usage = total
+        if delta.is_zero() and not final:
+            return
+        reason = self.accounting.report(delta)
+        if not delta.is_zero():
+            self.bus.emit(EventKind.USAGE, attempt.key, attempt.number, delta=delta.to_json(),
+                          total=total.to_json(), race_total=self.accounting.usage.to_json())
+        if self._durable is not None:
+            self._durable.usage_changed()
+        if reason is not None:
+            self._admissions_closed = True
+            self.bus.emit(EventKind.BUDGET_EXHAUSTED, reason=reason, stops_race=True)
+            for other in self.attempts.values():
+                if other.scope is not None:
+                    other.cancel_reason = other.cancel_reason or f"cancelled: {reason}"
+                    other.scope.cancel()
+
+
+def _write_agent_files(files) -> None:
+    for name, text in files.items():
+        path = Path(name)
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(text)
+
+
+def _remove_agent_files(files) -> None:
+    for name in files:
+        Path(name).unlink(missing_ok=True)
+
+
+def on_behalf_message(agent: str, key: str, brief: str, own: str | None, result: str | None) -> str:
+    """The message of a commit made for an agent: its own message when it tried to commit, else
+    what it was asked; the body says who committed and carries the agent's final words."""
+    first = next((line.strip() for line in brief.splitlines() if line.strip()), "")
+    subject = own.strip() if own and own.strip() else f"{agent} ({key}): {first}"
+    body = [f"Committed by outpost-tui on behalf of {agent} ({key}): its sandbox could not commit."]
+    if result and result.strip() and result.strip() != subject:
+        body += ["", result.strip()]
+    return subject + "\n\n" + "\n".join(body)
