@@ -226,6 +226,114 @@ def test_add_worktree_recreates_a_worktree_whose_directory_vanished(repo):
     assert g.head(directory) == work  # the existing branch is checked out again, not reset
 
 
+def test_a_worktree_command_meeting_another_half_written_is_run_again(repo, monkeypatch):
+    # git writes a new worktree's metadata file by file: for an instant its commondir exists,
+    # empty, and a worktree command reading every worktree then stops having changed nothing
+    inflight = repo / ".git" / "worktrees" / "inflight"
+    inflight.mkdir(parents=True)
+    (inflight / "gitdir").write_text(f"{repo.parent / 'inflight' / '.git'}\n")
+    (inflight / "HEAD").write_text(g.resolve_commit(repo) + "\n")
+    (inflight / "commondir").write_text("")
+    errors = []
+    once = g._execute_once
+
+    def the_other_add_finishes(command, **options):
+        status, out, err = once(command, **options)
+        if status != 0:
+            errors.append(err)
+            (inflight / "commondir").write_text("../..\n")
+        return status, out, err
+
+    monkeypatch.setattr(g, "_execute_once", the_other_add_finishes)
+    branch = g.branch_name("race1", "alpha", 1)
+    directory = g.worktree_directory(repo, "alpha", branch)
+    g.add_worktree(repo, branch, directory, g.resolve_commit(repo))
+    assert "failed to read" in errors[0] and "commondir" in errors[0], errors
+    # (the branch it had made before it stopped is the one checked out on the next try)
+    assert run(directory, "rev-parse", "--abbrev-ref", "HEAD") == branch
+    assert not (repo / ".outpost" / "recovery").exists()  # nothing was taken for a stray
+
+
+def test_worktrees_are_allocated_and_removed_concurrently(repo):
+    import threading
+
+    baseline = g.resolve_commit(repo)
+    inside: list[int] = []
+    most = [0]
+    once = g._execute_once
+    guard = threading.Lock()
+
+    def watched(command, **options):
+        adding = command[4:6] == ["worktree", "add"]
+        if adding:
+            with guard:
+                inside.append(1)
+                most[0] = max(most[0], len(inside))
+        try:
+            return once(command, **options)
+        finally:
+            if adding:
+                with guard:
+                    inside.pop()
+
+    g._execute_once = watched
+    failures = []
+    start = threading.Barrier(6)
+
+    def attempt(n: int) -> None:
+        branch = g.branch_name("race1", f"c{n}", 1)
+        directory = g.worktree_directory(repo, f"c{n}", branch)
+        try:
+            start.wait()
+            for _ in range(3):
+                g.add_worktree(repo, branch, directory, baseline)
+                assert g.remove_worktree(repo, directory)
+        except Exception as error:  # reported below, with the others'
+            failures.append(repr(error))
+
+    try:
+        threads = [threading.Thread(target=attempt, args=(n,)) for n in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        g._execute_once = once
+    assert failures == []
+    assert len(g._registered_worktrees(repo)) == 1  # every one removed, only the checkout left
+    assert most[0] >= 2  # adds overlapped: none waited for another's to finish
+
+
+def test_add_worktree_checks_out_into_the_empty_directory_made_for_it(repo):
+    branch = g.branch_name("race1", "alpha", 1)
+    directory = g.worktree_directory(repo, "alpha", branch)
+    assert g.make_worktree_directory(repo, directory)
+    before = directory.stat().st_ino  # what a sandbox started meanwhile has mounted
+    g.add_worktree(repo, branch, directory, g.resolve_commit(repo), made_empty=True)
+    assert directory.stat().st_ino == before
+    assert (directory / "base.txt").read_text() == "base\n"
+    assert not (repo / ".outpost" / "recovery").exists()
+    assert not g.make_worktree_directory(repo, directory)  # something is there: nothing made
+
+
+def test_an_empty_directory_made_for_a_worktree_is_never_taken_for_a_replays(repo):
+    branch, directory, baseline = new_worktree(repo)
+    work = commit_file(directory, "work.txt", "work\n", "candidate work")
+    subprocess.run(["rm", "-rf", str(directory)], check=True)  # registered, its directory gone
+    assert g.make_worktree_directory(repo, directory)
+    g.add_worktree(repo, branch, directory, baseline, made_empty=True)
+    assert g.head(directory) == work  # checked out again into the made directory, not reused empty
+    assert (directory / "work.txt").read_text() == "work\n"
+
+
+def test_branch_tips_read_many_branches_at_once(repo):
+    first = new_worktree(repo, "alpha")
+    second = new_worktree(repo, "beta")
+    moved = commit_file(second[1], "b.txt", "b\n", "beta works")
+    tips = g.branch_tips(repo, [first[0], second[0], "outpost/speculation/none/x/1"])
+    assert tips == {first[0]: first[2], second[0]: moved}
+
+
 def test_commits_since_and_head(repo):
     branch, directory, baseline = new_worktree(repo)
     assert g.commits_since(directory, baseline) == []

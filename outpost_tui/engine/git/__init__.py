@@ -16,10 +16,11 @@ import stat
 import subprocess
 import threading
 import uuid
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from .. import gitenv
 from ..core.spec import valid_key
@@ -44,19 +45,59 @@ SPECULATION_BRANCH = re.compile(r"^outpost/speculation/([^/]+)/([^/]+)/([0-9]+)$
 _STATUS = ("--no-optional-locks", "status")
 
 
-_worktree_locks: dict[str, threading.Lock] = {}
+class _WorktreeLock:
+    """Worktree commands of one repository: many at once (`shared`), or one alone (`exclusive`).
+
+    Adds and removes of different worktrees run concurrently: a fresh attempt's allocation waits
+    for no other. What deletes worktree metadata it finds incomplete (`git worktree prune`, and
+    the rare repairs around it) runs alone, since an add in flight has such metadata for a moment.
+    """
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._shared = 0
+        self._exclusive = False
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._changed:
+            self._changed.wait_for(lambda: not self._exclusive)
+            self._shared += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._shared -= 1
+                self._changed.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._changed:
+            self._changed.wait_for(lambda: not self._exclusive and not self._shared)
+            self._exclusive = True
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._exclusive = False
+                self._changed.notify_all()
+
+
+_worktree_locks: dict[str, _WorktreeLock] = {}
 _worktree_locks_guard = threading.Lock()
 
 
-def _worktree_lock(repo_root: Path | str) -> threading.Lock:
-    """One lock per repository around worktree add/list/remove.
-
-    `git worktree add` reads every other worktree's metadata; run at the same moment as another
-    add it can find one half-written and fail ("failed to read .git/worktrees/<x>/commondir").
-    """
+def _worktree_lock(repo_root: Path | str) -> _WorktreeLock:
     key = os.path.realpath(repo_root)
     with _worktree_locks_guard:
-        return _worktree_locks.setdefault(key, threading.Lock())
+        return _worktree_locks.setdefault(key, _WorktreeLock())
+
+
+# A worktree command reads every worktree's metadata before it writes anything; git writes a new
+# worktree's files one by one, and a command reading them at that instant can find `commondir`
+# created but still empty and stop. Nothing was changed then: it is run again.
+_METADATA_RACE = re.compile(r"failed to read .*/worktrees/[^/]*/commondir")
+METADATA_RETRIES = 5
 
 
 class GitError(Exception):
@@ -257,6 +298,21 @@ def _execute(command: list[str], *, timeout: float | None, binary: bool, strip: 
 
     `index` is a private index file (object-store plumbing builds trees in one): the only git
     location variable the engine ever sets, and only its own."""
+    subcommand = command.index("-C") + 2 if "-C" in command else len(command)
+    worktree_command = command[subcommand:subcommand + 1] == ["worktree"]
+    for _ in range(METADATA_RETRIES):
+        status, out, err = _execute_once(command, timeout=timeout, binary=binary, strip=strip,
+                                         settings=settings, on_start=on_start, new_group=new_group,
+                                         input=input, index=index)
+        if not (worktree_command and status != 0 and _METADATA_RACE.search(err)):
+            break
+    return status, out, err
+
+
+def _execute_once(command: list[str], *, timeout: float | None, binary: bool, strip: bool,
+                  settings: Sequence[tuple[str, str]], on_start: Callable[[int], None] | None,
+                  new_group: bool, input: bytes | None,
+                  index: Path | None) -> tuple[int, str | bytes, str]:
     where = command[command.index("-C") + 1] if "-C" in command else "/"
     env = {**_environment(), **_config_environment(settings)}
     if index is not None:
@@ -681,12 +737,6 @@ def add_worktree(repo_root: Path | str, branch: str, directory: Path | str, base
     post-checkout hook) as soon as it exists. `made_empty`: `make_worktree_directory` made the
     directory (a sandbox may have it mounted already): while it is still empty, git checks out
     into it, and it is never taken for a replay's worktree or moved aside as a stray."""
-    with _worktree_lock(repo_root):
-        _add_worktree(repo_root, branch, directory, baseline, on_start, made_empty)
-
-
-def _add_worktree(repo_root: Path | str, branch: str, directory: Path | str, baseline: str,
-                  on_start: Callable[[int], None] | None = None, made_empty: bool = False) -> None:
     root = Path(repo_root)
     target = Path(directory).absolute()
     _revision(branch, "branch name")
@@ -700,16 +750,26 @@ def _add_worktree(repo_root: Path | str, branch: str, directory: Path | str, bas
     def present() -> bool:
         return os.path.lexists(target) and not (made_empty and _empty_directory(target))
 
-    # The usual case, a fresh attempt, costs exactly one process.
+    # The usual case, a fresh attempt, costs exactly one process, beside the others' allocations.
+    first_error = ""
     if not present():
-        status, _, err = _run_in_group(root, "worktree", "add", "--quiet", "-b", branch, str(target),
-                                       baseline, config=("branch.autoSetupMerge=false",),
-                                       on_start=on_start)
+        with _worktree_lock(root).shared():
+            status, _, err = _run_in_group(root, "worktree", "add", "--quiet", "-b", branch,
+                                           str(target), baseline,
+                                           config=("branch.autoSetupMerge=false",),
+                                           on_start=on_start)
         if status == 0:
             return
         first_error = err
-    else:
-        first_error = ""
+    with _worktree_lock(root).exclusive():
+        _add_worktree_again(root, branch, target, baseline, on_start, present, first_error)
+
+
+def _add_worktree_again(root: Path, branch: str, target: Path, baseline: str,
+                        on_start: Callable[[int], None] | None, present: Callable[[], bool],
+                        first_error: str) -> None:
+    """A replay's worktree found, a stale record or a stray directory in the way, a branch that
+    exists already: the rarer cases, alone among the repository's worktree commands."""
     registered = [w for w in _registered_worktrees(root) if _same_path(w["path"], target)]
     if registered:
         entry = registered[0]
@@ -942,12 +1002,13 @@ def remove_worktree(repo_root: Path | str, directory: Path | str) -> bool:
         return False
     if not os.path.lexists(target):
         # Already gone (removed by hand): only git's record of it is left to clear.
-        _check("git worktree prune", root, "worktree", "prune")
+        with _worktree_lock(root).exclusive():
+            _check("git worktree prune", root, "worktree", "prune")
         return True
     if not is_clean(target):
         return False
     # Never --force: git re-checks cleanliness itself, which closes the gap since is_clean.
-    with _worktree_lock(root):
+    with _worktree_lock(root).shared():
         status, _, err = _run(root, "worktree", "remove", str(target))
     if status != 0:
         if os.path.lexists(target):
@@ -981,9 +1042,9 @@ def add_grading_checkout(repo_root: Path | str, directory: Path | str, commit: s
     _revision(commit, "commit")
     if not _inside(target, _workspaces(root)) or not target.name.endswith(GRADING_SUFFIX):
         raise GitError(f"{target} is not a grading checkout of {root}")
-    with _worktree_lock(root):
-        if os.path.lexists(target) and not (made_empty and _empty_directory(target)):
-            _remove_grading(root, target)
+    if os.path.lexists(target) and not (made_empty and _empty_directory(target)):
+        _remove_grading(root, target)
+    with _worktree_lock(root).shared():
         _check(f"creating the grading checkout {target}", root, "worktree", "add", "--quiet",
                "--detach", str(target), commit)
 
@@ -995,13 +1056,12 @@ def make_grading_directory(repo_root: Path | str, directory: Path | str) -> None
     target = Path(directory).absolute()
     if not _inside(target, _workspaces(root)) or not target.name.endswith(GRADING_SUFFIX):
         raise GitError(f"{target} is not a grading checkout of {root}")
-    with _worktree_lock(root):
-        if os.path.lexists(target):
-            _remove_grading(root, target)
-        try:
-            target.mkdir()  # as git would make it
-        except OSError as error:
-            raise GitError(f"cannot create {target}: {error.strerror}") from error
+    if os.path.lexists(target):
+        _remove_grading(root, target)
+    try:
+        target.mkdir()  # as git would make it
+    except OSError as error:
+        raise GitError(f"cannot create {target}: {error.strerror}") from error
 
 
 def _empty_directory(path: Path) -> bool:
@@ -1028,23 +1088,24 @@ def remove_grading_checkout(repo_root: Path | str, directory: Path | str) -> Non
     target = Path(directory).absolute()
     if not _inside(target, _workspaces(root)) or not target.name.endswith(GRADING_SUFFIX):
         raise GitError(f"{target} is not a grading checkout of {root}")
-    with _worktree_lock(root):
-        _remove_grading(root, target)
+    _remove_grading(root, target)
 
 
 def _remove_grading(root: Path, target: Path) -> None:
     # --force twice: validation leaves files behind, and a crashed grading may have left a lock
-    status, _, err = _run(root, "worktree", "remove", "--force", "--force", str(target))
+    with _worktree_lock(root).shared():
+        status, _, err = _run(root, "worktree", "remove", "--force", "--force", str(target))
     if status == 0:
         return  # git removed its record with the checkout: nothing to prune
-    if os.path.lexists(target):
-        if target.is_symlink() or not target.is_dir():
-            target.unlink()
-        else:
-            import shutil
+    with _worktree_lock(root).exclusive():
+        if os.path.lexists(target):
+            if target.is_symlink() or not target.is_dir():
+                target.unlink()
+            else:
+                import shutil
 
-            shutil.rmtree(target)
-    _run(root, "worktree", "prune")
+                shutil.rmtree(target)
+        _run(root, "worktree", "prune")
 
 
 def tree(repo_root: Path | str, commit: str) -> dict[str, tuple[str, str]]:

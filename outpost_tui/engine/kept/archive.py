@@ -430,7 +430,7 @@ def archive_and_remove(root: Path | str, directory: Path | str, attempt: Attempt
     aside = root / git.OUTPOST_DIR / git.RECOVERY / f"{REMOVING}-{top.name}-{uuid.uuid4().hex[:8]}"
     aside.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     # One rename: from here the worktree is gone for git, and the bytes still on disk until deleted.
-    with git._worktree_lock(root):
+    with git._worktree_lock(root).exclusive():
         os.rename(top, aside)
         git._check("git worktree prune", root, "worktree", "prune")
     # Whatever wrote into the worktree between the check and the rename is caught here, before a
@@ -508,7 +508,7 @@ def restore(root: Path | str, attempt: Attempt, directory: Path | str | None = N
     branch_tip = git._candidate(root, f"refs/heads/{attempt.branch}")
     checkout = [attempt.branch] if branch_tip == head else ["--detach", head]
     target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with git._worktree_lock(root):
+    with git._worktree_lock(root).exclusive():
         git._check(f"creating worktree {target}", root, "worktree", "add", "--quiet", "--no-checkout",
                    str(target), *checkout)
     # The index follows HEAD (as a fresh checkout's would); the files come from the archive itself.
