@@ -329,9 +329,9 @@ class OutpostApp(App):
         def answer(yes: bool | None) -> None:
             if yes:
                 if durable:
-                    session.race.stop_resumable()
+                    session.stop_resumable()
                 else:
-                    session.race.abort()
+                    session.abort()
                 self.run_worker(self._exit_when_settled(), group="quit")
 
         from .screens.confirm import ConfirmScreen
@@ -363,11 +363,11 @@ class OutpostApp(App):
                 commands.append(("Start race", session.spec.name, screen.action_start))
                 commands.append(("Configure race", "edit candidates and budgets", self.action_configure))
             if session.running:
-                commands.append(("Abort race", "cancel every running candidate", session.race.abort))
+                commands.append(("Abort race", "cancel every running candidate", session.abort))
                 for candidate in session.spec.candidates:
                     key = candidate.key
                     commands.append((f"Cancel candidate {key}", candidate.agent,
-                                     lambda key=key: session.race.cancel(key)))
+                                     lambda key=key: session.cancel(key)))
         commands.append(("Pick theme", "preview themes as you move; enter keeps, escape restores",
                          self.action_pick_theme))
         for name in sorted(self.available_themes):

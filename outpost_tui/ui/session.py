@@ -1,15 +1,27 @@
-"""One race run inside the app: the engine's Race, in the app's own event loop.
+"""One race run inside the app: the engine's Race, on an event loop of its own in a worker thread.
 
-The screen never reacts to events; it reads `race.model` on a timer. The session only owns the
-Race's lifetime and its outcome.
+The engine's work (reading every agent's pipe, decoding its lines, the flight log) never runs on
+the app's event loop: with eight agents printing thousands of lines a second, it would sit between
+a key press and its answer. The screen never reacts to events; it reads `race.model` on a timer,
+under the model's lock. The operator's controls (cancel, accept, abort, stop) are handed to the
+race's own loop. The session owns the Race's lifetime and its outcome.
 """
 
 from __future__ import annotations
 
-from ..engine.racing.coordinator import Race, RaceError
+import asyncio
+import threading
+from concurrent.futures import Future
+from typing import Any, Callable
+
 from ..engine.core.events import EventBus
 from ..engine.core.result import RaceResult
 from ..engine.core.spec import RaceSpec
+from ..engine.racing.coordinator import Race, RaceError
+
+# How long the app waits for the race's loop to take an operator's control (it answers within
+# one callback of the engine; this only bounds a loop that is stuck).
+CONTROL_TIMEOUT = 30.0
 
 
 class RaceSession:
@@ -24,6 +36,8 @@ class RaceSession:
         self.result: RaceResult | None = None
         self.error: str | None = None
         self.started = False
+        self._loop: asyncio.AbstractEventLoop | None = None  # the race's own, while it runs
+        self._loop_lock = threading.Lock()
 
     @property
     def model(self):
@@ -33,14 +47,80 @@ class RaceSession:
     def running(self) -> bool:
         return self.started and self.result is None and self.error is None
 
+    # ----------------------------------------------------------------------------- running
+
     async def run(self) -> RaceResult | None:
+        """Run the race in a thread on its own event loop; returns when it has ended (every
+        candidate's processes stopped). Cancelled (the app going away), it aborts the race and
+        still waits for that end."""
         self.started = True
+        done: asyncio.Future = asyncio.get_running_loop().run_in_executor(None, self._run_in_thread)
         try:
-            self.result = await self.race.run()
+            await asyncio.shield(done)
+        except asyncio.CancelledError:
+            self.abort()
+            await done
+            raise
+        outcome = done.result()
+        if isinstance(outcome, RaceResult):
+            self.result = outcome
+        else:
+            self.error = outcome
+        return self.result
+
+    def _run_in_thread(self) -> RaceResult | str:
+        async def main() -> RaceResult:
+            with self._loop_lock:
+                self._loop = asyncio.get_running_loop()
+            try:
+                return await self.race.run()
+            finally:
+                with self._loop_lock:
+                    self._loop = None
+                await asyncio.sleep(0)  # a control handed over just before runs now, not never
+
+        try:
+            return asyncio.run(main())
         except RaceError as error:
-            self.error = str(error)
+            return str(error)
         except Exception as error:  # durable-run errors carry an exit code and a one-line message
             if getattr(error, "exit_code", None) is None:
                 raise
-            self.error = str(error)
-        return self.result
+            return str(error)
+
+    # ---------------------------------------------------------------------------- controls
+
+    def _on_race_loop(self, control: Callable[..., Any], *args: Any) -> Any:
+        """Call `control` where the race runs (its loop's thread) and return what it returns.
+        Before the race's loop exists, or after it ended, there is nothing running to race with."""
+        with self._loop_lock:
+            loop = self._loop
+            if loop is None:
+                return control(*args)
+            answer: Future = Future()
+
+            def call() -> None:
+                try:
+                    answer.set_result(control(*args))
+                except BaseException as error:  # handed back to the caller
+                    answer.set_exception(error)
+
+            loop.call_soon_threadsafe(call)
+        return answer.result(timeout=CONTROL_TIMEOUT)
+
+    def cancel(self, key: str) -> bool:
+        return self._on_race_loop(self.race.cancel, key)
+
+    def abort(self) -> None:
+        self._on_race_loop(self.race.abort)
+
+    def stop_resumable(self) -> None:
+        self._on_race_loop(self.race.stop_resumable)
+
+    async def accept(self, key: str) -> str | None:
+        """Make `key` the winner by hand; returns why not, or None when done."""
+        with self._loop_lock:
+            loop = self._loop
+        if loop is None:
+            return "the race is not running"
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.race.accept(key), loop))

@@ -21,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -113,6 +114,10 @@ async def _measure(app, panels: list, stop: asyncio.Event, press_every: float = 
     return keys, lags
 
 
+def _thread_cpu(process: psutil.Process) -> dict[int, float]:
+    return {thread.id: thread.user_time + thread.system_time for thread in process.threads()}
+
+
 def _figures(keys: list[float], lags: list[float]) -> dict:
     return {"keys": len(keys),
             "key_p50_ms": round(_percentile(keys, 0.5) * 1000, 1),
@@ -162,9 +167,11 @@ async def _load(candidates: int, rate: int, seconds: float, idle_seconds: float)
         # measured while every agent prints (its last 0.5 s left out: the first ones may end)
         asyncio.get_running_loop().call_later(max(0.5, seconds - 0.5), stop.set)
         sampler = asyncio.create_task(sample_memory())
-        cpu_before, wall_before = me.cpu_times(), time.perf_counter()
+        cpu_before, threads_before, wall_before = me.cpu_times(), _thread_cpu(me), time.perf_counter()
         keys, lags = await _measure(app, panels, stop)
-        cpu_after, wall_after = me.cpu_times(), time.perf_counter()
+        cpu_after, threads_after, wall_after = me.cpu_times(), _thread_cpu(me), time.perf_counter()
+        ui = threading.main_thread().native_id
+        spent = {tid: cpu - threads_before.get(tid, 0.0) for tid, cpu in threads_after.items()}
         await sampler
         while app.session.result is None and app.session.error is None:
             await asyncio.sleep(0.05)
@@ -181,6 +188,10 @@ async def _load(candidates: int, rate: int, seconds: float, idle_seconds: float)
                    # the app's own CPU (engine and UI) per second of flood: 1.0 is a whole core
                    "cpu_per_s": round(((cpu_after.user + cpu_after.system) - (cpu_before.user + cpu_before.system))
                                       / (wall_after - wall_before), 2),
+                   # of which the app's loop (the main thread) and every other thread (the race's)
+                   "ui_thread_cpu_per_s": round(spent.get(ui, 0.0) / (wall_after - wall_before), 2),
+                   "other_threads_cpu_per_s": round(sum(v for tid, v in spent.items() if tid != ui)
+                                                    / (wall_after - wall_before), 2),
                    "rss_mib_early": round(max(early), 1), "rss_mib_late": round(max(late), 1)}
     return figures
 
@@ -188,7 +199,8 @@ async def _load(candidates: int, rate: int, seconds: float, idle_seconds: float)
 # ------------------------------------------------------------------------------ first frame
 
 # Both programs print the time from their process's start (psutil's create_time) to their first
-# frame painted, then exit: `on_mount` runs before the first paint, `call_after_refresh` after it.
+# frame painted, and the CPU time the process had used by then, then exit: `on_mount` runs before
+# the first paint, `call_after_refresh` after it.
 _FIRST_FRAME_OUTPOST = r"""
 import sys, time, psutil
 started = psutil.Process().create_time()
@@ -198,10 +210,10 @@ class Timed(OutpostApp):
     def on_mount(self):
         self.call_after_refresh(self.painted)
     def painted(self):
-        self.call_after_refresh(lambda: self.exit(time.time() - started))
+        self.call_after_refresh(lambda: self.exit((time.time() - started, time.process_time())))
 
 app = Timed(sys.argv[1] if len(sys.argv) > 1 else None)
-print(app.run(headless=True, size=(200, 60)))
+print(*app.run(headless=True, size=(200, 60)))
 """
 
 _FIRST_FRAME_BARE = r"""
@@ -218,9 +230,9 @@ class Bare(App):
     def on_mount(self):
         self.call_after_refresh(self.painted)
     def painted(self):
-        self.call_after_refresh(lambda: self.exit(time.time() - started))
+        self.call_after_refresh(lambda: self.exit((time.time() - started, time.process_time())))
 
-print(Bare().run(headless=True, size=(200, 60)))
+print(*Bare().run(headless=True, size=(200, 60)))
 """
 
 
@@ -233,19 +245,24 @@ def first_frame(rounds: int = 7) -> dict:
                 "home": [sys.executable, "-c", _FIRST_FRAME_OUTPOST],
                 "race": [sys.executable, "-c", _FIRST_FRAME_OUTPOST, str(race_file)]}
     times: dict[str, list[float]] = {name: [] for name in programs}
+    cpus: dict[str, list[float]] = {name: [] for name in programs}
     for round_ in range(rounds + 1):
         for name, argv in programs.items():
             done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=directory, timeout=120)
             if done.returncode != 0:
                 raise RuntimeError(f"{name}: {done.stderr[-1000:]}")
             if round_:  # round 0 writes the bytecode caches
-                times[name].append(float(done.stdout.strip().splitlines()[-1]))
-    base = statistics.median(times["bare_textual"])
-    figures: dict = {"rounds": rounds, "bare_textual_ms": round(base * 1000, 1)}
+                wall, cpu = map(float, done.stdout.strip().splitlines()[-1].split())
+                times[name].append(wall)
+                cpus[name].append(cpu)
+    base, base_cpu = statistics.median(times["bare_textual"]), statistics.median(cpus["bare_textual"])
+    figures: dict = {"rounds": rounds, "bare_textual_ms": round(base * 1000, 1),
+                     "bare_textual_cpu_ms": round(base_cpu * 1000, 1)}
     for name in ("home", "race"):
-        median = statistics.median(times[name])
+        median, cpu = statistics.median(times[name]), statistics.median(cpus[name])
         figures[name] = {"ms": round(median * 1000, 1), "over_bare_ms": round((median - base) * 1000, 1),
-                         "ratio": round(median / base, 2)}
+                         "ratio": round(median / base, 2), "cpu_ms": round(cpu * 1000, 1),
+                         "cpu_ratio": round(cpu / base_cpu, 2)}
     return figures
 
 

@@ -2,11 +2,13 @@
 
 The engine updates it from events; a UI reads it on its own timer (never per event), and `version`
 tells a reader whether anything changed since it last looked. Memory is bounded whatever the agents
-print.
+print. The engine may run in another thread than its reader (the app runs a race on a loop of its
+own): every update holds `lock`, and a reader that needs a consistent view holds it too.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -87,8 +89,13 @@ class RaceModel:
         self.started_at: float | None = None
         self.finished_at: float | None = None
         self.version = 0
+        self.lock = threading.RLock()
 
     def __call__(self, event: Event) -> None:
+        with self.lock:
+            self._apply(event)
+
+    def _apply(self, event: Event) -> None:
         self.version += 1
         if event.kind is EventKind.TAMPERING:
             self._tampering(event)
@@ -198,6 +205,10 @@ class RaceModel:
     def restore(self, record, *, attempts: int, usage: Usage) -> None:
         """Start a candidate from a saved run's settled attempt (a durable replay): it shows how it
         ended before the coordinator stopped, not "waiting" for the whole replay."""
+        with self.lock:
+            self._restore(record, attempts=attempts, usage=usage)
+
+    def _restore(self, record, *, attempts: int, usage: Usage) -> None:
         candidate = self.candidates.get(record.key)
         if candidate is None or (candidate.attempt == record.attempt
                                  and candidate.state == str(record.status)):

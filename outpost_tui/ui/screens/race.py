@@ -204,6 +204,11 @@ class RaceScreen(FooterOrder):
     def refresh_panels(self, rotate: bool = False) -> None:
         if self.rebuilding:
             return
+        # The race runs in a thread of its own (see RaceSession): one consistent view of its model.
+        with self.session.model.lock:
+            self._refresh(rotate)
+
+    def _refresh(self, rotate: bool) -> None:
         model = self.session.model
         due, summary_due = self._due(rotate)
         with self.app.batch_update():
@@ -579,7 +584,7 @@ class RaceScreen(FooterOrder):
             return
 
         def answer(yes: bool | None) -> None:
-            if yes and not self.session.race.cancel(key):
+            if yes and not self.session.cancel(key):
                 self.notify(f"{key} has already finished", severity="warning")
 
         self.app.push_screen(ConfirmScreen(f"Cancel candidate {key}?"), answer)
@@ -598,7 +603,7 @@ class RaceScreen(FooterOrder):
 
     @work(group="accept")
     async def _accept(self, key: str) -> None:
-        why_not = await self.session.race.accept(key)
+        why_not = await self.session.accept(key)
         if why_not:
             self.notify(f"cannot accept {key}: {why_not}", severity="warning")
 
@@ -608,7 +613,7 @@ class RaceScreen(FooterOrder):
 
         def answer(yes: bool | None) -> None:
             if yes:
-                self.session.race.abort()
+                self.session.abort()
 
         self.app.push_screen(ConfirmScreen("Abort the race? Every running candidate is cancelled."), answer)
 
