@@ -7,7 +7,7 @@ Public API: `race(...)`, `run_race(spec_or_path)`, `run_race_async(spec)`, `buil
 import importlib
 
 # Every public name is imported on first use (PEP 562): a command that needs only the race-file
-# parser must not pay for the coordinator, GitPython and the Docker SDK (see tests/cli/test_startup.py).
+# parser must not pay for the coordinator, GitPython and the Docker SDK (see tests/cli/test_startup_imports.py).
 _PUBLIC = {
     "build_spec": "api", "race": "api", "run_race": "api", "run_race_async": "api",
     "Race": "racing.coordinator", "RaceError": "racing.coordinator",
