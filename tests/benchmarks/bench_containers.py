@@ -132,6 +132,31 @@ async def race(repo: Path, candidates: int, provider) -> tuple[float, list[float
     return wall, [settled[k] - admitted[k] for k in admitted], statuses
 
 
+async def race_overhead(image: str, candidates: int = 4, rounds: int = 2) -> dict:
+    """Per-attempt overhead of containers in a race of `candidates`, against local, in one run:
+    local and container races alternate `rounds` times; medians of the attempts' times (admitted
+    to settled). Also whether each attempt's grading container was up before its agent ended."""
+    local_attempts: list[float] = []
+    box_attempts: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="outpost-bench-") as scratch:
+        root = Path(scratch)
+        for number in range(rounds):
+            _, attempts, _ = await race(calc_repo(root / f"local-{number}"), candidates,
+                                        LocalProvider())
+            local_attempts += attempts
+            recording = Recording(SandboxSpec(provider="podman", image=image))
+            try:
+                _, attempts, statuses = await race(calc_repo(root / f"box-{number}"), candidates,
+                                                   recording)
+            finally:
+                await recording.aclose()
+            assert statuses == "rejected", statuses
+            box_attempts += attempts
+    local, box = median(local_attempts), median(box_attempts)
+    return {"candidates": candidates, "rounds": rounds, "local_attempt_s": round(local, 3),
+            "container_attempt_s": round(box, 3), "overhead_per_attempt_s": round(box - local, 3)}
+
+
 async def main_async(args) -> None:
     image = args.image
     with tempfile.TemporaryDirectory(prefix="outpost-bench-") as scratch:
