@@ -185,3 +185,21 @@ def test_a_container_race_as_the_user_leaves_only_files_of_the_user(rootless, ho
     # the commit (objects, refs, index) and the worktree were written in containers; the user's
     # engine runs them as its root, which is the user on the host
     assert owned_otherwise(home, rootless.ids) == []
+
+
+def test_doctor_says_files_would_not_be_yours_on_another_users_rootless_engine(rootless, tmp_path):
+    """Root pointed at the user's rootless Podman: its containers' root is that user on the host,
+    not the one running outpost-tui. doctor says so from a real file (a race's first container
+    checks the same and refuses the engine)."""
+    socket = rootless.engine("podman")
+    race = race_file(tmp_path, calc_repo(tmp_path), "podman")
+    env = {**os.environ, "DOCKER_HOST": f"unix://{socket}"}
+    done = subprocess.run([sys.executable, "-m", "outpost_tui.cli", "doctor", str(race)], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=300)
+
+    files = next((line for line in done.stdout.splitlines() if " container files " in line), "")
+    uid, gid = rootless.ids
+    assert files.startswith("MISSING") and "rootless Podman: containers run as their root" in files \
+        and f"a file written in a container belongs to {uid}:{gid} on the host, not to you " \
+            f"({os.getuid()}:{os.getgid()})" in files, done.stdout + done.stderr
+    assert done.returncode == 9
