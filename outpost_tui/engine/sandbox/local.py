@@ -15,7 +15,7 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Awaitable, Callable, Mapping, Sequence
 
 import anyio
 import psutil
@@ -51,16 +51,21 @@ def _signal_group(pgid: int, sig: int) -> None:
         pass
 
 
-async def stop_group(process: Process, grace: float = TERM_GRACE) -> str:
-    """TERM the process group, KILL it after `grace`, and reap the leader; returns what ended the
-    leader: "exited" (before the TERM), "TERM" or "KILL"."""
+async def stop_group(process: Process, grace: float = TERM_GRACE,
+                     also: Callable[[], Awaitable[None]] | None = None) -> str:
+    """TERM the process group (then run `also`: the rest of the stop that TERMs), KILL it after
+    `grace`, and reap the leader; returns what ended the leader: "exited" (before the TERM),
+    "TERM" or "KILL"."""
     pgid = process.pid
     if process.returncode is not None:
         _signal_group(pgid, signal.SIGKILL)
         return "exited"
     _signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    if also is not None:
+        await also()
     ended_by = "TERM"
-    with anyio.move_on_after(grace):
+    with anyio.move_on_after(max(0.0, deadline - time.monotonic())):
         await process.wait()
     if process.returncode is None:
         ended_by = "KILL"
@@ -207,12 +212,16 @@ class LocalSandbox(Sandbox):
                 on_stop(report)
             began = time.monotonic()
             strays: list[int] = []
-            if process.returncode is None:
+
+            async def term_strays() -> None:
+                # after the group's TERM, so that the agent itself is told first
+                nonlocal strays
                 if group is None:
                     known.update(await anyio.to_thread.run_sync(containment.descendants, process.pid))
                 strays = await anyio.to_thread.run_sync(containment.signal_strays, group, known,
                                                         token, process.pid, signal.SIGTERM)
-            report.ended_by = await stop_group(process, grace)
+
+            report.ended_by = await stop_group(process, grace, term_strays)
             # what was TERMed outside the group has the same grace to end as the agent
             while strays and time.monotonic() - began < grace:
                 strays = [pid for pid in strays if containment.alive(pid)]
