@@ -18,8 +18,7 @@ from dataclasses import MISSING, dataclass
 from pathlib import Path
 from typing import Any, Literal, Mapping, Union
 
-from ..core import spec
-from ..core.spec import CandidateSpec, Key, Price, RaceSpec, Table
+from ..core.spec import CandidateSpec, Key, RaceSpec, Table
 
 
 REQUIRED = MISSING

@@ -53,12 +53,11 @@ def dump_race(spec: RaceSpec, relative_to: Path | None = None) -> str:
         brief = table.pop("brief")  # last: the longest value reads best at the end
         if brief != spec.brief:  # the shared brief is written once, in [race]
             table["brief"] = brief
-        env = table.pop("env", None)
-        text = "[[candidates]]\n" + _toml(table)
-        if env:
-            # A sub-table header after [[candidates]] belongs to that candidate.
-            text += "\n[candidates.env]\n" + _toml(env)
-        chunks.append(text)
+        # A table in a candidate (env) is written as a sub-table header after its [[candidates]],
+        # which TOML gives to that candidate.
+        subtables = {name: table.pop(name) for name, value in list(table.items()) if isinstance(value, dict)}
+        chunks.append("".join([f"[[candidates]]\n{_toml(table)}",
+                               *(f"\n[candidates.{name}]\n{_toml(value)}" for name, value in subtables.items())]))
     return "\n".join(chunk.strip("\n") + "\n" for chunk in chunks)
 
 
