@@ -4,7 +4,9 @@ A checkpoint can be valid JSON and still be wrong (edited by hand, written by a 
 version, damaged in a way that keeps the JSON intact). Resuming from such a state would crash half
 way, after the run was already claimed, or worse, replay the wrong attempts. So every read checks the
 whole state first and reports the first problem as one line, naming the field; nothing is written
-before that check passes.
+before that check passes. Each saved object's fields are declared once (STATE, ATTEMPT, RECORD,
+USAGE, RESULT) and checked by one function; what ties fields together (branch names, attempt
+numbers, the winner) follows as rules.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 
 from ..git import branch_name
 from ..core.spec import valid_key
@@ -39,87 +42,147 @@ def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _optional(where: str, data: dict, name: str, kind: type | tuple[type, ...], label: str) -> None:
-    value = data.get(name)
-    if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
-        raise InvalidState(f"{where}.{name} is {value!r}, expected {label}")
+# --- the shapes: each saved object's fields, declared once -----------------------------------------
+
+@dataclass(frozen=True)
+class Field:
+    """What one saved field must be: `test` passes its value, `expected` says what it should be."""
+
+    test: Callable[[Any], bool]
+    expected: str
+    # The value when the field is absent; REQUIRED: it must be there. None passes every field
+    # whose default is None (absent and null mean "not set").
+    default: Any = None
+    shape: Mapping[str, "Field"] | None = None  # an object's own fields
 
 
-def _check_usage(where: str, usage: Any, *, counted: bool) -> None:
-    if not isinstance(usage, dict):
-        raise InvalidState(f"{where} is {type(usage).__name__}, expected an object")
-    names = (*TOKEN_FIELDS, "cost_usd")
-    for name in names:
-        value = usage.get(name, 0)
-        if not _is_number(value) or value < 0:
-            raise InvalidState(f"{where}.{name} is {value!r}, expected a number >= 0")
-    for name in ("complete", "estimated", "cost_unknown"):
-        if name in usage and not isinstance(usage[name], bool):
-            raise InvalidState(f"{where}.{name} is {usage[name]!r}, expected true or false")
-    if counted and (not _is_count(usage.get("attempts")) or usage["attempts"] < 0):
-        raise InvalidState(f"{where}.attempts is {usage.get('attempts')!r}, expected a whole number >= 0")
+REQUIRED = object()
+
+
+def _text(expected: str = "text", default: Any = None) -> Field:
+    return Field(lambda value: isinstance(value, str), expected, default)
+
+
+def _one_of(choices: tuple[str, ...], default: Any = REQUIRED) -> Field:
+    words = " or ".join(choices) if len(choices) == 2 else f"one of {', '.join(choices)}"
+    return Field(lambda value: value in choices, words, default)
+
+
+def _object(shape: Mapping[str, Field] | None = None, default: Any = None) -> Field:
+    return Field(lambda value: isinstance(value, dict), "an object", default, shape)
+
+
+_LIST = Field(lambda value: isinstance(value, list), "a list")
+_TIME = Field(lambda value: _is_number(value), "a time")
+_FLAG = Field(lambda value: isinstance(value, bool), "true or false", False)
+_RESOURCES = Field(lambda value: isinstance(value, list) and all(isinstance(item, str) for item in value),
+                   "a list of resource ids (text)", [])
+_COMMIT = Field(lambda value: isinstance(value, str) and bool(HEX_COMMIT.fullmatch(value)),
+                "a 40-64 digit hex commit")
+_ATTEMPT_NUMBER = Field(lambda value: _is_count(value) and value >= 1, "a number >= 1", REQUIRED)
+
+USAGE = {
+    **{name: Field(lambda value: _is_number(value) and value >= 0, "a number >= 0", 0)
+       for name in (*TOKEN_FIELDS, "cost_usd")},
+    **{name: _FLAG for name in ("complete", "estimated", "cost_unknown")},
+}
+COUNTED_USAGE = {**USAGE, "attempts": Field(lambda value: _is_count(value) and value >= 0,
+                                            "a whole number >= 0", REQUIRED)}
+RECORD = {
+    "key": _text("a candidate key", REQUIRED),
+    "attempt": _ATTEMPT_NUMBER,
+    "status": _one_of(CANDIDATE_STATUSES),
+    "commit": _COMMIT,
+    "score": Field(_is_number, "a number"),
+    "usage": _object(USAGE),
+    "cleanup": _one_of(CLEANUPS, "done"),
+    **{name: _text() for name in ("agent", "branch", "error", "directory", "retained_directory",
+                                  "decided_by")},
+    "commits": _LIST,
+    "review": _LIST,
+    "resources": _RESOURCES,
+    "validation": _object(),
+    "quota": _object(),
+    "started_at": _TIME,
+    "finished_at": _TIME,
+}
+ATTEMPT = {
+    "key": _text("a candidate key", REQUIRED),
+    "attempt": _ATTEMPT_NUMBER,
+    "branch": _text("the attempt's branch", REQUIRED),
+    "phase": _one_of(PHASES),
+    "cleanup": _one_of(CLEANUPS),
+    "resources": _RESOURCES,
+    "directory": _text("a directory (text)"),
+    "accepted": _FLAG,
+    "record": _object(RECORD, REQUIRED),
+}
+STATE = {
+    "run_id": Field(lambda value: isinstance(value, str) and bool(value.strip()), "the run's name", REQUIRED),
+    "identity": Field(lambda value: isinstance(value, str) and bool(value), "the run's identity", REQUIRED),
+    "id": _text("the race id", REQUIRED),
+    "baseline": Field(_COMMIT.test, _COMMIT.expected, REQUIRED),
+    "select": _one_of(("first", "best"), "first"),
+    **{name: _text() for name in ("race_file", "repository", "name", "mode")},
+    "before": _object(),
+    "candidates": Field(lambda value: isinstance(value, list) and bool(value)
+                        and all(isinstance(c, str) and valid_key(c) for c in value)
+                        and len(set(value)) == len(value), "the list of candidate keys", REQUIRED),
+    "attempts": Field(lambda value: isinstance(value, list), "a list", REQUIRED),
+    "usage": _object(COUNTED_USAGE, REQUIRED),
+    "finished": _FLAG,
+    "status": _one_of(RACE_STATUSES, None),
+}
+RESULT = {
+    "status": _one_of(RACE_STATUSES),
+    "candidates": Field(_LIST.test, _LIST.expected, []),
+    "previous_attempts": Field(_LIST.test, _LIST.expected, []),
+    "usage": _object(USAGE),
+}
+
+
+def _check(where: str, data: Any, shape: Mapping[str, Field]) -> dict:
+    """Raise InvalidState naming the first field of data that breaks its declared shape."""
+    if not isinstance(data, dict):
+        raise InvalidState(f"{where} is {type(data).__name__}, expected an object")
+    for name, rule in shape.items():
+        if name not in data or data[name] is None and rule.default is None:
+            if rule.default is REQUIRED:
+                raise InvalidState(f"{_at(where, name)} is {data.get(name)!r}, expected {rule.expected}")
+            continue
+        value = data[name]
+        if rule.shape is not None and isinstance(value, dict):
+            _check(_at(where, name), value, rule.shape)
+        elif not rule.test(value):
+            shown = type(value).__name__ if rule.shape is not None else repr(value)
+            raise InvalidState(f"{_at(where, name)} is {shown}, expected {rule.expected}")
+    return data
+
+
+def _at(where: str, name: str) -> str:
+    return f"{where}.{name}" if where else name
 
 
 def _check_record(where: str, record: Any, *, key: str | None = None, number: int | None = None) -> dict:
-    if not isinstance(record, dict):
-        raise InvalidState(f"{where} is {type(record).__name__}, expected an object")
-    if not isinstance(record.get("key"), str) or (key is not None and record["key"] != key):
-        raise InvalidState(f"{where}.key is {record.get('key')!r}, expected {key!r}" if key is not None
-                           else f"{where}.key is {record.get('key')!r}, expected a candidate key")
-    attempt = record.get("attempt")
-    if not _is_count(attempt) or attempt < 1 or (number is not None and attempt != number):
-        raise InvalidState(f"{where}.attempt is {attempt!r}, expected {number if number else 'a number >= 1'}")
-    if record.get("status") not in CANDIDATE_STATUSES:
-        raise InvalidState(f"{where}.status is {record.get('status')!r}, expected one of "
-                           f"{', '.join(CANDIDATE_STATUSES)}")
-    commit = record.get("commit")
-    if commit is not None and (not isinstance(commit, str) or not HEX_COMMIT.fullmatch(commit)):
-        raise InvalidState(f"{where}.commit is {commit!r}, expected a 40-64 digit hex commit")
-    score = record.get("score")
-    if score is not None and not _is_number(score):
-        raise InvalidState(f"{where}.score is {score!r}, expected a number")
-    if record.get("usage") is not None:
-        _check_usage(f"{where}.usage", record["usage"], counted=False)
-    if record.get("cleanup", "done") not in CLEANUPS:
-        raise InvalidState(f"{where}.cleanup is {record.get('cleanup')!r}, expected pending or done")
-    for name in ("agent", "branch", "error", "directory", "retained_directory", "decided_by"):
-        _optional(where, record, name, str, "text")
-    for name in ("commits", "resources", "review"):
-        _optional(where, record, name, list, "a list")
-    for name in ("validation", "quota"):
-        _optional(where, record, name, dict, "an object")
-    for name in ("started_at", "finished_at"):
-        _optional(where, record, name, (int, float), "a time")
-    if not all(isinstance(item, str) for item in record.get("resources") or []):
-        raise InvalidState(f"{where}.resources must be a list of resource ids (text)")
+    _check(where, record, RECORD)
+    if key is not None and record["key"] != key:
+        raise InvalidState(f"{where}.key is {record['key']!r}, expected {key!r}")
+    if number is not None and record["attempt"] != number:
+        raise InvalidState(f"{where}.attempt is {record['attempt']!r}, expected {number}")
     return record
 
 
 def _check_attempt(index: int, attempt: Any, race_id: str, candidates: list[str]) -> None:
     where = f"attempts[{index}]"
-    if not isinstance(attempt, dict):
-        raise InvalidState(f"{where} is {type(attempt).__name__}, expected an object")
-    key, number = attempt.get("key"), attempt.get("attempt")
-    if not isinstance(key, str):
-        raise InvalidState(f"{where}.key is {key!r}, expected a candidate key")
+    _check(where, attempt, {name: ATTEMPT[name] for name in ("key", "attempt")})
+    key, number = attempt["key"], attempt["attempt"]
     if key not in candidates:
         raise InvalidState(f"{where}.key {key!r} is not a candidate of this run ({', '.join(candidates)})")
-    if not _is_count(number) or number < 1:
-        raise InvalidState(f"{where}.attempt is {number!r}, expected a number >= 1")
     where = f"{where} ({key}#{number})"
     expected_branch = branch_name(race_id, key, number)
     if attempt.get("branch") != expected_branch:
         raise InvalidState(f"{where}.branch is {attempt.get('branch')!r}, expected {expected_branch!r}")
-    if attempt.get("phase") not in PHASES:
-        raise InvalidState(f"{where}.phase is {attempt.get('phase')!r}, expected one of {', '.join(PHASES)}")
-    if attempt.get("cleanup") not in CLEANUPS:
-        raise InvalidState(f"{where}.cleanup is {attempt.get('cleanup')!r}, expected pending or done")
-    resources = attempt.get("resources", [])
-    if not isinstance(resources, list) or not all(isinstance(item, str) for item in resources):
-        raise InvalidState(f"{where}.resources must be a list of resource ids (text)")
-    _optional(where, attempt, "directory", str, "a directory (text)")
-    if not isinstance(attempt.get("accepted", False), bool):
-        raise InvalidState(f"{where}.accepted is {attempt.get('accepted')!r}, expected true or false")
+    _check(where, attempt, {name: rule for name, rule in ATTEMPT.items() if name != "record"})
     record = _check_record(f"{where}.record", attempt.get("record"), key=key, number=number)
     if record.get("branch") is not None and record["branch"] != expected_branch:
         raise InvalidState(f"{where}.record.branch is {record['branch']!r}, expected {expected_branch!r}")
@@ -141,41 +204,18 @@ def check_state(state: dict, *, key: str | None = None) -> None:
     """
     if state.get("format", FORMAT) != FORMAT:
         raise InvalidState(f"state.format is {state.get('format')!r}, expected {FORMAT}")
-    run_id = state.get("run_id")
-    if not isinstance(run_id, str) or not run_id.strip():
-        raise InvalidState(f"run_id is {run_id!r}, expected the run's name")
+    _check("", state, {name: STATE[name] for name in ("run_id",)})
+    run_id = state["run_id"]
     if key is not None and not key.endswith(f"/{hashlib.sha256(run_id.encode()).hexdigest()}.json"):
         raise InvalidState(f"run_id {run_id!r} does not belong to this file (the file name is the "
                            f"sha256 of the run id)")
-    if not isinstance(state.get("identity"), str) or not state["identity"]:
-        raise InvalidState("identity is missing")
-    race_id = state.get("id")
-    if not isinstance(race_id, str):
-        raise InvalidState(f"id is {race_id!r}, expected the race id")
+    _check("", state, STATE)
+    race_id, select, candidates, attempts, usage = (
+        state["id"], state.get("select", "first"), state["candidates"], state["attempts"], state["usage"])
     try:
         branch_name(race_id, "k", 1)
     except ValueError:
         raise InvalidState(f"id {race_id!r} is not a race id") from None
-    baseline = state.get("baseline")
-    if not isinstance(baseline, str) or not HEX_COMMIT.fullmatch(baseline):
-        raise InvalidState(f"baseline is {baseline!r}, expected a 40-64 digit hex commit")
-    select = state.get("select", "first")
-    if select not in ("first", "best"):
-        raise InvalidState(f"select is {select!r}, expected first or best")
-    for name in ("race_file", "repository", "name", "mode"):
-        _optional("state", state, name, str, "text")
-    _optional("state", state, "before", dict, "an object")
-
-    candidates = state.get("candidates")
-    if (not isinstance(candidates, list) or not candidates
-            or not all(isinstance(c, str) and valid_key(c) for c in candidates)
-            or len(set(candidates)) != len(candidates)):
-        raise InvalidState(f"candidates is {candidates!r}, expected the list of candidate keys")
-    attempts = state.get("attempts")
-    if not isinstance(attempts, list):
-        raise InvalidState(f"attempts is {type(attempts).__name__}, expected a list")
-    usage = state.get("usage")
-    _check_usage("usage", usage, counted=True)
 
     latest: dict[str, dict] = {}
     for index, attempt in enumerate(attempts):
@@ -222,12 +262,7 @@ def check_state(state: dict, *, key: str | None = None) -> None:
                 raise InvalidState(f"{attempt['key']}#{attempt['attempt']} passed validation in best mode "
                                    f"but has no score")
 
-    finished = state.get("finished", False)
-    if not isinstance(finished, bool):
-        raise InvalidState(f"finished is {finished!r}, expected true or false")
-    status = state.get("status")
-    if status is not None and status not in RACE_STATUSES:
-        raise InvalidState(f"status is {status!r}, expected one of {', '.join(RACE_STATUSES)}")
+    finished, status = state.get("finished", False), state.get("status")
     if finished:
         if status is None:
             raise InvalidState("the run is finished but has no status")
@@ -244,23 +279,15 @@ def check_state(state: dict, *, key: str | None = None) -> None:
 
 
 def _check_result(result: Any, state: dict) -> None:
-    if not isinstance(result, dict):
-        raise InvalidState(f"result is {type(result).__name__}, expected an object")
     for name in ("id", "baseline"):
-        if result.get(name) != state[name]:
+        if isinstance(result, dict) and result.get(name) != state[name]:
             raise InvalidState(f"result.{name} is {result.get(name)!r}, expected {state[name]!r}")
-    if result.get("status") not in RACE_STATUSES:
-        raise InvalidState(f"result.status is {result.get('status')!r}, expected one of {', '.join(RACE_STATUSES)}")
+    _check("result", result, RESULT)
     if state.get("status") is not None and result["status"] != state["status"]:
         raise InvalidState(f"result.status is {result['status']!r} but the run's status is {state['status']!r}")
     for name in ("candidates", "previous_attempts"):
-        records = result.get(name, [])
-        if not isinstance(records, list):
-            raise InvalidState(f"result.{name} is {type(records).__name__}, expected a list")
-        for index, record in enumerate(records):
+        for index, record in enumerate(result.get(name, [])):
             _check_record(f"result.{name}[{index}]", record)
-    if result.get("usage") is not None:
-        _check_usage("result.usage", result["usage"], counted=False)
 
 
 def latest_attempts(state: dict) -> dict[str, dict]:
