@@ -7,7 +7,11 @@ import sys
 import time
 from typing import IO
 
-from .engine.core.events import Event, EventKind
+from .engine.core.events import (
+    Admitted, AgentExited, AgentStarted, BaselineValidated, BudgetExhausted, CommittedOnBehalf, Event,
+    Operator, Quota, RaceFinished, RaceStarted, Retry, Scored, Settled, SetupFinished, Tampering, Tool,
+    ValidationFinished, ValidationStarted, Warned,
+)
 from .engine.core.model import RaceModel
 from .engine.core.usage import cost_text
 from .engine.verdict.record import describe_tests
@@ -41,73 +45,74 @@ class ProgressPrinter:
 
     def __call__(self, event: Event) -> None:
         who = f"{event.key}#{event.attempt}" if event.key else "race"
-        data = event.data
-        kind = event.kind
-        if kind is EventKind.RACE_STARTED:
-            self._say(f"race {data['id']} ({data['mode']}, select {data['select']}) from "
-                      f"{str(data['baseline'])[:12]}: {', '.join(data['candidates'])}", event.at)
-            if data.get("host_dirty"):
-                self._say("note: your checkout has uncommitted changes; candidates start from the "
-                          "baseline commit without them", event.at)
-        elif kind is EventKind.ADMITTED:
-            self._say(f"{who} admitted ({data['agent']}) on {data['branch']}", event.at)
-        elif kind is EventKind.SETUP_FINISHED:
-            took = f" in {data['duration']:.1f}s" if data.get("duration") is not None else ""
-            cache = f", cache {data['cache']}" if data.get("cache") != "off" else ""
-            copied = f", copied {len(data['copied'])} file(s)" if data.get("copied") else ""
-            self._say(f"{who} setup {data['status']}{took}{cache}{copied}"
-                      + (f": {data['reason']}" if data.get("reason") else ""), event.at)
-        elif kind is EventKind.AGENT_STARTED:
-            self._say(f"{who} agent running: {data['program']}"
-                      + (f" (timeout {data['timeout']:g}s)" if data.get("timeout") else ""), event.at)
-        elif kind is EventKind.AGENT_EXITED:
-            reason = f": {data['reason']}" if data.get("reason") else ""
-            how = ("agent stopped" if data.get("exit_code") is None
-                   else f"agent exited with code {data['exit_code']}")
-            self._say(f"{who} {how} after {data['duration']:.1f}s{reason}", event.at)
-        elif kind is EventKind.COMMITTED_ON_BEHALF:
-            subject = str(data.get("message") or "").split("\n", 1)[0]
-            self._say(f"{who} committed on its behalf ({data.get('agent') or 'the agent'} could not "
-                      f"commit in its sandbox): {str(data.get('commit'))[:12]} {subject}", event.at)
-        elif kind is EventKind.QUOTA:
-            self._say(f"{who} quota: {data.get('message')} (resets {data.get('reset_at') or 'unknown'})",
-                      event.at)
-        elif kind is EventKind.RETRY:
-            self._say(f"{who} {data.get('cause') or 'API error'}, the agent is retrying: "
-                      f"{data.get('message', '')}", event.at)
-        elif kind is EventKind.VALIDATION_STARTED:
-            self._say(f"{who} validating ({data['commits']} commit(s))", event.at)
-        elif kind is EventKind.VALIDATION_FINISHED:
-            counts = describe_tests((data.get("verdict") or {}).get("tests"))
-            self._say(f"{who} {data.get('reason') or 'validation ' + data['status']}"
-                      + (f" [{counts}]" if counts else ""), event.at)
-        elif kind is EventKind.BASELINE_VALIDATED:
-            self._say(baseline_line(data), event.at)
-        elif kind is EventKind.SCORED:
-            self._say(f"{who} scored {data['score']:g}", event.at)
-        elif kind is EventKind.SETTLED:
-            detail = data.get("reason") or (f"commit {str(data['commit'])[:12]}" if data.get("commit") else "")
-            detail = detail.removeprefix(f"{data['status']}: ")
-            kept = f" (worktree kept: {data['retained_directory']})" if data.get("retained_directory") else ""
-            self._say(f"{who} {data['status']}{': ' + detail if detail else ''}{kept}", event.at)
-        elif kind is EventKind.BUDGET_EXHAUSTED:
-            self._say(f"race {data['reason']}", event.at)
-        elif kind is EventKind.WARNING:
-            self._say(f"{who} warning: {data['message']}", event.at)
-        elif kind is EventKind.TAMPERING:
-            for change in data.get("changes", []):
-                self._say(f"{who} CHANGED YOUR REPOSITORY: {change['description']}", event.at)
-        elif kind is EventKind.OPERATOR:
-            self._say(f"{who} operator: {data['action']}", event.at)
-        elif kind is EventKind.RACE_FINISHED:
-            if data.get("saved"):
-                result = data["result"]
-                self._say(f"run {result.get('run_id')} had already finished: its saved result "
-                          f"(race {result.get('id')}), nothing ran", event.at)
-            for line in finish_lines(data["result"]):
-                self._say(line, event.at)
-        elif self.verbose and kind is EventKind.TOOL:
-            self._say(f"{who} ▸ {data.get('name')} {str(data.get('input', ''))[:120]}", event.at)
+
+        def say(text: str) -> None:
+            self._say(text, event.at)
+
+        match event:
+            case RaceStarted():
+                say(f"race {event.id} ({event.mode}, select {event.select}) from "
+                    f"{str(event.baseline)[:12]}: {', '.join(event.candidates)}")
+                if event.host_dirty:
+                    say("note: your checkout has uncommitted changes; candidates start from the "
+                        "baseline commit without them")
+            case Admitted():
+                say(f"{who} admitted ({event.agent}) on {event.branch}")
+            case SetupFinished():
+                took = f" in {event.duration:.1f}s" if event.duration is not None else ""
+                cache = f", cache {event.cache}" if event.cache != "off" else ""
+                copied = f", copied {len(event.copied)} file(s)" if event.copied else ""
+                say(f"{who} setup {event.status}{took}{cache}{copied}"
+                    + (f": {event.reason}" if event.reason else ""))
+            case AgentStarted():
+                say(f"{who} agent running: {event.program}"
+                    + (f" (timeout {event.timeout:g}s)" if event.timeout else ""))
+            case AgentExited():
+                reason = f": {event.reason}" if event.reason else ""
+                how = ("agent stopped" if event.exit_code is None
+                       else f"agent exited with code {event.exit_code}")
+                say(f"{who} {how} after {event.duration:.1f}s{reason}")
+            case CommittedOnBehalf():
+                subject = str(event.message or "").split("\n", 1)[0]
+                say(f"{who} committed on its behalf ({event.agent or 'the agent'} could not "
+                    f"commit in its sandbox): {str(event.commit)[:12]} {subject}")
+            case Quota():
+                say(f"{who} quota: {event.message} (resets {event.reset_at or 'unknown'})")
+            case Retry():
+                say(f"{who} {event.cause or 'API error'}, the agent is retrying: {event.message or ''}")
+            case ValidationStarted():
+                say(f"{who} validating ({event.commits} commit(s))")
+            case ValidationFinished():
+                counts = describe_tests((event.verdict or {}).get("tests"))
+                say(f"{who} {event.reason or 'validation ' + event.status}"
+                    + (f" [{counts}]" if counts else ""))
+            case BaselineValidated():
+                say(baseline_line(event.payload()))
+            case Scored():
+                say(f"{who} scored {event.score:g}")
+            case Settled():
+                detail = event.reason or (f"commit {str(event.commit)[:12]}" if event.commit else "")
+                detail = detail.removeprefix(f"{event.status}: ")
+                kept = f" (worktree kept: {event.retained_directory})" if event.retained_directory else ""
+                say(f"{who} {event.status}{': ' + detail if detail else ''}{kept}")
+            case BudgetExhausted():
+                say(f"race {event.reason}")
+            case Warned():
+                say(f"{who} warning: {event.message}")
+            case Tampering():
+                for change in event.changes or []:
+                    say(f"{who} CHANGED YOUR REPOSITORY: {change['description']}")
+            case Operator():
+                say(f"{who} operator: {event.action}")
+            case RaceFinished():
+                if event.saved:
+                    result = event.result
+                    say(f"run {result.get('run_id')} had already finished: its saved result "
+                        f"(race {result.get('id')}), nothing ran")
+                for line in finish_lines(event.result):
+                    say(line)
+            case Tool() if self.verbose:
+                say(f"{who} ▸ {event.name} {str(event.input)[:120]}")
 
     def tick(self) -> None:
         """Called every few seconds: print usage if its figures changed (log lines also bump the

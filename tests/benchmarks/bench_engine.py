@@ -201,7 +201,7 @@ def cancel_latency(runs: int = 20, losers: int = 7) -> dict:
                 time.sleep(0.0005)
 
         def on_event(event) -> None:
-            if event.kind is EventKind.VALIDATION_FINISHED and event.key == "w" and event.data["status"] == "passed":
+            if event.kind is EventKind.VALIDATION_FINISHED and event.key == "w" and event.status == "passed":
                 groups.extend(int(p.read_text().split()[0]) for p in pidfiles)
                 accepted_at.append(time.perf_counter())
 
@@ -242,9 +242,9 @@ def throughput(lines: int = 200_000, rounds: int = 3) -> dict:
 
         def on_event(event) -> None:
             if event.kind is EventKind.LOG:
-                seen["lines"] += len(event.data["lines"])
+                seen["lines"] += len(event.lines)
             elif event.kind is EventKind.AGENT_EXITED:
-                seen["duration"] = event.data["duration"]
+                seen["duration"] = event.duration
 
         run_race(spec, on_event=on_event)
         assert seen["lines"] >= lines

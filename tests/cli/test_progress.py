@@ -8,7 +8,7 @@ import re
 import shlex
 from pathlib import Path
 
-from outpost_tui.engine.core.events import Event, EventKind
+from outpost_tui.engine.core.events import Log, UsageReported
 from outpost_tui.engine.core.model import RaceModel
 from outpost_tui.progress import ProgressPrinter, finish_lines, spend
 from tests.cli.support import fake_candidate, run_cli, write_race
@@ -79,7 +79,7 @@ class Lines:
 
 def usage(model: RaceModel, output: int) -> None:
     total = {"input": 100, "cached": 0, "cache_write": 0, "output": output, "cost_usd": 0.0}
-    model(Event(EventKind.USAGE, "a", 1, {"total": total, "race_total": total}))
+    model(UsageReported(key="a", attempt=1, delta=total, total=total, race_total=total))
 
 
 def test_a_usage_line_is_printed_only_when_the_figures_change():
@@ -91,7 +91,7 @@ def test_a_usage_line_is_printed_only_when_the_figures_change():
     usage(model, 50)
     printer.tick()
     assert len(out.lines) == 1 and "50 out" in out.lines[0]
-    model(Event(EventKind.LOG, "a", 1, {"lines": ["working", "still working"]}))
+    model(Log(key="a", attempt=1, stream="stdout", lines=["working", "still working"]))
     printer.tick()
     assert len(out.lines) == 1  # the model changed, the usage did not
     usage(model, 80)

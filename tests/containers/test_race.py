@@ -43,7 +43,7 @@ def test_each_candidate_runs_in_its_own_container_and_tests_inside_pick_the_winn
     def on_event(event) -> None:
         events.append(event)
         if event.kind is EventKind.WORKTREE_READY:
-            directories[event.key] = event.data["directory"]
+            directories[event.key] = event.directory
         # "right" finishes only once "wrong" is settled, so "wrong" is rejected, never cancelled
         if event.kind is EventKind.SETTLED and event.key == "wrong":
             Path(directories["right"], "gate").touch()
@@ -65,7 +65,7 @@ def test_each_candidate_runs_in_its_own_container_and_tests_inside_pick_the_winn
         right.validation.output.startswith("pid1: /dev/init"), right.validation.output
     assert "FAILED" in wrong.validation.output
     # one container per candidate, each its own (the hostname is the container's)
-    texts = {e.key: e.data["text"] for e in events if e.kind is EventKind.TEXT}
+    texts = {e.key: e.text for e in events if e.kind is EventKind.TEXT}
     hosts = {key: text.split()[1] for key, text in texts.items()}
     assert set(hosts) == {"wrong", "right"} and len(set(hosts.values())) == 2
     assert socket.gethostname() not in hosts.values()
@@ -84,11 +84,11 @@ def test_a_candidate_cannot_reach_the_network(engine, calc_repo):
     result = run_race(spec, on_event=events.append)
     [record] = result.candidates
     assert record.status.value == "failed"
-    stderr = [line for e in events if e.kind is EventKind.LOG and e.data.get("stream") == "stderr"
-              for line in e.data["lines"]]
+    stderr = [line for e in events if e.kind is EventKind.LOG and e.stream == "stderr"
+              for line in e.lines]
     assert any(line.startswith("network blocked:") for line in stderr), stderr
     assert not any("network reached" in line for e in events if e.kind is EventKind.LOG
-                   for line in e.data["lines"])
+                   for line in e.lines)
     assert list_containers(result.id) == []
 
 
@@ -100,10 +100,10 @@ def test_a_hung_candidate_is_cancelled_and_its_container_removed(engine, calc_re
 
     def on_event(event) -> None:
         if event.kind is EventKind.RACE_STARTED:
-            race_id.append(event.data["id"])
+            race_id.append(event.id)
         if event.kind is EventKind.WORKTREE_READY:
-            directories[event.key] = event.data["directory"]
-        if event.kind is EventKind.TEXT and event.key == "hung" and "ready" in event.data["text"]:
+            directories[event.key] = event.directory
+        if event.kind is EventKind.TEXT and event.key == "hung" and "ready" in event.text:
             hung_running.append(list_containers(race_id[0]))
             Path(directories["winner"], "gate").touch()
 

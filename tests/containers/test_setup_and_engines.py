@@ -79,7 +79,7 @@ def test_setup_runs_in_each_container_with_its_cache_copied_env_and_own_ports(en
     # the venv built in one container (a candidate's or the baseline's grading checkout's) was
     # copied into the others; the project's check (demo_lib from the worktree's venv, .env from
     # the user's checkout) passed in both containers
-    built = [e for e in events if e.kind is EventKind.SETUP_FINISHED and e.data.get("cache") == "built"]
+    built = [e for e in events if e.kind is EventKind.SETUP_FINISHED and e.cache == "built"]
     assert len(built) == 1
     assert sorted([a.setup["cache"], b.setup["cache"]]) in (["built", "hit"], ["hit", "hit"])
     assert a.validation.status == b.validation.status == "passed"

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from outpost_tui.engine.core.events import Event, EventKind
+from outpost_tui.engine.core.events import Admitted, AgentExited, AgentStarted, Retry, Settled
 from outpost_tui.engine.core.model import RaceModel
 
 
 def test_an_agent_ending_shows_its_exit_and_its_final_message():
     model = RaceModel([("a", "claude")])
-    model(Event(EventKind.RETRY, "a", 1, {"message": "rate limited, retrying in 4s"}))
-    model(Event(EventKind.AGENT_EXITED, "a", 1, {
-        "exit_code": 0, "reason": None, "duration": 3.2,
-        "result": "Fixed add() in calc.py.\nAll 12 tests pass."}))
+    model(Retry(key="a", attempt=1, message="rate limited, retrying in 4s", retry=1))
+    model(AgentExited(key="a", attempt=1, exit_code=0, reason=None, duration=3.2,
+                      result="Fixed add() in calc.py.\nAll 12 tests pass."))
     candidate = model.candidates["a"]
     assert list(candidate.log)[-3:] == ["── agent ended (exit 0)", "   Fixed add() in calc.py.",
                                         "   All 12 tests pass."]
@@ -20,32 +19,30 @@ def test_an_agent_ending_shows_its_exit_and_its_final_message():
 
 def test_a_failed_agent_shows_why():
     model = RaceModel([("a", "codex")])
-    model(Event(EventKind.AGENT_EXITED, "a", 1, {"exit_code": 1, "reason": "not logged in",
-                                                 "result": None}))
+    model(AgentExited(key="a", attempt=1, exit_code=1, reason="not logged in", duration=1.0, result=None))
     assert list(model.candidates["a"].log) == ["── agent ended (exit 1: not logged in)"]
 
 
 def test_the_agent_clock_runs_from_its_start_to_its_exit_and_restarts_with_each_attempt():
     model = RaceModel([("a", "command")])
-    model(Event(EventKind.ADMITTED, "a", 1, {"branch": "b1", "attempts": 1}, 100.0))
+    model(Admitted(key="a", attempt=1, branch="b1", agent="command", attempts=1, at=100.0))
     candidate = model.candidates["a"]
     assert (candidate.timeout, candidate.agent_started_at) == (None, None)  # set-up is not agent time
-    model(Event(EventKind.AGENT_STARTED, "a", 1, {"program": "fake", "timeout": 900}, 103.0))
-    model(Event(EventKind.AGENT_EXITED, "a", 1, {"exit_code": 0, "reason": None, "result": None}, 130.0))
+    model(AgentStarted(key="a", attempt=1, program="fake", timeout=900, at=103.0))
+    model(AgentExited(key="a", attempt=1, exit_code=0, reason=None, duration=27.0, result=None, at=130.0))
     assert (candidate.timeout, candidate.agent_started_at, candidate.agent_ended_at) == (900, 103.0, 130.0)
     assert "── attempt 1: agent started (fake, timeout 900s)" in candidate.log
 
-    model(Event(EventKind.ADMITTED, "a", 2, {"branch": "b2", "attempts": 2}, 200.0))
+    model(Admitted(key="a", attempt=2, branch="b2", agent="command", attempts=2, at=200.0))
     assert (candidate.timeout, candidate.agent_started_at, candidate.agent_ended_at) == (None, None, None)
-    model(Event(EventKind.AGENT_STARTED, "a", 2, {"program": "fake", "timeout": None}, 201.0))
+    model(AgentStarted(key="a", attempt=2, program="fake", timeout=None, at=201.0))
     assert list(candidate.log)[-1] == "── attempt 2: agent started (fake)"
 
 
 def test_settling_is_the_last_line_of_the_log_with_its_reason():
     model = RaceModel([("a", "command"), ("b", "command")])
-    model(Event(EventKind.SETTLED, "a", 1, {"status": "winner", "reason": None, "commit": "c" * 40}))
-    model(Event(EventKind.SETTLED, "b", 1, {"status": "skipped", "reason": "not started: a won",
-                                             "commit": None}))
+    model(Settled(key="a", attempt=1, status="winner", reason=None, commit="c" * 40))
+    model(Settled(key="b", attempt=1, status="skipped", reason="not started: a won", commit=None))
     assert list(model.candidates["a"].log) == ["── winner"]
     skipped = model.candidates["b"]
     assert (skipped.state, skipped.reason) == ("skipped", "not started: a won")

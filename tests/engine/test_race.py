@@ -282,7 +282,7 @@ def test_best_of_n_highest_score_wins_ties_to_earliest(repo):
         cmd(k, "--write", f"{k}.txt", "--commit") for k in "abcd"],
         validate=["true"], score=lambda context: scores[context.key])
     settled = []
-    result = run_race(spec, on_event=lambda e: settled.append((e.key, e.data["status"], e.data["reason"]))
+    result = run_race(spec, on_event=lambda e: settled.append((e.key, e.status, e.reason))
                       if e.kind is EventKind.SETTLED else None)
     assert result.status is RaceStatus.WINNER
     assert result.winner.key == "b"
@@ -340,7 +340,7 @@ def test_operator_cancel_accept_and_abort(repo, tmp_path):
     assert keep.status is CandidateStatus.WINNER and keep.decided_by == "operator"
     assert keep.commit == git(repo, "rev-parse", keep.branch)
     assert drop.status is CandidateStatus.CANCELLED and drop.error == "cancelled by operator"
-    assert [e.data["action"] for e in events if e.kind is EventKind.OPERATOR] == ["cancel", "accept"]
+    assert [e.action for e in events if e.kind is EventKind.OPERATOR] == ["cancel", "accept"]
 
 
 def test_abort_stops_everything(repo, tmp_path):
@@ -484,7 +484,7 @@ def test_never_started_candidates_end_in_the_event_stream_and_the_model(repo):
 
     def on_event(event):
         if event.kind is EventKind.SETTLED:
-            settled.append((event.key, event.data["status"]))
+            settled.append((event.key, event.status))
 
     holder = {}
     result = anyio.run(lambda: run_race_async(build_spec(repository=repo, concurrency=1, candidates=[
@@ -503,7 +503,7 @@ def test_an_accept_while_the_outcome_is_being_written_is_refused(repo):
 
         def on_event(event):
             # the skipped candidate's end is announced while the race writes its outcome
-            if event.kind is EventKind.SETTLED and event.data["status"] == "skipped":
+            if event.kind is EventKind.SETTLED and event.status == "skipped":
                 holder["settling"].set()
 
         async def accept_while_settling():

@@ -57,7 +57,7 @@ def test_venv_cache_is_built_once_copied_into_each_worktree_and_rebuilt_when_its
     assert a.validation.status == b.validation.status == "passed"
     # built once per key: by whichever checkout took it first (the baseline's grading checkout,
     # set up beside the candidates, or one of theirs), and a hit everywhere else
-    built = [e for e in events if e.kind is EventKind.SETUP_FINISHED and e.data.get("cache") == "built"]
+    built = [e for e in events if e.kind is EventKind.SETUP_FINISHED and e.cache == "built"]
     assert len(built) == 1
     assert sorted([a.setup["cache"], b.setup["cache"]]) in (["built", "hit"], ["hit", "hit"])
     assert a.setup["status"] == b.setup["status"] == "passed"
@@ -65,8 +65,8 @@ def test_venv_cache_is_built_once_copied_into_each_worktree_and_rebuilt_when_its
     entries = [p for p in (repo / ".outpost" / "cache").iterdir() if not p.name.startswith(".")]
     assert len(entries) == 1 and (entries[0] / ".venv" / "bin").is_dir()
     # the setup command's output is in the candidate's log
-    setup_lines = [line for e in events if e.kind is EventKind.LOG and e.data.get("stream") == "setup"
-                   for line in e.data["lines"]]
+    setup_lines = [line for e in events if e.kind is EventKind.LOG and e.stream == "setup"
+                   for line in e.lines]
     assert any(line.startswith("setup done in ") for line in setup_lines)
     # nothing setup put there was committed, and the worktrees holding only setup's files went
     for candidate in (a, b):
@@ -83,7 +83,7 @@ def test_venv_cache_is_built_once_copied_into_each_worktree_and_rebuilt_when_its
     events.clear()
     third = run_race(spec, on_event=events.append)
     assert len([e for e in events if e.kind is EventKind.SETUP_FINISHED
-                and e.data.get("cache") == "built"]) == 1
+                and e.cache == "built"]) == 1
     # the copied venv holds the new version: the check (expecting 7) passed in both worktrees
     assert all(c.validation.status == "passed" for c in third.candidates), \
         [c.validation.output for c in third.candidates]
@@ -94,7 +94,7 @@ def test_venv_cache_is_built_once_copied_into_each_worktree_and_rebuilt_when_its
         bump_dependency(repo, version, value)
         events.clear()
         run_race(spec, on_event=events.append)  # built once, by the baseline's checkout or one of theirs
-        assert [e.data.get("cache") for e in events
+        assert [e.cache for e in events
                 if e.kind is EventKind.SETUP_FINISHED].count("built") == 1
     entries = [p for p in (repo / ".outpost" / "cache").iterdir() if not p.name.startswith(".")]
     assert len(entries) == setups.CACHES_KEPT
@@ -113,7 +113,7 @@ def test_a_copied_venv_runs_its_own_scripts_not_the_builders(tmp_path):
                        validate=["sh", "-c", f'test "$({script})" = "$PWD/.venv"'], setup=setup)
     events = []
     run_race(build, on_event=events.append)  # by the baseline's grading checkout or the candidate's
-    assert [e.data.get("cache") for e in events if e.kind is EventKind.SETUP_FINISHED].count("built") == 1
+    assert [e.cache for e in events if e.kind is EventKind.SETUP_FINISHED].count("built") == 1
     hit = run_race(build).candidates[0]
     assert hit.setup["cache"] == "hit"
     assert hit.validation.status == "passed", hit.validation.output

@@ -15,7 +15,7 @@ import pytest
 from textual.app import App
 
 from outpost_tui.engine import git as g
-from outpost_tui.engine.core.events import Event, EventKind
+from outpost_tui.engine.core.events import RaceFinished, RaceStarted
 from outpost_tui.engine.records.flightlog import FlightLog
 from outpost_tui.ui.screens.confirm import ConfirmScreen
 from outpost_tui.ui.screens.work_diff import WorkDiffScreen
@@ -68,8 +68,8 @@ def reviewed_repository(root: Path) -> Path:
             (directory / name).write_text(content)
         os.utime(directory / ".git", (T0, T0))
     log = FlightLog(repo / ".outpost" / "runs" / RACE)
-    log(Event(EventKind.RACE_STARTED, None, None, {"id": RACE, "name": "calc-race", "baseline": baseline,
-                                                    "candidates": list(work)}, T0))
+    log(RaceStarted(id=RACE, name="calc-race", mode="race", select="first", baseline=baseline,
+                    candidates=list(work), run_id=None, host_dirty=False, validate=None, at=T0))
     result = {"id": RACE, "status": "winner", "baseline": baseline,
               "winner": {"key": "fixer", "attempt": 1, "branch": g.branch_name(RACE, "fixer", 1)},
               "candidates": [
@@ -78,8 +78,7 @@ def reviewed_repository(root: Path) -> Path:
                   {"key": "breaker", "attempt": 1, "status": "rejected",
                    "validation": {"status": "failed", "exit_code": 1,
                                   "reason": "validation failed (exit code 1)"}}]}
-    log(Event(EventKind.RACE_FINISHED, None, None, {"status": "winner", "winner": "fixer", "result": result},
-              T0 + 60))
+    log(RaceFinished(status="winner", winner="fixer", result=result, at=T0 + 60))
     log.close()
     return repo
 

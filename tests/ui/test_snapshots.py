@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from outpost_tui.engine.core.events import Event, EventKind
+from outpost_tui.engine.core.events import (
+    Admitted, AgentStarted, Log, RaceStarted, Retry, Settled, Text, Tool, UsageReported, ValidationFinished,
+    ValidationStarted,
+)
 from outpost_tui.samples import materialise
 from outpost_tui.ui.app import OutpostApp
 
@@ -28,25 +31,22 @@ def usage(i, c, w, o, cost):
 
 
 RECORDED = [
-    Event(EventKind.RACE_STARTED, None, None, {"id": "20260101-000000-abcdef", "name": "calc-race",
-                                               "mode": "race", "select": "first", "baseline": "0" * 40,
-                                               "candidates": ["fixer", "breaker", "slow"]}, T0),
-    *[Event(EventKind.ADMITTED, key, 1, {"branch": f"outpost/speculation/x/{key}/1", "agent": "demo",
-                                          "attempts": n}, T0 + n) for n, key in enumerate(["fixer", "breaker", "slow"], 1)],
-    *[Event(EventKind.AGENT_STARTED, key, 1, {"program": "demo", "timeout": 120}, T0 + 4)
-      for key in ["fixer", "breaker", "slow"]],
-    Event(EventKind.TOOL, "fixer", 1, {"name": "Read", "input": "calc.py"}, T0 + 5),
-    Event(EventKind.LOG, "fixer", 1, {"stream": "stdout", "lines": ["def add(a, b):", "    return a - b"]}, T0 + 6),
-    Event(EventKind.USAGE, "fixer", 1, {"delta": usage(1200, 8000, 0, 300, 0.012),
-                                         "total": usage(1200, 8000, 0, 300, 0.012),
-                                         "race_total": usage(2000, 8000, 0, 500, 0.02)}, T0 + 7),
-    Event(EventKind.TEXT, "breaker", 1, {"text": "I'll special-case the failing input."}, T0 + 8),
-    Event(EventKind.VALIDATION_STARTED, "breaker", 1, {"commits": 1}, T0 + 20),
-    Event(EventKind.VALIDATION_FINISHED, "breaker", 1, {"status": "failed", "exit_code": 1,
-                                                         "reason": "validation failed (exit code 1)"}, T0 + 21),
-    Event(EventKind.SETTLED, "breaker", 1, {"status": "rejected", "reason": "validation failed (exit code 1)",
-                                             "commit": "1" * 40}, T0 + 21),
-    Event(EventKind.RETRY, "slow", 1, {"message": "overloaded (529), retrying in 2s"}, T0 + 30),
+    RaceStarted(id="20260101-000000-abcdef", name="calc-race", mode="race", select="first", baseline="0" * 40,
+                candidates=["fixer", "breaker", "slow"], run_id=None, host_dirty=False, validate=None, at=T0),
+    *[Admitted(key=key, attempt=1, branch=f"outpost/speculation/x/{key}/1", agent="demo", attempts=n, at=T0 + n)
+      for n, key in enumerate(["fixer", "breaker", "slow"], 1)],
+    *[AgentStarted(key=key, attempt=1, program="demo", timeout=120, at=T0 + 4) for key in ["fixer", "breaker", "slow"]],
+    Tool(key="fixer", attempt=1, name="Read", input="calc.py", at=T0 + 5),
+    Log(key="fixer", attempt=1, stream="stdout", lines=["def add(a, b):", "    return a - b"], at=T0 + 6),
+    UsageReported(key="fixer", attempt=1, delta=usage(1200, 8000, 0, 300, 0.012),
+                  total=usage(1200, 8000, 0, 300, 0.012), race_total=usage(2000, 8000, 0, 500, 0.02), at=T0 + 7),
+    Text(key="breaker", attempt=1, text="I'll special-case the failing input.", at=T0 + 8),
+    ValidationStarted(key="breaker", attempt=1, commits=1, commit="1" * 40, at=T0 + 20),
+    ValidationFinished(key="breaker", attempt=1, status="failed", exit_code=1,
+                       reason="validation failed (exit code 1)", verdict=None, at=T0 + 21),
+    Settled(key="breaker", attempt=1, status="rejected", reason="validation failed (exit code 1)",
+            commit="1" * 40, at=T0 + 21),
+    Retry(key="slow", attempt=1, message="overloaded (529), retrying in 2s", retry=1, at=T0 + 30),
 ]
 
 

@@ -12,7 +12,11 @@ import threading
 from collections import deque
 from dataclasses import dataclass, field
 
-from .events import Event, EventKind
+from .events import (
+    Admitted, AgentExited, AgentStarted, BudgetExhausted, CommittedOnBehalf, Event, Log, Operator, Quota,
+    RaceFinished, RaceStarted, Retry, Scored, Settled, SetupFinished, SetupStarted, Tampering, Text, Tool,
+    UsageReported, ValidationFinished, ValidationStarted, Warned, WorktreeReady,
+)
 from .usage import Usage
 
 LOG_RING = 2000
@@ -97,7 +101,7 @@ class RaceModel:
 
     def _apply(self, event: Event) -> None:
         self.version += 1
-        if event.kind is EventKind.TAMPERING:
+        if isinstance(event, Tampering):
             self._tampering(event)
         if event.key is None:
             self._race_event(event)
@@ -106,101 +110,97 @@ class RaceModel:
         if candidate is None:
             return
         candidate.version += 1
-        data = event.data
-        kind = event.kind
-        if kind in (EventKind.LOG, EventKind.TOOL, EventKind.TEXT, EventKind.USAGE):
+        if isinstance(event, (Log, Tool, Text, UsageReported)):
             candidate.retrying = None  # the agent is making progress again
-        if kind is EventKind.LOG:
-            lines = data["lines"]
-            candidate.lines += len(lines)
-            candidate.add_log(*lines)
-        elif kind is EventKind.USAGE:
-            candidate.usage = Usage.from_json(data["total"])
-            self.usage = Usage.from_json(data["race_total"]) if "race_total" in data else self.usage
-        elif kind is EventKind.TOOL:
-            candidate.tools += 1
-            candidate.last_tool = data.get("name")
-            candidate.add_log(f"▸ {data.get('name')} {str(data.get('input', ''))[:200]}")
-        elif kind is EventKind.TEXT:
-            candidate.add_log(str(data.get("text", "")))
-        elif kind is EventKind.WARNING:
-            candidate.add_log(f"warning: {data.get('message', '')}")
-        elif kind is EventKind.COMMITTED_ON_BEHALF:
-            subject = str(data.get("message") or "").split("\n", 1)[0]
-            candidate.committed_on_behalf = subject
-            candidate.add_log(f"── committed on its behalf (it could not commit in its sandbox): "
-                              f"{str(data.get('commit'))[:12]} {subject}")
-        elif kind is EventKind.OPERATOR:
-            if data.get("action") == "accept":
+        match event:
+            case Log(lines=lines):
+                candidate.lines += len(lines)
+                candidate.add_log(*lines)
+            case UsageReported():
+                candidate.usage = Usage.from_json(event.total)
+                self.usage = Usage.from_json(event.race_total) if event.race_total else self.usage
+            case Tool():
+                candidate.tools += 1
+                candidate.last_tool = event.name
+                candidate.add_log(f"▸ {event.name} {str(event.input)[:200]}")
+            case Text():
+                candidate.add_log(str(event.text))
+            case Warned():
+                candidate.add_log(f"warning: {event.message}")
+            case CommittedOnBehalf():
+                subject = str(event.message or "").split("\n", 1)[0]
+                candidate.committed_on_behalf = subject
+                candidate.add_log(f"── committed on its behalf (it could not commit in its sandbox): "
+                                  f"{str(event.commit)[:12]} {subject}")
+            case Operator(action="accept"):
                 candidate.accepted = True
                 candidate.add_log("── accepted by the operator")
-        elif kind is EventKind.RETRY:
-            cause = data.get("cause")
-            candidate.retrying = (f"{cause}: " if cause else "") + str(data.get("message") or "retrying")
-        elif kind is EventKind.ADMITTED:
-            candidate.state = "starting"
-            candidate.attempt = event.attempt or 0
-            candidate.branch = data.get("branch")
-            candidate.started_at = event.at
-            candidate.finished_at = None
-            candidate.usage = Usage()
-            candidate.reason = None
-            candidate.committed_on_behalf = None
-            candidate.tests = None
-            candidate.timeout = None
-            candidate.agent_started_at = None
-            candidate.agent_ended_at = None
-            self.attempts = data.get("attempts", self.attempts)
-        elif kind is EventKind.WORKTREE_READY:
-            candidate.directory = data.get("directory")
-        elif kind is EventKind.SETUP_STARTED:
-            candidate.state = "setting up"
-            ports = f", ports {' '.join(map(str, data['ports']))}" if data.get("ports") else ""
-            command = " ".join(data.get("command") or []) or "files only"
-            candidate.add_log(f"── setup ({command}{ports})")
-        elif kind is EventKind.SETUP_FINISHED:
-            copied = f", copied {len(data['copied'])} file(s)" if data.get("copied") else ""
-            candidate.add_log(f"── setup {data.get('status')} (cache {data.get('cache')}{copied})"
-                              + (f": {data['reason']}" if data.get("reason") else ""))
-        elif kind is EventKind.AGENT_STARTED:
-            candidate.state = "running"
-            candidate.timeout = data.get("timeout")
-            candidate.agent_started_at = event.at
-            limit = f", timeout {candidate.timeout:g}s" if candidate.timeout else ""
-            candidate.add_log(f"── attempt {event.attempt or candidate.attempt}: agent started "
-                              f"({data.get('program')}{limit})")
-        elif kind is EventKind.AGENT_EXITED:
-            candidate.retrying = None
-            candidate.agent_ended_at = event.at
-            how = ("stopped" if data.get("exit_code") is None else f"exit {data.get('exit_code')}") + (
-                f": {data['reason']}" if data.get("reason") else "")
-            candidate.add_log(f"── agent ended ({how})")
-            if data.get("result"):
-                # the agent's own summary of what it did: the line an operator looks for first
-                candidate.add_log(*(f"   {line}" for line in str(data["result"]).splitlines()[:20]))
-        elif kind is EventKind.VALIDATION_STARTED:
-            candidate.state = "validating"
-            candidate.add_log(f"── validating ({data.get('commits')} commit(s))")
-        elif kind is EventKind.VALIDATION_FINISHED:
-            candidate.tests = (data.get("verdict") or {}).get("tests")
-            outcome = f"validation {data.get('status')}"
-            candidate.add_log(f"── {said(outcome, data.get('reason'))}")
-        elif kind is EventKind.QUOTA:
-            candidate.quota = dict(data)
-            candidate.add_log(f"quota: {data.get('message')} (resets {data.get('reset_at') or '?'})")
-        elif kind is EventKind.SCORED:
-            candidate.add_log(f"score: {data.get('score')}")
-        elif kind is EventKind.TAMPERING:
-            lines = [change.get("description", "") for change in data.get("changes", [])]
-            candidate.tampering += lines
-            candidate.add_log(*(f"⚠ changed your repository: {line}" for line in lines))
-        elif kind is EventKind.SETTLED:
-            candidate.state = str(data.get("status"))
-            candidate.reason = data.get("reason")
-            candidate.commit = data.get("commit")
-            candidate.finished_at = event.at
-            # the last word in the log, so a zoomed panel tells the whole story on its own
-            candidate.add_log(f"── {said(candidate.state, candidate.reason)}")
+            case Retry():
+                candidate.retrying = (f"{event.cause}: " if event.cause else "") + str(event.message or "retrying")
+            case Admitted():
+                candidate.state = "starting"
+                candidate.attempt = event.attempt or 0
+                candidate.branch = event.branch
+                candidate.started_at = event.at
+                candidate.finished_at = None
+                candidate.usage = Usage()
+                candidate.reason = None
+                candidate.committed_on_behalf = None
+                candidate.tests = None
+                candidate.timeout = None
+                candidate.agent_started_at = None
+                candidate.agent_ended_at = None
+                self.attempts = event.attempts if event.attempts is not None else self.attempts
+            case WorktreeReady():
+                candidate.directory = event.directory
+            case SetupStarted():
+                candidate.state = "setting up"
+                ports = f", ports {' '.join(map(str, event.ports))}" if event.ports else ""
+                command = " ".join(event.command or []) or "files only"
+                candidate.add_log(f"── setup ({command}{ports})")
+            case SetupFinished():
+                copied = f", copied {len(event.copied)} file(s)" if event.copied else ""
+                candidate.add_log(f"── setup {event.status} (cache {event.cache}{copied})"
+                                  + (f": {event.reason}" if event.reason else ""))
+            case AgentStarted():
+                candidate.state = "running"
+                candidate.timeout = event.timeout
+                candidate.agent_started_at = event.at
+                limit = f", timeout {candidate.timeout:g}s" if candidate.timeout else ""
+                candidate.add_log(f"── attempt {event.attempt or candidate.attempt}: agent started "
+                                  f"({event.program}{limit})")
+            case AgentExited():
+                candidate.retrying = None
+                candidate.agent_ended_at = event.at
+                how = ("stopped" if event.exit_code is None else f"exit {event.exit_code}") + (
+                    f": {event.reason}" if event.reason else "")
+                candidate.add_log(f"── agent ended ({how})")
+                if event.result:
+                    # the agent's own summary of what it did: the line an operator looks for first
+                    candidate.add_log(*(f"   {line}" for line in str(event.result).splitlines()[:20]))
+            case ValidationStarted():
+                candidate.state = "validating"
+                candidate.add_log(f"── validating ({event.commits} commit(s))")
+            case ValidationFinished():
+                candidate.tests = (event.verdict or {}).get("tests")
+                outcome = f"validation {event.status}"
+                candidate.add_log(f"── {said(outcome, event.reason)}")
+            case Quota():
+                candidate.quota = event.payload()
+                candidate.add_log(f"quota: {event.message} (resets {event.reset_at or '?'})")
+            case Scored():
+                candidate.add_log(f"score: {event.score}")
+            case Tampering():
+                lines = [change.get("description", "") for change in event.changes or []]
+                candidate.tampering += lines
+                candidate.add_log(*(f"⚠ changed your repository: {line}" for line in lines))
+            case Settled():
+                candidate.state = str(event.status)
+                candidate.reason = event.reason
+                candidate.commit = event.commit
+                candidate.finished_at = event.at
+                # the last word in the log, so a zoomed panel tells the whole story on its own
+                candidate.add_log(f"── {said(candidate.state, candidate.reason)}")
 
     def restore(self, record, *, attempts: int, usage: Usage) -> None:
         """Start a candidate from a saved run's settled attempt (a durable replay): it shows how it
@@ -231,27 +231,28 @@ class RaceModel:
         self.attempts = attempts
         self.usage = usage
 
-    def _tampering(self, event: Event) -> None:
-        for change in event.data.get("changes", []):
+    def _tampering(self, event: Tampering) -> None:
+        for change in event.changes or []:
             who = f"{event.key}#{event.attempt}" if event.key else "during the race"
             self.tampering.append(f"{who}: {change.get('description', '')}")
 
     def _race_event(self, event: Event) -> None:
-        if event.kind is EventKind.RACE_STARTED:
-            self.race_id = event.data.get("id")
-            self.status = "running"
-            self.started_at = event.at
-            self.finished_at = None
-        elif event.kind is EventKind.BUDGET_EXHAUSTED:
-            self.budget_reason = event.data.get("reason")
-        elif event.kind is EventKind.WARNING:
-            self.warnings.append(str(event.data.get("message", "")))
-        elif event.kind is EventKind.RACE_FINISHED:
-            self.status = event.data.get("status")
-            self.winner = event.data.get("winner")
-            self.finished_at = event.at
-            for record in (event.data.get("result") or {}).get("candidates", []):
-                candidate = self.candidates.get(record.get("key"))
-                if candidate is not None and record.get("review"):
-                    candidate.review = list(record["review"])
-                    candidate.add_log(*(f"⚑ review before merging: {flag}" for flag in candidate.review))
+        match event:
+            case RaceStarted():
+                self.race_id = event.id
+                self.status = "running"
+                self.started_at = event.at
+                self.finished_at = None
+            case BudgetExhausted():
+                self.budget_reason = event.reason
+            case Warned():
+                self.warnings.append(str(event.message or ""))
+            case RaceFinished():
+                self.status = event.status
+                self.winner = event.winner
+                self.finished_at = event.at
+                for record in (event.result or {}).get("candidates", []):
+                    candidate = self.candidates.get(record.get("key"))
+                    if candidate is not None and record.get("review"):
+                        candidate.review = list(record["review"])
+                        candidate.add_log(*(f"⚑ review before merging: {flag}" for flag in candidate.review))

@@ -18,6 +18,7 @@ from typing import Any
 from . import archive
 from .. import git
 from ..records import history
+from ..core.events import RaceStarted
 from .processes import Occupant, occupants_of
 
 INTERRUPTED = "interrupted"
@@ -267,8 +268,8 @@ def _baseline(root: Path, race_id: str, result: dict | None, head: str | None) -
         return result["baseline"]
     try:
         for event in history.iter_events(root, race_id):
-            if str(event.kind) == "race-started" and isinstance(event.data.get("baseline"), str):
-                return event.data["baseline"]
+            if isinstance(event, RaceStarted) and isinstance(event.baseline, str):
+                return event.baseline
     except (history.UnknownRace, history.UnreadableRace, OSError, git.GitError):
         pass
     if head:

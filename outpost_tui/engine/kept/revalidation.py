@@ -14,6 +14,7 @@ import anyio
 
 from .. import git
 from ..records import history
+from ..core.events import RaceStarted
 from ..core.result import Validation
 from ..sandbox import SandboxContext, SandboxError, provider_for
 from ..core.spec import RaceSpec, SandboxSpec, ValidateSpec
@@ -34,8 +35,8 @@ class NotRecorded(ValueError):
 
 def _recorded(repository: Path, race_id: str) -> dict:
     for event in history.iter_events(repository, race_id):
-        if str(event.kind) == "race-started":
-            found = event.data.get("validate")
+        if isinstance(event, RaceStarted):
+            found = event.validate
             if isinstance(found, dict) and isinstance(found.get("command"), list) and found["command"]:
                 return found
             break

@@ -17,7 +17,7 @@ import anyio.lowlevel
 from .. import git
 from ..agents import LaunchContext, adapter_for
 from ..agents.reachability import Reachability
-from ..core.events import Event, EventKind
+from ..core.events import EventKind, event_of
 from ..core.result import Validation
 from ..core.statuses import Phase
 from ..core.usage import Usage
@@ -170,7 +170,7 @@ class Running(Settling):
             for event in decoder.decode(lines, stream):
                 quota_reported = quota_reported or event.kind is EventKind.QUOTA
                 reachability.observe(event.kind, event.data)
-                self.bus.publish(Event(event.kind, candidate.key, attempt.number, event.data))
+                self.bus.publish(event_of(event.kind, candidate.key, attempt.number, event.data))
             if decoder.usage != attempt.usage_seen:
                 reachability.answered()
                 self._take_usage(attempt, decoder)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .. import git
-from ..core.events import Event, EventKind
+from ..core.events import Admitted, AgentStarted, Event, EventKind, RaceFinished, RaceStarted, event_from_payload
 from .flightlog import flight_log_lines, runs_directory
 from ..core.model import RaceModel
 from ..core.result import RaceResult, race_result_from_json
@@ -88,7 +88,7 @@ def event_from_json(data: dict, *, race_level: bool) -> Event | None:
         attempt = data.pop("attempt", None)
         if not isinstance(key, str):
             return None
-    return Event(kind, key, attempt, data, at)
+    return event_from_payload(kind, key, attempt, data, at)
 
 
 def _events_of(path: Path, rank: int, race_level: bool) -> Iterator[tuple[float, int, int, Event]]:
@@ -107,28 +107,28 @@ def _race_summary(race_id: str, directory: Path) -> RecordedRace:
     except OSError as error:
         return RecordedRace(race_id, directory, status=UNREADABLE,
                             problem=f"cannot read {RACE_FILE}: {error.strerror or error}")
-    started = [e for e in events if e.kind is EventKind.RACE_STARTED]
+    started = [e for e in events if isinstance(e, RaceStarted)]
     if not started:
         return RecordedRace(race_id, directory, status=UNREADABLE,
                             problem=f"{RACE_FILE} has no race-started event")
-    first = started[0].data
-    last_start = max(i for i, e in enumerate(events) if e.kind is EventKind.RACE_STARTED)
+    first = started[0]
+    last_start = max(i for i, e in enumerate(events) if isinstance(e, RaceStarted))
     # A durable race replayed after a crash starts again in the same directory: it is finished
     # only when a race-finished event follows its last start.
-    finish = next((e for e in reversed(events[last_start:]) if e.kind is EventKind.RACE_FINISHED), None)
-    candidates = first.get("candidates")
+    finish = next((e for e in reversed(events[last_start:]) if isinstance(e, RaceFinished)), None)
+    candidates = first.candidates
     summary = RecordedRace(
-        race_id, directory, name=_text(first.get("name")), started_at=started[0].at,
+        race_id, directory, name=_text(first.name), started_at=first.at,
         candidates=tuple(str(c) for c in candidates) if isinstance(candidates, list) else (),
-        run_id=_text(first.get("run_id")))
+        run_id=_text(first.run_id))
     if finish is None:
         return summary
-    result = finish.data.get("result") if isinstance(finish.data.get("result"), dict) else {}
+    result = finish.result if isinstance(finish.result, dict) else {}
     winner = result.get("winner") if isinstance(result.get("winner"), dict) else {}
     return RecordedRace(
         race_id, directory, name=summary.name, started_at=summary.started_at,
-        finished_at=finish.at, status=str(finish.data.get("status") or result.get("status") or "?"),
-        winner=_text(finish.data.get("winner")) or _text(winner.get("key")),
+        finished_at=finish.at, status=str(finish.status or result.get("status") or "?"),
+        winner=_text(finish.winner) or _text(winner.get("key")),
         winner_branch=_text(winner.get("branch")), candidates=summary.candidates,
         run_id=summary.run_id)
 
@@ -167,10 +167,11 @@ def recorded_result(repository: str | Path, race_id: str) -> dict | None:
     result = None
     try:
         for line in flight_log_lines(directory / RACE_FILE):
-            if line.get("kind") == EventKind.RACE_STARTED:
-                result = None  # a replayed durable race: only a finish after its last start counts
-            elif line.get("kind") == EventKind.RACE_FINISHED and isinstance(line.get("result"), dict):
-                result = line["result"]
+            match event_from_json(line, race_level=True):
+                case RaceStarted():
+                    result = None  # a replayed durable race: only a finish after its last start counts
+                case RaceFinished(result=dict() as finished):
+                    result = finished
     except OSError as error:
         raise UnreadableRace(f"recorded race {race_id!r} cannot be read: {RACE_FILE}: "
                              f"{error.strerror or error}") from None
@@ -222,9 +223,10 @@ def _events_in(directory: Path) -> Iterator[Event]:
     order: list[str] = []
     try:
         for line in flight_log_lines(race_file):
-            if line.get("kind") == EventKind.RACE_STARTED and isinstance(line.get("candidates"), list):
-                order = [str(key) for key in line["candidates"]]
-                break
+            match event_from_json(line, race_level=True):
+                case RaceStarted(candidates=list() as candidates):
+                    order = [str(key) for key in candidates]
+                    break
     except OSError:
         pass
     sources = [(race_file, True), *((path, False) for path in _attempt_files(directory, order))]
@@ -305,19 +307,19 @@ def load_recording(repository: str | Path, race_id: str, *, consumers=()) -> Rec
             skipped += 1
             continue
         count += 1
-        data = event.data
-        if event.kind is EventKind.RACE_STARTED:
-            baseline = data.get("baseline") or baseline
-            mode = data.get("mode") if data.get("mode") in ("race", "fallback") else mode
-            select = data.get("select") if data.get("select") in ("first", "best") else select
-            finish = None
-        elif event.kind is EventKind.RACE_FINISHED:
-            finish = event
-        elif event.kind is EventKind.ADMITTED and data.get("agent"):
-            agents[event.key] = str(data["agent"])
-        elif event.kind is EventKind.AGENT_STARTED and isinstance(data.get("timeout"), (int, float)):
-            timeouts[event.key] = float(data["timeout"])
-    result_json = finish.data.get("result") if finish is not None else None
+        match event:
+            case RaceStarted():
+                baseline = event.baseline or baseline
+                mode = event.mode if event.mode in ("race", "fallback") else mode
+                select = event.select if event.select in ("first", "best") else select
+                finish = None
+            case RaceFinished():
+                finish = event
+            case Admitted(agent=agent) if agent:
+                agents[event.key] = str(agent)
+            case AgentStarted(timeout=timeout) if isinstance(timeout, (int, float)):
+                timeouts[event.key] = float(timeout)
+    result_json = finish.result if finish is not None else None
     result = None
     if isinstance(result_json, dict):
         try:

@@ -165,7 +165,7 @@ def test_a_claude_cancelled_mid_run_keeps_what_it_spent_marked_incomplete_and_th
 
             def on_event(event):
                 if (event.kind is EventKind.USAGE and event.key == "claude"
-                        and event.data["total"]["input"] == first.input + second.input):
+                        and event.total["input"] == first.input + second.input):
                     seen_second.set()
 
             group.start_soon(release_fixer)
