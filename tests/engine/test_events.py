@@ -10,7 +10,7 @@ import pytest
 
 from outpost_tui.engine import agents
 from outpost_tui.engine.core.events import (
-    EVENT_TYPES, UNSET, EventBus, EventKind, RaceStarted, Settled, Text, event_of,
+    EVENT_TYPES, UNSET, EventKind, RaceStarted, Settled, Text, event_of,
 )
 from tests.agents.replay import TRANSCRIPTS, decoder_for, feed, transcript
 from tests.engine.flightlog_races import run_both
@@ -28,11 +28,14 @@ def test_every_kind_has_one_frozen_class():
 
 
 def test_a_payload_that_breaks_its_kind_is_refused_where_it_is_made():
-    bus = EventBus()
+    """An agent's decoded event becomes typed on its way to the bus: a field its kind lacks, or one
+    it needs and is not given, is a TypeError there (not a flight log with a new shape)."""
     with pytest.raises(TypeError, match="statuss"):
-        bus.emit(EventKind.SETTLED, "a", 1, statuss="winner", reason=None, commit=None)
+        event_of(EventKind.SETTLED, "a", 1, {"statuss": "winner", "reason": None, "commit": None})
     with pytest.raises(TypeError, match="commit"):
-        bus.emit(EventKind.SETTLED, "a", 1, status="winner", reason=None)
+        event_of("settled", "a", 1, {"status": "winner", "reason": None})
+    with pytest.raises(TypeError, match="statuss"):
+        Settled(key="a", attempt=1, statuss="winner", reason=None, commit=None)  # type: ignore[call-arg]
 
 
 def test_json_is_the_payload_then_the_envelope_and_leaves_out_what_the_event_does_not_carry():

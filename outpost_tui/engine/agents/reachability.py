@@ -9,11 +9,11 @@ attempt is stopped and fails with "cannot reach the model API (...)".
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping
+from typing import Any
 
 import anyio
 
-from ..core.events import EventKind
+from ..core.events import Event, FileChange, Retry, Text, Tool, ToolResult, UsageReported
 
 # Retry causes the agents' decoders report (RETRY events carry one as "cause").
 NETWORK = "network"
@@ -22,7 +22,6 @@ OVERLOADED = "overloaded"
 SERVER_ERROR = "server error"
 
 # What only a model that answered produces.
-_ANSWERED = {EventKind.TEXT, EventKind.TOOL, EventKind.TOOL_RESULT, EventKind.FILE_CHANGE}
 
 
 def retry_cause(status: Any) -> str:
@@ -45,21 +44,26 @@ class Reachability:
         self.message: str | None = None  # the agent's last words about it
         self._changed = anyio.Event()
 
-    def observe(self, kind: EventKind, data: Mapping[str, Any]) -> None:
-        if kind is EventKind.RETRY and data.get("cause") == NETWORK:
-            if self.since is None:
-                self.since = time.monotonic()
-            self.message = str(data.get("message") or "") or self.message
-        elif kind in _ANSWERED or kind is EventKind.USAGE:
-            self.since = None
-            self.message = None
-        else:
-            return
+    def observe(self, event: Event) -> None:
+        match event:
+            case Retry(cause=cause) if cause == NETWORK:
+                if self.since is None:
+                    self.since = time.monotonic()
+                self.message = str(event.message or "") or self.message
+            case Text() | Tool() | ToolResult() | FileChange() | UsageReported():
+                self._answer()
+            case _:
+                return
         self._changed.set()
 
     def answered(self) -> None:
         """The model answered (usage arrived)."""
-        self.observe(EventKind.USAGE, {})
+        self._answer()
+        self._changed.set()
+
+    def _answer(self) -> None:
+        self.since = None
+        self.message = None
 
     async def unreachable(self) -> str:
         """Returns, once the API has been unreachable for `limit` seconds, why (never without a limit)."""

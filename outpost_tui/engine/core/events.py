@@ -1,7 +1,8 @@
 """The one event stream every consumer reads: flight log, progress printer, live model, UI.
 
 Each kind of event is a frozen dataclass with its payload as typed fields; consumers `match` on the
-classes. Every event carries the candidate's `key` and `attempt` (None for race-level events) and
+classes; the engine publishes them with `bus.publish(Settled(key=..., attempt=..., status=...))`.
+Every event carries the candidate's `key` and `attempt` (None for race-level events) and
 its time `at`; `event.kind` is the contract string the flight log writes. Consumers subscribe with
 a callable; delivery is synchronous and in order, so a consumer must be cheap (the UI only updates
 a model here and renders on its own timer).
@@ -363,9 +364,3 @@ class EventBus:
                 if len(self.errors) < self.MAX_ERRORS:
                     self.errors.append(f"{getattr(subscriber, '__qualname__', subscriber)!s}: "
                                        f"{type(error).__name__}: {error}")
-
-    def emit(self, kind: EventKind, key: str | None = None, attempt: int | None = None, **data: Any) -> Event:
-        """Publish the typed event of `kind` with this payload (see `event_of`)."""
-        published = event_of(kind, key, attempt, data)
-        self.publish(published)
-        return published

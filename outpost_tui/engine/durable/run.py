@@ -25,7 +25,7 @@ from ..racing.budget import Accounting
 from .checkpoint import (CheckpointError, CheckpointStore, CorruptCheckpoint, race_identity,
                          recover_command)
 from .checkpoint_state import interrupted
-from ..core.events import EventKind
+from ..core.events import Settled
 from ..core.result import CandidateRecord, RaceResult, race_result_from_json
 from ..sandbox.local import LocalProvider
 from ..core.statuses import CandidateStatus, Phase, RaceStatus
@@ -216,8 +216,9 @@ class DurableRun:
                     record.status = CandidateStatus.WINNER
                 else:
                     record.status = CandidateStatus.REJECTED
-                race.bus.emit(EventKind.SETTLED, attempt.key, attempt.number, status=str(record.status),
-                              reason="validated before the coordinator stopped", commit=record.commit)
+                race.bus.publish(Settled(key=attempt.key, attempt=attempt.number, status=str(record.status),
+                                         reason="validated before the coordinator stopped",
+                                         commit=record.commit))
             elif attempt.phase is Phase.RUNNING:
                 record.status = CandidateStatus.CANCELLED
                 record.error = INTERRUPTED

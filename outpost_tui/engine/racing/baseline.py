@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from .. import git
-from ..core.events import EventKind
+from ..core.events import BaselineValidated
 from ..sandbox import Sandbox, SandboxContext, SandboxError
 from ..verdict import BaselineOutcome, Checkout, grade_baseline
 from ..verdict.validation import ValidationContext
@@ -51,7 +51,7 @@ class BaselineValidation(Running):
             def decided(outcome: BaselineOutcome) -> None:
                 outcome.duration = round(time.monotonic() - started, 3)
                 self.baseline_outcome = outcome
-                self.bus.emit(EventKind.BASELINE_VALIDATED, **outcome.to_json())
+                self.bus.publish(BaselineValidated(**outcome.to_json()))
                 assert self._baseline_done is not None
                 self._baseline_done.set()
 

@@ -23,7 +23,7 @@ from ..git import guard
 from . import setup as setups
 from ..agents import adapter_for
 from .attempt import Attempt
-from ..core.events import EventKind
+from ..core.events import Admitted, BudgetExhausted, Operator, RaceFinished, RaceStarted, Settled
 from ..records.flightlog import FlightLog, make_private_directory, runs_directory
 from ..core.result import CandidateRecord, RaceResult
 from ..kept.revalidation import recorded_validation
@@ -60,7 +60,7 @@ class Race(BaselineValidation):
         if attempt is None or self._finished or attempt.phase is Phase.SETTLED:
             return False
         attempt.cancel_reason = "cancelled by operator"
-        self.bus.emit(EventKind.OPERATOR, key, attempt.number, action="cancel")
+        self.bus.publish(Operator(key=key, attempt=attempt.number, action="cancel"))
         if attempt.scope is not None:
             attempt.scope.cancel()
         return True
@@ -92,15 +92,15 @@ class Race(BaselineValidation):
             await attempt.settled.wait()  # it is closing its sandbox: accept its settled result
         if self._winner is not None or self._finished or self._settling:
             return "the race is over"
-        self.bus.emit(EventKind.OPERATOR, key, attempt.number, action="accept")
+        self.bus.publish(Operator(key=key, attempt=attempt.number, action="accept"))
         if attempt.phase is Phase.SETTLED:
             attempt.record.commit = commit
             attempt.record.commits = [c.to_json() for c in commits]
             self._set_winner(attempt, "operator")
             attempt.record.status = CandidateStatus.WINNER
             attempt.record.error = None
-            self.bus.emit(EventKind.SETTLED, key, attempt.number, status="winner",
-                          reason="accepted by operator", commit=attempt.record.commit)
+            self.bus.publish(Settled(key=key, attempt=attempt.number, status="winner",
+                                     reason="accepted by operator", commit=attempt.record.commit))
             await self._save()
         else:
             attempt.operator_accept = True
@@ -132,7 +132,7 @@ class Race(BaselineValidation):
         self._aborted = True
         self._admissions_closed = True
         if reason is None:
-            self.bus.emit(EventKind.OPERATOR, action="abort")
+            self.bus.publish(Operator(action="abort"))
         for attempt in self.attempts.values():
             if attempt.scope is not None:
                 attempt.cancel_reason = attempt.cancel_reason or reason or "cancelled: race aborted"
@@ -170,9 +170,10 @@ class Race(BaselineValidation):
             finished = await self._durable.open()
             if finished is not None:
                 winner = finished.winner
-                self.bus.emit(EventKind.RACE_FINISHED, status=str(finished.status),
-                              winner=winner.key if winner else None, result=finished.to_json(),
-                              saved=True)  # nothing ran: the run had finished before
+                # nothing ran: the run had finished before
+                self.bus.publish(RaceFinished(status=str(finished.status),
+                                              winner=winner.key if winner else None,
+                                              result=finished.to_json(), saved=True))
                 return finished
         else:
             self.id = new_race_id()
@@ -187,11 +188,11 @@ class Race(BaselineValidation):
         flight_log = FlightLog(runs_directory(outpost_dir) / self.id)
         unsubscribe = self.bus.subscribe(flight_log)
         try:
-            self.bus.emit(EventKind.RACE_STARTED, id=self.id, name=spec.name, mode=spec.mode,
-                          select=spec.select, baseline=self.baseline,
-                          candidates=[c.key for c in spec.candidates], run_id=spec.run_id,
-                          host_dirty=bool(self._host_before and self._host_before.dirty),
-                          validate=recorded_validation(spec))
+            self.bus.publish(RaceStarted(id=self.id, name=spec.name, mode=spec.mode, select=spec.select,
+                                         baseline=self.baseline, candidates=[c.key for c in spec.candidates],
+                                         run_id=spec.run_id,
+                                         host_dirty=bool(self._host_before and self._host_before.dirty),
+                                         validate=recorded_validation(spec)))
             if self._durable is not None:
                 await self._durable.reconcile()
             await self._save()
@@ -270,8 +271,8 @@ class Race(BaselineValidation):
             if attempt.cancel_reason is not None:
                 attempt.record.error = attempt.cancel_reason + " before it started"
                 attempt.phase = Phase.SETTLED
-                self.bus.emit(EventKind.SETTLED, attempt.key, attempt.number, status="skipped",
-                              reason=attempt.record.error, commit=None)
+                self.bus.publish(Settled(key=attempt.key, attempt=attempt.number, status="skipped",
+                                         reason=attempt.record.error, commit=None))
                 continue
             reason = self.accounting.admit()
             if reason is not None:
@@ -286,7 +287,7 @@ class Race(BaselineValidation):
                     reason = explained
                 self._pending.appendleft(attempt)
                 self._admissions_closed = True
-                self.bus.emit(EventKind.BUDGET_EXHAUSTED, reason=reason, stops_race=False)
+                self.bus.publish(BudgetExhausted(reason=reason, stops_race=False))
                 return
             await self._run_attempt(attempt)
 
@@ -296,8 +297,8 @@ class Race(BaselineValidation):
         attempt.record.started_at = time.time()
         attempt.record.branch = attempt.branch
         await self._save()  # saved before anything is allocated
-        self.bus.emit(EventKind.ADMITTED, attempt.key, attempt.number, branch=attempt.branch,
-                      agent=attempt.candidate.agent, attempts=self.accounting.attempts)
+        self.bus.publish(Admitted(key=attempt.key, attempt=attempt.number, branch=attempt.branch,
+                                  agent=attempt.candidate.agent, attempts=self.accounting.attempts))
         with anyio.CancelScope() as scope:
             attempt.scope = scope
             if attempt.cancel_reason is not None:

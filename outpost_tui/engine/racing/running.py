@@ -17,7 +17,10 @@ import anyio.lowlevel
 from .. import git
 from ..agents import LaunchContext, adapter_for
 from ..agents.reachability import Reachability
-from ..core.events import EventKind, event_of
+from ..core.events import (
+    AgentExited, AgentStarted, BudgetExhausted, CommittedOnBehalf, Log, Quota, Scored, SetupFinished,
+    SetupStarted, UsageReported, ValidationFinished, ValidationStarted, Warned, WorktreeReady, event_of,
+)
 from ..core.result import Validation
 from ..core.statuses import Phase
 from ..core.usage import Usage
@@ -76,7 +79,7 @@ class Running(Settling):
         attempt.directory = directory
         record.directory = str(directory)
         await self._save()
-        self.bus.emit(EventKind.WORKTREE_READY, candidate.key, attempt.number, directory=str(directory))
+        self.bus.publish(WorktreeReady(key=candidate.key, attempt=attempt.number, directory=str(directory)))
         if started is None:
             attempt.sandbox = await self._provider.acquire(context)
         elif attempt.sandbox is None:
@@ -133,8 +136,8 @@ class Running(Settling):
         decoder = adapter.decoder(candidate, spec.prices)
         timeout = candidate.timeout or spec.budget.candidate_timeout
         program = Path(launch.argv[0]).name if candidate.agent != "demo" else f"demo {candidate.script.name}"
-        self.bus.emit(EventKind.AGENT_STARTED, candidate.key, attempt.number,
-                      program=program, timeout=timeout)
+        self.bus.publish(AgentStarted(key=candidate.key, attempt=attempt.number, program=program,
+                                      timeout=timeout))
 
         quota_reported = False
         reachability = Reachability(spec.budget.unreachable_timeout)
@@ -158,19 +161,20 @@ class Running(Settling):
                            "usage_after_term": after.to_json()}
             if stopping.ignored_term:
                 spent = f"{after.tokens:,} tokens" + (f", {after.cost_text()}" if after.cost_usd else "")
-                self.bus.emit(EventKind.WARNING, candidate.key, attempt.number, message=(
+                self.bus.publish(Warned(key=candidate.key, attempt=attempt.number, message=(
                     f"{program} ignored TERM and was killed {stopping.grace:g}s later; "
                     f"{lines_after_term} lines it printed meanwhile were read "
-                    f"({spent} reported then, counted)"))
+                    f"({spent} reported then, counted)")))
 
         def on_output(stream: str, lines: list[str]) -> None:
             nonlocal quota_reported, lines_after_term
             if stopping is not None:
                 lines_after_term += len(lines)
-            for event in decoder.decode(lines, stream):
-                quota_reported = quota_reported or event.kind is EventKind.QUOTA
-                reachability.observe(event.kind, event.data)
-                self.bus.publish(event_of(event.kind, candidate.key, attempt.number, event.data))
+            for decoded in decoder.decode(lines, stream):
+                event = event_of(decoded.kind, candidate.key, attempt.number, decoded.data)
+                quota_reported = quota_reported or isinstance(event, Quota)
+                reachability.observe(event)
+                self.bus.publish(event)
             if decoder.usage != attempt.usage_seen:
                 reachability.answered()
                 self._take_usage(attempt, decoder)
@@ -227,9 +231,9 @@ class Running(Settling):
             self._take_usage(attempt, decoder, final=True)
             note_stop()
             record.error = unreachable
-            self.bus.emit(EventKind.AGENT_EXITED, candidate.key, attempt.number, exit_code=None,
-                          reason=unreachable, duration=round(time.time() - record.started_at, 3),
-                          result=None)
+            self.bus.publish(AgentExited(key=candidate.key, attempt=attempt.number, exit_code=None,
+                                         reason=unreachable,
+                                         duration=round(time.time() - record.started_at, 3), result=None))
             return
         outcome = decoder.finish(done.exit_code, done.stderr_tail)
         if done.timed_out or decoder.stop is not None:
@@ -243,13 +247,12 @@ class Running(Settling):
             if reachability.since is not None:
                 reason += f" (cannot reach the model API: {reachability.message})"
         record.result = outcome.result
-        self.bus.emit(EventKind.AGENT_EXITED, candidate.key, attempt.number,
-                      exit_code=done.exit_code, reason=reason, duration=round(done.duration, 3),
-                      result=outcome.result)
+        self.bus.publish(AgentExited(key=candidate.key, attempt=attempt.number, exit_code=done.exit_code,
+                                     reason=reason, duration=round(done.duration, 3), result=outcome.result))
         if outcome.quota is not None:
             record.quota = outcome.quota.to_json()
             if not quota_reported:
-                self.bus.emit(EventKind.QUOTA, candidate.key, attempt.number, **record.quota)
+                self.bus.publish(Quota(key=candidate.key, attempt=attempt.number, **record.quota))
         if done.timed_out or not outcome.ok:
             record.error = reason
             return
@@ -262,8 +265,8 @@ class Running(Settling):
             commit = await anyio.to_thread.run_sync(git.commit_all, directory, message, leave_out)
             if commit:
                 record.committed_on_behalf = True
-                self.bus.emit(EventKind.COMMITTED_ON_BEHALF, candidate.key, attempt.number,
-                              commit=commit, message=message, agent=candidate.agent)
+                self.bus.publish(CommittedOnBehalf(key=candidate.key, attempt=attempt.number, commit=commit,
+                                                   message=message, agent=candidate.agent))
         # The result is fixed here, as one commit: what is graded, and the only commit that can win.
         # Uncommitted edits stay in the worktree, kept, but are not part of it.
         record.commit, commits = await anyio.to_thread.run_sync(git.head_and_commits, directory,
@@ -277,10 +280,10 @@ class Running(Settling):
             return
 
         def on_check_output(stream: str, lines: list[str]) -> None:
-            self.bus.emit(EventKind.LOG, candidate.key, attempt.number, stream="validation", lines=lines)
+            self.bus.publish(Log(key=candidate.key, attempt=attempt.number, stream="validation", lines=lines))
 
-        self.bus.emit(EventKind.VALIDATION_STARTED, candidate.key, attempt.number, commits=len(commits),
-                      commit=record.commit)
+        self.bus.publish(ValidationStarted(key=candidate.key, attempt=attempt.number, commits=len(commits),
+                                           commit=record.commit))
         checkout.commit = record.commit
         # what the record says if the attempt is cancelled before validation returns
         record.validation = Validation("cancelled", reason="cancelled while validating")
@@ -300,9 +303,10 @@ class Running(Settling):
                     # Registered as soon as validation passes, so a tie with an earlier slot whose
                     # result became acceptable at the same moment is seen when the winner is chosen.
                     self._accepted_pending.append(attempt)
-                self.bus.emit(EventKind.VALIDATION_FINISHED, candidate.key, attempt.number,
-                              status=record.validation.status, exit_code=record.validation.exit_code,
-                              reason=record.validation.reason, verdict=record.verdict)
+                self.bus.publish(ValidationFinished(key=candidate.key, attempt=attempt.number,
+                                                    status=record.validation.status,
+                                                    exit_code=record.validation.exit_code,
+                                                    reason=record.validation.reason, verdict=record.verdict))
                 if accepted and spec.select == "best":
                     assert spec.score is not None
                     try:
@@ -311,8 +315,7 @@ class Running(Settling):
                         record.error = _one_line(error)
                         accepted = False
                     else:
-                        self.bus.emit(EventKind.SCORED, candidate.key, attempt.number,
-                                      score=record.score)
+                        self.bus.publish(Scored(key=candidate.key, attempt=attempt.number, score=record.score))
         finally:
             if checkout.cleanup_error is not None:
                 attempt.cleanup_failed = True
@@ -354,8 +357,9 @@ class Running(Settling):
         environment the sandbox was acquired with."""
         setup = self.spec.setup
         assert self.repository is not None and self._outpost_dir is not None
-        self.bus.emit(EventKind.SETUP_STARTED, key, number,
-                      command=list(setup.command) if setup.command else None, ports=state.ports)
+        self.bus.publish(SetupStarted(key=key, attempt=number,
+                                      command=list(setup.command) if setup.command else None,
+                                      ports=state.ports))
         started = time.monotonic()
         state.copied = await anyio.to_thread.run_sync(setups.copy_files, self.repository,
                                                       directory, self._copy_paths)
@@ -386,9 +390,9 @@ class Running(Settling):
         if failure is None:
             state.top_level, state.products = await anyio.to_thread.run_sync(setups.snapshot,
                                                                               directory)
-        self.bus.emit(EventKind.SETUP_FINISHED, key, number, status=state.status,
-                      exit_code=state.exit_code, duration=state.duration, cache=state.cache,
-                      copied=sorted(state.copied), reason=failure[0] if failure else None)
+        self.bus.publish(SetupFinished(key=key, attempt=number, status=state.status,
+                                       exit_code=state.exit_code, duration=state.duration, cache=state.cache,
+                                       copied=sorted(state.copied), reason=failure[0] if failure else None))
         return failure
 
     async def _setup_command(self, key: str, number: int, sandbox: Sandbox,
@@ -398,7 +402,7 @@ class Running(Settling):
         assert setup.command
 
         def on_output(stream: str, lines: list[str]) -> None:
-            self.bus.emit(EventKind.LOG, key, number, stream="setup", lines=lines)
+            self.bus.publish(Log(key=key, attempt=number, stream="setup", lines=lines))
 
         try:
             done = await sandbox.run(setup.command, on_output=on_output, timeout=setup.timeout,
@@ -433,8 +437,8 @@ class Running(Settling):
         if problem is None:
             _, problem = self.accounting.usage.plus(total - attempt.usage_seen)
         if problem is not None:
-            self.bus.emit(EventKind.WARNING, attempt.key, attempt.number,
-                          message=f"refused a usage report: {problem}")
+            self.bus.publish(Warned(key=attempt.key, attempt=attempt.number,
+                                    message=f"refused a usage report: {problem}"))
             decoder.usage = total = attempt.usage_seen
             if not final:
                 return
@@ -448,13 +452,13 @@ class Running(Settling):
             return
         reason = self.accounting.report(delta)
         if not delta.is_zero():
-            self.bus.emit(EventKind.USAGE, attempt.key, attempt.number, delta=delta.to_json(),
-                          total=total.to_json(), race_total=self.accounting.usage.to_json())
+            self.bus.publish(UsageReported(key=attempt.key, attempt=attempt.number, delta=delta.to_json(),
+                                           total=total.to_json(), race_total=self.accounting.usage.to_json()))
         if self._durable is not None:
             self._durable.usage_changed()
         if reason is not None:
             self._admissions_closed = True
-            self.bus.emit(EventKind.BUDGET_EXHAUSTED, reason=reason, stops_race=True)
+            self.bus.publish(BudgetExhausted(reason=reason, stops_race=True))
             for other in self.attempts.values():
                 if other.scope is not None:
                     other.cancel_reason = other.cancel_reason or f"cancelled: {reason}"

@@ -13,7 +13,7 @@ import anyio.abc
 import anyio.lowlevel
 
 from .. import git
-from ..core.events import EventKind
+from ..core.events import RaceFinished, Settled, Tampering, Warned
 from ..core.result import CandidateRecord, RaceResult
 from ..core.statuses import CandidateStatus, Phase, RaceStatus
 from ..git import guard
@@ -94,9 +94,9 @@ class Settling(RaceState):
         command = f"outpost-tui worktrees {shlex.quote(str(self.repository))} --remove-containers"
         if self.spec.sandbox.endpoint:
             command += f" --endpoint {shlex.quote(self.spec.sandbox.endpoint)}"
-        self.bus.emit(EventKind.WARNING, message=(
+        self.bus.publish(Warned(message=(
             f"{what}: the candidates running on it are settled as failed; their containers are left "
-            f"until `{command}` removes them once the engine is back"))
+            f"until `{command}` removes them once the engine is back")))
 
     async def _settle_attempt(self, attempt: Attempt, *, cancelled: bool) -> None:
         record = attempt.record
@@ -138,9 +138,8 @@ class Settling(RaceState):
         if self._awaits_decision(attempt):
             # Best of N: it passed and waits for the others' scores; the decision settles it.
             shown, why = "passed", f"score {record.score:g}, waiting for the decision"
-        self.bus.emit(EventKind.SETTLED, attempt.key, attempt.number, status=shown,
-                      reason=why, commit=record.commit,
-                      retained_directory=record.retained_directory)
+        self.bus.publish(Settled(key=attempt.key, attempt=attempt.number, status=shown, reason=why,
+                                 commit=record.commit, retained_directory=record.retained_directory))
         attempt.settled.set()
 
     async def _check_repository(self, attempt: Attempt | None) -> None:
@@ -155,9 +154,10 @@ class Settling(RaceState):
             try:
                 changes = await anyio.to_thread.run_sync(guard.compare, self._record, who)
             except git.GitError as error:
-                self.bus.emit(EventKind.WARNING, attempt.key if attempt else None,
-                              attempt.number if attempt else None,
-                              message=f"could not check your repository for changes: {_one_line(error)}")
+                self.bus.publish(Warned(key=attempt.key if attempt else None,
+                                        attempt=attempt.number if attempt else None,
+                                        message="could not check your repository for changes: "
+                                                f"{_one_line(error)}"))
                 return
         if not changes:
             return
@@ -167,8 +167,8 @@ class Settling(RaceState):
                     "attempt": attempt.number if attempt else None,
                     "running": running, **change.to_json()} for change in changes]
         self.tampering += entries
-        self.bus.emit(EventKind.TAMPERING, attempt.key if attempt else None,
-                      attempt.number if attempt else None, changes=entries)
+        self.bus.publish(Tampering(key=attempt.key if attempt else None,
+                                   attempt=attempt.number if attempt else None, changes=entries))
 
     async def _retain(self, attempt: Attempt) -> None:
         """Remove the worktree only when it is fully clean; the branch always stays."""
@@ -218,8 +218,8 @@ class Settling(RaceState):
         if best is not None:
             self._set_winner(best, "score")
             best.record.status = CandidateStatus.WINNER
-            self.bus.emit(EventKind.SETTLED, best.key, best.number, status="winner",
-                          reason=f"highest score {best.record.score:g}", commit=best.record.commit)
+            self.bus.publish(Settled(key=best.key, attempt=best.number, status="winner",
+                                     reason=f"highest score {best.record.score:g}", commit=best.record.commit))
         for attempt in waiting:
             if attempt is best:
                 continue
@@ -228,8 +228,8 @@ class Settling(RaceState):
                 record.error = f"passed with score {record.score:g}; {best.key} scored {best.record.score:g}"
             else:
                 record.error = f"passed with score {record.score:g}, but no winner was chosen"
-            self.bus.emit(EventKind.SETTLED, attempt.key, attempt.number, status=str(record.status),
-                          reason=record.error, commit=record.commit)
+            self.bus.publish(Settled(key=attempt.key, attempt=attempt.number, status=str(record.status),
+                                     reason=record.error, commit=record.commit))
 
     def _race_status(self) -> RaceStatus:
         records = [a.record for a in self.attempts.values()]
@@ -251,8 +251,8 @@ class Settling(RaceState):
             if attempt.record.status is CandidateStatus.SKIPPED and attempt.record.error is None:
                 attempt.record.error = self._skip_reason()
                 # its phase stays waiting (it never took an attempt), but watchers see it end
-                self.bus.emit(EventKind.SETTLED, attempt.key, attempt.number, status="skipped",
-                              reason=attempt.record.error, commit=None)
+                self.bus.publish(Settled(key=attempt.key, attempt=attempt.number, status="skipped",
+                                         reason=attempt.record.error, commit=None))
         self._pending.clear()
         status = self._race_status()
         records = [self.attempts[c.key].record for c in self.spec.candidates]
@@ -309,8 +309,8 @@ class Settling(RaceState):
         self._finished = True
         if self._durable is not None:
             await self._durable.finish(result)
-        self.bus.emit(EventKind.RACE_FINISHED, status=str(status),
-                      winner=winner.key if winner else None, result=result.to_json())
+        self.bus.publish(RaceFinished(status=str(status), winner=winner.key if winner else None,
+                                      result=result.to_json()))
         return result
 
     async def _note_branches_moved(self, records: list[CandidateRecord]) -> None:
@@ -323,8 +323,8 @@ class Settling(RaceState):
             tips = await anyio.to_thread.run_sync(git.branch_tips, self.repository,
                                                   [record.branch for record, _ in graded])
         except git.GitError as error:
-            self.bus.emit(EventKind.WARNING, message=f"could not read the candidates' branches: "
-                                                     f"{_one_line(error)}")
+            self.bus.publish(Warned(message=f"could not read the candidates' branches: "
+                                            f"{_one_line(error)}"))
             return
         for record, verdict in graded:
             tip = tips.get(record.branch)

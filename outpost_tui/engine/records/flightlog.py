@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import IO, Iterator
 
-from ..core.events import Event, EventKind
+from ..core.events import Event, Log
 
 BUFFER = 256 * 1024
 LOG_FLUSH_INTERVAL = 1.0  # seconds log lines may wait in the buffer
@@ -73,7 +73,7 @@ class FlightLog:
         handle = self._file(name)
         handle.write(self._dumps(event.to_json()))
         handle.write("\n")
-        if event.kind is not EventKind.LOG:
+        if not isinstance(event, Log):
             handle.flush()
             self._unflushed.discard(name)
             return
