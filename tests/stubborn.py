@@ -92,12 +92,12 @@ def race(repo: Path, mode: str, sandbox: SandboxSpec | None = None, *, python: s
 
     def on_event(event) -> None:
         if event.kind is EventKind.WORKTREE_READY:
-            directories[event.key] = event.data["directory"]
-        if event.kind is EventKind.TEXT and event.key == "stubborn" and event.data["text"] == "ready" \
+            directories[event.key] = event.directory
+        if event.kind is EventKind.TEXT and event.key == "stubborn" and event.text == "ready" \
                 and "fixer" in directories:
             Path(directories["fixer"], "gate").touch()
         if event.kind is EventKind.WARNING and event.key == "stubborn":
-            warnings.append(event.data["message"])
+            warnings.append(event.message)
 
     candidates = [CandidateSpec("stubborn", "command", "fix add", command=(python, "agents/stubborn.py"),
                                 env={"STUBBORN": mode, **(env or {})})]

@@ -176,9 +176,9 @@ def test_the_grading_container_starts_while_the_agent_works_and_runs_nothing_bef
 
     def on_event(event) -> None:
         if event.kind is EventKind.RACE_STARTED:
-            race_id.append(event.data["id"])
+            race_id.append(event.id)
         if event.kind is EventKind.WORKTREE_READY:
-            directories[event.key] = event.data["directory"]
+            directories[event.key] = event.directory
         if event.kind is EventKind.AGENT_STARTED:
             # the agent waits for the gate: it is still working while its grading container
             # comes up (a condition on the engine, polled from a thread of its own)
