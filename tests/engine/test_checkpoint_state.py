@@ -7,8 +7,8 @@ import copy
 
 import pytest
 
-from outpost_tui.engine import checkpoint_state
-from outpost_tui.engine.checkpoint_state import ATTEMPT, RECORD, RESULT, STATE, USAGE, InvalidState, check_state
+from outpost_tui.engine.durable import checkpoint_state
+from outpost_tui.engine.durable.checkpoint_state import ATTEMPT, RECORD, RESULT, STATE, USAGE, InvalidState, check_state
 from tests.engine.test_checkpoint import finished_state
 
 
