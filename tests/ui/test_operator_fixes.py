@@ -14,9 +14,10 @@ from textual.widgets._footer import FooterKey
 
 from outpost_tui.samples import materialise
 from outpost_tui.ui.app import OutpostApp
-from outpost_tui.ui.screens.configure import BudgetForm, ConfigureScreen
+from outpost_tui.ui.screens.configure import ConfigureScreen
 from outpost_tui.ui.screens.confirm import ConfirmScreen
 from outpost_tui.ui.screens.race import RaceScreen
+from outpost_tui.ui.screens.settings_form import SettingsForm
 from outpost_tui.ui.widgets.candidate_panel import CandidatePanel
 from tests.conftest import FAKE_AGENT, make_repo
 
@@ -65,7 +66,7 @@ async def test_saved_in_configure_then_back_the_race_runs_and_shows_the_saved_fi
         await pilot.press("down", "down", "delete", "y")  # remove `slow`
         await pilot.press("b")
         form = app.screen
-        assert isinstance(form, BudgetForm)
+        assert isinstance(form, SettingsForm)
         form.query_one("#attempts", Input).value = "5"
         await pilot.press("ctrl+s")
         await until(pilot, lambda: isinstance(app.screen, ConfigureScreen), "the budget form to close")
@@ -241,22 +242,23 @@ async def test_the_budget_form_refuses_what_check_refuses_in_its_words(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("f5", "b")
         form = app.screen
-        assert isinstance(form, BudgetForm)
+        assert isinstance(form, SettingsForm)
         attempts = form.query_one("#attempts", Input)
         attempts.focus()
         attempts.value = ""
         await pilot.press("0")
         error = form.query_one("#attempts-error", Static)
-        # inline, as typed, before any submit
+        # inline, as typed, before any submit: the race-file reader's own words
+        await until(pilot, lambda: str(error.render()) != "", "the check")
         assert str(error.render()) == "must be at least 1, found 0: no candidate would ever start"
         await pilot.press("ctrl+s")
+        await pilot.app.workers.wait_for_complete()
         assert app.screen is form
         attempts.value = "2"
-        await pilot.pause()
-        assert str(error.render()) == ""
+        await until(pilot, lambda: str(error.render()) == "", "the check")
         await pilot.press("ctrl+s")
-        assert isinstance(app.screen, ConfigureScreen)
-        assert app.screen.budget.attempts == 2
+        await until(pilot, lambda: isinstance(app.screen, ConfigureScreen), "the form to close")
+        assert app.screen.working.budget.attempts == 2
 
 
 # ---------------------------------------------------------------- text said once, in full

@@ -193,6 +193,9 @@ class AgentAdapter(ABC):
     # Seconds between TERM and KILL when the agent is stopped (None: the sandbox's own grace).
     # Short for agents known to ignore TERM: their grace buys nothing but more model calls.
     term_grace: float | None = None
+    # The [[candidates]] options this agent uses besides key, agent, brief, env and timeout
+    # (the configure screen offers these; launch refuses the ones it cannot honour).
+    options: tuple[str, ...] = ("model", "args")
 
     @abstractmethod
     def launch(self, candidate: CandidateSpec, brief: str, context: LaunchContext) -> Launch: ...

@@ -329,6 +329,7 @@ class ClaudeDecoder(CliDecoder):
 
 class ClaudeAgent(AgentAdapter):
     kind = "claude"
+    options = ("model", "max_turns", "allowed_tools", "args")
     program = "claude"
     install_hint = "npm install -g @anthropic-ai/claude-code"
 

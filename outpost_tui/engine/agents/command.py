@@ -74,6 +74,7 @@ def _short(value: object, limit: int = 2000) -> str:
 
 class CommandAgent(AgentAdapter):
     kind = "command"
+    options = ("command",)
 
     def launch(self, candidate: CandidateSpec, brief: str, context: LaunchContext) -> Launch:
         if not candidate.command:

@@ -15,6 +15,7 @@ from .command import CommandAgent
 
 class DemoAgent(CommandAgent):
     kind = "demo"
+    options = ("script",)
 
     def launch(self, candidate: CandidateSpec, brief: str, context: LaunchContext) -> Launch:
         if candidate.script is None:

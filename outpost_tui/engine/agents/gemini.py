@@ -325,6 +325,7 @@ def _selected_auth(home: Path) -> str | None:
 
 class GeminiAgent(AgentAdapter):
     kind = "gemini"
+    options = ("model", "allowed_tools", "args")
     program = "gemini"
     install_hint = "npm install -g @google/gemini-cli"
 

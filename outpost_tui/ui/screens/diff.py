@@ -9,9 +9,10 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer, Header, RichLog, Static
+from textual.widgets import Footer, RichLog, Static
 
 from ...engine import git
+from ..widgets.header import OutpostHeader
 
 
 class DiffScreen(Screen):
@@ -29,7 +30,7 @@ class DiffScreen(Screen):
         self.heading = title
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield OutpostHeader()
         yield Static(self.heading, classes="title")
         yield RichLog(highlight=False, markup=False, wrap=False, id="diff")
         yield Footer(compact=True)

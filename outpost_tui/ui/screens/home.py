@@ -13,11 +13,12 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.widgets import DataTable, Footer, Header, Input, OptionList, Static
+from textual.widgets import DataTable, Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from ...samples import SampleError, materialise, samples
 from ..footer_order import FooterOrder
+from ..widgets.header import OutpostHeader
 
 INTRO = """\
 [b]outpost-tui[/b] races coding agents on one task and keeps the one whose work passes your tests.
@@ -53,7 +54,7 @@ class HomeScreen(FooterOrder):
         self.recent: dict[str, tuple[str, str]] = {}
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield OutpostHeader()
         with Vertical():
             yield Static(INTRO, id="intro")
             yield Input(placeholder="path/to/race.toml (enter to open)", id="path")

@@ -15,11 +15,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal
 from textual.screen import Screen
-from textual.widgets import DataTable, Header, Input, Static
+from textual.widgets import DataTable, Input, Static
 
 from ..footer_order import FooterOrder, SteadyFooter
 from ..session import RaceSession
 from ..widgets.candidate_panel import FINAL, TOKEN_FIELDS, CandidatePanel, duration, fill_style, tokens
+from ..widgets.header import OutpostHeader
 from .confirm import ConfirmScreen
 
 REFRESH_EVERY = 0.1
@@ -115,7 +116,7 @@ class RaceScreen(FooterOrder):
     # ------------------------------------------------------------------------- layout
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield OutpostHeader()
         yield Static("", id="summary")
         with Horizontal(id="body"):
             table = DataTable(id="table", cursor_type="row", zebra_stripes=True)

@@ -21,7 +21,7 @@ from textual.content import Content
 from textual.message import Message
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Footer, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from ...engine.durable import recovery
@@ -31,6 +31,8 @@ from ...engine.durable.ownership import StopRefused, describe_age
 from ...engine.racefile import RaceFileError
 from ...engine.core.spec import RaceSpec
 from ...engine.durable.transport import TransportError
+from ..paths import shown_path
+from ..widgets.header import OutpostHeader
 from .confirm import ConfirmScreen
 
 STEPS = (("stop", "1 Stop"), ("inspect", "2 Inspect"), ("release", "3 Release"), ("replay", "4 Replay"))
@@ -96,7 +98,7 @@ class RecoveryScreen(Screen):
     # ------------------------------------------------------------------------------ layout
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield OutpostHeader()
         with Vertical():
             yield Static(id="title", markup=False)
             yield Static(id="steps")
@@ -138,8 +140,9 @@ class RecoveryScreen(Screen):
     # ------------------------------------------------------------------------------ drawing
 
     def _redraw(self) -> None:
-        where = f"Recover a durable run in {self.repository}"
-        self.query_one("#title", Static).update(where if self.run_id is None else f"Recover run {self.run_id} in {self.repository}")
+        repository = shown_path(self.repository)
+        where = f"Recover a durable run in {repository}"
+        self.query_one("#title", Static).update(where if self.run_id is None else f"Recover run {self.run_id} in {repository}")
         self.query_one("#steps", Static).update(self._indicator())
         choosing = self.step == "choose"
         self.query_one("#runs").display = choosing
@@ -171,7 +174,7 @@ class RecoveryScreen(Screen):
             if self.busy:
                 return ""
             if not self.summaries:
-                return f"No durable runs in {self.repository}."
+                return f"No durable runs in {shown_path(self.repository)}."
             return "Choose the run to recover: ↑/↓ to move, enter to choose."
         view = self.view
         if view is None:

@@ -16,13 +16,14 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Footer, Static
 
 from ...engine import git
 from ...engine.git import merge
 from ...engine.records import report
 from ..footer_order import FooterOrder
 from ..shell import open_shell
+from ..widgets.header import OutpostHeader
 from .confirm import ConfirmScreen
 
 STATUS_STYLE = {"winner": "bold green", "rejected": "red", "failed": "red", "quota": "yellow",
@@ -61,7 +62,7 @@ class ResultScreen(FooterOrder):
         self.merged: merge.MergeOutcome | None = None
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield OutpostHeader()
         yield Static(Text(report.headline(self.result)), id="headline")
         yield DataTable(id="leaderboard", cursor_type="row", zebra_stripes=True)
         yield Static("", id="detail", markup=False)

@@ -15,8 +15,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Header, OptionList, Static
+from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
+
+from ..widgets.header import OutpostHeader
 
 # A patch view is for reading: a file past this many lines shows its start and says how much is cut.
 MAX_FILE_LINES = 4000
@@ -126,7 +128,7 @@ class WorkDiffScreen(Screen):
         self.current = 0
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield OutpostHeader()
         yield Static(self.heading, id="diff-title", markup=False)
         if self.summary:
             yield Static(self.summary, id="diff-summary", markup=False)

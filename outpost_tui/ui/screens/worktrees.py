@@ -24,7 +24,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Footer, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from ...engine.kept import archive, cleanup
@@ -37,6 +37,8 @@ from ...engine.kept.retained import (RetainedAttempt, RetainedRace, human_age, h
 from ...engine.sandbox import SandboxError
 from ...engine.sandbox.container import list_containers
 from ..shell import open_shell
+from ..paths import shown_path
+from ..widgets.header import OutpostHeader
 from .confirm import ConfirmScreen
 from .work_diff import WorkDiffScreen
 
@@ -45,14 +47,6 @@ RACE_ROW = "race:"
 QUESTION_WIDTH = 68
 OUTCOME_STYLE = {"winner": "bold green", "rejected": "red", "failed": "red", "quota": "yellow",
                  "cancelled": "dim", "skipped": "dim", "interrupted": "yellow"}
-
-
-def shown_path(path: Path) -> str:
-    """A path as the user would type it from here: relative when under the working directory."""
-    try:
-        return str(Path(path).absolute().relative_to(Path.cwd())) or "."
-    except ValueError:
-        return str(path)
 
 
 def holds_cell(row: RetainedAttempt) -> str:
@@ -128,7 +122,7 @@ class WorktreesScreen(Screen):
         self.busy_with: str | None = None
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield OutpostHeader()
         with Vertical():
             yield Static(f"Work kept in {shown_path(self.repository)}", id="title", markup=False)
             table = DataTable(id="worktrees", cursor_type="row", zebra_stripes=True)
