@@ -228,8 +228,12 @@ class OutpostApp(App):
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         if action == "configure":
-            # only before a race file's race starts: hidden otherwise, the footer is short
-            return self.session is not None and self.race_file is not None and not self.session.started
+            from .screens.configure import ConfigureScreen
+
+            # only before a race file's race starts, and not from configure itself: hidden
+            # otherwise, the footer is short
+            return (self.session is not None and self.race_file is not None and not self.session.started
+                    and not any(isinstance(screen, ConfigureScreen) for screen in self.screen_stack))
         return True
 
     def action_help(self) -> None:
@@ -313,7 +317,12 @@ class OutpostApp(App):
         if self.session.started:
             self.notify("the race has started: configure it before starting", severity="warning")
             return
-        self.push_screen(ConfigureScreen(self.session.spec, self.race_file))
+        try:
+            screen = ConfigureScreen(self.session.spec, self.race_file)
+        except RaceFileError as error:  # the file changed on disk since it was opened
+            self.notify(f"cannot configure: {error}", severity="error", markup=False)
+            return
+        self.push_screen(screen)
 
     async def action_quit(self) -> None:
         session = self.session

@@ -14,6 +14,7 @@ from typing import Any, Iterable
 
 import tomlkit
 from tomlkit.container import Container
+from tomlkit.exceptions import ParseError
 from tomlkit.items import AoT, InlineTable, Table
 
 from ..engine.files import write_atomically
@@ -60,9 +61,18 @@ class RaceDocument:
     """One race file, opened for editing. `text` is what a save would write."""
 
     def __init__(self, path: str | Path) -> None:
+        """Open the race file; RaceFileError (one line) when it cannot be read as TOML now."""
         self.path = Path(path).absolute()
-        self.loaded = self.path.read_bytes()
-        self.document = tomlkit.parse(self.loaded.decode("utf-8"))
+        try:
+            self.loaded = self.path.read_bytes()
+            self.document = tomlkit.parse(self.loaded.decode("utf-8"))
+        except OSError as error:
+            raise RaceFileError(str(self.path), None, None,
+                                f"cannot read: {error.strerror or error}") from None
+        except UnicodeDecodeError:
+            raise RaceFileError(str(self.path), None, None, "not UTF-8 text") from None
+        except ParseError as error:
+            raise RaceFileError(str(self.path), error.line, None, f"invalid TOML: {error}") from None
         self.saved_text = self.document.as_string()
 
     @property

@@ -448,3 +448,36 @@ async def test_setup_is_edited_and_a_cache_needs_its_key(race_file):
     setup = load_race(race_file).setup
     assert (setup.command, setup.cache, setup.cache_key) == \
         (("python3", "-m", "venv", ".venv"), (".venv",), ("requirements*.txt",))
+
+
+def test_the_forms_cover_every_key_a_race_file_holds():
+    from outpost_tui.engine.racefile import schema
+    from outpost_tui.engine.core.spec import CandidateSpec
+    from outpost_tui.ui.screens.settings_form import CANDIDATE_FIELDS, SECTIONS
+
+    in_forms = {field.key for section in SECTIONS.values() for field in section.fields}
+    declared = set()
+    for table, cls in schema.sections().items():
+        for option in schema.options(cls):
+            if option.kind == "table":  # tokens: one field per dimension
+                declared |= {(table, option.name, inner.name) for inner in schema.options(option.nested)}
+            else:
+                declared.add((table, option.name))
+    assert declared - in_forms == set()  # [prices] tables of models are kept as the file has them
+    assert {option.name for option in schema.options(CandidateSpec)} == \
+        {field.key[0] for field in CANDIDATE_FIELDS}
+
+
+@pytest.mark.anyio
+async def test_a_race_file_broken_since_it_was_opened_is_said_not_configured(race_file):
+    from outpost_tui.ui.app import OutpostApp
+
+    app = OutpostApp(race_file, testing=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        race_file.write_text(race_file.read_text() + "\n[budget\n")
+        await pilot.press("f5")
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfigureScreen)
+        notes = [str(note.message) for note in app._notifications]
+        assert any(note.startswith(f"cannot configure: {race_file}:") and "invalid TOML" in note for note in notes)

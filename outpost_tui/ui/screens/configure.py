@@ -18,11 +18,11 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from ...engine.core.spec import RaceSpec
 from ...engine.racefile import RaceFileError
+from ..footer_order import FooterOrder
 from ..paths import shown_path
 from ..race_document import RaceDocument, RaceFileChanged, backup_path
 from ..widgets.header import OutpostHeader
@@ -79,9 +79,11 @@ def section_summary(name: str, spec: RaceSpec) -> str:
     raise KeyError(name)
 
 
-class ConfigureScreen(Screen[RaceSpec | None]):
+class ConfigureScreen(FooterOrder):
     """The race's settings and candidates; edits are kept here until saved (ctrl+s).
     Dismisses with the spec to start (s) or None (escape)."""
+
+    FOOTER_LAST = ("edit",)  # enter edits too (the line under the header says so)
 
     DEFAULT_CSS = """
     ConfigureScreen #file { height: 1; padding: 0 1; color: $text-muted; }

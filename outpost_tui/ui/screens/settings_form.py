@@ -25,8 +25,8 @@ from textual.widget import Widget
 from textual.widgets import Input, Label, Select, Static, TextArea
 
 from ...engine.agents import adapter_for, known_agents
-from ...engine.racefile import RaceFileError, field_value
-from ...engine.core.spec import RaceSpec
+from ...engine.core.spec import CandidateSpec, RaceSpec
+from ...engine.racefile import RaceFileError, field_value, schema
 from ..race_document import Changes, Key, RaceDocument, error_key
 
 _MISSING_KEY = re.compile(r"^missing key '([A-Za-z0-9_]+)'")
@@ -38,7 +38,7 @@ class Field:
 
     key: Key
     label: str
-    kind: str = "text"  # text | number | choice | bool | argv | words | long | env
+    kind: str = "text"  # text | number | choice | bool | argv | words | long | env (long: a TextArea)
     hint: str = ""  # what an empty field means
     choices: tuple[str, ...] = ()
     name: str = ""  # the widget id, when the key's last part is not unique in its form
@@ -55,86 +55,103 @@ class Section:
     fields: tuple[Field, ...]
 
 
-def _f(path: str, label: str, kind: str = "text", hint: str = "", choices: Iterable[str] = (),
-       name: str = "") -> Field:
-    return Field(tuple(path.split(".")), label, kind, hint, tuple(choices), name)
+# How each kind of race-file value is typed into a form (kinds: racefile/schema.py).
+_FORM_KINDS = {"string": "text", "file": "text", "choice": "choice", "integer": "number",
+               "number": "number", "boolean": "bool", "strings": "words", "argv": "argv", "env": "env"}
+
+
+def _option(path: tuple[str, ...]) -> schema.Option:
+    """The schema's declaration of a key path (`budget.tokens.output`, a candidate's `model`)."""
+    tables = {**schema.sections(), **schema.ARRAYS}
+    cls, names = (tables[path[0]], path[1:]) if len(path) > 1 else (CandidateSpec, path)
+    for name in names[:-1]:
+        cls = schema.option(cls, name).nested
+    return schema.option(cls, names[-1])
+
+
+def _f(path: str, label: str, hint: str = "", *, long: bool = False, name: str = "") -> Field:
+    """A field for a key; its kind and choices are the schema's."""
+    key = tuple(path.split("."))
+    option = _option(key)
+    kind = "long" if long else _FORM_KINDS[option.kind]
+    return Field(key, label, kind, hint, option.choices, name)
 
 
 SECTIONS: dict[str, Section] = {section.name: section for section in (
     Section("race", "Race", (
-        _f("race.name", "Name", hint="race"),
-        _f("race.repository", "Repository", hint="required: the git repository, relative to this file"),
-        _f("race.base", "Base revision", hint="HEAD"),
-        _f("race.mode", "Mode", "choice", "race", ("race", "fallback")),
+        _f("race.name", "Name", "race"),
+        _f("race.repository", "Repository", "required: the git repository, relative to this file"),
+        _f("race.base", "Base revision", "HEAD"),
+        _f("race.mode", "Mode", "race"),
         # select = "best" and [score] need each other: one form sets both
-        _f("race.select", "Select", "choice", "first", ("first", "best")),
-        _f("score.command", "Score command", "argv", "none (select best needs one)", name="score_command"),
-        _f("score.timeout", "Score timeout (s)", "number", "600", name="score_timeout"),
-        _f("race.concurrency", "Concurrency", "number", "every candidate at once"),
-        _f("race.cleanup_timeout", "Cleanup timeout (s)", "number", "30"),
-        _f("race.brief_file", "Brief file", hint="none: the brief below"),
-        _f("race.brief", "Brief (every candidate without its own)", "long", "none"),
+        _f("race.select", "Select", "first"),
+        _f("score.command", "Score command", "none (select best needs one)", name="score_command"),
+        _f("score.timeout", "Score timeout (s)", "600", name="score_timeout"),
+        _f("race.concurrency", "Concurrency", "every candidate at once"),
+        _f("race.cleanup_timeout", "Cleanup timeout (s)", "30"),
+        _f("race.brief_file", "Brief file", "none: the brief below"),
+        _f("race.brief", "Brief (every candidate without its own)", "none", long=True),
     )),
     Section("validate", "Validate", (
-        _f("validate.command", "Command", "argv", "none: the agent's success is accepted"),
-        _f("validate.timeout", "Timeout (s)", "number", "600"),
-        _f("validate.gate", "Gate", "choice", "strict", ("strict", "exit-code")),
-        _f("validate.require_commits", "Require commits", "bool", "true"),
-        _f("validate.allow_baseline_failures", "Allow baseline failures", "bool", "false"),
-        _f("validate.repeat", "Reruns of a failure", "number", "0"),
-        _f("validate.junit", "JUnit report", hint="none (pytest and unittest get one)"),
-        _f("validate.protect", "Protected paths", "words", "the tests and runner configuration"),
-        _f("validate.protect_mode", "Protected change", "choice", "restore", ("restore", "reject", "flag")),
+        _f("validate.command", "Command", "none: the agent's success is accepted"),
+        _f("validate.timeout", "Timeout (s)", "600"),
+        _f("validate.gate", "Gate", "strict"),
+        _f("validate.require_commits", "Require commits", "true"),
+        _f("validate.allow_baseline_failures", "Allow baseline failures", "false"),
+        _f("validate.repeat", "Reruns of a failure", "0"),
+        _f("validate.junit", "JUnit report", "none (pytest and unittest get one)"),
+        _f("validate.protect", "Protected paths", "the tests and runner configuration"),
+        _f("validate.protect_mode", "Protected change", "restore"),
     )),
     Section("budget", "Budget", (
-        _f("budget.attempts", "Attempts", "number", "no limit"),
-        _f("budget.tokens.input", "Input tokens", "number", "no limit"),
-        _f("budget.tokens.cached", "Cached input tokens", "number", "no limit"),
-        _f("budget.tokens.cache_write", "Cache-write tokens", "number", "no limit"),
-        _f("budget.tokens.output", "Output tokens", "number", "no limit"),
-        _f("budget.cost_usd", "Cost (USD)", "number", "no limit"),
-        _f("budget.candidate_timeout", "Candidate timeout (s)", "number", "none"),
-        _f("budget.unreachable_timeout", "Unreachable API (s)", "number", "120"),
+        _f("budget.attempts", "Attempts", "no limit"),
+        _f("budget.tokens.input", "Input tokens", "no limit"),
+        _f("budget.tokens.cached", "Cached input tokens", "no limit"),
+        _f("budget.tokens.cache_write", "Cache-write tokens", "no limit"),
+        _f("budget.tokens.output", "Output tokens", "no limit"),
+        _f("budget.cost_usd", "Cost (USD)", "no limit"),
+        _f("budget.candidate_timeout", "Candidate timeout (s)", "none"),
+        _f("budget.unreachable_timeout", "Unreachable API (s)", "120"),
     )),
     Section("sandbox", "Sandbox", (
-        _f("sandbox.provider", "Provider", "choice", "local", ("local", "docker", "podman")),
-        _f("sandbox.image", "Image", hint="none (needed by docker and podman)"),
-        _f("sandbox.network", "Network", hint="none"),
-        _f("sandbox.endpoint", "Engine endpoint", hint="DOCKER_HOST, the Docker context, the usual sockets"),
-        _f("sandbox.memory", "Memory", hint="no limit (e.g. 2g)"),
-        _f("sandbox.cpus", "CPUs", "number", "no limit"),
-        _f("sandbox.pids", "Processes", "number", "no limit"),
+        _f("sandbox.provider", "Provider", "local"),
+        _f("sandbox.image", "Image", "none (needed by docker and podman)"),
+        _f("sandbox.network", "Network", "none"),
+        _f("sandbox.endpoint", "Engine endpoint", "DOCKER_HOST, the Docker context, the usual sockets"),
+        _f("sandbox.memory", "Memory", "no limit (e.g. 2g)"),
+        _f("sandbox.cpus", "CPUs", "no limit"),
+        _f("sandbox.pids", "Processes", "no limit"),
     )),
     Section("setup", "Setup", (
-        _f("setup.command", "Command", "argv", "none"),
-        _f("setup.timeout", "Timeout (s)", "number", "600"),
-        _f("setup.copy", "Copy from checkout", "words", "none (.worktreeinclude still applies)"),
-        _f("setup.cache", "Cache paths", "words", "none"),
-        _f("setup.cache_key", "Cache key files", "words", "none"),
-        _f("setup.ports", "Ports per attempt", "number", "0"),
+        _f("setup.command", "Command", "none"),
+        _f("setup.timeout", "Timeout (s)", "600"),
+        _f("setup.copy", "Copy from checkout", "none (.worktreeinclude still applies)"),
+        _f("setup.cache", "Cache paths", "none"),
+        _f("setup.cache_key", "Cache key files", "none"),
+        _f("setup.ports", "Ports per attempt", "0"),
     )),
     Section("durability", "Durability", (
-        _f("durability.enabled", "Durable", "bool", "false"),
-        _f("race.run_id", "Run id", hint="none (needed by a durable race)"),
-        _f("durability.version", "Version", hint="1"),
-        _f("durability.resume", "Resume", "choice", "none", ("retry-incomplete",)),
+        _f("durability.enabled", "Durable", "false"),
+        _f("race.run_id", "Run id", "none (needed by a durable race)"),
+        _f("durability.version", "Version", "1"),
+        _f("durability.resume", "Resume", "none"),
     )),
 )}
 
 # A candidate's keys; those named by an agent's `options` show only for that agent.
 CANDIDATE_FIELDS = (
-    _f("key", "Key", hint="letters, digits, _ and -"),
-    _f("agent", "Agent", "choice", "", known_agents()),
-    _f("model", "Model", hint="the agent's default"),
-    _f("command", "Command", "argv", "required: the program and its arguments"),
-    _f("script", "Script", hint="required: the session to play, relative to this file"),
-    _f("max_turns", "Max turns", "number", "no limit"),
-    _f("allowed_tools", "Allowed tools", "words", "the agent's default"),
-    _f("args", "Extra arguments", "words", "none"),
-    _f("timeout", "Timeout (s)", "number", "the budget's candidate timeout"),
-    _f("brief_file", "Brief file", hint="none"),
-    _f("brief", "Brief", "long", "the race's brief"),
-    _f("env", "Environment (NAME=value lines)", "long", "none"),
+    _f("key", "Key", "letters, digits, _ and -"),
+    _f("agent", "Agent"),
+    _f("model", "Model", "the agent's default"),
+    _f("command", "Command", "required: the program and its arguments"),
+    _f("script", "Script", "required: the session to play, relative to this file"),
+    _f("max_turns", "Max turns", "no limit"),
+    _f("allowed_tools", "Allowed tools", "the agent's default"),
+    _f("args", "Extra arguments", "none"),
+    _f("timeout", "Timeout (s)", "the budget's candidate timeout"),
+    _f("brief_file", "Brief file", "none"),
+    _f("brief", "Brief", "the race's brief", long=True),
+    _f("env", "Environment (NAME=value lines)", "none"),
 )
 AGENT_OPTIONS = ("model", "command", "script", "max_turns", "allowed_tools", "args")
 
@@ -149,7 +166,7 @@ def field_text(field: Field, value: Any) -> str:
         return ""
     if field.kind in ("argv", "words"):
         return shlex.join(str(item) for item in value) if isinstance(value, list) else str(value)
-    if field.id == "env" and isinstance(value, dict):
+    if field.kind == "env" and isinstance(value, dict):
         return "\n".join(f"{name}={item}" for name, item in value.items())
     if field.kind == "bool":
         return "true" if value is True else "false" if value is False else str(value)
@@ -169,7 +186,7 @@ def field_value_of(field: Field, text: str) -> Any:
             return shlex.split(text)
         except ValueError as error:
             raise FieldTextError(f"cannot split it as a shell would: {error}") from None
-    if field.id == "env":
+    if field.kind == "env":
         env: dict[str, str] = {}
         for number, line in enumerate(text.splitlines(), 1):
             if not line.strip():
@@ -248,7 +265,7 @@ class SettingsForm(ModalScreen[tuple[Changes, RaceSpec] | None]):
 
     def compose_field(self, field: Field) -> ComposeResult:
         text = self.initial[field.id]
-        if field.kind == "long":
+        if field.kind in ("long", "env"):
             label = field.label + (f" (empty: {field.hint})" if field.hint else "")
             yield Label(label, classes="long-label", id=f"{field.id}-label")
             yield TextArea(text, id=field.id, soft_wrap=True, compact=True)
