@@ -95,7 +95,9 @@ async def test_whole_work_diff_with_file_navigation_and_fold(kept):
         await listed(pilot, screen, 2)
         await select(pilot, screen, f"{kept['race_id']}/win/1")
         await pilot.press("d")
-        await until(pilot, lambda: isinstance(app.screen, WorkDiffScreen), "the diff")
+        # pushed is not yet composed: wait for its parts, not only for the screen
+        await until(pilot, lambda: isinstance(app.screen, WorkDiffScreen) and app.screen.query("#body-0"),
+                    "the diff")
         diff = app.screen
         # the committed file and the untracked one the agent left
         assert [f.path for f in diff.files] == ["a.txt", "untracked-notes.txt"]
@@ -130,7 +132,8 @@ async def test_compare_two_candidates(kept):
         await select(pilot, screen, f"{race}/lose/1")
         (Path(kept["lose"]) / "only-lose.txt").write_text("mine\n")
         await pilot.press("c")
-        await until(pilot, lambda: isinstance(app.screen, WorkDiffScreen), "the comparison")
+        await until(pilot, lambda: isinstance(app.screen, WorkDiffScreen) and app.screen.query("#body-0"),
+                    "the comparison")
         summary = text(app.screen, "#diff-summary")
         assert "only lose#1: only-lose.txt" in summary and "both: a.txt, untracked-notes.txt" in summary
         body = str(app.screen.query_one("#body-0", Static).content)
