@@ -1,6 +1,9 @@
+import contextlib
+import fcntl
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -11,6 +14,50 @@ from outpost_tui.engine import CandidateSpec
 FAKE_AGENT = Path(__file__).parent / "fixtures" / "agents" / "fake_agent.py"
 
 os.environ.setdefault("OUTPOST_DEMO_PACE", "0")
+
+
+# ------------------------------------------------------------------ tests that run alone
+#
+# The suite runs on pytest-xdist workers (addopts in pyproject.toml). A test marked `alone` (the
+# benchmarks, which measure ratios; tests that time the machine) runs while no other test of this
+# run does: every test holds a lock for its whole run (setup, call, teardown), shared by ordinary
+# tests and exclusive for `alone` ones. A turnstile in front keeps a waiting `alone` test from being
+# overtaken forever by the other workers' shared holds. The lock files live in the run's own
+# temporary directory, so parallel runs (another checkout, another engineer) never wait on each other.
+
+
+def _lock_directory(config: pytest.Config) -> Path | None:
+    if not hasattr(config, "workerinput") or not config.option.basetemp:
+        return None  # not an xdist worker: the tests run one after another anyway
+    # xdist gives each worker <the run's base temp>/<worker id>: the parent is this run's alone
+    return Path(config.option.basetemp).parent
+
+
+@contextlib.contextmanager
+def _turn(directory: Path, alone: bool) -> Iterator[None]:
+    with open(directory / "turnstile.lock", "a") as turnstile, open(directory / "tests.lock", "a") as tests:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        if alone:
+            fcntl.flock(tests, fcntl.LOCK_EX)  # keeps the turnstile: no new test starts meanwhile
+        else:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+            fcntl.flock(tests, fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(tests, fcntl.LOCK_UN)
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    # tryfirst: outside pytest-timeout's timer, so waiting for a turn is not counted as the test's time
+    directory = _lock_directory(item.config)
+    if directory is None:
+        yield
+        return
+    with _turn(directory, alone=item.get_closest_marker("alone") is not None):
+        yield
 
 
 def git(cwd, *args: str) -> str:

@@ -4,7 +4,7 @@ import pytest
 
 from tests.benchmarks import bench_engine
 
-pytestmark = pytest.mark.benchmark
+pytestmark = [pytest.mark.benchmark, pytest.mark.alone]
 
 
 def test_race_overhead_against_raw_git_and_process_work():

@@ -33,6 +33,7 @@ def stubborn_left(listing: str) -> list[str]:
     return [line for line in listing.splitlines() if "sleep 4343" in line or "SIG_IGN" in line]
 
 
+@pytest.mark.alone  # times the grace and the KILL to within seconds
 async def test_a_cancelled_command_that_ignores_term_is_gone_within_the_grace(provider, attempt,
                                                                             leftovers):
     sandbox = await provider.acquire(attempt)
@@ -56,6 +57,7 @@ async def test_a_cancelled_command_that_ignores_term_is_gone_within_the_grace(pr
     assert leftovers() == []
 
 
+@pytest.mark.alone  # times the timeout, the grace and the KILL to within seconds
 async def test_a_timed_out_command_that_ignores_term_is_killed_and_confirmed_gone(provider, attempt,
                                                                                  leftovers):
     sandbox = await provider.acquire(attempt)

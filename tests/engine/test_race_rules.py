@@ -111,6 +111,7 @@ def test_validation_timeout_rejects_the_candidate_with_the_reason(repo, tmp_path
     assert time.monotonic() - started < 60
 
 
+@pytest.mark.alone  # times the TERM grace and the KILL to within seconds
 def test_a_loser_ignoring_term_is_killed(repo, tmp_path):
     pidfile, got_term, loser_ready = tmp_path / "loser.pid", tmp_path / "got-term", tmp_path / "ready"
     settled_at: dict[str, float] = {}
