@@ -92,7 +92,7 @@ class Running(Settling):
                             self._grading_setup(candidate.key, attempt.number,
                                                 attempt.setup.ports if attempt.setup else []))
         if ahead:
-            self._background.start_soon(checkout.start_sandbox)
+            checkout.start_sandbox(self._background)
         try:
             await self._work_and_grade(attempt, directory, checkout)
         finally:

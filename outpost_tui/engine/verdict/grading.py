@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Awaitable, Callable
 
 import anyio
+import anyio.abc
 
 from .. import git
 from ..core.result import Validation
-from ..sandbox import Sandbox, SandboxContext, SandboxProvider
+from ..sandbox import Sandbox, SandboxContext, SandboxError, SandboxProvider
 from ..sandbox.base import LineSink
 from ..core.spec import ValidateSpec
 from .validation import ValidationContext, validate
@@ -58,17 +59,22 @@ class Checkout:
         self._start_error: BaseException | None = None
         self._entered = False
 
-    async def start_sandbox(self) -> None:
-        """Make the (empty) checkout directory and start its sandbox; errors wait for entering."""
-        self._started = started = anyio.Event()
-        try:
-            await anyio.to_thread.run_sync(git.make_grading_directory, self.repository,
-                                           self.directory)
-        except Exception as error:
-            self._start_error = error
-            started.set()
-            return
-        await self._acquire(started)
+    def start_sandbox(self, group: anyio.abc.TaskGroup) -> None:
+        """Make the (empty) checkout directory and start its sandbox in `group`; errors wait for
+        entering. Entering or `discard` waits for it, whichever comes first."""
+        started = self._started = anyio.Event()  # before the task runs: discard must wait for it
+
+        async def start() -> None:
+            try:
+                await anyio.to_thread.run_sync(git.make_grading_directory, self.repository,
+                                               self.directory)
+            except BaseException as error:
+                self._start_error = error if isinstance(error, Exception) else None
+                started.set()
+                raise
+            await self._acquire(started)
+
+        group.start_soon(start)
 
     async def __aenter__(self) -> "Checkout":
         assert self.commit is not None
@@ -91,8 +97,8 @@ class Checkout:
                     raise self._start_error
             else:
                 await self._started.wait()
-                if self._start_error is not None:
-                    raise self._start_error
+                if self.sandbox is None:
+                    raise self._start_error or SandboxError("the grading sandbox did not start")
                 await anyio.to_thread.run_sync(self._add)
         except BaseException:
             with anyio.CancelScope(shield=True):
