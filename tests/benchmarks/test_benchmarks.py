@@ -10,9 +10,11 @@ pytestmark = [pytest.mark.benchmark, pytest.mark.alone]
 def test_race_overhead_against_raw_git_and_process_work():
     figures = bench_engine.overhead(rounds=5)
     print(figures)
-    # 1.6-1.7x measured since the sealed verdict, the repository record and per-attempt cgroups
-    # landed (the target is 1.3x); this bound only catches a regression beyond that.
-    assert figures["ratio"] <= 2.0, figures
+    # 1.6-1.7x before the speed work (the sealed verdict, the repository record and per-attempt
+    # cgroups had landed); since, the engine's allocations run at once (the raw work's take turns),
+    # the baseline's verdict is not held up by its cleanup and an attempt runs 13 git processes
+    # instead of 17. Target 1.3x; the first bar (1.5x) is asserted.
+    assert figures["ratio"] <= 1.5, figures
 
 
 def test_race_overhead_with_the_cheapest_agent():
