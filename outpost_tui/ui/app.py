@@ -6,16 +6,17 @@ import os
 import time
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from textual import events
 from textual.app import App
 from textual.binding import Binding
 
-from ..engine.racefile import RaceFileError, load_race
-from ..engine.core.spec import RaceSpec
 from .commands import OutpostCommands
-from .session import RaceSession
+
+if TYPE_CHECKING:
+    from ..engine.core.spec import RaceSpec
+    from .session import RaceSession
 
 
 class OutpostApp(App):
@@ -128,6 +129,10 @@ class OutpostApp(App):
 
     def open_race(self, path: Path, *, start: bool = False) -> None:
         """Open a race file on the race screen, ready to start (or started)."""
+        # The race file's reader and the race machinery are imported when a race is opened: the
+        # home screen's first frame does not wait for them.
+        from ..engine.racefile import RaceFileError, load_race
+
         try:
             spec = load_race(path)
         except RaceFileError as error:
@@ -146,6 +151,8 @@ class OutpostApp(App):
         if self.session is not None and self.session.running:
             self.notify("a race is already running: abort it first (x)", severity="warning")
             return
+        from .session import RaceSession
+
         self.session = RaceSession(spec)
         self.push_screen(RaceScreen(self.session, start=start, clock=self.clock))
 
