@@ -192,6 +192,12 @@ def _apply(document: tomlkit.TOMLDocument, changes: Changes) -> None:
         if len(path) > 1 and not isinstance(path[1], int) and (section in new or section not in document):
             _set_in(new.setdefault(str(section), tomlkit.table()), path[1:], value)
             continue
+        if len(path) == 1 and isinstance(value, dict) and value and section not in document:
+            # a whole new table ([prices]): a section too, never a key after the candidates
+            table = new.setdefault(str(section), tomlkit.table())
+            for name, item in value.items():
+                table[name] = _item(item)
+            continue
         _set_in(document, path, value)
         if value is None or value == {} or value == []:
             _drop_emptied(document, path)
@@ -224,14 +230,20 @@ def _set_in(container: Any, path: Key, value: Any) -> None:
         if name in container:
             del container[name]
     elif isinstance(value, dict) and isinstance(container.get(name), (Table, InlineTable)):
-        table = container[name]
-        for key in [key for key in table if key not in value]:
-            del table[key]
-        for key, item in value.items():
-            if plain(table.get(key)) != item:
-                table[key] = _item(item)
+        _merge(container[name], value)
     elif plain(container.get(name)) != value or type(plain(container.get(name))) is not type(value):
         container[name] = _item(value)
+
+
+def _merge(table: Table | InlineTable, value: dict) -> None:
+    """Make table hold value, key by key: what did not change keeps its place and comments."""
+    for key in [key for key in table if key not in value]:
+        del table[key]
+    for key, item in value.items():
+        if isinstance(item, dict) and isinstance(table.get(key), (Table, InlineTable)):
+            _merge(table[key], item)
+        elif plain(table.get(key)) != item or type(plain(table.get(key))) is not type(item):
+            table[key] = _item(item)
 
 
 def _item(value: Any) -> Any:

@@ -135,7 +135,7 @@ async def test_every_section_is_edited_saved_in_place_and_checks(race_file):
             assert isinstance(app.screen, ConfigureScreen), section
         assert app.screen.dirty and "unsaved" in status(app)
         summary = {str(app.screen.query_one("#sections", DataTable).get_row_at(row)[0]):
-                   str(app.screen.query_one("#sections", DataTable).get_row_at(row)[1]) for row in range(6)}
+                   str(app.screen.query_one("#sections", DataTable).get_row_at(row)[1]) for row in range(7)}
         assert summary["Durability"] == "on · run id calc-1 · version 2"
         assert summary["Setup"] == "sh -c 'touch ready' (timeout 30s); copy .env, local/*.cfg; 2 port(s) each"
         await save(pilot, app)
@@ -481,3 +481,26 @@ async def test_a_race_file_broken_since_it_was_opened_is_said_not_configured(rac
         assert not isinstance(app.screen, ConfigureScreen)
         notes = [str(note.message) for note in app._notifications]
         assert any(note.startswith(f"cannot configure: {race_file}:") and "invalid TOML" in note for note in notes)
+
+
+@pytest.mark.anyio
+async def test_prices_are_edited_a_line_per_model(race_file):
+    text = race_file.read_text()
+    race_file.write_text(text.replace("[[candidates]]", '[prices."kept-model"]\ninput = 1  # my own rate\n\n'
+                                      "[[candidates]]", 1))
+    app = Host(race_file)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        form = await open_section(pilot, "prices")
+        assert form.query_one("#prices", TextArea).text == "kept-model input=1"
+        put(form, "prices", "kept-model input=1\n'big model' input=-1")
+        await pilot.press("ctrl+s")
+        await checked(pilot, form)
+        assert app.screen is form and error(form, "prices") == "must be 0 or more, found -1"
+        put(form, "prices", "kept-model input=1\n'big model' input=3 output=15")
+        await done(pilot, form)
+        await save(pilot, app)
+    prices = load_race(race_file).prices
+    assert (prices["big model"].input, prices["big model"].output, prices["kept-model"].input) == (3, 15, 1)
+    assert "input = 1  # my own rate" in race_file.read_text()
+    assert run_cli("check", race_file).returncode == 0

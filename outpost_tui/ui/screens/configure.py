@@ -70,6 +70,10 @@ def section_summary(name: str, spec: RaceSpec) -> str:
         return " · ".join([f"{sandbox.provider} {sandbox.image}", f"network {sandbox.network}", *limits])
     if name == "setup":
         return spec.setup.describe() if spec.setup.enabled else "none"
+    if name == "prices":
+        if not spec.prices:
+            return "the built-in price table"
+        return " · ".join(f"{model} in ${price.input:g} out ${price.output:g}" for model, price in spec.prices.items())
     if name == "durability":
         durability = spec.durability
         if not durability.enabled:
@@ -87,7 +91,7 @@ class ConfigureScreen(FooterOrder):
 
     DEFAULT_CSS = """
     ConfigureScreen #file { height: 1; padding: 0 1; color: $text-muted; }
-    ConfigureScreen #sections { height: auto; max-height: 8; overflow-x: hidden; }
+    ConfigureScreen #sections { height: auto; max-height: 9; overflow-x: hidden; }
     ConfigureScreen #candidates { height: 1fr; min-height: 4; }
     ConfigureScreen #configure-status { height: auto; padding: 0 1; color: $text-muted; }
     ConfigureScreen #configure-status.error { color: $error; text-style: bold; }

@@ -38,7 +38,8 @@ class Field:
 
     key: Key
     label: str
-    kind: str = "text"  # text | number | choice | bool | argv | words | long | env (long: a TextArea)
+    # text | number | choice | bool | argv | words | long | env | prices (the last three: a TextArea)
+    kind: str = "text"
     hint: str = ""  # what an empty field means
     choices: tuple[str, ...] = ()
     name: str = ""  # the widget id, when the key's last part is not unique in its form
@@ -130,6 +131,11 @@ SECTIONS: dict[str, Section] = {section.name: section for section in (
         _f("setup.cache_key", "Cache key files", "none"),
         _f("setup.ports", "Ports per attempt", "0"),
     )),
+    Section("prices", "Prices", (
+        # [prices."model"] tables, one line per model: `model input=3 cached=0.3 output=15`
+        Field(("prices",), "Prices (USD per million tokens; a line per model: NAME input=3 output=15)",
+              "prices", "the built-in price table"),
+    )),
     Section("durability", "Durability", (
         _f("durability.enabled", "Durable", "false"),
         _f("race.run_id", "Run id", "none (needed by a durable race)"),
@@ -166,6 +172,9 @@ def field_text(field: Field, value: Any) -> str:
         return ""
     if field.kind in ("argv", "words"):
         return shlex.join(str(item) for item in value) if isinstance(value, list) else str(value)
+    if field.kind == "prices" and isinstance(value, dict):
+        return "\n".join(" ".join([_quoted(model), *(f"{name}={amount}" for name, amount in table.items())])
+                         if isinstance(table, dict) else f"{_quoted(model)} {table}" for model, table in value.items())
     if field.kind == "env" and isinstance(value, dict):
         return "\n".join(f"{name}={item}" for name, item in value.items())
     if field.kind == "bool":
@@ -186,6 +195,8 @@ def field_value_of(field: Field, text: str) -> Any:
             return shlex.split(text)
         except ValueError as error:
             raise FieldTextError(f"cannot split it as a shell would: {error}") from None
+    if field.kind == "prices":
+        return _prices(text)
     if field.kind == "env":
         env: dict[str, str] = {}
         for number, line in enumerate(text.splitlines(), 1):
@@ -199,6 +210,30 @@ def field_value_of(field: Field, text: str) -> Any:
     if field.kind == "long":
         return text
     return text.strip()
+
+
+def _quoted(name: str) -> str:
+    return shlex.quote(name)
+
+
+def _prices(text: str) -> dict[str, dict[str, Any]]:
+    """`model input=3 output=15` lines as [prices] tables; the amounts are the reader's to judge."""
+    prices: dict[str, dict[str, Any]] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        try:
+            words = shlex.split(line)
+        except ValueError as error:
+            raise FieldTextError(f"line {number}: {error}") from None
+        if not words:
+            continue
+        table: dict[str, Any] = {}
+        for word in words[1:]:
+            name, equals, amount = word.partition("=")
+            if not equals:
+                raise FieldTextError(f"line {number}: expected NAME=amount after the model, found {word!r}")
+            table[name] = field_value(amount)
+        prices[words[0]] = table
+    return prices
 
 
 def agent_fields(agent: str) -> set[str]:
@@ -265,7 +300,7 @@ class SettingsForm(ModalScreen[tuple[Changes, RaceSpec] | None]):
 
     def compose_field(self, field: Field) -> ComposeResult:
         text = self.initial[field.id]
-        if field.kind in ("long", "env"):
+        if field.kind in ("long", "env", "prices"):
             label = field.label + (f" (empty: {field.hint})" if field.hint else "")
             yield Label(label, classes="long-label", id=f"{field.id}-label")
             yield TextArea(text, id=field.id, soft_wrap=True, compact=True)
