@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from textual import events
 from textual.app import App
@@ -316,6 +317,7 @@ class OutpostApp(App):
         self.notify(f"screenshot saved: {Path(saved).resolve()}", markup=False)
 
     def action_configure(self) -> None:
+        from ..engine.racefile import RaceFileError
         from .screens.configure import ConfigureScreen
 
         if self.session is None or self.race_file is None:

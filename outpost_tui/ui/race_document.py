@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import tomlkit
 from tomlkit.container import Container
 from tomlkit.exceptions import ParseError
 from tomlkit.items import AoT, InlineTable, Table
 
+from ..engine.core.spec import RaceSpec
 from ..engine.files import write_atomically
 from ..engine.racefile import RaceFileError, load_race, load_race_text
-from ..engine.core.spec import RaceSpec
 
 Key = tuple[str | int, ...]
 # A path to a key and its new value; None removes the key (its default applies).
@@ -278,7 +279,7 @@ def _add_section(document: tomlkit.TOMLDocument, name: str, table: Table) -> Non
 def _insert_after(document: Container, key: str, name: str, table: Table) -> None:
     # tomlkit appends new tables at the end, after the [[candidates]]; a section belongs before
     # them, where a reader of the file looks for it.
-    document._insert_after(key, name, table)  # noqa: SLF001 (tomlkit has no public insert)
+    document._insert_after(key, name, table)
 
 
 def _drop_emptied(document: tomlkit.TOMLDocument, path: Key) -> None:

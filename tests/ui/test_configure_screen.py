@@ -102,8 +102,8 @@ async def checked(pilot, form: SettingsForm) -> None:
 async def save(pilot, app: Host) -> None:
     count = len(saved(app))
     await pilot.press("ctrl+s")
-    await until(pilot, lambda: len(saved(app)) > count or app.screen.query_one("#configure-status").has_class("error"),
-                "the save")
+    failed = lambda: app.screen.query_one("#configure-status").has_class("error")  # noqa: E731
+    await until(pilot, lambda: len(saved(app)) > count or failed(), "the save")
 
 
 SECTION_EDITS = {
@@ -172,7 +172,8 @@ async def test_every_section_is_edited_saved_in_place_and_checks(race_file):
     assert 'brief = """\ncalc.add(2, 3) returns -1.' in text
     assert 'command = ["python3", "-B", "-m", "unittest", "-q"]' in text
     assert "cost_usd = 2.5" in text and "candidate_timeout" not in text
-    assert text.rstrip().endswith('[[candidates]]\nkey = "slow"\nagent = "demo"\nscript = "scripts/slow.toml"')
+    assert text.rstrip().endswith(
+        '[[candidates]]\nkey = "slow"\nagent = "demo"\nscript = "scripts/slow.toml"')
     assert backup_path(race_file).read_text() == before
     check = run_cli("check", race_file)
     assert check.returncode == 0, check.stderr
@@ -223,7 +224,8 @@ async def test_every_wrong_field_shows_its_own_error_and_the_form_stays_open(rac
         await pilot.press("ctrl+s")
         await checked(pilot, form)
         assert app.screen is form
-        errors = {field: error(form, field) for field in ("attempts", "output", "cost_usd", "candidate_timeout")}
+        fields = ("attempts", "output", "cost_usd", "candidate_timeout")
+        errors = {field: error(form, field) for field in fields}
         assert errors == {"attempts": "must be at least 1, found -1", "output": "",
                           "cost_usd": 'expected a number, found a string ("lots")',
                           "candidate_timeout": "must be greater than 0, found 0"}
@@ -329,7 +331,8 @@ async def test_bad_keys_and_env_get_the_readers_words(race_file):
         put(form, "key", "slow")
         await checked(pilot, form)
         assert error(form, "key") == ""
-        assert 'candidates[2].key: duplicate key "slow" (already used by candidates[1])' in error(form, "form")
+        duplicate = 'candidates[2].key: duplicate key "slow" (already used by candidates[1])'
+        assert duplicate in error(form, "form")
         put(form, "key", "breaker")
         put(form, "env", "GIT_DIR=/elsewhere")
         await checked(pilot, form)
@@ -451,8 +454,8 @@ async def test_setup_is_edited_and_a_cache_needs_its_key(race_file):
 
 
 def test_the_forms_cover_every_key_a_race_file_holds():
-    from outpost_tui.engine.racefile import schema
     from outpost_tui.engine.core.spec import CandidateSpec
+    from outpost_tui.engine.racefile import schema
     from outpost_tui.ui.screens.settings_form import CANDIDATE_FIELDS, SECTIONS
 
     in_forms = {field.key for section in SECTIONS.values() for field in section.fields}
@@ -480,7 +483,8 @@ async def test_a_race_file_broken_since_it_was_opened_is_said_not_configured(rac
         await pilot.pause()
         assert not isinstance(app.screen, ConfigureScreen)
         notes = [str(note.message) for note in app._notifications]
-        assert any(note.startswith(f"cannot configure: {race_file}:") and "invalid TOML" in note for note in notes)
+        said = f"cannot configure: {race_file}:"
+        assert any(note.startswith(said) and "invalid TOML" in note for note in notes)
 
 
 @pytest.mark.anyio

@@ -115,7 +115,8 @@ def saved_run(race_file: Path, monkeypatch) -> None:
         patch.setattr(transport.uuid, "uuid4", lambda: uuid.UUID(int=0x5EED))
         store = checkpoint.CheckpointStore(recovery.transport_for(spec.repository), RUN_ID, spec.repository)
         attempts = [attempt_state("fixer", 1, "running"),
-                    attempt_state("breaker", 1, "settled", "rejected", error="validation failed (exit code 1)"),
+                    attempt_state("breaker", 1, "settled", "rejected",
+                                  error="validation failed (exit code 1)"),
                     attempt_state("slow", 1, "waiting")]
         state = {"format": 1, "id": RACE_ID, "baseline": "0" * 40, "select": "first", "name": spec.name,
                  "race_file": "race.toml", "candidates": ["fixer", "breaker", "slow"], "finished": False,

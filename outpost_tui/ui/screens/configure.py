@@ -57,7 +57,8 @@ def section_summary(name: str, spec: RaceSpec) -> str:
     if name == "budget":
         budget = spec.budget
         parts = [f"attempts {budget.attempts if budget.attempts is not None else 'no limit'}"]
-        parts += [f"{dimension.replace('_', '-')} tokens {limit:,}" for dimension, limit in budget.tokens.items()]
+        parts += [f"{dimension.replace('_', '-')} tokens {limit:,}"
+                  for dimension, limit in budget.tokens.items()]
         parts.append("cost " + ("no limit" if budget.cost_usd is None else f"${budget.cost_usd:g}"))
         parts.append(f"candidate timeout {_seconds(budget.candidate_timeout)}")
         return " · ".join(parts)
@@ -73,7 +74,8 @@ def section_summary(name: str, spec: RaceSpec) -> str:
     if name == "prices":
         if not spec.prices:
             return "the built-in price table"
-        return " · ".join(f"{model} in ${price.input:g} out ${price.output:g}" for model, price in spec.prices.items())
+        return " · ".join(f"{model} in ${price.input:g} out ${price.output:g}"
+                          for model, price in spec.prices.items())
     if name == "durability":
         durability = spec.durability
         if not durability.enabled:

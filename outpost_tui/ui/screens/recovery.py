@@ -10,8 +10,9 @@ coordinator still runs, replaying a run that is still owned).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -24,13 +25,13 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
+from ...engine.core.spec import RaceSpec
 from ...engine.durable import recovery
 from ...engine.durable.checkpoint import CheckpointError, RevisionChanged, RunSummary
-from ...engine.git import GitError
 from ...engine.durable.ownership import StopRefused, describe_age
-from ...engine.racefile import RaceFileError
-from ...engine.core.spec import RaceSpec
 from ...engine.durable.transport import TransportError
+from ...engine.git import GitError
+from ...engine.racefile import RaceFileError
 from ..paths import shown_path
 from ..widgets.header import OutpostHeader
 from .confirm import ConfirmScreen

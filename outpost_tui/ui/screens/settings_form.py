@@ -13,8 +13,9 @@ from __future__ import annotations
 import asyncio
 import re
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from textual import on
 from textual.app import ComposeResult
@@ -174,7 +175,8 @@ def field_text(field: Field, value: Any) -> str:
         return shlex.join(str(item) for item in value) if isinstance(value, list) else str(value)
     if field.kind == "prices" and isinstance(value, dict):
         return "\n".join(" ".join([_quoted(model), *(f"{name}={amount}" for name, amount in table.items())])
-                         if isinstance(table, dict) else f"{_quoted(model)} {table}" for model, table in value.items())
+                         if isinstance(table, dict) else f"{_quoted(model)} {table}"
+                         for model, table in value.items())
     if field.kind == "env" and isinstance(value, dict):
         return "\n".join(f"{name}={item}" for name, item in value.items())
     if field.kind == "bool":

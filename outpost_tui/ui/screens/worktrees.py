@@ -15,8 +15,9 @@ from __future__ import annotations
 import os
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from rich.text import Text
 from textual import on, work
@@ -27,17 +28,25 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from ...engine.kept import archive, cleanup
 from ...engine import git
-from ...engine.git import merge
 from ...engine.core.result import Validation
+from ...engine.git import merge
+from ...engine.kept import archive, cleanup
+from ...engine.kept.retained import (
+    RetainedAttempt,
+    RetainedRace,
+    human_age,
+    human_bytes,
+    retained,
+    touched,
+    whole_work,
+    work_diff,
+)
 from ...engine.kept.revalidation import NotRecorded, revalidate
-from ...engine.kept.retained import (RetainedAttempt, RetainedRace, human_age, human_bytes, retained,
-                                touched, whole_work, work_diff)
 from ...engine.sandbox import SandboxError
 from ...engine.sandbox.container import list_containers
-from ..shell import open_shell
 from ..paths import shown_path
+from ..shell import open_shell
 from ..widgets.header import OutpostHeader
 from .confirm import ConfirmScreen
 from .work_diff import WorkDiffScreen

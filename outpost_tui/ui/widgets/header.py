@@ -9,6 +9,8 @@ watcher is a plain function, run at once, and it does nothing once the title is 
 
 from __future__ import annotations
 
+from contextlib import suppress
+
 from textual import events
 from textual.css.query import NoMatches
 from textual.dom import NoScreen
@@ -24,10 +26,9 @@ class OutpostHeader(Header):
         Widget._on_mount(self, event)
 
         def set_title() -> None:
-            try:
+            # nothing to do once the header is being taken down with its screen
+            with suppress(NoMatches, NoScreen):
                 self.query_one(HeaderTitle).update(self.format_title())
-            except (NoMatches, NoScreen):
-                pass  # the header is being taken down with its screen
 
         self.watch(self.app, "title", set_title)
         self.watch(self.app, "sub_title", set_title)
