@@ -11,7 +11,7 @@ from tests.benchmarks import bench_containers
 
 from .conftest import IMAGE
 
-pytestmark = [pytest.mark.container, pytest.mark.benchmark]
+pytestmark = [pytest.mark.container, pytest.mark.benchmark, pytest.mark.alone]
 
 TARGET_S = 0.3  # the target: a container attempt within 0.3 s of a local one
 
