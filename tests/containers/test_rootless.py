@@ -32,6 +32,7 @@ pytestmark = pytest.mark.container
 ROOT = Path(__file__).resolve().parents[2]
 USER = os.environ.get("OUTPOST_ROOTLESS_USER", "outpost-rootless")
 SETUP = ".ci/rootless-podman-setup.sh"
+IMPORTS = "import outpost_tui, docker, anyio, psutil"
 
 
 # the race's provider -> (its socket under $XDG_RUNTIME_DIR, what discovery calls it)
@@ -90,11 +91,11 @@ def rootless() -> Rootless:
     # the user cannot run an interpreter under root's home (a pyenv, say): the system's, with this
     # checkout and this environment's packages on its path, when that one cannot
     python, pythonpath = sys.executable, None
-    probe = Rootless(account, python, None).run(python, "-c", "import outpost_tui, docker, anyio, psutil")
+    probe = Rootless(account, python, None).run(python, "-c", IMPORTS)
     if probe.returncode != 0:
         python = shutil.which("python3", path="/usr/bin:/bin") or "/usr/bin/python3"
         pythonpath = os.pathsep.join([str(ROOT), *site.getsitepackages()])
-        probe = Rootless(account, python, pythonpath).run(python, "-c", "import outpost_tui, docker, anyio, psutil")
+        probe = Rootless(account, python, pythonpath).run(python, "-c", IMPORTS)
         if probe.returncode != 0:
             unavailable(f"user {USER!r} cannot import outpost_tui ({probe.stderr.strip()[-300:]}): "
                         "the checkout and its environment must be readable by it")
