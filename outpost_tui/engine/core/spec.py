@@ -83,7 +83,6 @@ class Key:
 class Table:
     """A top-level table (or array of tables) of the race file, holding a spec dataclass."""
 
-    doc: str = ""
     array: bool = False
 
 
@@ -94,6 +93,7 @@ def setting(default: Any = MISSING, *, default_factory: Any = MISSING, **declara
 
 
 def table(default: Any = MISSING, *, default_factory: Any = MISSING, **declaration: Any) -> Any:
+    """A dataclass field holding a race-file table (see Table)."""
     return field(default=default, default_factory=default_factory,
                  metadata={"table": Table(**declaration)})
 
