@@ -65,17 +65,6 @@ def build_parser() -> argparse.ArgumentParser:
 APP_USAGE = "usage: outpost-tui [RACE.toml [--start]] | outpost-tui COMMAND ... (see --help)"
 
 
-def open_app(race_file: str | None = None, *, start: bool = False, screen: str | None = None) -> int:
-    """Open the Textual app; it needs a terminal on both ends."""
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        print("outpost-tui: the app needs a terminal; for scripts use `outpost-tui run RACE.toml "
-              "--headless`", file=sys.stderr)
-        return exitcodes.BAD_INPUT
-    from .ui import launch
-
-    return launch(race_file, start=start, screen=screen)
-
-
 def _app_arguments(argv: list[str]) -> tuple[str | None, bool] | None:
     """`outpost-tui [RACE.toml] [--start]` (no subcommand) opens the app: its race file and flag."""
     words = [word for word in argv if word != "--start"]
@@ -129,6 +118,8 @@ def _main(argv: list[str]) -> int:
 
             if load_spec(race_file)[0] is None:
                 return exitcodes.BAD_INPUT
+        from .ui import open_app
+
         return open_app(race_file, start=start)
     parser = build_parser()
     args = parser.parse_args(argv)

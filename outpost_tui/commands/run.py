@@ -61,7 +61,7 @@ def register(subparsers) -> None:
 
 def _handle(args) -> int:
     if not args.headless:
-        from ..cli import open_app
+        from ..ui import open_app
 
         if load_spec(args.race_file, resume=args.resume)[0] is None:
             return exitcodes.BAD_INPUT
@@ -98,13 +98,14 @@ def run_spec_headless(spec, *, json_output: bool = False, verbose: bool = False,
     # The engine is imported when a race runs, not when the parser is built (`--help` stays instant).
     import anyio
 
-    from ..engine.racing.coordinator import Race, RaceError
+    from ..engine.api import new_race
+    from ..engine.racing.coordinator import RaceError
     from ..engine.core.events import EventBus
     from ..engine.core.statuses import RaceStatus
     from ..progress import ProgressPrinter
 
     bus = EventBus()
-    race = Race(spec, bus=bus)
+    race = new_race(spec, bus=bus)
     printer = ProgressPrinter(race.model, stream=stream, verbose=verbose)
     bus.subscribe(printer)
 
@@ -136,8 +137,8 @@ def run_spec_headless(spec, *, json_output: bool = False, verbose: bool = False,
         return code
     for problem in bus.errors:
         print(f"outpost-tui: warning: an event consumer failed: {problem}", file=sys.stderr)
-    durable = getattr(race, "_durable", None)
-    for warning in getattr(durable, "warnings", []):
+    durable = race.checkpointing
+    for warning in (durable.warnings if durable is not None else []):
         print(f"outpost-tui: warning: {warning}", file=sys.stderr)
     if json_output:
         json.dump(result.to_json(), sys.stdout, indent=2, allow_nan=False)  # strict JSON, always
@@ -149,7 +150,7 @@ def run_spec_headless(spec, *, json_output: bool = False, verbose: bool = False,
             out = stream or sys.stderr
             out.write(said + "\n")
             out.flush()
-    failure = getattr(durable, "failure", None)
+    failure = durable.failure if durable is not None else None
     if race.suspended and failure is None:
         run_id = spec.run_id
         print(f"outpost-tui: run {run_id} stopped; its candidates' work is kept: resume it with "

@@ -59,7 +59,7 @@ def handle(args: argparse.Namespace) -> int:
         return exitcodes.WINNER
     if not args.headless and sys.stdin.isatty() and sys.stdout.isatty():
         # A newcomer at a terminal sees the product itself: the app on the race, already started.
-        from ..cli import open_app
+        from ..ui import open_app
 
         return open_app(str(path), start=True)
     print(f"Running it now, as:\n  {command}")

@@ -1,7 +1,8 @@
 """The race engine: no Textual here, ever (a test enforces it).
 
-Public API: `race(...)`, `run_race(spec_or_path)`, `run_race_async(spec)`, `build_spec(...)`,
-`load_race(path)`, and the spec and result types.
+Public API: `race(...)`, `run_race(spec_or_path)`, `run_race_async(spec)`, `new_race(spec)` (a
+`Race` to drive yourself, durable when its spec says so), `build_spec(...)`, `load_race(path)`, and
+the spec and result types.
 """
 
 import importlib
@@ -9,7 +10,7 @@ import importlib
 # Every public name is imported on first use (PEP 562): a command that needs only the race-file
 # parser must not pay for the coordinator, GitPython and the Docker SDK (see tests/cli/test_startup_imports.py).
 _PUBLIC = {
-    "build_spec": "api", "race": "api", "run_race": "api", "run_race_async": "api",
+    "build_spec": "api", "new_race": "api", "race": "api", "run_race": "api", "run_race_async": "api",
     "Race": "racing.coordinator", "RaceError": "racing.coordinator",
     "Event": "core.events", "EventBus": "core.events", "EventKind": "core.events",
     "CandidateRecord": "core.result", "RaceResult": "core.result",
@@ -23,7 +24,7 @@ _PUBLIC = {
 __all__ = [
     "BudgetSpec", "CandidateRecord", "CandidateSpec", "CandidateStatus", "Event", "EventBus",
     "EventKind", "Race", "RaceError", "RaceResult", "RaceSpec", "RaceStatus", "ScoreSpec",
-    "TokenLimits", "Usage", "ValidateSpec", "build_spec", "load_race", "race", "run_race",
+    "TokenLimits", "Usage", "ValidateSpec", "build_spec", "load_race", "new_race", "race", "run_race",
     "run_race_async",
 ]
 

@@ -15,10 +15,19 @@ from typing import Any, Callable, Iterable
 
 import anyio
 
+from .durable.run import DurableRun
 from .racing.coordinator import Race
+from .sandbox import SandboxProvider
 from .core.events import Event, EventBus
 from .core.result import RaceResult
 from .core.spec import BudgetSpec, CandidateSpec, RaceSpec, ScoreSpec, ValidateSpec
+
+
+def new_race(spec: RaceSpec, *, bus: EventBus | None = None,
+             provider: SandboxProvider | None = None) -> Race:
+    """A Race for `spec`, checkpointed at every transition when its [durability] is enabled."""
+    return Race(spec, bus=bus, provider=provider,
+                checkpointing=DurableRun if spec.durability.enabled else None)
 
 
 async def run_race_async(spec: RaceSpec, *, on_event: Callable[[Event], None] | None = None,
@@ -27,7 +36,7 @@ async def run_race_async(spec: RaceSpec, *, on_event: Callable[[Event], None] | 
     bus = EventBus()
     if on_event is not None:
         bus.subscribe(on_event)
-    race_ = Race(spec, bus=bus)
+    race_ = new_race(spec, bus=bus)
     if on_start is not None:
         on_start(race_)
     return await race_.run()

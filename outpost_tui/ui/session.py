@@ -17,7 +17,8 @@ from typing import Any, Callable
 from ..engine.core.events import EventBus
 from ..engine.core.result import RaceResult
 from ..engine.core.spec import RaceSpec
-from ..engine.racing.coordinator import Race, RaceError
+from ..engine.api import new_race
+from ..engine.racing.coordinator import RaceError
 
 # How long the app waits for the race's loop to take an operator's control (it answers within
 # one callback of the engine; this only bounds a loop that is stuck).
@@ -28,7 +29,7 @@ class RaceSession:
     def __init__(self, spec: RaceSpec) -> None:
         self.spec = spec
         self.bus = EventBus()
-        self.race = Race(spec, bus=self.bus)
+        self.race = new_race(spec, bus=self.bus)
         if spec.durability.enabled and spec.run_id and spec.durability.resume == "retry-incomplete":
             from ..engine.durable.recovery import restore_model
 

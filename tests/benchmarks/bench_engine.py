@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from outpost_tui.engine import (CandidateSpec, EventKind, Race, build_spec,  # noqa: E402
+from outpost_tui.engine import (CandidateSpec, EventKind, build_spec, new_race,  # noqa: E402
                                 run_race)
 from outpost_tui.engine.core.spec import DurabilitySpec, ValidateSpec  # noqa: E402
 from tests.conftest import FAKE_AGENT, make_repo  # noqa: E402
@@ -278,7 +278,7 @@ def durable(reports: int = 1000, candidates: int = 2) -> dict:
             run_id="bench", durability=DurabilitySpec(enabled=enabled))
 
     def timed(enabled: bool) -> tuple[float, object]:
-        race = Race(spec_for(_repo(), enabled))
+        race = new_race(spec_for(_repo(), enabled))
         started = time.perf_counter()
         anyio.run(race.run)
         return time.perf_counter() - started, race
@@ -288,8 +288,8 @@ def durable(reports: int = 1000, candidates: int = 2) -> dict:
         plain_times.append(timed(False)[0])
         elapsed, race = timed(True)
         durable_times.append(elapsed)
-        writes.append(race._durable.writes)
-        write_seconds.append(race._durable.write_seconds)
+        writes.append(race.checkpointing.writes)
+        write_seconds.append(race.checkpointing.write_seconds)
     plain, slow = statistics.median(plain_times), statistics.median(durable_times)
     return {"usage_reports_per_candidate": reports, "candidates": candidates,
             "checkpoint_writes": int(statistics.median(writes)),

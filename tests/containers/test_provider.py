@@ -11,7 +11,8 @@ from dataclasses import replace
 import anyio
 import pytest
 
-from outpost_tui.engine.sandbox.base import SandboxError, provider_for
+from outpost_tui.engine.sandbox.base import SandboxError
+from outpost_tui.engine.sandbox.providers import provider_for
 from outpost_tui.engine.sandbox.container import (WRAPPER, ContainerProvider, container_name,
                                                   list_containers, remove_race_containers)
 from outpost_tui.engine.core.spec import SandboxSpec

@@ -609,3 +609,18 @@ def test_a_stop_before_the_race_got_going_leaves_nothing_finished(repo, tmp_path
     again = cli("run", str(path), "--headless", "--json")
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["winner"]["key"] == "a"
+
+
+def test_the_coordinator_checkpoints_only_through_what_it_is_given(repo, tmp_path):
+    from outpost_tui.engine import Race, RaceError, RaceStatus, load_race, new_race
+
+    spec = load_race(race_file(tmp_path, repo, [("a", ["--write", "fix.txt", "--content", "good", "--commit"])]))
+    with pytest.raises(RaceError, match="no checkpointing"):
+        anyio.run(Race(spec).run)  # a durable spec is never run without its checkpoints
+    assert not (repo / ".outpost" / "storage").exists()  # refused before anything was claimed
+    race = new_race(spec)
+    result = anyio.run(race.run)
+    assert result.status is RaceStatus.WINNER
+    assert isinstance(race.checkpointing, durable.DurableRun) and race.checkpointing.writes > 0
+    saved = read_saved(LocalTransport(repo / ".outpost" / "storage"), checkpoint_key(RUN_ID))
+    assert saved.state["finished"] is True and saved.owner is None

@@ -11,9 +11,8 @@ from typing import Iterator
 import psutil
 import pytest
 
-from outpost_tui.engine.durable.checkpoint import Owner
 from outpost_tui.engine.durable.ownership import (
-    StopRefused, coordinator_status, process_start, stop_coordinator, this_host,
+    Owner, StopRefused, coordinator_status, process_start, stop_coordinator, this_host,
 )
 
 IGNORES_TERM = ("import signal, sys, time\n"

@@ -86,11 +86,6 @@ def money(value: Any) -> float | None:
     return max(0.0, float(value))
 
 
-def as_argument(text: str) -> str:
-    """A brief that starts with '-' would be read as an option; a leading space prevents it."""
-    return " " + text if text.startswith("-") else text
-
-
 # Colour and cursor escapes (CSI sequences): a reason is one plain line.
 _ESCAPE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 

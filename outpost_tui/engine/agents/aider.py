@@ -33,8 +33,8 @@ from ..core.events import EventKind
 from .reachability import NETWORK, RATE_LIMITED, SERVER_ERROR
 from ..core.spec import CandidateSpec, Price
 from ..core.usage import Usage
-from .agentcli import CliDecoder, as_argument, count, log, money, parse_json_object
-from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext, brief_fits_inline
+from .agentcli import CliDecoder, count, log, money, parse_json_object
+from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext, as_argument, brief_fits_inline
 from .prices import with_estimated_cost
 
 _TOKENS = re.compile(

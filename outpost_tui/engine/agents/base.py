@@ -58,11 +58,14 @@ def brief_env(brief: str, context: LaunchContext) -> dict[str, str]:
     return env
 
 
+def as_argument(text: str) -> str:
+    """A brief that starts with '-' would be read as an option; a leading space prevents it."""
+    return " " + text if text.startswith("-") else text
+
+
 def brief_argument(brief: str, context: LaunchContext) -> str:
     """The brief as a prompt argument; a large one becomes a pointer to its file (agents that
     take the prompt on argv can read files)."""
-    from .agentcli import as_argument
-
     if brief_fits_inline(brief) or context.brief_file is None:
         return as_argument(brief)
     return (f"Your task is written in the file {context.brief_file} ({len(brief.encode())} bytes): "

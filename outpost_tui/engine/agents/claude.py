@@ -28,8 +28,8 @@ from ..core.events import EventKind
 from ..core.spec import CandidateSpec, Price
 from ..core.usage import Usage
 from .reachability import retry_cause
-from .agentcli import CliDecoder, as_argument, as_dict, as_list, count, first_line, log, money, short
-from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext, brief_fits_inline
+from .agentcli import CliDecoder, as_dict, as_list, count, first_line, log, money, short
+from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext, as_argument, brief_fits_inline
 from .prices import cost_of, price_for, price_note, with_estimated_cost
 from .quota_time import from_epoch, iso_utc, parse_reset
 

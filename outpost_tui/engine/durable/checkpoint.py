@@ -23,14 +23,13 @@ import os
 import shlex
 import threading
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ... import exitcodes
 from .checkpoint_state import InvalidState, check_state, run_status
-from .ownership import describe_age, process_start, this_host
+from .ownership import Owner, describe_age
 from ..core.spec import RaceSpec
 from .transport import CorruptObject, Transport, TransportConflict
 
@@ -114,41 +113,6 @@ def race_identity(spec: RaceSpec) -> str:
     if spec.select == "best":
         identity["select"] = "best"
     return hashlib.sha256(_canonical(identity)).hexdigest()
-
-
-@dataclass(frozen=True)
-class Owner:
-    """The coordinator holding a run: enough to find its process again (see ownership.py)."""
-
-    id: str
-    pid: int
-    host: str
-    process_start: float
-    started_at: float
-    heartbeat_at: float
-
-    @classmethod
-    def current(cls) -> Owner:
-        now = time.time()
-        pid = os.getpid()
-        return cls(uuid.uuid4().hex, pid, this_host(), process_start(pid), now, now)
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, data: Any) -> Owner:
-        """Raises ValueError naming the first bad field."""
-        if not isinstance(data, dict):
-            raise ValueError("owner is not an object")
-        types = {"id": str, "pid": int, "host": str, "process_start": (int, float),
-                 "started_at": (int, float), "heartbeat_at": (int, float)}
-        for name, kind in types.items():
-            value = data.get(name)
-            if not isinstance(value, kind) or isinstance(value, bool):
-                raise ValueError(f"owner.{name} is missing or not a {getattr(kind, '__name__', 'number')}")
-        return cls(data["id"], data["pid"], data["host"], float(data["process_start"]),
-                   float(data["started_at"]), float(data["heartbeat_at"]))
 
 
 @dataclass(frozen=True)

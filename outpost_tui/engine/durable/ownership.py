@@ -7,19 +7,18 @@ process on this host, after checking that the pid is absent or now belongs to a 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import socket
 import time
+import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 import psutil
 
 from ... import exitcodes
-
-if TYPE_CHECKING:
-    from .checkpoint import Owner
 
 # create_time() is derived from boot time and clock ticks; allow for rounding between readings.
 START_TOLERANCE = 1.0
@@ -73,6 +72,41 @@ class StopRefused(Exception):
     """The coordinator cannot be stopped from here; the message says why, in one line."""
 
     exit_code = exitcodes.OWNED
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The coordinator holding a run: enough to find its process again."""
+
+    id: str
+    pid: int
+    host: str
+    process_start: float
+    started_at: float
+    heartbeat_at: float
+
+    @classmethod
+    def current(cls) -> Owner:
+        now = time.time()
+        pid = os.getpid()
+        return cls(uuid.uuid4().hex, pid, this_host(), process_start(pid), now, now)
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Any) -> Owner:
+        """Raises ValueError naming the first bad field."""
+        if not isinstance(data, dict):
+            raise ValueError("owner is not an object")
+        types = {"id": str, "pid": int, "host": str, "process_start": (int, float),
+                 "started_at": (int, float), "heartbeat_at": (int, float)}
+        for name, kind in types.items():
+            value = data.get(name)
+            if not isinstance(value, kind) or isinstance(value, bool):
+                raise ValueError(f"owner.{name} is missing or not a {getattr(kind, '__name__', 'number')}")
+        return cls(data["id"], data["pid"], data["host"], float(data["process_start"]),
+                   float(data["started_at"]), float(data["heartbeat_at"]))
 
 
 def _heartbeat(owner: Owner, now: float) -> str:

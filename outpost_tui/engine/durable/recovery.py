@@ -12,9 +12,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .. import git
-from .checkpoint import RunSummary, UnknownRun, list_runs, read_run, release_run
+from ..core.result import CandidateRecord
+from ..core.usage import Usage
+from .checkpoint import CheckpointError, RunSummary, UnknownRun, list_runs, read_run, release_run
 from .checkpoint_state import run_status
-from .ownership import CoordinatorStatus, coordinator_status, stop_coordinator
+from .ownership import CoordinatorStatus, Owner, coordinator_status, stop_coordinator
 from .transport import LocalTransport
 
 
@@ -92,8 +94,6 @@ def stop(repository: str | Path, run_id: str, *, timeout: float = 10.0) -> tuple
     view = inspect(repository, run_id)
     if view.owner is None:
         return True, f"run {run_id} has no owner: nothing to stop"
-    from .checkpoint import Owner
-
     owner = Owner.from_json(view.owner)
     status = coordinator_status(owner)
     if status.alive is False:
@@ -134,10 +134,6 @@ def replay_spec(repository: str | Path, run_id: str, race_file: str | Path | Non
 def restore_model(model, repository: str | Path, run_id: str) -> None:
     """Fill a replay's model from the saved run before it runs: a candidate that settled before
     the crash shows how it ended from the first frame. Nothing saved yet: nothing to restore."""
-    from ..core.usage import Usage
-    from ..core.result import CandidateRecord
-
-    from .checkpoint import CheckpointError
 
     try:
         view = inspect(repository, run_id)

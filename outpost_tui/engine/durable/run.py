@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import anyio
 
@@ -22,20 +21,19 @@ from ... import exitcodes
 from .. import git
 from ..racing.attempt import Attempt
 from ..racing.budget import Accounting
+from ..racing.coordinator import Race, RaceError, new_race_id
 from .checkpoint import (CheckpointError, CheckpointStore, CorruptCheckpoint, race_identity,
                          recover_command)
 from .checkpoint_state import interrupted
 from ..core.events import Settled
 from ..core.result import CandidateRecord, RaceResult, race_result_from_json
+from ..sandbox.container import remove_race_containers, resolve_endpoint
 from ..sandbox.local import LocalProvider
 from ..core.statuses import CandidateStatus, Phase, RaceStatus
 from .transport import LocalTransport, TransportError
 from ..core.usage import Usage
 
 HOST_PROCESSES = LocalProvider()
-
-if TYPE_CHECKING:
-    from ..racing.coordinator import Race
 
 FLUSH_EVERY = 1.0
 HEARTBEAT_EVERY = 5.0
@@ -48,8 +46,6 @@ class ReplayRequired(CheckpointError):
 
 class DurableRun:
     def __init__(self, race: "Race", storage: Path) -> None:
-        from ..racing.coordinator import RaceError
-
         self.race = race
         spec = race.spec
         if not spec.run_id:
@@ -88,11 +84,9 @@ class DurableRun:
                 f"run {spec.run_id} was interrupted: replay it with "
                 f"`{recover_command(spec.run_id, race.repository, '--replay')}` (or `run --resume`) "
                 "to restart its unfinished candidates")
-        from ..racing.coordinator import new_race_id
-
         race.id = new_race_id()
         for index, candidate in enumerate(spec.candidates):
-            race._add_attempt(candidate, index, 1)
+            race.add_attempt(candidate, index, 1)
         state = await anyio.to_thread.run_sync(
             lambda: self.store.claim(self._state(), identity=self.identity))
         if not self.store.resumed:
@@ -157,7 +151,7 @@ class DurableRun:
         """Keep `attempt` as history and queue attempt n+1 of its candidate from the baseline."""
         race = self.race
         race.previous.append(attempt)
-        return race._add_attempt(attempt.candidate, attempt.index, attempt.number + 1)
+        return race.add_attempt(attempt.candidate, attempt.index, attempt.number + 1)
 
     async def _stop_leftovers(self) -> bool:
         """Stop the registered resources of every attempt whose cleanup is pending; True if any."""
@@ -165,8 +159,8 @@ class DurableRun:
         for resource in self._baseline_leftovers:
             try:
                 with anyio.move_on_after(race.spec.cleanup_timeout):
-                    if race._provider.owns(resource):
-                        await race._provider.recover(resource)
+                    if race.provider.owns(resource):
+                        await race.provider.recover(resource)
             except Exception as error:  # best effort, as for the candidates' leftovers
                 self.warnings.append(f"could not stop leftover {resource} of the baseline's "
                                      f"validation: {_one_line(error)}")
@@ -179,7 +173,7 @@ class DurableRun:
                 for resource in attempt.record.resources:
                     # the engine's own host processes (git allocating a worktree) are process
                     # groups whatever the sandbox
-                    provider = next((p for p in (race._provider, HOST_PROCESSES) if p.owns(resource)),
+                    provider = next((p for p in (race.provider, HOST_PROCESSES) if p.owns(resource)),
                                     None)
                     if provider is not None:
                         try:
@@ -203,16 +197,15 @@ class DurableRun:
         await self._sweep_containers()
         for attempt in race.attempts.values():
             if attempt.phase is Phase.SETTLED and attempt.record.status is CandidateStatus.WINNER:
-                race._winner = attempt  # decided before the crash: nothing more may start
-                race._admissions_closed = True
+                race.restore_winner(attempt)  # decided before the crash: nothing more may start
         for attempt in list(race.attempts.values()):
             record = attempt.record
             if attempt.phase is Phase.VALIDATED:
                 # Validated before the crash: its outcome stands, it is not run again.
                 attempt.phase = Phase.SETTLED
                 record.retained_directory = str(attempt.directory) if attempt.directory else None
-                if attempt.accepted and race.spec.select == "first" and race._winner is None:
-                    race._set_winner(attempt, "validation")
+                if attempt.accepted and race.spec.select == "first" and race.winner is None:
+                    race.set_winner(attempt, "validation")
                     record.status = CandidateStatus.WINNER
                 else:
                     record.status = CandidateStatus.REJECTED
@@ -242,8 +235,6 @@ class DurableRun:
         race, sandbox = self.race, self.race.spec.sandbox
         if sandbox.provider not in ("docker", "podman"):
             return
-        from ..sandbox.container import remove_race_containers, resolve_endpoint
-
         endpoint = resolve_endpoint(sandbox.endpoint, sandbox.provider)
         try:
             with anyio.fail_after(race.spec.cleanup_timeout):
@@ -269,12 +260,12 @@ class DurableRun:
             "name": race.spec.name,
             "mode": race.spec.mode,
             "select": race.spec.select,
-            "before": race._host_before.to_json() if race._host_before else None,
+            "before": race.host_before.to_json() if race.host_before else None,
             "finished": False,
             "status": None,
             "updated_at": time.time(),
         })
-        state["usage"] = {"attempts": race.accounting.attempts, **race._total_usage().to_json()}
+        state["usage"] = {"attempts": race.accounting.attempts, **race.total_usage().to_json()}
         return state
 
     async def save(self, **extra) -> None:

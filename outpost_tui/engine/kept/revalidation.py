@@ -16,7 +16,8 @@ from .. import git
 from ..records import history
 from ..core.events import RaceStarted
 from ..core.result import Validation
-from ..sandbox import SandboxContext, SandboxError, provider_for
+from ..sandbox import SandboxContext, SandboxError
+from ..sandbox.providers import provider_for
 from ..core.spec import RaceSpec, SandboxSpec, ValidateSpec
 from ..verdict.validation import ValidationContext, validate
 

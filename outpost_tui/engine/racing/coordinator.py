@@ -13,6 +13,7 @@ import secrets
 import shutil
 import time
 from pathlib import Path
+from typing import Callable
 
 import anyio
 import anyio.abc
@@ -27,11 +28,16 @@ from ..core.events import Admitted, BudgetExhausted, Operator, RaceFinished, Rac
 from ..records.flightlog import FlightLog, make_private_directory, runs_directory
 from ..core.result import CandidateRecord, RaceResult
 from ..kept.revalidation import recorded_validation
-from ..sandbox import EngineGone, SandboxError, provider_for
+from ..sandbox import EngineGone, SandboxError
+from ..sandbox.providers import provider_for
 from ..sandbox.local import LocalProvider
 from ..core.spec import valid_key
 from ..core.statuses import CandidateStatus, Phase
+from ..core.events import EventBus
+from ..core.spec import RaceSpec
+from ..sandbox import SandboxProvider
 from .baseline import BaselineValidation
+from .checkpointing import Checkpointing
 from .state import _one_line
 
 
@@ -50,7 +56,17 @@ class Race(BaselineValidation):
 
     Built in layers, each in its own module and calling only those below it: `RaceState`
     (state.py), `Settling` (settling.py), `Running` (running.py), `BaselineValidation`
-    (baseline.py). Here: the operator's controls, admission and the run itself."""
+    (baseline.py). Here: the operator's controls, admission and the run itself.
+
+    `checkpointing` makes it durable: called with the race and its storage directory, it returns
+    what saves the race at every transition (`engine.new_race` passes `DurableRun` for a durable
+    spec; a durable spec without it is refused)."""
+
+    def __init__(self, spec: RaceSpec, *, bus: EventBus | None = None,
+                 provider: SandboxProvider | None = None,
+                 checkpointing: Callable[[Race, Path], Checkpointing] | None = None) -> None:
+        super().__init__(spec, bus=bus, provider=provider)
+        self._make_checkpointing = checkpointing
 
     # ----------------------------------------------------------------- operator controls
 
@@ -96,7 +112,7 @@ class Race(BaselineValidation):
         if attempt.phase is Phase.SETTLED:
             attempt.record.commit = commit
             attempt.record.commits = [c.to_json() for c in commits]
-            self._set_winner(attempt, "operator")
+            self.set_winner(attempt, "operator")
             attempt.record.status = CandidateStatus.WINNER
             attempt.record.error = None
             self.bus.publish(Settled(key=key, attempt=attempt.number, status="winner",
@@ -163,10 +179,8 @@ class Race(BaselineValidation):
         await self._preflight(outpost_dir)
         self._started_at = time.time()
 
-        if spec.durability.enabled:
-            from ..durable.run import DurableRun
-
-            self._durable = DurableRun(self, outpost_dir / "storage")
+        if self._make_checkpointing is not None:
+            self._durable = self._make_checkpointing(self, outpost_dir / "storage")
             finished = await self._durable.open()
             if finished is not None:
                 winner = finished.winner
@@ -178,7 +192,7 @@ class Race(BaselineValidation):
         else:
             self.id = new_race_id()
             for index, candidate in enumerate(spec.candidates):
-                self._add_attempt(candidate, index, 1)
+                self.add_attempt(candidate, index, 1)
 
         try:
             self._record = await anyio.to_thread.run_sync(guard.take, self.repository, self.id,
@@ -217,6 +231,9 @@ class Race(BaselineValidation):
 
     def _check_spec(self) -> None:
         spec = self.spec
+        if spec.durability.enabled and self._make_checkpointing is None:
+            raise RaceError("[durability] is enabled but this race has no checkpointing: build it with "
+                            "outpost_tui.engine.new_race(spec)")
         if not spec.candidates:
             raise RaceError("a race needs at least one candidate")
         seen: set[str] = set()
@@ -254,7 +271,8 @@ class Race(BaselineValidation):
             except OSError as error:
                 raise RaceError(f"cannot use {directory}: {error.strerror or error}") from None
 
-    def _add_attempt(self, candidate, index: int, number: int) -> Attempt:
+    def add_attempt(self, candidate, index: int, number: int) -> Attempt:
+        """Queue attempt `number` of a candidate (a durable run adds the attempts it resumes)."""
         branch = git.branch_name(self.id, candidate.key, number)
         record = CandidateRecord(key=candidate.key, attempt=number, agent=candidate.agent)
         attempt = Attempt(candidate=candidate, index=index, number=number, branch=branch, record=record)

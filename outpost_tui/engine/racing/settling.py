@@ -61,7 +61,7 @@ class Settling(RaceState):
         eligible = [a for a in self._accepted_pending if a.record.error is None
                     and a.cancel_reason is None and a.phase is not Phase.SETTLED]
         if self._winner is None and eligible:
-            self._set_winner(min(eligible, key=lambda a: a.index), "validation")
+            self.set_winner(min(eligible, key=lambda a: a.index), "validation")
 
     async def _accept_by_operator(self, attempt: Attempt) -> None:
         directory = attempt.directory
@@ -73,9 +73,16 @@ class Settling(RaceState):
                                                                     self.baseline)
             record.commits = [c.to_json() for c in commits]
         attempt.accepted = True
-        self._set_winner(attempt, "operator")
+        self.set_winner(attempt, "operator")
 
-    def _set_winner(self, attempt: Attempt, decided_by: str) -> None:
+    def restore_winner(self, attempt: Attempt) -> None:
+        """A winner decided before the coordinator stopped (a replay): nothing more may start."""
+        self._winner = attempt
+        self._admissions_closed = True
+
+    def set_winner(self, attempt: Attempt, decided_by: str) -> None:
+        """Make `attempt` the winner: admissions close and every other running attempt is
+        cancelled (a validated one only closing keeps its outcome)."""
         self._winner = attempt
         attempt.record.decided_by = decided_by
         self._admissions_closed = True
@@ -216,7 +223,7 @@ class Settling(RaceState):
                 if attempt.record.cleanup == "done" and (best is None or attempt.record.score > best.record.score):
                     best = attempt
         if best is not None:
-            self._set_winner(best, "score")
+            self.set_winner(best, "score")
             best.record.status = CandidateStatus.WINNER
             self.bus.publish(Settled(key=best.key, attempt=best.number, status="winner",
                                      reason=f"highest score {best.record.score:g}", commit=best.record.commit))
@@ -298,7 +305,7 @@ class Settling(RaceState):
             id=self.id, status=status, baseline=self.baseline, name=self.spec.name,
             mode=self.spec.mode, select=self.spec.select, candidates=records,
             previous_attempts=[a.record for a in self.previous],
-            attempts=self.accounting.attempts, usage=self._total_usage(),
+            attempts=self.accounting.attempts, usage=self.total_usage(),
             integration=integration, host=self._host_json(host_after, host_error),
             error=self.accounting.exhausted if status is RaceStatus.BUDGET_EXHAUSTED else None,
             quota=self._race_quota(records) if status is RaceStatus.QUOTA else None,

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections import deque
 from pathlib import Path
-from typing import Any
 
 import anyio
 import anyio.abc
@@ -23,6 +22,7 @@ from ..sandbox import SandboxProvider
 from ..verdict import BaselineOutcome
 from .attempt import Attempt
 from .budget import Accounting
+from .checkpointing import Checkpointing
 
 
 def _one_line(error: BaseException) -> str:
@@ -55,7 +55,7 @@ class RaceState:
         self._settling = False
         self._engine_gone_said = False
         self.suspended = False  # stopped by stop_resumable: the saved run stays resumable
-        self._durable: Any = None  # durable.DurableRun when [durability] is enabled
+        self._durable: Checkpointing | None = None  # when [durability] is enabled
         self._host_before: git.HostSnapshot | None = None
         self._record: guard.Record | None = None  # the user's repository as the race found it
         self._record_lock = anyio.Lock()
@@ -72,7 +72,26 @@ class RaceState:
         # what the baseline's validation started (durable races save it, so a replay stops it)
         self.baseline_resources: list[str] = []
 
-    def _total_usage(self) -> Usage:
+    @property
+    def provider(self) -> SandboxProvider | None:
+        """The sandbox provider (None until the race runs, unless one was given)."""
+        return self._provider
+
+    @property
+    def winner(self) -> Attempt | None:
+        return self._winner
+
+    @property
+    def host_before(self) -> git.HostSnapshot | None:
+        """The user's repository (branch, HEAD, status) when the race started."""
+        return self._host_before
+
+    @property
+    def checkpointing(self) -> Checkpointing | None:
+        """The durable run's checkpointing (its warnings and failure); None unless durable."""
+        return self._durable
+
+    def total_usage(self) -> Usage:
         total = Usage()
         for attempt in [*self.previous, *self.attempts.values()]:
             total, _ = total.plus(attempt.record.usage)  # refused (and warned about) when taken
@@ -87,6 +106,6 @@ class RaceState:
             "id": self.id,
             "baseline": self.baseline,
             "attempts": [a.to_state() for a in [*self.previous, *self.attempts.values()]],
-            "usage": {"attempts": self.accounting.attempts, **self._total_usage().to_json()},
+            "usage": {"attempts": self.accounting.attempts, **self.total_usage().to_json()},
             "baseline_resources": list(self.baseline_resources),
         }

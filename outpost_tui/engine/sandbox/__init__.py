@@ -1,6 +1,5 @@
 """Where a candidate's agent and validation run: local process groups or containers."""
 
-from .base import (Completed, EngineGone, Sandbox, SandboxContext, SandboxError, SandboxProvider,
-                   provider_for)
+from .base import Completed, EngineGone, Sandbox, SandboxContext, SandboxError, SandboxProvider
 
-__all__ = ["Completed", "EngineGone", "Sandbox", "SandboxContext", "SandboxError", "SandboxProvider", "provider_for"]
+__all__ = ["Completed", "EngineGone", "Sandbox", "SandboxContext", "SandboxError", "SandboxProvider"]

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Awaitable, Callable, Mapping, Sequence
 
-from ..core.spec import SandboxSpec
 
 # Called with ("stdout" | "stderr", [line, ...]) as output arrives, lines without their newline.
 LineSink = Callable[[str, list[str]], None]
@@ -122,13 +121,3 @@ class SandboxProvider(ABC):
     def owns(self, resource_id: str) -> bool:
         """Whether this provider can recover that resource id."""
         return False
-
-
-def provider_for(spec: SandboxSpec) -> SandboxProvider:
-    if spec.provider == "local":
-        from .local import LocalProvider
-
-        return LocalProvider()
-    from .container import ContainerProvider
-
-    return ContainerProvider(spec)

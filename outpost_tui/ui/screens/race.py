@@ -625,12 +625,13 @@ class RaceScreen(FooterOrder):
         race = self.session.race
         if key is None or race.baseline is None or race.repository is None:
             return
-        attempt = race.attempts.get(key)
-        if attempt is None or attempt.record.branch is None:
+        candidate = self.session.model.candidates.get(key)
+        branch = candidate.branch if candidate is not None else None
+        if branch is None:
             self.notify(f"{key} has no branch yet", severity="warning")
             return
-        self.app.push_screen(DiffScreen(race.repository, race.baseline, attempt.record.branch,
-                                        f"{key}: {attempt.record.branch} against {race.baseline[:12]}"))
+        self.app.push_screen(DiffScreen(race.repository, race.baseline, branch,
+                                        f"{key}: {branch} against {race.baseline[:12]}"))
 
     def action_search(self) -> None:
         if self.focused_key() is None:
