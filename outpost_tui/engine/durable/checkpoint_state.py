@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from ..git import branch_name
+from ..git.worktrees import branch_name
 from ..core.spec import valid_key
 from ..core.statuses import CandidateStatus, Phase, RaceStatus
 

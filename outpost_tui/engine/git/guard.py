@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import git
+from .runner import _check, _git_dirs
 
 # Files whose content changes what git runs or sees, relative to the common git directory (and to
 # each submodule's git directory under modules/).
@@ -120,7 +121,7 @@ class Record:
 def take(root: Path, race_id: str, host: git.HostSnapshot | None) -> Record:
     """Record the repository at `root` as the race `race_id` finds it."""
     root = Path(root)
-    dirs = git._git_dirs(root)
+    dirs = _git_dirs(root)
     if dirs is None:
         raise git.GitError(f"cannot read the git directory of {root}")
     git_dir, common = dirs
@@ -149,7 +150,7 @@ def compare(record: Record, who: str) -> list[Change]:
 
 
 def _refs(root: Path, race_id: str) -> dict[str, str]:
-    out = str(git._check("listing refs", root, "for-each-ref", "--format=%(objectname) %(refname)"))
+    out = str(_check("listing refs", root, "for-each-ref", "--format=%(objectname) %(refname)"))
     own = f"refs/heads/{git.BRANCH_PREFIX}/{race_id}/"
     refs = {}
     for line in out.splitlines():

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import git
+from .runner import _first_line, _revision, _run
 
 MERGE = "merge"
 CHERRY_PICK = "cherry-pick"
@@ -61,11 +62,11 @@ def merge(repo_root: Path | str, commit: str, *, expected_commit: str | None = N
     args = ["merge", "--no-edit", "--no-stat"]
     if message:
         args += ["-m", message]
-    status, _, err = git._run(root, *args, target, "--", users_own=True)
+    status, _, err = _run(root, *args, target, "--", users_own=True)
     after = _head(root)
     if status != 0:
         _abort(root, "merge")
-        return MergeOutcome(False, MERGE, f"not merged: git merge stopped: {git._first_line(str(err))}; "
+        return MergeOutcome(False, MERGE, f"not merged: git merge stopped: {_first_line(str(err))}; "
                             "the merge was aborted", integration, integration.host_head, _head(root))
     return MergeOutcome(True, MERGE, f"merged {target[:12]} into {_branch(root)} (now at {str(after)[:12]}); "
                         "nothing was pushed", integration, integration.host_head, after)
@@ -75,25 +76,25 @@ def cherry_pick(repo_root: Path | str, commit: str, baseline: str, *,
                 expected_commit: str | None = None) -> MergeOutcome:
     """Apply the commits between `baseline` and `commit` (oldest first) onto the current branch."""
     root = Path(repo_root)
-    git._revision(baseline, "baseline")
+    _revision(baseline, "baseline")
     integration = git.integration_check(root, commit, expected_commit)
     refused = _refusal(CHERRY_PICK, integration)
     if refused is not None:
         return refused
     target = integration.candidate_commit or commit
-    status, out, err = git._run(root, "rev-list", "--reverse", "--no-merges", f"{baseline}..{target}")
+    status, out, err = _run(root, "rev-list", "--reverse", "--no-merges", f"{baseline}..{target}")
     picks = str(out).split() if status == 0 else []
     if status != 0:
-        return MergeOutcome(False, CHERRY_PICK, f"not cherry-picked: {git._first_line(str(err))}",
+        return MergeOutcome(False, CHERRY_PICK, f"not cherry-picked: {_first_line(str(err))}",
                             integration, integration.host_head)
     if not picks:
         return MergeOutcome(False, CHERRY_PICK, f"not cherry-picked: {target[:12]} has no commits since the "
                             "baseline", integration, integration.host_head)
-    status, _, err = git._run(root, "cherry-pick", "--allow-empty", *picks, users_own=True)
+    status, _, err = _run(root, "cherry-pick", "--allow-empty", *picks, users_own=True)
     if status != 0:
         _abort(root, "cherry-pick")
         return MergeOutcome(False, CHERRY_PICK, f"not cherry-picked: git cherry-pick stopped: "
-                            f"{git._first_line(str(err))}; it was aborted", integration,
+                            f"{_first_line(str(err))}; it was aborted", integration,
                             integration.host_head, _head(root))
     after = _head(root)
     return MergeOutcome(True, CHERRY_PICK, f"cherry-picked {len(picks)} commit(s) of {target[:12]} onto "
@@ -104,16 +105,16 @@ def cherry_pick(repo_root: Path | str, commit: str, baseline: str, *,
 def _abort(root: Path, operation: str) -> None:
     # Only when git left one in progress: --abort with nothing to abort fails harmlessly.
     marker = "MERGE_HEAD" if operation == "merge" else "CHERRY_PICK_HEAD"
-    status, out, _ = git._run(root, "rev-parse", "--git-path", marker)
+    status, out, _ = _run(root, "rev-parse", "--git-path", marker)
     if status == 0 and (root / str(out)).exists():
-        git._run(root, operation, "--abort")
+        _run(root, operation, "--abort")
 
 
 def _head(root: Path) -> str | None:
-    status, out, _ = git._run(root, "rev-parse", "--verify", "--quiet", "HEAD")
+    status, out, _ = _run(root, "rev-parse", "--verify", "--quiet", "HEAD")
     return str(out) if status == 0 else None
 
 
 def _branch(root: Path) -> str:
-    status, out, _ = git._run(root, "symbolic-ref", "--short", "-q", "HEAD")
+    status, out, _ = _run(root, "symbolic-ref", "--short", "-q", "HEAD")
     return str(out) if status == 0 and out else "HEAD"

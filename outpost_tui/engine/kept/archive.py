@@ -30,6 +30,10 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from .. import git
+from ..git.integration import _candidate
+from ..git.layout import _inside, _workspaces
+from ..git.runner import _check, _first_line, _run
+from ..git.worktrees import _worktree_lock
 from .processes import Occupant, occupants
 
 ARCHIVE_PREFIX = "refs/outpost/archive"
@@ -98,14 +102,14 @@ def _plumbing(root: Path, *args: str, input: bytes | None = None, index: Path | 
     None of these commands runs a hook, a filter or the fsmonitor (hash-object --no-filters; the
     others never touch a working tree)."""
     try:
-        status, out, err = git._run(root, *args, input=input or b"", index=index, timeout=_GIT_TIMEOUT,
+        status, out, err = _run(root, *args, input=input or b"", index=index, timeout=_GIT_TIMEOUT,
                                     binary=True, strip=False)
     except git.GitError as error:
         raise ArchiveError(str(error)) from error
     if status == git.GIT_TIMEOUT_STATUS:
         raise ArchiveError(f"git {args[0]} did not finish within {_GIT_TIMEOUT:g} s in {root}")
     if status != 0:
-        raise ArchiveError(f"{check or 'git ' + args[0]} failed in {root}: {git._first_line(err)}")
+        raise ArchiveError(f"{check or 'git ' + args[0]} failed in {root}: {_first_line(err)}")
     return bytes(out)
 
 
@@ -134,10 +138,10 @@ class Entry:
 
 def _ignored_paths(directory: Path) -> set[str]:
     """Ignored paths of the worktree as git reports them (directories end with "/")."""
-    status, out, err = git._run(directory, "ls-files", "-z", "--others", "--ignored", "--exclude-standard",
+    status, out, err = _run(directory, "ls-files", "-z", "--others", "--ignored", "--exclude-standard",
                                 "--directory", strip=False)
     if status != 0:
-        raise ArchiveError(f"listing ignored files failed in {directory}: {git._first_line(str(err))}")
+        raise ArchiveError(f"listing ignored files failed in {directory}: {_first_line(str(err))}")
     return {p for p in str(out).split("\0") if p}
 
 
@@ -229,7 +233,7 @@ def attempt_of(branch: str | None) -> Attempt | None:
 
 
 def archived_commit(root: Path | str, attempt: Attempt) -> str | None:
-    status, out, _ = git._run(root, "rev-parse", "--verify", "--quiet", f"{attempt.ref}^{{commit}}")
+    status, out, _ = _run(root, "rev-parse", "--verify", "--quiet", f"{attempt.ref}^{{commit}}")
     return str(out) if status == 0 and out else None
 
 
@@ -415,8 +419,8 @@ def archive_and_remove(root: Path | str, directory: Path | str, attempt: Attempt
                        include_ignored: bool = False) -> Removal:
     """Archive the worktree, verify the archive, then remove the worktree (the branch stays)."""
     root, top = Path(root), Path(directory).absolute()
-    if not git._inside(top, git._workspaces(root)):
-        raise ArchiveError(f"{top} is not a worktree under {git._workspaces(root)}: not removed")
+    if not _inside(top, _workspaces(root)):
+        raise ArchiveError(f"{top} is not a worktree under {_workspaces(root)}: not removed")
     found = occupants(top)
     if found:
         raise Occupied(top, found)
@@ -430,9 +434,9 @@ def archive_and_remove(root: Path | str, directory: Path | str, attempt: Attempt
     aside = root / git.OUTPOST_DIR / git.RECOVERY / f"{REMOVING}-{top.name}-{uuid.uuid4().hex[:8]}"
     aside.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     # One rename: from here the worktree is gone for git, and the bytes still on disk until deleted.
-    with git._worktree_lock(root).exclusive():
+    with _worktree_lock(root).exclusive():
         os.rename(top, aside)
-        git._check("git worktree prune", root, "worktree", "prune")
+        _check("git worktree prune", root, "worktree", "prune")
     # Whatever wrote into the worktree between the check and the rename is caught here, before a
     # byte is deleted: the directory then stays aside, whole, and the error says where.
     changed = _written_since(root, aside, archived, left_out)
@@ -502,17 +506,17 @@ def restore(root: Path | str, attempt: Attempt, directory: Path | str | None = N
                   or git.worktree_directory(root, attempt.key, attempt.branch)).absolute()
     if os.path.lexists(target):
         raise ArchiveError(f"{target} already exists: not restored over it")
-    if not git._inside(target, git._workspaces(root)):
-        raise ArchiveError(f"{target} is not under {git._workspaces(root)}: not restored there")
-    git._check("git worktree prune", root, "worktree", "prune")
-    branch_tip = git._candidate(root, f"refs/heads/{attempt.branch}")
+    if not _inside(target, _workspaces(root)):
+        raise ArchiveError(f"{target} is not under {_workspaces(root)}: not restored there")
+    _check("git worktree prune", root, "worktree", "prune")
+    branch_tip = _candidate(root, f"refs/heads/{attempt.branch}")
     checkout = [attempt.branch] if branch_tip == head else ["--detach", head]
     target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with git._worktree_lock(root).exclusive():
-        git._check(f"creating worktree {target}", root, "worktree", "add", "--quiet", "--no-checkout",
+    with _worktree_lock(root).exclusive():
+        _check(f"creating worktree {target}", root, "worktree", "add", "--quiet", "--no-checkout",
                    str(target), *checkout)
     # The index follows HEAD (as a fresh checkout's would); the files come from the archive itself.
-    git._check("reading HEAD into the index", target, "read-tree", head)
+    _check("reading HEAD into the index", target, "read-tree", head)
     tree = _tree_entries(root, commit)
     blobs = _read_blobs(root, [oid for _, oid in tree.values()])
     modes = {path: int(value, 8) for path, value in manifest.get("modes", {}).items()}
@@ -547,7 +551,7 @@ def _read_blobs(root: Path, oids: list[str]) -> dict[str, bytes]:
 
 def archives(root: Path | str) -> list[tuple[Attempt, str]]:
     """Every archive ref of the repository: (attempt, commit)."""
-    out = str(git._check("listing archives", root, "for-each-ref", "--format=%(refname) %(objectname)",
+    out = str(_check("listing archives", root, "for-each-ref", "--format=%(refname) %(objectname)",
                          ARCHIVE_PREFIX + "/"))
     found = []
     for line in out.splitlines():

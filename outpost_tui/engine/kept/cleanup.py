@@ -22,6 +22,7 @@ from typing import Callable
 
 from . import archive
 from .. import git
+from ..git.runner import _check
 from .retained import RetainedAttempt, RetainedRace
 
 DAY = 86400.0
@@ -146,7 +147,7 @@ def race_branches(root: Path | str, race_id: str) -> list[tuple[str, str]]:
     """(branch, commit) of every branch of the race."""
     if not git.RACE_ID_PATTERN.fullmatch(race_id) or ".." in race_id:
         raise ValueError(f"invalid race id {race_id!r}")
-    out = str(git._check("listing branches", root, "for-each-ref", "--format=%(refname:short) %(objectname)",
+    out = str(_check("listing branches", root, "for-each-ref", "--format=%(refname:short) %(objectname)",
                          f"refs/heads/{git.BRANCH_PREFIX}/{race_id}/"))
     return [tuple(line.split(" ", 1)) for line in out.splitlines() if line]
 
@@ -188,7 +189,7 @@ def _check_branch(root: Path, branch: str, commit: str) -> BranchCheck:
 
 
 def _user_history(root: Path, base: str) -> bytes:
-    refs = str(git._check("listing refs", root, "for-each-ref", "--format=%(refname)", "refs/heads/", "refs/tags/",
+    refs = str(_check("listing refs", root, "for-each-ref", "--format=%(refname)", "refs/heads/", "refs/tags/",
                           "refs/remotes/")).split()
     refs = [r for r in refs if not r.startswith(f"refs/heads/{git.BRANCH_PREFIX}/")]
     if not refs:
@@ -223,7 +224,7 @@ def archive_branch(root: Path | str, branch: str) -> str:
     attempt = archive.attempt_of(branch)
     if attempt is None:
         raise archive.ArchiveError(f"{branch} is not a race's branch: not archived")
-    tip = str(git._check("reading the branch", root, "rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}"))
+    tip = str(_check("reading the branch", root, "rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}"))
     previous = archive.archived_commit(root, attempt)
     manifest = {"directory": None, "head": tip, "modes": {}, "empty_dirs": [], "ignored_included": False,
                 "ignored_left_out": {"files": 0, "bytes": 0}}

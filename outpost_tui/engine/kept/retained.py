@@ -17,6 +17,8 @@ from typing import Any
 
 from . import archive
 from .. import git
+from ..git.integration import _candidate
+from ..git.runner import _check, _first_line, _run
 from ..records import history
 from ..core.events import RaceStarted
 from .processes import Occupant, occupants_of
@@ -185,11 +187,11 @@ def holds(directory: Path | str) -> Holds:
     """Count what the worktree holds beyond HEAD (git status, plus edits index flags hide)."""
     top = Path(directory)
     git.check_worktree_link(top)
-    status, out, err = git._run(top, "--no-optional-locks", "status", "--porcelain=v1", "-z",
+    status, out, err = _run(top, "--no-optional-locks", "status", "--porcelain=v1", "-z",
                                 "--untracked-files=all", "--ignored=matching",
                                 strip=False)
     if status != 0:
-        raise git.GitError(f"git status failed in {top}: {git._first_line(str(err))}")
+        raise git.GitError(f"git status failed in {top}: {_first_line(str(err))}")
     found = Holds()
     entries = str(out).split("\0")
     index = 0
@@ -226,7 +228,7 @@ def hidden_edits(directory: Path | str) -> list[str]:
 
 
 def diff_stat(root: Path | str, baseline: str, tree: str) -> dict:
-    out = str(git._check("git diff --numstat", root, "diff", "--numstat", "-z", "--no-renames", "--no-ext-diff",
+    out = str(_check("git diff --numstat", root, "diff", "--numstat", "-z", "--no-renames", "--no-ext-diff",
                          "--no-textconv", baseline, tree, "--", strip=False))
     files = insertions = deletions = 0
     for record in out.split("\0"):
@@ -244,18 +246,18 @@ def whole_work(root: Path | str, attempt: RetainedAttempt) -> str:
     if attempt.present and attempt.path and not attempt.link_changed:
         return archive.snapshot(root, attempt.path, leave_out=attempt.setup_files)
     if attempt.archive:
-        return str(git._check("reading the archive", root, "rev-parse", f"{attempt.archive}^{{tree}}"))
-    return str(git._check("reading the branch", root, "rev-parse", f"{attempt.head or attempt.branch}^{{tree}}"))
+        return str(_check("reading the archive", root, "rev-parse", f"{attempt.archive}^{{tree}}"))
+    return str(_check("reading the branch", root, "rev-parse", f"{attempt.head or attempt.branch}^{{tree}}"))
 
 
 def work_diff(root: Path | str, old: str, new: str) -> str:
     """The patch from `old` to `new` (commits or trees), as text for the diff view."""
-    return str(git._check("git diff", root, "diff", "--no-color", "--no-ext-diff", "--no-textconv", "-M",
+    return str(_check("git diff", root, "diff", "--no-color", "--no-ext-diff", "--no-textconv", "-M",
                           old, new, "--", strip=False))
 
 
 def touched(root: Path | str, old: str, new: str) -> list[str]:
-    out = str(git._check("git diff --name-only", root, "diff", "--name-only", "-z", "--no-renames", old, new, "--",
+    out = str(_check("git diff --name-only", root, "diff", "--name-only", "-z", "--no-renames", old, new, "--",
                          strip=False))
     return [p for p in out.split("\0") if p]
 
@@ -273,13 +275,13 @@ def _baseline(root: Path, race_id: str, result: dict | None, head: str | None) -
     except (history.UnknownRace, history.UnreadableRace, OSError, git.GitError):
         pass
     if head:
-        status, out, _ = git._run(root, "merge-base", "HEAD", head)
+        status, out, _ = _run(root, "merge-base", "HEAD", head)
         return str(out) if status == 0 and out else None
     return None
 
 
 def _attempt_branches(root: Path) -> list[tuple[archive.Attempt, str]]:
-    out = str(git._check("listing branches", root, "for-each-ref", "--format=%(refname:short) %(objectname)",
+    out = str(_check("listing branches", root, "for-each-ref", "--format=%(refname:short) %(objectname)",
                          f"refs/heads/{git.BRANCH_PREFIX}/"))
     found = []
     for line in out.splitlines():
@@ -327,7 +329,7 @@ def retained(repository: Path | str, *, now: float | None = None, detail: bool =
                 outcome, reason = INTERRUPTED, "the race did not finish"
             else:
                 outcome, reason = UNKNOWN, "no recorded result for this attempt"
-            head = (worktree or {}).get("head") or git._candidate(root, f"refs/heads/{attempt.branch}")
+            head = (worktree or {}).get("head") or _candidate(root, f"refs/heads/{attempt.branch}")
             row = RetainedAttempt(
                 attempt.race_id, attempt.key, attempt.attempt, attempt.branch,
                 worktree["path"] if worktree else None, bool(worktree and not worktree["missing"]), head,

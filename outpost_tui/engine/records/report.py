@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..files import write_atomically
-from ..git import OUTPOST_DIR, repository_root
+from ..git.layout import OUTPOST_DIR, repository_root
 from ..core.usage import cost_text
 from ..verdict.record import describe_tests
 

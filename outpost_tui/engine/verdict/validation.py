@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..git import Commit
+from ..git.commits import Commit
 from ..core.result import Validation
 from ..sandbox import Completed, Sandbox, SandboxError
 from ..sandbox.base import LineSink

@@ -155,7 +155,7 @@ class RaceScreen(FooterOrder):
             return
         from ...engine.durable import recovery
         from ...engine.durable.checkpoint import CheckpointError
-        from ...engine.git import GitError
+        from ...engine.git.runner import GitError
 
         try:
             view = recovery.inspect(spec.repository, spec.run_id)

@@ -1,0 +1,167 @@
+"""Commits in a candidate's worktree: its head and the commits since the baseline, changes left
+uncommitted, the commit made on an agent's behalf, and clean-tree checks."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from .layout import check_worktree_link
+from .runner import _STATUS, _check, _failure, _revision, _run
+
+BOT_NAME = "outpost-tui"
+
+
+BOT_EMAIL = "outpost-tui@localhost"
+
+
+@dataclass(frozen=True)
+class Commit:
+    oid: str
+    subject: str
+
+    def to_json(self) -> dict:
+        return {"oid": self.oid, "subject": self.subject}
+
+
+def identity(directory: Path | str) -> dict[str, str]:
+    """The user's git identity as seen from `directory` (repository, then global and system
+    configuration): {"name": …, "email": …}, with whichever of the two is set."""
+    status, out, _ = _run(directory, "config", "--get-regexp", r"^user\.(name|email)$", timeout=10)
+    found: dict[str, str] = {}
+    if status == 0:
+        for line in str(out).splitlines():
+            key, _, value = line.partition(" ")
+            if value.strip():
+                found[key.removeprefix("user.")] = value.strip()  # the last (most local) one wins
+    return found
+
+
+def head(directory: Path | str) -> str:
+    check_worktree_link(directory)
+    return str(_check("reading HEAD", directory, "rev-parse", "--verify", "HEAD"))
+
+
+def commits_since(directory: Path | str, baseline: str) -> list[Commit]:
+    """Commits on HEAD since `baseline`, oldest first."""
+    _revision(baseline, "baseline")
+    check_worktree_link(directory)
+    # Topological order puts HEAD last, which head_and_commits relies on.
+    out = _check("listing commits", directory, "log", "--topo-order", "--reverse", "--no-show-signature",
+                 "--format=%H %s", f"{baseline}..HEAD", "--")
+    commits = []
+    for line in str(out).splitlines():
+        oid, _, subject = line.partition(" ")
+        if oid:
+            commits.append(Commit(oid=oid, subject=subject))
+    return commits
+
+
+def head_and_commits(directory: Path | str, baseline: str) -> tuple[str, list[Commit]]:
+    """HEAD and the commits since `baseline`, with one git process when there are commits."""
+    commits = commits_since(directory, baseline)
+    return (commits[-1].oid if commits else head(directory)), commits
+
+
+def _left_out(paths: Sequence[str]) -> list[str]:
+    # Files the race's setup put in a worktree (copied from the user's checkout, or built) are
+    # never the candidate's work: they stay out of anything committed on its behalf.
+    return [f":(top,exclude,literal){path.rstrip('/')}" for path in paths]
+
+
+def has_changes(directory: Path | str, leave_out: Sequence[str] = ()) -> bool:
+    """Uncommitted tracked changes or untracked files that are not ignored (outside leave_out)."""
+    check_worktree_link(directory)
+    out = _check("git status", directory, *_STATUS, "--porcelain", "--untracked-files=normal",
+                 "--", ".", *_left_out(leave_out))
+    return bool(str(out).strip())
+
+
+_IDENTITY_ERRORS = ("Please tell me who you are", "auto-detection is disabled", "empty ident name",
+                    "Author identity unknown", "Committer identity unknown")
+
+
+def commit_all(directory: Path | str, message: str, leave_out: Sequence[str] = ()) -> str | None:
+    """Commit everything left in the worktree on the agent's behalf; None when nothing changed.
+
+    The first attempt refuses guessed identities (user.useConfigOnly); only when the repository
+    has none configured does outpost-tui's own identity fill the gap, so a configured user keeps
+    authorship. Hooks are skipped: the agent's leftovers are judged by validation, not by the
+    user's pre-commit tooling. Paths in leave_out (the setup's files) are never added.
+    """
+    check_worktree_link(directory)
+    _check("git add", directory, "add", "-A", "--", ".", *_left_out(leave_out))
+    commit = ("commit", "--quiet", "--no-verify", "--no-gpg-sign", "--allow-empty-message", "-m", message)
+    status, _, err = _run(directory, *commit, config=("user.useConfigOnly=true",))
+    if status != 0 and any(marker in err for marker in _IDENTITY_ERRORS):
+        config = []
+        configured = str(_run(directory, "config", "--get-regexp", r"^user\.(name|email)$")[1])
+        names = {line.split(" ", 1)[0] for line in configured.splitlines()}
+        if "user.email" not in names:
+            config += [f"user.email={BOT_EMAIL}", f"user.name={BOT_NAME}"]
+        elif "user.name" not in names:
+            config += [f"user.name={BOT_NAME}"]
+        status, _, err = _run(directory, *commit, config=config)
+    if status != 0:
+        if _run(directory, "diff", "--cached", "--quiet", "--no-ext-diff")[0] == 0:
+            return None
+        raise _failure("committing on the agent's behalf", directory, err)
+    return head(directory)
+
+
+def is_clean(directory: Path | str) -> bool:
+    """Attached HEAD and no modified, untracked or ignored file, whatever the index's flags say:
+    safe to remove."""
+    check_worktree_link(directory)
+    out = _check("git status", directory, *_STATUS, "--porcelain=v2", "--branch",
+                 "--untracked-files=normal", "--ignored")
+    for line in str(out).splitlines():
+        if line == "# branch.head (detached)":
+            return False
+        if line and not line.startswith("# "):
+            return False
+    # status trusts the index: an edit behind assume-unchanged or skip-worktree is invisible to it
+    return not hidden_edits(directory)
+
+
+def hidden_edits(directory: Path | str) -> list[str]:
+    """Paths whose index flags (assume-unchanged, skip-worktree) hide an edit on disk from git status.
+
+    Each flagged file is hashed as git would store it and compared with the index's object id
+    (which, once status shows nothing staged, is HEAD's). A flagged file gone from the disk counts:
+    it is an edit too, and keeping a worktree is never the loss removing one can be."""
+    top = Path(directory)
+    status, out, err = _run(top, "ls-files", "-v", "-s", "-z", strip=False)
+    if status != 0:
+        raise _failure("git ls-files", top, str(err))
+    hidden = []
+    for record in str(out).split("\0"):
+        if not record or "\t" not in record:
+            continue
+        meta, path = record.split("\t", 1)
+        tag, _mode, oid, _stage = meta.split()
+        if not (tag.islower() or tag == "S"):
+            continue
+        full = top / path
+        try:
+            data = os.fsencode(os.readlink(full)) if os.path.islink(full) else full.read_bytes()
+        except FileNotFoundError:
+            hidden.append(path)
+            continue
+        except OSError:
+            hidden.append(path)  # unreadable: cannot be shown to match
+            continue
+        if blob_id(data, "sha256" if len(oid) == 64 else "sha1") != oid:
+            hidden.append(path)
+    return hidden
+
+
+def blob_id(data: bytes, algorithm: str = "sha1") -> str:
+    """The object id git gives `data` as a blob."""
+    digest = hashlib.new(algorithm)
+    digest.update(b"blob %d\0" % len(data))
+    digest.update(data)
+    return digest.hexdigest()
