@@ -71,7 +71,7 @@ def build_image(args: argparse.Namespace) -> int:
     from ..engine.sandbox.images import (ImageError, build_dockerfile, build_sample_image, import_rootfs,
                                  parse_tag)
     from ..engine.sandbox.base import SandboxError
-    from ..engine.sandbox.container import connect
+    from ..engine.sandbox.container_engine import connect
 
     try:
         parse_tag(args.tag)

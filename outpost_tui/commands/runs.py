@@ -71,7 +71,7 @@ def _handle(args) -> int:
 def _containers() -> dict[str, list[str]]:
     """Containers that belong to runs, by run id, when a container engine is reachable."""
     from ..engine.sandbox import SandboxError
-    from ..engine.sandbox.container import list_containers
+    from ..engine.sandbox.container_engine import list_containers
 
     try:
         found = list_containers()

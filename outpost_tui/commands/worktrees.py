@@ -158,7 +158,7 @@ def _list(root, args) -> int:
 
 def _containers(root, endpoint: str | None) -> tuple[list[dict], str | None]:
     from ..engine.sandbox import SandboxError
-    from ..engine.sandbox.container import list_containers
+    from ..engine.sandbox.container_engine import list_containers
 
     try:
         return list_containers(repository=str(root), endpoint=endpoint), None
@@ -271,7 +271,7 @@ def _parse_attempt(ident: str):
 def _remove_containers(root, args) -> int:
     from ..engine.records.history import recorded_races
     from ..engine.sandbox import SandboxError
-    from ..engine.sandbox.container import remove_race_containers
+    from ..engine.sandbox.container_engine import remove_race_containers
 
     containers, engine_error = _containers(root, args.endpoint)
     if engine_error:

@@ -102,12 +102,12 @@ SH_SCORE = ("sh", "-c", "wc -c < out.txt")
 
 
 def overhead_sh(candidates: int = 8, rounds: int = 5) -> dict:
-    from outpost_tui.engine import git
+    from outpost_tui.engine.git import runner as git_runner
     from outpost_tui.engine.core.spec import ScoreSpec
 
     engine_times, raw_times, git_calls = [], [], []
     counting = {"calls": 0}
-    execute = git._execute
+    execute = git_runner._execute
 
     def counted(*args, **options):
         counting["calls"] += 1
@@ -119,13 +119,13 @@ def overhead_sh(candidates: int = 8, rounds: int = 5) -> dict:
             for n in range(candidates)], validate=ValidateSpec(command=SH_VALIDATION),
             score=ScoreSpec(command=SH_SCORE))
         counting["calls"] = 0
-        git._execute = counted
+        git_runner._execute = counted
         try:
             started = time.perf_counter()
             result = run_race(spec)
             engine_times.append(time.perf_counter() - started)
         finally:
-            git._execute = execute
+            git_runner._execute = execute
         git_calls.append(counting["calls"])
         assert result.status.value == "winner", result.status
         assert all(c.score is not None for c in result.candidates), result.to_json()

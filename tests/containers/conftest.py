@@ -18,7 +18,8 @@ import pytest
 from outpost_tui.engine.core.spec import DEFAULT_IMAGE
 from outpost_tui.engine.sandbox.images import build_sample_image
 from outpost_tui.engine.sandbox.base import SandboxContext, SandboxError
-from outpost_tui.engine.sandbox.container import LABEL_RACE, ContainerProvider, connect
+from outpost_tui.engine.sandbox.container_engine import LABEL_RACE, connect
+from outpost_tui.engine.sandbox.container import ContainerProvider
 from outpost_tui.engine.core.spec import SandboxSpec
 from tests.conftest import git, make_repo
 

@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from outpost_tui.engine.sandbox.container import list_containers, remove_race_containers
+from outpost_tui.engine.sandbox.container_engine import list_containers, remove_race_containers
 from tests.conftest import git
 
 from .conftest import IMAGE

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from outpost_tui.engine.sandbox.base import SandboxError
-from outpost_tui.engine.sandbox.container import connect, list_containers
+from outpost_tui.engine.sandbox.container_engine import connect, list_containers
 
 from .conftest import IMAGE, unavailable
 

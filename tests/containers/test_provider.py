@@ -13,8 +13,9 @@ import pytest
 
 from outpost_tui.engine.sandbox.base import SandboxError
 from outpost_tui.engine.sandbox.providers import provider_for
-from outpost_tui.engine.sandbox.container import (WRAPPER, ContainerProvider, container_name,
-                                                  list_containers, remove_race_containers)
+from outpost_tui.engine.sandbox.container_scripts import WRAPPER
+from outpost_tui.engine.sandbox.container import ContainerProvider
+from outpost_tui.engine.sandbox.container_engine import container_name, list_containers, remove_race_containers
 from outpost_tui.engine.core.spec import SandboxSpec
 from tests.conftest import git
 

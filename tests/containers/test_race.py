@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from outpost_tui.engine import CandidateSpec, EventKind, build_spec, run_race
-from outpost_tui.engine.sandbox.container import list_containers
+from outpost_tui.engine.sandbox.container_engine import list_containers
 from outpost_tui.engine.core.spec import SandboxSpec, ValidateSpec
 from tests.conftest import git
 

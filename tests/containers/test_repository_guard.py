@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from outpost_tui.engine.sandbox.container import list_containers
+from outpost_tui.engine.sandbox.container_engine import list_containers
 from tests.conftest import git
 
 from .conftest import IMAGE

@@ -13,7 +13,8 @@ import time
 import anyio
 import pytest
 
-from outpost_tui.engine.sandbox.container import KILL_GRACE, WRAPPER, list_containers
+from outpost_tui.engine.sandbox.container_scripts import KILL_GRACE, WRAPPER
+from outpost_tui.engine.sandbox.container_engine import list_containers
 
 from .conftest import IMAGE
 from .test_provider import processes

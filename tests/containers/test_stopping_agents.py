@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from outpost_tui.engine.core.spec import SandboxSpec
-from outpost_tui.engine.sandbox.container import KILL_GRACE
+from outpost_tui.engine.sandbox.container_scripts import KILL_GRACE
 from tests.stubborn import BEFORE, IN_GRACE, calc_repo, figures, plus, race, stubborn_record
 
 from .conftest import IMAGE

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from outpost_tui.engine.sandbox.base import SandboxError
-from outpost_tui.engine.sandbox.container import find_endpoint, resolve_endpoint, user_mapping
+from outpost_tui.engine.sandbox.container_engine import find_endpoint, resolve_endpoint, user_mapping
 from outpost_tui.engine.sandbox.engines import ContextError, discover, sockets
 
 

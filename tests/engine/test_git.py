@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from outpost_tui.engine import git as g
+from outpost_tui.engine.git import runner as git_runner
+from outpost_tui.engine.git import worktrees as git_worktrees
 
 
 @pytest.fixture(autouse=True)
@@ -235,7 +237,7 @@ def test_a_worktree_command_meeting_another_half_written_is_run_again(repo, monk
     (inflight / "HEAD").write_text(g.resolve_commit(repo) + "\n")
     (inflight / "commondir").write_text("")
     errors = []
-    once = g._execute_once
+    once = git_runner._execute_once
 
     def the_other_add_finishes(command, **options):
         status, out, err = once(command, **options)
@@ -244,7 +246,7 @@ def test_a_worktree_command_meeting_another_half_written_is_run_again(repo, monk
             (inflight / "commondir").write_text("../..\n")
         return status, out, err
 
-    monkeypatch.setattr(g, "_execute_once", the_other_add_finishes)
+    monkeypatch.setattr(git_runner, "_execute_once", the_other_add_finishes)
     branch = g.branch_name("race1", "alpha", 1)
     directory = g.worktree_directory(repo, "alpha", branch)
     g.add_worktree(repo, branch, directory, g.resolve_commit(repo))
@@ -260,7 +262,7 @@ def test_worktrees_are_allocated_and_removed_concurrently(repo):
     baseline = g.resolve_commit(repo)
     inside: list[int] = []
     most = [0]
-    once = g._execute_once
+    once = git_runner._execute_once
     guard = threading.Lock()
 
     def watched(command, **options):
@@ -276,7 +278,7 @@ def test_worktrees_are_allocated_and_removed_concurrently(repo):
                 with guard:
                     inside.pop()
 
-    g._execute_once = watched
+    git_runner._execute_once = watched
     failures = []
     start = threading.Barrier(6)
 
@@ -298,9 +300,9 @@ def test_worktrees_are_allocated_and_removed_concurrently(repo):
         for thread in threads:
             thread.join()
     finally:
-        g._execute_once = once
+        git_runner._execute_once = once
     assert failures == []
-    assert len(g._registered_worktrees(repo)) == 1  # every one removed, only the checkout left
+    assert len(git_worktrees._registered_worktrees(repo)) == 1  # every one removed, only the checkout left
     assert most[0] >= 2  # adds overlapped: none waited for another's to finish
 
 

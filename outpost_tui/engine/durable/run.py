@@ -27,7 +27,7 @@ from .checkpoint import (CheckpointError, CheckpointStore, CorruptCheckpoint, ra
 from .checkpoint_state import interrupted
 from ..core.events import Settled
 from ..core.result import CandidateRecord, RaceResult, race_result_from_json
-from ..sandbox.container import remove_race_containers, resolve_endpoint
+from ..sandbox.container_engine import remove_race_containers, resolve_endpoint
 from ..sandbox.local import LocalProvider
 from ..core.statuses import CandidateStatus, Phase, RaceStatus
 from .transport import LocalTransport, TransportError

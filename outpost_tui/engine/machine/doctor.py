@@ -286,7 +286,7 @@ def container_checks(spec: RaceSpec | None, *, required: bool,
                      programs: Mapping[str, str] | None = None) -> list[Check]:
     """The engine (and the race's image); with `programs`, whether the image has each of them."""
     from ..sandbox.base import SandboxError
-    from ..sandbox.container import connect_endpoint
+    from ..sandbox.container_engine import connect_endpoint
 
     programs = dict(programs or {})
     sandbox = spec.sandbox if spec else None
@@ -346,7 +346,7 @@ def engine_setting_checks(client: Any, endpoint: str, spec: RaceSpec | None, ima
     """Whether files containers write will be the user's on the host (checked with a real
     container when there is an image), and whether the network the race asks for exists."""
     from ..sandbox.base import SandboxError
-    from ..sandbox.container import check_network, engine_kind, user_mapping
+    from ..sandbox.container_engine import check_network, engine_kind, user_mapping
 
     try:
         kind = engine_kind(client, endpoint)

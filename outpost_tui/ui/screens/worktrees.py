@@ -44,7 +44,7 @@ from ...engine.kept.retained import (
 )
 from ...engine.kept.revalidation import NotRecorded, revalidate
 from ...engine.sandbox import SandboxError
-from ...engine.sandbox.container import list_containers
+from ...engine.sandbox.container_engine import list_containers
 from ..paths import shown_path
 from ..shell import open_shell
 from ..widgets.header import OutpostHeader
