@@ -26,7 +26,8 @@ def test_a_cancelled_agent_in_a_container_that_ignores_term_has_its_grace_output
     assert figures(result["usage"]) == plus(BEFORE, IN_GRACE)
     stop = stubborn["stop"]
     assert (stop["why"], stop["ended_by"], stop["grace"]) == ("cancelled", "KILL", KILL_GRACE)
-    assert stop["lines_after_term"] == 4 and figures(stop["usage_after_term"]) == IN_GRACE
+    # its four lines, and the wrapper shell's "Killed" when that is read before the stream ends
+    assert stop["lines_after_term"] in (4, 5) and figures(stop["usage_after_term"]) == IN_GRACE
     assert len(warnings) == 1 and "python3 ignored TERM and was killed 0.5s later" in warnings[0]
 
 
