@@ -8,9 +8,26 @@ import time
 from typing import IO
 
 from .engine.core.events import (
-    Admitted, AgentExited, AgentStarted, BaselineValidated, BudgetExhausted, CommittedOnBehalf, Event,
-    Operator, Quota, RaceFinished, RaceStarted, Retry, Scored, Settled, SetupFinished, Tampering, Tool,
-    ValidationFinished, ValidationStarted, Warned,
+    Admitted,
+    AgentExited,
+    AgentStarted,
+    BaselineValidated,
+    BudgetExhausted,
+    CommittedOnBehalf,
+    Event,
+    Operator,
+    Quota,
+    RaceFinished,
+    RaceStarted,
+    Retry,
+    Scored,
+    Settled,
+    SetupFinished,
+    Tampering,
+    Tool,
+    ValidationFinished,
+    ValidationStarted,
+    Warned,
 )
 from .engine.core.model import RaceModel
 from .engine.core.usage import cost_text

@@ -8,7 +8,15 @@ import copy
 import pytest
 
 from outpost_tui.engine.durable import checkpoint_state
-from outpost_tui.engine.durable.checkpoint_state import ATTEMPT, RECORD, RESULT, STATE, USAGE, InvalidState, check_state
+from outpost_tui.engine.durable.checkpoint_state import (
+    ATTEMPT,
+    RECORD,
+    RESULT,
+    STATE,
+    USAGE,
+    InvalidState,
+    check_state,
+)
 from tests.engine.test_checkpoint import finished_state
 
 
@@ -52,7 +60,8 @@ def test_every_declared_field_is_checked(name: str, parent: tuple, rule: checkpo
     assert str(refused.value).startswith(f"{name} is "), str(refused.value)
 
 
-@pytest.mark.parametrize("name", [name for name, rule in STATE.items() if rule.default is checkpoint_state.REQUIRED])
+@pytest.mark.parametrize("name", [name for name, rule in STATE.items()
+                                  if rule.default is checkpoint_state.REQUIRED])
 def test_a_required_field_may_not_be_left_out(name: str):
     state = saved()
     del state[name]

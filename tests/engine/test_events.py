@@ -10,7 +10,13 @@ import pytest
 
 from outpost_tui.engine import agents
 from outpost_tui.engine.core.events import (
-    EVENT_TYPES, UNSET, EventKind, RaceStarted, Settled, Text, event_of,
+    EVENT_TYPES,
+    UNSET,
+    EventKind,
+    RaceStarted,
+    Settled,
+    Text,
+    event_of,
 )
 from tests.agents.replay import TRANSCRIPTS, decoder_for, feed, transcript
 from tests.engine.flightlog_races import run_both
@@ -23,7 +29,7 @@ def test_every_kind_has_one_frozen_class():
     for kind, cls in EVENT_TYPES.items():
         assert cls.kind is kind and dataclasses.is_dataclass(cls)
         with pytest.raises(dataclasses.FrozenInstanceError):
-            event = event_of(kind, "a", 1, {name: None for name in cls.fields_})
+            event = event_of(kind, "a", 1, dict.fromkeys(cls.fields_))
             event.key = "b"
 
 

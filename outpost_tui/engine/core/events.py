@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, ClassVar
 
 
 class EventKind(StrEnum):

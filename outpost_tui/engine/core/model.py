@@ -13,9 +13,30 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from .events import (
-    Admitted, AgentExited, AgentStarted, BudgetExhausted, CommittedOnBehalf, Event, Log, Operator, Quota,
-    RaceFinished, RaceStarted, Retry, Scored, Settled, SetupFinished, SetupStarted, Tampering, Text, Tool,
-    UsageReported, ValidationFinished, ValidationStarted, Warned, WorktreeReady,
+    Admitted,
+    AgentExited,
+    AgentStarted,
+    BudgetExhausted,
+    CommittedOnBehalf,
+    Event,
+    Log,
+    Operator,
+    Quota,
+    RaceFinished,
+    RaceStarted,
+    Retry,
+    Scored,
+    Settled,
+    SetupFinished,
+    SetupStarted,
+    Tampering,
+    Text,
+    Tool,
+    UsageReported,
+    ValidationFinished,
+    ValidationStarted,
+    Warned,
+    WorktreeReady,
 )
 from .usage import Usage
 
@@ -136,7 +157,8 @@ class RaceModel:
                 candidate.accepted = True
                 candidate.add_log("── accepted by the operator")
             case Retry():
-                candidate.retrying = (f"{event.cause}: " if event.cause else "") + str(event.message or "retrying")
+                cause = f"{event.cause}: " if event.cause else ""
+                candidate.retrying = cause + str(event.message or "retrying")
             case Admitted():
                 candidate.state = "starting"
                 candidate.attempt = event.attempt or 0

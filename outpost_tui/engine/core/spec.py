@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import MISSING, dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Awaitable, Callable, Literal, Mapping
+from typing import Any, Literal
 
 from ..gitenv import is_scrubbed
 
@@ -76,7 +77,7 @@ class Key:
     expected: str = ""  # the "expected ..." words for a value of the wrong kind
     check: Callable[[Any], None] | None = None  # a further rule; raises Refused
     # Keys a race file may give instead of this one, which the reader resolves (brief_file).
-    companions: tuple[tuple[str, "Key"], ...] = ()
+    companions: tuple[tuple[str, Key], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,7 @@ def setup_path_problem(path: str, *, glob: bool) -> str | None:
     if not path.strip():
         return "must not be empty"
     parts = path.replace("\\", "/").split("/")
-    if path.startswith("/") or path.startswith("~"):
+    if path.startswith(("/", "~")):
         return f"{json.dumps(path)} must be relative to the repository root"
     if ".." in parts:
         return f"{json.dumps(path)} must not leave the repository (no '..')"

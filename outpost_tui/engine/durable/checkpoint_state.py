@@ -14,12 +14,13 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
-from ..git.worktrees import branch_name
 from ..core.spec import valid_key
 from ..core.statuses import CandidateStatus, Phase, RaceStatus
+from ..git.worktrees import branch_name
 
 FORMAT = 1
 PHASES = tuple(str(phase) for phase in Phase)
@@ -53,7 +54,7 @@ class Field:
     # The value when the field is absent; REQUIRED: it must be there. None passes every field
     # whose default is None (absent and null mean "not set").
     default: Any = None
-    shape: Mapping[str, "Field"] | None = None  # an object's own fields
+    shape: Mapping[str, Field] | None = None  # an object's own fields
 
 
 REQUIRED = object()
@@ -84,7 +85,7 @@ _ATTEMPT_NUMBER = Field(lambda value: _is_count(value) and value >= 1, "a number
 USAGE = {
     **{name: Field(lambda value: _is_number(value) and value >= 0, "a number >= 0", 0)
        for name in (*TOKEN_FIELDS, "cost_usd")},
-    **{name: _FLAG for name in ("complete", "estimated", "cost_unknown")},
+    **dict.fromkeys(("complete", "estimated", "cost_unknown"), _FLAG),
 }
 COUNTED_USAGE = {**USAGE, "attempts": Field(lambda value: _is_count(value) and value >= 0,
                                             "a whole number >= 0", REQUIRED)}
@@ -146,7 +147,7 @@ def _check(where: str, data: Any, shape: Mapping[str, Field]) -> dict:
     if not isinstance(data, dict):
         raise InvalidState(f"{where} is {type(data).__name__}, expected an object")
     for name, rule in shape.items():
-        if name not in data or data[name] is None and rule.default is None:
+        if name not in data or (data[name] is None and rule.default is None):
             if rule.default is REQUIRED:
                 raise InvalidState(f"{_at(where, name)} is {data.get(name)!r}, expected {rule.expected}")
             continue
@@ -240,7 +241,8 @@ def check_state(state: dict, *, key: str | None = None) -> None:
 
     winners = [a for a in attempts if a["record"]["status"] == CandidateStatus.WINNER]
     if len(winners) > 1:
-        raise InvalidState("more than one winner: " + ", ".join(f"{a['key']}#{a['attempt']}" for a in winners))
+        raise InvalidState("more than one winner: "
+                           + ", ".join(f"{a['key']}#{a['attempt']}" for a in winners))
     for winner in winners:
         name = f"winner {winner['key']}#{winner['attempt']}"
         if winner["phase"] != Phase.SETTLED:
@@ -255,9 +257,9 @@ def check_state(state: dict, *, key: str | None = None) -> None:
             # An operator's accept or a failed score (which records an error) needs no score.
             passed = (attempt.get("accepted") and record.get("error") is None
                       and record.get("decided_by") != "operator")
-            scored = (passed and (attempt["phase"] == Phase.VALIDATED
-                                  or record["status"] in (CandidateStatus.REJECTED, CandidateStatus.WINNER))
-                      or record["status"] == CandidateStatus.WINNER and record.get("decided_by") == "score")
+            scored = ((passed and (attempt["phase"] == Phase.VALIDATED
+                                  or record["status"] in (CandidateStatus.REJECTED, CandidateStatus.WINNER)))
+                      or (record["status"] == CandidateStatus.WINNER and record.get("decided_by") == "score"))
             if scored and record.get("score") is None:
                 raise InvalidState(f"{attempt['key']}#{attempt['attempt']} passed validation in best mode "
                                    f"but has no score")
@@ -284,7 +286,8 @@ def _check_result(result: Any, state: dict) -> None:
             raise InvalidState(f"result.{name} is {result.get(name)!r}, expected {state[name]!r}")
     _check("result", result, RESULT)
     if state.get("status") is not None and result["status"] != state["status"]:
-        raise InvalidState(f"result.status is {result['status']!r} but the run's status is {state['status']!r}")
+        raise InvalidState(f"result.status is {result['status']!r} but the run's status is "
+                           f"{state['status']!r}")
     for name in ("candidates", "previous_attempts"):
         for index, record in enumerate(result.get(name, [])):
             _check_record(f"result.{name}[{index}]", record)

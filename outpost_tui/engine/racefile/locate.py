@@ -11,8 +11,8 @@ import json
 import os
 import re
 import stat
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from .. import git as git_runner
 

@@ -14,11 +14,22 @@ from pathlib import Path
 from typing import Any
 
 from .. import agents
-from ..core.spec import (MAX_CANDIDATES, BudgetSpec, CandidateSpec, Price, RaceSpec, Refused, ScoreSpec,
-                         SandboxSpec, SetupSpec, frozen_map)
+from ..core.spec import (
+    MAX_CANDIDATES,
+    BudgetSpec,
+    CandidateSpec,
+    Price,
+    RaceSpec,
+    Refused,
+    SandboxSpec,
+    ScoreSpec,
+    SetupSpec,
+    frozen_map,
+)
 from . import schema
 from .locate import KeyPath, Locator, read_text, repository_problem, syntax_error
-from .values import MISSING as _MISSING, Reader as _Reader
+from .values import MISSING as _MISSING
+from .values import Reader as _Reader
 
 # The largest brief a race file may give (UTF-8 bytes). Agents receive briefs over
 # agents.MAX_BRIEF_ENV by file, never on argv or in the environment (one argv or environment

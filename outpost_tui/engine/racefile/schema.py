@@ -14,12 +14,12 @@ import functools
 import json
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import MISSING, dataclass
 from pathlib import Path
-from typing import Any, Literal, Mapping, Union
+from typing import Any, Literal, Union
 
 from ..core.spec import CandidateSpec, Key, RaceSpec, Table
-
 
 REQUIRED = MISSING
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 import difflib
 import json
 import math
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from ..core.spec import Refused, frozen_map
 from . import schema

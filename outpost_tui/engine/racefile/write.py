@@ -8,8 +8,9 @@ its directory, and Python-only fields (validation callables) have no key and are
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import tomli_w
 
@@ -32,16 +33,17 @@ def dump_race(spec: RaceSpec, relative_to: Path | None = None) -> str:
         return str(path)
 
     chunks = []
-    for name, cls in schema.sections().items():
+    for name in schema.sections():
         value = spec if name == "race" else getattr(spec, name)
-        if value is None or name == "score" and value.command is None:
+        if value is None or (name == "score" and value.command is None):
             continue  # a Python-only score (a callable) has nothing a file can say
         if name == "setup" and not spec.setup.command:
             # without a command the timeout has nothing to bound, so "no limit" need not be said
             value = dataclasses.replace(value, timeout=schema.option(type(value), "timeout").default)
         table = _settings(value, name, path_text)
         if name == "race":
-            table = {"name": spec.name, **table}  # the name is written even at its default: it says what the file is
+            # the name is written even at its default: it says what the file is
+            table = {"name": spec.name, **table}
         if table:
             chunks.append(_toml({name: table}))
     prices = {model: _settings(price, f"{schema.PRICES}.{model}", path_text)
@@ -57,7 +59,8 @@ def dump_race(spec: RaceSpec, relative_to: Path | None = None) -> str:
         # which TOML gives to that candidate.
         subtables = {name: table.pop(name) for name, value in list(table.items()) if isinstance(value, dict)}
         chunks.append("".join([f"[[candidates]]\n{_toml(table)}",
-                               *(f"\n[candidates.{name}]\n{_toml(value)}" for name, value in subtables.items())]))
+                               *(f"\n[candidates.{name}]\n{_toml(value)}"
+                                 for name, value in subtables.items())]))
     return "\n".join(chunk.strip("\n") + "\n" for chunk in chunks)
 
 

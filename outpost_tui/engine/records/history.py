@@ -12,16 +12,25 @@ from __future__ import annotations
 import difflib
 import heapq
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from .. import git
-from ..core.events import Admitted, AgentStarted, Event, EventKind, RaceFinished, RaceStarted, event_from_payload
-from .flightlog import flight_log_lines, runs_directory
+from ..core.events import (
+    Admitted,
+    AgentStarted,
+    Event,
+    EventKind,
+    RaceFinished,
+    RaceStarted,
+    event_from_payload,
+)
 from ..core.model import RaceModel
 from ..core.result import RaceResult, race_result_from_json
 from ..core.spec import BudgetSpec, CandidateSpec, RaceSpec
+from .flightlog import flight_log_lines, runs_directory
 
 RACE_FILE = "race.jsonl"
 UNFINISHED = "unfinished"
