@@ -80,7 +80,7 @@ class Event:
                 out[name] = value
         return out
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         # The envelope fields are written last so that a payload can never overwrite them.
         out: dict[str, Any] = self.payload()
         out["at"] = round(self.at, 6)
@@ -112,7 +112,7 @@ class RaceStarted(Event):
     candidates: list[str]
     run_id: str | None
     host_dirty: bool
-    validate: dict | None  # the validation command and gate, as the result records them
+    validate: dict[str, Any] | None  # the validation command and gate, as the result records them
 
 
 @_kind(EventKind.BASELINE_VALIDATED)
@@ -125,7 +125,7 @@ class BaselineValidated(Event):
     runs: int
     duration: float | None
     source: str
-    tests: dict | None
+    tests: dict[str, Any] | None
     failing: list[str]
     flaky: list[str]
 
@@ -153,14 +153,14 @@ class Tampering(Event):
     """The user's repository was changed. Each change: candidate, attempt, running, kind, name,
     change, before, after, undo, restored, evidence, checkout, description."""
 
-    changes: list[dict]
+    changes: list[dict[str, Any]]
 
 
 @_kind(EventKind.RACE_FINISHED)
 class RaceFinished(Event):
     status: str
     winner: str | None
-    result: dict  # the result JSON (docs/result.md)
+    result: dict[str, Any]  # the result JSON (docs/result.md)
     saved: bool = UNSET  # a durable run: whether its final state was saved
 
 
@@ -228,7 +228,7 @@ class ValidationFinished(Event):
     status: str
     exit_code: int | None
     reason: str | None
-    verdict: dict | None  # the candidate's verdict (docs/result.md)
+    verdict: dict[str, Any] | None  # the candidate's verdict (docs/result.md)
 
 
 @_kind(EventKind.SCORED)
@@ -289,9 +289,9 @@ class FileChange(Event):
 
 @_kind(EventKind.USAGE)
 class UsageReported(Event):
-    delta: dict  # usage this report (usage.Usage as JSON)
-    total: dict  # the attempt so far
-    race_total: dict = UNSET  # the race so far
+    delta: dict[str, Any]  # usage this report (usage.Usage as JSON)
+    total: dict[str, Any]  # the attempt so far
+    race_total: dict[str, Any] = UNSET  # the race so far
 
 
 @_kind(EventKind.RETRY)

@@ -142,7 +142,7 @@ RESULT = {
 }
 
 
-def _check(where: str, data: Any, shape: Mapping[str, Field]) -> dict:
+def _check(where: str, data: Any, shape: Mapping[str, Field]) -> dict[str, Any]:
     """Raise InvalidState naming the first field of data that breaks its declared shape."""
     if not isinstance(data, dict):
         raise InvalidState(f"{where} is {type(data).__name__}, expected an object")
@@ -164,7 +164,8 @@ def _at(where: str, name: str) -> str:
     return f"{where}.{name}" if where else name
 
 
-def _check_record(where: str, record: Any, *, key: str | None = None, number: int | None = None) -> dict:
+def _check_record(where: str, record: Any, *, key: str | None = None,
+                  number: int | None = None) -> dict[str, Any]:
     _check(where, record, RECORD)
     if key is not None and record["key"] != key:
         raise InvalidState(f"{where}.key is {record['key']!r}, expected {key!r}")
@@ -189,7 +190,7 @@ def _check_attempt(index: int, attempt: Any, race_id: str, candidates: list[str]
         raise InvalidState(f"{where}.record.branch is {record['branch']!r}, expected {expected_branch!r}")
 
 
-def _started(attempt: dict) -> bool:
+def _started(attempt: dict[str, Any]) -> bool:
     """Whether the attempt was admitted (counted in usage.attempts): it left `waiting`, except an attempt
     cancelled before it started, which is settled as skipped without being admitted."""
     phase = attempt["phase"]
@@ -198,7 +199,7 @@ def _started(attempt: dict) -> bool:
     return phase != Phase.SETTLED or attempt["record"]["status"] != CandidateStatus.SKIPPED
 
 
-def check_state(state: dict, *, key: str | None = None) -> None:
+def check_state(state: dict[str, Any], *, key: str | None = None) -> None:
     """Raise InvalidState naming the first thing wrong with a saved race state.
 
     `key` is the storage key the state was read from: the run id saved inside must hash to it.
@@ -280,7 +281,7 @@ def check_state(state: dict, *, key: str | None = None) -> None:
         _check_result(state["result"], state)
 
 
-def _check_result(result: Any, state: dict) -> None:
+def _check_result(result: Any, state: dict[str, Any]) -> None:
     for name in ("id", "baseline"):
         if isinstance(result, dict) and result.get(name) != state[name]:
             raise InvalidState(f"result.{name} is {result.get(name)!r}, expected {state[name]!r}")
@@ -293,19 +294,19 @@ def _check_result(result: Any, state: dict) -> None:
             _check_record(f"result.{name}[{index}]", record)
 
 
-def latest_attempts(state: dict) -> dict[str, dict]:
+def latest_attempts(state: dict[str, Any]) -> dict[str, dict]:
     latest: dict[str, dict] = {}
     for attempt in state.get("attempts", []):
         latest[attempt["key"]] = attempt
     return latest
 
 
-def interrupted(state: dict) -> bool:
+def interrupted(state: dict[str, Any]) -> bool:
     """Whether a saved run stopped with an attempt still running or validated (needs a replay)."""
     return any(a["phase"] in (Phase.RUNNING, Phase.VALIDATED) for a in latest_attempts(state).values())
 
 
-def run_status(state: dict, owned: bool) -> str:
+def run_status(state: dict[str, Any], owned: bool) -> str:
     """The one status `runs` and `recover --inspect` both show for a saved run."""
     if state.get("finished") and isinstance(state.get("status"), str):
         return state["status"]

@@ -64,7 +64,7 @@ def load_race_text(text: str, path: str | Path, *, shown: str | None = None) -> 
     return _build(_Reader(shown, locator, file.parent), document, file)
 
 
-def check_budget(table: dict) -> BudgetSpec:
+def check_budget(table: dict[str, Any]) -> BudgetSpec:
     """A [budget] table as a race file holds it, checked by the rules `check` applies (the
     configure form uses them as the user types); RaceFileError keyed `budget.<name>`, no line."""
     reader = _Reader(None, Locator(""))
@@ -87,7 +87,7 @@ def field_value(text: str) -> Any:
 
 # --- the tables -----------------------------------------------------------------------------------
 
-def _build(reader: _Reader, document: dict, file: Path) -> RaceSpec:
+def _build(reader: _Reader, document: dict[str, Any], file: Path) -> RaceSpec:
     reader.table((), document, schema.top_keys())
     # Misspelt keys first: a misplaced key otherwise shows up as a confusing "missing" error.
     for name in schema.sections():
@@ -130,13 +130,13 @@ def _build(reader: _Reader, document: dict, file: Path) -> RaceSpec:
     )
 
 
-def _section(reader: _Reader, name: str, value: Any) -> dict:
+def _section(reader: _Reader, name: str, value: Any) -> dict[str, Any]:
     if value is _MISSING:
         return {}
     return reader.table((name,), value, schema.names(schema.sections()[name]))
 
 
-def _race(reader: _Reader, value: Any) -> dict:
+def _race(reader: _Reader, value: Any) -> dict[str, Any]:
     if value is _MISSING:
         raise reader.error(("race",), "missing [race] table (it needs at least `repository`)")
     table = _section(reader, "race", value)
@@ -207,7 +207,7 @@ def _prices(reader: _Reader, value: Any) -> Any:
 
 # --- the candidates -------------------------------------------------------------------------------
 
-def _candidate_tables(reader: _Reader, value: Any) -> list[dict]:
+def _candidate_tables(reader: _Reader, value: Any) -> list[dict[str, Any]]:
     """The [[candidates]] tables, with their keys checked (before any key reaches a path or ref)."""
     if value is _MISSING or value == []:
         raise reader.error(("candidates",), "no candidates: add at least one [[candidates]] table")
@@ -238,7 +238,8 @@ def _candidate_tables(reader: _Reader, value: Any) -> list[dict]:
     return value
 
 
-def _candidate(reader: _Reader, index: int, table: dict, race_brief: str | None = None) -> CandidateSpec:
+def _candidate(reader: _Reader, index: int, table: dict[str, Any],
+               race_brief: str | None = None) -> CandidateSpec:
     where = ("candidates", index)
     if "agent" not in table:
         raise reader.error(where, f"missing key 'agent' (one of: {', '.join(agents.known_agents())})")
@@ -287,7 +288,7 @@ def _candidate(reader: _Reader, index: int, table: dict, race_brief: str | None 
     return candidate
 
 
-def _brief(reader: _Reader, where: KeyPath, table: dict) -> Any:
+def _brief(reader: _Reader, where: KeyPath, table: dict[str, Any]) -> Any:
     """`brief` or `brief_file` of a table ([race] or a candidate), _MISSING when it has neither."""
     if "brief" in table and "brief_file" in table:
         raise reader.error(where + ("brief_file",), "give either brief or brief_file, not both")

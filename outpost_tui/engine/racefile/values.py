@@ -55,7 +55,7 @@ class Reader:
     def expect(self, where: KeyPath, value: Any, expected: str) -> RaceFileError:
         return self.error(where, f"expected {expected}, found {_describe(value)}")
 
-    def table(self, where: KeyPath, value: Any, allowed: Iterable[str], hint: str = "") -> dict:
+    def table(self, where: KeyPath, value: Any, allowed: Iterable[str], hint: str = "") -> dict[str, Any]:
         if not isinstance(value, dict):
             raise self.expect(where, value, f"a table{hint}")
         allowed = list(allowed)
@@ -190,7 +190,7 @@ class Reader:
                 raise self.error(where + refused.at, refused.message) from None
         return out
 
-    def settings(self, where: KeyPath, table: dict, cls: type,
+    def settings(self, where: KeyPath, table: dict[str, Any], cls: type,
                  custom: Mapping[str, Callable[[], Any]] | None = None) -> dict[str, Any]:
         """The declared settings a table gives, in declaration order, checked; a name in `custom` is
         read by its function instead (a value whose rule involves other keys), if it returns one."""
