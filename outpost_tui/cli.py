@@ -5,10 +5,15 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import shlex
 import sys
+import time
+import traceback
+from pathlib import Path
 
 from . import __version__, exitcodes
 from .commands import MODULES
+from .engine.errors import OutpostError
 
 DESCRIPTION = """\
 Race coding agents against each other on one task and keep the one whose work passes your tests.
@@ -30,13 +35,11 @@ exit codes:
   3 run owned by a coordinator   4 revision changed   5 identity mismatch
   6 corrupt checkpoint   7 unknown run id   8 storage not writable   9 requirement missing
   10 interrupted durable run: replay it with `outpost-tui recover RUN-ID --replay`
+  70 an error outpost-tui did not expect: one line, the traceback in the bug log (see the message)
   130 interrupted by Ctrl-C outside a race (during a race, Ctrl-C aborts the race cleanly)
   141 stdout was closed before everything was printed (e.g. piped into `head`); a race still ran
       to its end and a durable run is saved
 """
-
-# The shell's code for a process killed by SIGPIPE (128 + 13): what `cmd | head` scripts expect.
-CLOSED_OUTPUT = 141
 
 
 class Parser(argparse.ArgumentParser):
@@ -50,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="outpost-tui", description=DESCRIPTION, epilog=EPILOG,
                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"outpost-tui {__version__}")
+    # What errors are prefixed with; a command may name itself (`outpost-tui sample: ...`).
+    parser.set_defaults(error_prefix="outpost-tui")
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=Parser)
     for name in MODULES:
         try:
@@ -88,14 +93,42 @@ def main(argv: list[str] | None = None) -> int:
         return exitcodes.INTERRUPTED
     except BrokenPipeError:
         _drop_stdout()
-        return CLOSED_OUTPUT
+        return exitcodes.CLOSED_OUTPUT
+    except Exception as error:  # a bug: one line here, the traceback in the log it names
+        return _report_bug(error)
 
 
-def _say(text: str) -> None:
+def _say(text: str, prefix: str = "outpost-tui") -> None:
     try:
-        print(f"outpost-tui: {text}", file=sys.stderr, flush=True)
+        print(f"{prefix}: {text}", file=sys.stderr, flush=True)
     except OSError:
         pass  # stderr is gone too: the exit code says it
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())[:500] or type(error).__name__
+
+
+def bug_log() -> Path:
+    """Where the tracebacks of unexpected errors go (the XDG state directory)."""
+    state = os.environ.get("XDG_STATE_HOME")
+    base = Path(state) if state and Path(state).is_absolute() else Path.home() / ".local" / "state"
+    return base / "outpost-tui" / "bugs.log"
+
+
+def _report_bug(error: Exception) -> int:
+    log = bug_log()
+    try:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "a", encoding="utf-8") as out:
+            out.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S %z')} outpost-tui {__version__}: "
+                      f"{shlex.join(sys.argv)}\n")
+            traceback.print_exception(error, file=out)
+        where = f"the traceback is in {log}"
+    except OSError as problem:
+        where = f"its traceback could not be written to {log}: {problem.strerror or problem}"
+    _say(f"internal error: {type(error).__name__}: {_one_line(error)} ({where})")
+    return exitcodes.BUG
 
 
 def _drop_stdout() -> None:
@@ -110,24 +143,30 @@ def _drop_stdout() -> None:
 
 
 def _main(argv: list[str]) -> int:
-    app_args = _app_arguments(argv)
-    if app_args is not None:
-        race_file, start = app_args
-        if race_file is not None:
-            from .commands.run import load_spec
+    """Run the command; an OutpostError it raises is its one line and its exit code."""
+    prefix = "outpost-tui"
+    try:
+        app_args = _app_arguments(argv)
+        if app_args is not None:
+            race_file, start = app_args
+            if race_file is not None:
+                from .commands.run import load_spec
 
-            if load_spec(race_file)[0] is None:
-                return exitcodes.BAD_INPUT
-        from .ui import open_app
+                load_spec(race_file)  # a bad race file is one line here, not an app that opens on it
+            from .ui import open_app
 
-        return open_app(race_file, start=start)
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    handler = getattr(args, "handler", None)
-    if handler is None:
-        parser.print_help()
-        return 0
-    return int(handler(args) or 0)
+            return open_app(race_file, start=start)
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        prefix = args.error_prefix
+        handler = getattr(args, "handler", None)
+        if handler is None:
+            parser.print_help()
+            return 0
+        return int(handler(args) or 0)
+    except OutpostError as error:  # anything else is a bug, which main reports
+        _say(str(error), prefix)
+        return error.exit_code
 
 
 if __name__ == "__main__":

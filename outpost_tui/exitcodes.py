@@ -2,6 +2,8 @@
 
 WINNER = 0
 NO_WINNER = 1
+BUILD_FAILED = 1  # image build: the engine could not build the image
+REFUSED = 1  # worktrees: an archive, prune, removal or deletion was refused (nothing was lost)
 BAD_INPUT = 2  # bad race file or arguments
 # Recovery and durable-run errors, each distinct so scripts can tell them apart.
 OWNED = 3  # the run is owned by a coordinator: stop it and recover
@@ -12,4 +14,7 @@ UNKNOWN_RUN = 7
 STORAGE_UNWRITABLE = 8
 MISSING_REQUIREMENT = 9  # doctor: something the race needs is missing
 REPLAY_REQUIRED = 10  # an interrupted durable run must be replayed explicitly (--resume)
+BUG = 70  # an error outpost-tui did not expect: one line, the traceback in the bug log
 INTERRUPTED = 130  # Ctrl-C outside a race
+# The shell's code for a process killed by SIGPIPE (128 + 13): what `cmd | head` scripts expect.
+CLOSED_OUTPUT = 141

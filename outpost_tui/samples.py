@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .engine import gitenv
+from .engine.errors import OutpostError
 
 PROJECTS = "projects"
 METADATA = "sample.toml"
@@ -25,7 +24,7 @@ IDENTITY = ("-c", "user.name=outpost-tui sample", "-c", "user.email=sample@outpo
 SKIPPED = shutil.ignore_patterns("__pycache__", "*.pyc", ".git", ".outpost", METADATA)
 
 
-class SampleError(Exception):
+class SampleError(OutpostError):
     """A sample cannot be listed or materialised; the message is one line."""
 
 
@@ -147,21 +146,20 @@ def _reason(error: OSError, target: Path) -> str:
 
 
 def _init_repository(directory: Path, message: str) -> None:
-    env = gitenv.scrubbed()  # a hook's GIT_DIR would aim these at some other repository
+    # The engine's git runner: a hook's GIT_DIR would aim these at some other repository.
+    from .engine import git
+
     steps = (
-        ("init", ("git", "init", "-q", "-b", "main")),
-        ("add", ("git", "add", "-A")),
-        ("commit", ("git", *IDENTITY, "-c", "commit.gpgsign=false", "commit", "-q", "--no-verify",
-                    "-m", message)),
+        ("init", ("init", "-q", "-b", "main")),
+        ("add", ("add", "-A")),
+        ("commit", (*IDENTITY, "-c", "commit.gpgsign=false", "commit", "-q", "--no-verify", "-m", message)),
     )
-    for name, argv in steps:
+    for name, args in steps:
         try:
-            result = subprocess.run(argv, cwd=directory, env=env, stdin=subprocess.DEVNULL,
-                                    capture_output=True, text=True, errors="replace")
-        except FileNotFoundError:
-            raise SampleError("git is not installed; it is needed to create the sample "
-                              "repository") from None
-        if result.returncode != 0:
-            lines = (result.stderr or result.stdout).strip().splitlines()
-            detail = lines[-1] if lines else f"exit {result.returncode}"
+            status, out, err = git.run(directory, *args)
+        except git.GitError as error:
+            raise SampleError(str(error)) from None  # git missing: it names the repository it was for
+        if status != 0:
+            lines = (err or out).strip().splitlines()
+            detail = lines[-1] if lines else f"exit {status}"
             raise SampleError(f"git {name} failed in {directory}: {detail}")

@@ -5,10 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import sys
 from typing import TYPE_CHECKING, Any
 
-from .. import exitcodes
 
 if TYPE_CHECKING:
     from ..engine.core.spec import RaceSpec
@@ -45,8 +43,7 @@ def handle(args: argparse.Namespace) -> int:
             print(json.dumps({"ok": False, "error": {
                 "path": error.path, "line": error.line, "key": error.key,
                 "message": error.message}}))
-        print(f"outpost-tui: {error}", file=sys.stderr)
-        return exitcodes.BAD_INPUT
+        raise
     if args.json:
         print(json.dumps({"ok": True, **summary(spec)}, indent=2))
     else:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import exitcodes
+from ..engine.errors import OutpostError
 
 if TYPE_CHECKING:
     from ..engine.machine.doctor import Check
@@ -53,9 +53,11 @@ def handle(args: argparse.Namespace) -> int:
 
         try:
             spec = load_race(args.race)
-        except RaceFileError as error:
-            print(f"outpost-tui: {sample_advice(args.race) or error}", file=sys.stderr)
-            return exitcodes.BAD_INPUT
+        except RaceFileError:
+            advice = sample_advice(args.race)
+            if advice is None:
+                raise
+            raise OutpostError(advice) from None
     from ..engine.machine.doctor import missing, run_checks
 
     checks = run_checks(spec)

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 
-from .. import exitcodes
 
 EPILOG = """\
 examples:
@@ -49,14 +47,9 @@ def race_line(race) -> str:
 
 
 def _handle(args) -> int:
-    from ..engine import git
     from ..engine.records.history import recorded_races
 
-    try:
-        races = recorded_races(args.repository)
-    except git.GitError as error:
-        print(f"outpost-tui: {error}", file=sys.stderr)
-        return exitcodes.BAD_INPUT
+    races = recorded_races(args.repository)
     if args.json:
         print(json.dumps([race.to_json() for race in races], indent=2))
         return 0

@@ -9,8 +9,6 @@ from pathlib import Path
 
 from .. import exitcodes
 
-BUILD_FAILED = 1
-
 EPILOG = """\
 examples:
   outpost-tui image build
@@ -51,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="build DIR/Dockerfile with DIR as the build context")
     build.add_argument("--endpoint", metavar="URL",
                        help="Docker API endpoint (unix://, tcp://, ssh://); default DOCKER_HOST")
-    build.set_defaults(handler=build_image)
+    build.set_defaults(handler=build_image, error_prefix="outpost-tui: image build")
 
     def no_action(args: argparse.Namespace) -> int:
         parser.print_usage(sys.stderr)
@@ -68,29 +66,17 @@ def _say(text: str) -> None:
 def build_image(args: argparse.Namespace) -> int:
     from docker.errors import DockerException
 
+    from ..engine.errors import OutpostError
     from ..engine.sandbox.images import (ImageError, build_dockerfile, build_sample_image, import_rootfs,
                                  parse_tag)
-    from ..engine.sandbox.base import SandboxError
     from ..engine.sandbox.container_engine import connect
 
-    try:
-        parse_tag(args.tag)
-    except ImageError as error:
-        print(f"outpost-tui: image build: {error}", file=sys.stderr)
-        return exitcodes.BAD_INPUT
+    parse_tag(args.tag)
     if args.from_rootfs is not None and not args.from_rootfs.is_file():
-        print(f"outpost-tui: image build: --from-rootfs {args.from_rootfs}: no such file",
-              file=sys.stderr)
-        return exitcodes.BAD_INPUT
+        raise OutpostError(f"--from-rootfs {args.from_rootfs}: no such file")
     if args.dockerfile is not None and not (args.dockerfile / "Dockerfile").is_file():
-        print(f"outpost-tui: image build: --dockerfile {args.dockerfile}: no Dockerfile there",
-              file=sys.stderr)
-        return exitcodes.BAD_INPUT
-    try:
-        client, endpoint = connect(args.endpoint, timeout=600)
-    except SandboxError as error:
-        print(f"outpost-tui: image build: {error}", file=sys.stderr)
-        return exitcodes.MISSING_REQUIREMENT
+        raise OutpostError(f"--dockerfile {args.dockerfile}: no Dockerfile there")
+    client, endpoint = connect(args.endpoint, timeout=600)  # no engine: exit 9
     started = time.monotonic()
     try:
         if args.from_rootfs is not None:
@@ -104,14 +90,9 @@ def build_image(args: argparse.Namespace) -> int:
             print(f"assembling python3 + git from this machine for {endpoint}", file=sys.stderr,
                   flush=True)
             image_id, _ = build_sample_image(client, endpoint, args.tag, progress=_say)
-    except ImageError as error:
-        print(f"outpost-tui: image build: {error}", file=sys.stderr)
-        return BUILD_FAILED
     except DockerException as error:
         detail = str(error).splitlines()[0] if str(error) else type(error).__name__
-        print(f"outpost-tui: image build: the engine at {endpoint} failed: {detail[:300]}",
-              file=sys.stderr)
-        return BUILD_FAILED
+        raise ImageError(f"the engine at {endpoint} failed: {detail[:300]}") from None
     finally:
         client.close()
     print(f"built {args.tag} ({image_id[:19]}) in {time.monotonic() - started:.1f} s")

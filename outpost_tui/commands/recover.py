@@ -7,6 +7,7 @@ import json
 import sys
 
 from .. import exitcodes
+from ..engine.errors import OutpostError
 
 EPILOG = """\
 examples, the four steps in order:
@@ -67,18 +68,8 @@ def _misused_option(args) -> str | None:
     return None
 
 
-def _fail(error) -> int:
-    print(f"outpost-tui: {error}", file=sys.stderr)
-    return getattr(error, "exit_code", exitcodes.BAD_INPUT)
-
-
 def _handle(args) -> int:
-    from ..engine import git
     from ..engine.durable import recovery
-    from ..engine.durable.checkpoint import CheckpointError
-    from ..engine.durable.ownership import StopRefused
-    from ..engine.racefile import RaceFileError
-    from ..engine.durable.transport import TransportError
 
     if args.run_id is None:
         if sys.stdin.isatty() and sys.stdout.isatty():
@@ -93,37 +84,34 @@ def _handle(args) -> int:
         return exitcodes.BAD_INPUT
     misused = _misused_option(args)
     if misused:
-        return _fail(f"{misused} (see `outpost-tui recover --help`)")
+        raise OutpostError(f"{misused} (see `outpost-tui recover --help`)")
     if args.release and not args.revision:
-        return _fail("--release needs --revision R (read it with --inspect)")
-    try:
-        if args.stop:
-            gone, reason = recovery.stop(args.repo, args.run_id, timeout=args.timeout)
-            print(json.dumps({"stopped": gone, "reason": reason}) if args.json else reason)
-            return 0 if gone else exitcodes.OWNED
-        if args.release:
-            revision = recovery.release(args.repo, args.run_id, args.revision)
-            if revision is None:
-                print(json.dumps({"released": False, "reason": "not owned"}) if args.json
-                      else f"run {args.run_id} is not owned: nothing to release (replay it with "
-                           "--replay)")
-                return 0
-            print(json.dumps({"released": True, "revision": revision}) if args.json
-                  else f"run {args.run_id} released (revision {revision}); replay it with --replay")
+        raise OutpostError("--release needs --revision R (read it with --inspect)")
+    if args.stop:
+        gone, reason = recovery.stop(args.repo, args.run_id, timeout=args.timeout)
+        print(json.dumps({"stopped": gone, "reason": reason}) if args.json else reason)
+        return 0 if gone else exitcodes.OWNED
+    if args.release:
+        revision = recovery.release(args.repo, args.run_id, args.revision)
+        if revision is None:
+            print(json.dumps({"released": False, "reason": "not owned"}) if args.json
+                  else f"run {args.run_id} is not owned: nothing to release (replay it with "
+                       "--replay)")
             return 0
-        if args.replay:
-            from .run import run_spec_headless
-
-            spec = recovery.replay_spec(args.repo, args.run_id, args.race_file)
-            return run_spec_headless(spec, json_output=args.json)
-        view = recovery.inspect(args.repo, args.run_id)
-        if args.json:
-            print(json.dumps(view.to_json(), indent=2))
-        else:
-            _print_view(view)
+        print(json.dumps({"released": True, "revision": revision}) if args.json
+              else f"run {args.run_id} released (revision {revision}); replay it with --replay")
         return 0
-    except (CheckpointError, TransportError, StopRefused, RaceFileError, git.GitError) as error:
-        return _fail(error)
+    if args.replay:
+        from .run import run_spec_headless
+
+        spec = recovery.replay_spec(args.repo, args.run_id, args.race_file)
+        return run_spec_headless(spec, json_output=args.json)
+    view = recovery.inspect(args.repo, args.run_id)
+    if args.json:
+        print(json.dumps(view.to_json(), indent=2))
+    else:
+        _print_view(view)
+    return 0
 
 
 def _print_view(view) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import exitcodes
+from ..engine.errors import OutpostError
 
 if TYPE_CHECKING:
     from ..engine.racing.coordinator import Race
@@ -63,34 +64,27 @@ def _handle(args) -> int:
     if not args.headless:
         from ..ui import open_app
 
-        if load_spec(args.race_file, resume=args.resume)[0] is None:
-            return exitcodes.BAD_INPUT
+        load_spec(args.race_file, resume=args.resume)  # a bad race file is one line, not an app
         return open_app(args.race_file, start=True)
     return run_headless(args.race_file, json_output=args.json, verbose=args.verbose,
                         resume=args.resume)
 
 
 def load_spec(path: str | Path, *, resume: bool = False):
-    """The race file's spec, or (None, exit code) after printing one line."""
+    """The race file's spec; RaceFileError (one line naming file, line and key) when it is bad."""
     from dataclasses import replace
 
-    from ..engine.racefile import RaceFileError, load_race
+    from ..engine.racefile import load_race
 
-    try:
-        spec = load_race(path)
-    except RaceFileError as error:
-        print(f"outpost-tui: {error}", file=sys.stderr)
-        return None, exitcodes.BAD_INPUT
+    spec = load_race(path)
     if resume:
         spec = replace(spec, durability=replace(spec.durability, resume="retry-incomplete"))
-    return spec, 0
+    return spec
 
 
 def run_headless(path: str | Path, *, json_output: bool = False, verbose: bool = False,
                  resume: bool = False, stream=None) -> int:
-    spec, code = load_spec(path, resume=resume)
-    if spec is None:
-        return code
+    spec = load_spec(path, resume=resume)
     return run_spec_headless(spec, json_output=json_output, verbose=verbose, stream=stream)
 
 
@@ -99,7 +93,6 @@ def run_spec_headless(spec, *, json_output: bool = False, verbose: bool = False,
     import anyio
 
     from ..engine.api import new_race
-    from ..engine.racing.coordinator import RaceError
     from ..engine.core.events import EventBus
     from ..engine.core.statuses import RaceStatus
     from ..progress import ProgressPrinter
@@ -124,17 +117,7 @@ def run_spec_headless(spec, *, json_output: bool = False, verbose: bool = False,
             raise outcome["error"]
         return outcome["result"]
 
-    try:
-        result = anyio.run(main)
-    except RaceError as error:
-        print(f"outpost-tui: {error}", file=sys.stderr)
-        return getattr(error, "exit_code", exitcodes.BAD_INPUT)
-    except Exception as error:
-        code = getattr(error, "exit_code", None)
-        if code is None:
-            raise
-        print(f"outpost-tui: {error}", file=sys.stderr)
-        return code
+    result = anyio.run(main)  # a race that cannot start raises its one-line error to the CLI
     for problem in bus.errors:
         print(f"outpost-tui: warning: an event consumer failed: {problem}", file=sys.stderr)
     durable = race.checkpointing
@@ -158,8 +141,7 @@ def run_spec_headless(spec, *, json_output: bool = False, verbose: bool = False,
         return exitcodes.REPLAY_REQUIRED
     if failure is not None:
         # The checkpoint could not be written: whatever the race reached, the run is not recorded.
-        print(f"outpost-tui: {result.error or failure}", file=sys.stderr)
-        return failure.exit_code
+        raise OutpostError(result.error or str(failure), exit_code=failure.exit_code)
     return exitcodes.WINNER if result.status is RaceStatus.WINNER else exitcodes.NO_WINNER
 
 

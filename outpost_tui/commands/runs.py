@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 
-from .. import exitcodes
 
 EPILOG = """\
 examples:
@@ -30,19 +28,9 @@ def register(subparsers) -> None:
 
 
 def _handle(args) -> int:
-    from ..engine import git
-    from ..engine.durable.checkpoint import CheckpointError
     from ..engine.durable.recovery import runs
-    from ..engine.durable.transport import TransportError
 
-    try:
-        found = runs(args.repository)
-    except git.GitError as error:
-        print(f"outpost-tui: {error}", file=sys.stderr)
-        return exitcodes.BAD_INPUT
-    except (CheckpointError, TransportError) as error:
-        print(f"outpost-tui: {error}", file=sys.stderr)
-        return error.exit_code
+    found = runs(args.repository)
     containers = _containers()
     race_ids = {r.run_id: r.race_id for r in found if r.run_id}
     if args.json:

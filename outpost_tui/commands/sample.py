@@ -7,6 +7,7 @@ import shlex
 import sys
 
 from .. import exitcodes
+from ..engine.errors import OutpostError
 
 EPILOG = """\
 examples:
@@ -35,23 +36,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "in a terminal; headless otherwise")
     parser.add_argument("--headless", action="store_true",
                         help="with --run: headless even in a terminal (progress on stderr)")
-    parser.set_defaults(handler=handle, sample_parser=parser)
+    parser.set_defaults(handler=handle, sample_parser=parser, error_prefix="outpost-tui sample")
 
 
 def handle(args: argparse.Namespace) -> int:
-    from ..samples import SampleError, materialise  # tomllib and git: not for `--help`
+    from ..samples import materialise  # tomllib and git: not for `--help`
 
-    try:
-        if args.name is None:
-            if args.run:
-                return _usage_error(args, "--run needs a sample NAME and a DIR")
-            return _list()
-        if args.directory is None:
-            return _usage_error(args, f"sample {args.name!r} needs a DIR to write it to")
-        path = materialise(args.name, args.directory)
-    except SampleError as error:
-        print(f"outpost-tui sample: {error}", file=sys.stderr)
-        return exitcodes.BAD_INPUT
+    if args.name is None:
+        if args.run:
+            return _usage_error(args, "--run needs a sample NAME and a DIR")
+        return _list()
+    if args.directory is None:
+        return _usage_error(args, f"sample {args.name!r} needs a DIR to write it to")
+    path = materialise(args.name, args.directory)
     print(f"Wrote sample {args.name!r}: {path}")
     command = f"outpost-tui run {shlex.quote(str(path))} --headless"
     if not args.run:
@@ -81,6 +78,4 @@ def _list() -> int:
 
 
 def _usage_error(args: argparse.Namespace, message: str) -> int:
-    parser = args.sample_parser
-    print(f"outpost-tui sample: error: {message} (see `{parser.prog} --help`)", file=sys.stderr)
-    return exitcodes.BAD_INPUT
+    raise OutpostError(f"error: {message} (see `{args.sample_parser.prog} --help`)")

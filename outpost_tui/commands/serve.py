@@ -7,7 +7,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from .. import exitcodes
+from ..engine.errors import OutpostError
 
 EPILOG = """\
 examples:
@@ -32,19 +32,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--start", action="store_true", help="start the race at once")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
-    parser.set_defaults(handler=handle)
+    parser.set_defaults(handler=handle, error_prefix="outpost-tui serve")
 
 
 def handle(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
-        print(f"outpost-tui serve: --port: must be between 1 and 65535, found {args.port}", file=sys.stderr)
-        return exitcodes.BAD_INPUT
+        raise OutpostError(f"--port: must be between 1 and 65535, found {args.port}")
     app_argv = [sys.executable, "-m", "outpost_tui.ui.served"]
     if args.race_file is not None:
         from .run import load_spec
 
-        if load_spec(args.race_file)[0] is None:
-            return exitcodes.BAD_INPUT
+        load_spec(args.race_file)
         app_argv.append(str(Path(args.race_file).resolve()))
         if args.start:
             app_argv.append("--start")

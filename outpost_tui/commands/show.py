@@ -42,18 +42,11 @@ def register(subparsers) -> None:
 
 
 def _handle(args) -> int:
-    from ..engine import git
-    from ..engine.records.history import UnknownRace, UnreadableRace
-
-    try:
-        if args.json:
-            return _print_result(args.repo, args.race_id)
-        if args.headless:
-            return _print_progress(args.repo, args.race_id)
-        return _open_app(args.repo, args.race_id)
-    except (git.GitError, UnknownRace, UnreadableRace) as error:
-        print(f"outpost-tui: {error}", file=sys.stderr)
-        return exitcodes.BAD_INPUT
+    if args.json:
+        return _print_result(args.repo, args.race_id)
+    if args.headless:
+        return _print_progress(args.repo, args.race_id)
+    return _open_app(args.repo, args.race_id)
 
 
 def _never_finished(race_id: str) -> str:

@@ -9,6 +9,7 @@ import sys
 import threading
 
 from .. import exitcodes
+from ..engine.errors import OutpostError
 
 EPILOG = """\
 examples:
@@ -38,7 +39,7 @@ exit codes: 0 done, 1 something was refused or kept (said on stderr), 2 bad inpu
 repository, no such attempt or race), 130 stopped by Ctrl-C (what was done is reported)
 """
 
-REFUSED = 1
+REFUSED = exitcodes.REFUSED
 
 
 def register(subparsers) -> None:
@@ -73,24 +74,16 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=_handle)
 
 
-def _fail(message: str, code: int = exitcodes.BAD_INPUT) -> int:
-    print(f"outpost-tui: {message}", file=sys.stderr)
-    return code
-
-
 def _handle(args) -> int:
     from ..engine import git
 
     if args.older_than is not None and not args.prune:
-        return _fail("--older-than goes with --prune")
+        raise OutpostError("--older-than goes with --prune")
     if args.older_than is not None and args.older_than < 0:
-        return _fail(f"--older-than must be 0 or more days, not {args.older_than:g}")
+        raise OutpostError(f"--older-than must be 0 or more days, not {args.older_than:g}")
     if args.archive_unmerged and not args.delete_branches:
-        return _fail("--archive-unmerged goes with --delete-branches")
-    try:
-        root = git.repository_root(args.repository)
-    except git.GitError as error:
-        return _fail(str(error))
+        raise OutpostError("--archive-unmerged goes with --delete-branches")
+    root = git.repository_root(args.repository)  # not a repository: bad input
     try:
         if args.archive:
             return _archive(root, args)
@@ -103,8 +96,8 @@ def _handle(args) -> int:
         if args.remove_containers:
             return _remove_containers(root, args)
         return _list(root, args)
-    except git.GitError as error:
-        return _fail(str(error), REFUSED)
+    except git.GitError as error:  # git refused or failed in the repository: nothing was lost
+        raise OutpostError(str(error), exit_code=REFUSED) from None
 
 
 # --- listing ---------------------------------------------------------------------------------------
@@ -180,13 +173,11 @@ def _archive(root, args) -> int:
     from ..engine.kept.processes import occupants
     from ..engine.kept.retained import human_bytes
 
-    try:
-        row = _attempt(root, args.archive)
-    except ValueError as error:
-        return _fail(str(error))
+    row = _attempt(root, args.archive)
     if not row.present:
-        return _fail(f"{row.id} has no worktree to archive"
-                     + (f" (archived at {row.archive[:12]})" if row.archive else ""), REFUSED)
+        raise OutpostError(f"{row.id} has no worktree to archive"
+                           + (f" (archived at {row.archive[:12]})" if row.archive else ""),
+                           exit_code=REFUSED)
     attempt = archive.Attempt(row.race_id, row.key, row.attempt)
     if args.dry_run:
         entries, _, left = archive.scan(row.path, args.include_ignored)
@@ -210,7 +201,7 @@ def _archive(root, args) -> int:
         if args.json:
             print(json.dumps({"id": row.id, "done": False, "reason": str(error),
                               "occupants": [o.to_json() for o in error.occupants]}, indent=2))
-        return _fail(str(error), REFUSED)
+        raise
     if args.json:
         print(json.dumps({"id": row.id, "done": True, **removal.to_json()}, indent=2))
     else:
@@ -228,14 +219,11 @@ def _restore(root, args) -> int:
 
     attempt = _parse_attempt(args.restore)
     if attempt is None:
-        try:
-            row = _attempt(root, args.restore)
-        except ValueError as error:
-            return _fail(str(error))
+        row = _attempt(root, args.restore)
         attempt = archive.Attempt(row.race_id, row.key, row.attempt)
     commit = archive.archived_commit(root, attempt)
     if commit is None:
-        return _fail(f"no archive of {attempt.label} ({attempt.ref} does not exist)")
+        raise OutpostError(f"no archive of {attempt.label} ({attempt.ref} does not exist)")
     if args.dry_run:
         manifest = archive.manifest_of(root, commit)
         plan = {"id": attempt.label, "archive": commit, "directory": manifest.get("directory"),
@@ -275,7 +263,7 @@ def _remove_containers(root, args) -> int:
 
     containers, engine_error = _containers(root, args.endpoint)
     if engine_error:
-        return _fail(f"cannot list containers: {engine_error}", REFUSED)
+        raise OutpostError(f"cannot list containers: {engine_error}", exit_code=REFUSED)
     finished = {race.id for race in recorded_races(root) if race.finished}
     leftover = [c for c in containers if c.get("race") in finished]
     kept = [{"name": c["name"], "race": c.get("race"),
@@ -303,7 +291,7 @@ def _remove_containers(root, args) -> int:
         for race in races:
             removed += remove_race_containers(race, args.endpoint, repository=root)
     except SandboxError as error:
-        return _fail(f"removed {removed} container(s), then: {error}", REFUSED)
+        raise OutpostError(f"removed {removed} container(s), then: {error}", exit_code=REFUSED)
     if args.json:
         print(json.dumps({"dry_run": False, **plan, "removed": removed}, indent=2))
     else:
@@ -412,12 +400,9 @@ def _prune(root, args) -> int:
 def _delete_branches(root, args) -> int:
     from ..engine.kept import archive, cleanup
 
-    try:
-        checks = cleanup.check_branches(root, args.delete_branches)
-    except ValueError as error:
-        return _fail(str(error))
+    checks = cleanup.check_branches(root, args.delete_branches)
     if not checks:
-        return _fail(f"race {args.delete_branches} has no branches in {root}")
+        raise OutpostError(f"race {args.delete_branches} has no branches in {root}")
     if args.archive_unmerged and not args.dry_run:
         unmerged = [c for c in checks if not c.deletable and c.unmerged]
         if unmerged and not _confirm(f"archive {len(unmerged)} branch(es) with unmerged commits first?", args):

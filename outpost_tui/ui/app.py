@@ -23,12 +23,7 @@ if TYPE_CHECKING:
 class OutpostApp(App):
     TITLE = "outpost-tui"
     COMMANDS = App.COMMANDS | {OutpostCommands}
-    # Toasts at the top right, over the header and the race's summary band: at the bottom they
-    # covered the panels' borders and their logs' last lines, which is what an operator watches.
-    CSS = """
-    ToastRack { align: right top; margin-top: 1; }
-    Toast { max-width: 60; }
-    """
+    CSS_PATH = "app.tcss"
     BINDINGS = [
         Binding("ctrl+q", "quit", "Quit", id="app.quit", priority=True),
         Binding("question_mark", "help", "Help", id="app.help"),
@@ -226,12 +221,6 @@ class OutpostApp(App):
                                           f"{', '.join(race.candidates)}")
             for race in races], placeholder="Show a recorded race…")
 
-    def on_recovery_screen_replay_requested(self, message: Any) -> None:
-        self.start_race(message.spec, start=True)
-
-    def on_configure_screen_start_requested(self, message: Any) -> None:
-        self.start_race(message.spec, start=True)
-
     # ------------------------------------------------------------------------- actions
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
@@ -293,12 +282,20 @@ class OutpostApp(App):
         self.push_screen(WorktreesScreen(self.race_repository()))
 
     def action_recover(self, run_id: str | None = None) -> None:
-        from .screens.recovery import RecoveryScreen
-
         if run_id is None and self.session is not None and not self.session.started:
             # the open race's own durable run, when it is the one waiting for recovery
             run_id = getattr(self.screen, "recovery_run", None)
-        self.push_screen(RecoveryScreen(self.race_repository(), run_id))
+        self.open_recovery(self.race_repository(), run_id)
+
+    def open_recovery(self, repository: Path, run_id: str | None = None) -> None:
+        """The recovery wizard; a replay it hands back starts at once."""
+        from .screens.recovery import RecoveryScreen
+
+        def replay(spec: RaceSpec | None) -> None:
+            if spec is not None:
+                self.start_race(spec, start=True)
+
+        self.push_screen(RecoveryScreen(repository, run_id), replay)
 
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
         """Save an SVG of the screen where the user will look for it, and say where: the
@@ -331,7 +328,12 @@ class OutpostApp(App):
         except RaceFileError as error:  # the file changed on disk since it was opened
             self.notify(f"cannot configure: {error}", severity="error", markup=False)
             return
-        self.push_screen(screen)
+
+        def start(spec: RaceSpec | None) -> None:
+            if spec is not None:  # saved and asked to start; None: left without starting
+                self.start_race(spec, start=True)
+
+        self.push_screen(screen, start)
 
     async def action_quit(self) -> None:
         session = self.session

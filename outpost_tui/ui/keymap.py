@@ -14,6 +14,8 @@ import os
 import tomllib
 from pathlib import Path
 
+from ..engine.errors import OutpostError
+
 CONFIG_DIR_VARIABLE = "OUTPOST_TUI_CONFIG_DIR"
 KEYMAP_FILE = "keymap.toml"
 EXAMPLE = 'e.g. "ctrl+s" or "f5,ctrl+r"'
@@ -36,7 +38,7 @@ def keymap_path() -> Path:
     return config_dir() / KEYMAP_FILE
 
 
-class ConfigFileError(ValueError):
+class ConfigFileError(OutpostError):
     """A user file that cannot be read as TOML; the message says why, without the file name."""
 
 

@@ -18,7 +18,7 @@ from ..engine.core.events import EventBus
 from ..engine.core.result import RaceResult
 from ..engine.core.spec import RaceSpec
 from ..engine.api import new_race
-from ..engine.racing.coordinator import RaceError
+from ..engine.errors import OutpostError
 
 # How long the app waits for the race's loop to take an operator's control (it answers within
 # one callback of the engine; this only bounds a loop that is stuck).
@@ -82,11 +82,7 @@ class RaceSession:
 
         try:
             return asyncio.run(main())
-        except RaceError as error:
-            return str(error)
-        except Exception as error:  # durable-run errors carry an exit code and a one-line message
-            if getattr(error, "exit_code", None) is None:
-                raise
+        except OutpostError as error:  # the race could not start, or its durable run failed
             return str(error)
 
     # ---------------------------------------------------------------------------- controls

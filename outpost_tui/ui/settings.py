@@ -8,13 +8,12 @@ The file is rewritten whole, atomically, keeping any key this version does not k
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import tomli_w
 
+from ..engine.files import write_atomically
 from .keymap import ConfigFileError, config_dir, read_toml
 
 SETTINGS_FILE = "settings.toml"
@@ -52,14 +51,5 @@ def save_theme(name: str, path: Path | None = None) -> Path:
     settings, _ = load_settings(file)
     settings["theme"] = name
     file.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=file.parent, prefix=".settings-", suffix=".toml")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            tomli_w.dump(settings, out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, file)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_atomically(file, tomli_w.dumps(settings).encode("utf-8"))
     return file

@@ -23,6 +23,7 @@ from typing import Any
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
+from ..engine.errors import OutpostError
 from .keymap import ConfigFileError, config_dir, read_toml
 
 DEFAULT_THEME = "outpost-dark"
@@ -57,7 +58,7 @@ def user_themes_dir() -> Path:
     return config_dir() / "themes"
 
 
-class ThemeFileError(Exception):
+class ThemeFileError(OutpostError):
     """One line: the file, the key and what is wrong with it."""
 
     def __init__(self, path: Path, key: str | None, message: str):

@@ -240,7 +240,9 @@ def test_a_git_without_merge_tree_write_tree_is_reported(machine):
     real_git = shutil.which("git")
     (bin_dir / "git").write_text(
         '#!/bin/sh\n'
-        'if [ "$1" = merge-tree ]; then echo "error: unknown option write-tree" >&2; exit 129; fi\n'
+        # an old git refuses the option wherever merge-tree comes among its arguments (-C DIR first)
+        'for word in "$@"; do if [ "$word" = merge-tree ]; then\n'
+        '  echo "error: unknown option write-tree" >&2; exit 129; fi; done\n'
         f'exec {real_git} "$@"\n')
     (bin_dir / "git").chmod(0o755)
     race = tmp_path / "race.toml"

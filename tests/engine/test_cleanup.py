@@ -11,7 +11,7 @@ import pytest
 
 from outpost_tui.engine.kept import archive as a
 from outpost_tui.engine.kept import cleanup as c
-from outpost_tui.engine.kept.retained import find, retained
+from outpost_tui.engine.kept.retained import UnknownAttempt, find, retained
 from tests.conftest import git
 from tests.retention import kept_race
 
@@ -36,7 +36,7 @@ def test_review_rows_carry_outcome_holdings_and_whole_work(repo):
     assert rows["win"].diff_stat["files"] == 2
     assert find(races, f"{kept['race_id']}/win/1") is rows["win"]
     assert find(races, kept["win"]) is rows["win"]
-    with pytest.raises(ValueError, match="no retained attempt 'nope'"):
+    with pytest.raises(UnknownAttempt, match="no retained attempt 'nope'"):
         find(races, "nope")
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from outpost_tui.engine import build_spec, run_race
 from outpost_tui.engine.core.events import Event
+from outpost_tui.engine.errors import OutpostError
 from outpost_tui.engine.git.runner import GitError
 from outpost_tui.engine.records.history import (UNFINISHED, UNREADABLE, UnknownRace, load_events,
                                         load_recording, recorded_races, recorded_result)
@@ -206,7 +207,7 @@ def test_an_unknown_race_id_is_a_one_line_error_naming_the_closest(repo):
         with pytest.raises(UnknownRace) as caught:
             load_events(repo, wrong)
         message = str(caught.value)
-        assert isinstance(caught.value, ValueError)
+        assert isinstance(caught.value, OutpostError)
         assert "\n" not in message and repr(wrong) in message and result.id in message
 
 

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.anyio
 
 
 class HostApp(App):
-    """Stands in for the app: pushes the screen under test and records replay requests."""
+    """Stands in for the app: pushes the screen under test and records the replays it hands back."""
 
     def __init__(self, screen: RecoveryScreen) -> None:
         super().__init__()
@@ -33,10 +33,11 @@ class HostApp(App):
 
     def on_mount(self) -> None:
         self.animation_level = "none"
-        self.push_screen(self.start_screen)
+        self.push_screen(self.start_screen, self.replayed)
 
-    def on_recovery_screen_replay_requested(self, message: RecoveryScreen.ReplayRequested) -> None:
-        self.replays.append(message.spec)
+    def replayed(self, spec) -> None:
+        if spec is not None:
+            self.replays.append(spec)
 
 
 class Run:

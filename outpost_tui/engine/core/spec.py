@@ -17,6 +17,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
+from ..errors import OutpostError
 from ..gitenv import is_scrubbed
 
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
@@ -39,8 +40,14 @@ Resume = Literal["retry-incomplete"]
 Check = Callable[[Any], "bool | float | Awaitable[bool | float]"]
 
 
-def valid_key(key: str) -> bool:
-    return bool(KEY_PATTERN.fullmatch(key))
+# The candidate-key rule, said the same way wherever a key is refused.
+KEY_RULE = "use letters, digits, '_' and '-', starting with a letter or digit (at most 64 characters)"
+
+
+def valid_key(key: object) -> bool:
+    """The candidate-key rule: a key names a branch component and a directory, so it is kept to
+    characters that are safe in both (see KEY_RULE)."""
+    return isinstance(key, str) and bool(KEY_PATTERN.fullmatch(key))
 
 
 def frozen_map(data: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
@@ -49,7 +56,7 @@ def frozen_map(data: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
 
 # --- how a field is declared ----------------------------------------------------------------------
 
-class Refused(ValueError):
+class Refused(OutpostError):
     """A value that breaks its key's rule; `at` is where inside the value (an index, a name)."""
 
     def __init__(self, message: str, at: tuple[str | int, ...] = ()):
@@ -162,9 +169,8 @@ def _setup_paths_rule(*, glob: bool) -> Callable[[tuple[str, ...]], None]:
 
 
 def _key_rule(key: str) -> None:
-    if not KEY_PATTERN.fullmatch(key):
-        raise Refused(f"invalid key {json.dumps(key)}: use letters, digits, '_' and '-', starting "
-                      "with a letter or digit (at most 64 characters)")
+    if not valid_key(key):
+        raise Refused(f"invalid key {json.dumps(key)}: {KEY_RULE}")
 
 
 def _env_rule(env: Mapping[str, str]) -> None:

@@ -29,6 +29,7 @@ from typing import Any
 
 from ... import exitcodes
 from .checkpoint_state import InvalidState, check_state, run_status
+from ..errors import OutpostError
 from .ownership import Owner, describe_age
 from ..core.spec import RaceSpec
 from .transport import CorruptObject, Transport, TransportConflict
@@ -37,7 +38,7 @@ FORMAT = 1
 PREFIX = "speculations/"
 
 
-class CheckpointError(Exception):
+class CheckpointError(OutpostError):
     """A durable-run error; the message is one line and `exit_code` is the CLI's exit status."""
 
     exit_code = exitcodes.BAD_INPUT

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..core.spec import valid_key
 from ..core.statuses import CandidateStatus, Phase, RaceStatus
+from ..errors import OutpostError
 from ..git.worktrees import branch_name
 
 FORMAT = 1
@@ -31,7 +32,7 @@ HEX_COMMIT = re.compile(r"^[0-9a-f]{40,64}$")
 TOKEN_FIELDS = ("input", "cached", "cache_write", "output")
 
 
-class InvalidState(ValueError):
+class InvalidState(OutpostError):
     """The saved state breaks a rule; the message names the field and the problem."""
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import psutil
 
 from ... import exitcodes
+from ..errors import OutpostError
 
 # create_time() is derived from boot time and clock ticks; allow for rounding between readings.
 START_TOLERANCE = 1.0
@@ -68,7 +69,7 @@ class CoordinatorStatus:
     reason: str
 
 
-class StopRefused(Exception):
+class StopRefused(OutpostError):
     """The coordinator cannot be stopped from here; the message says why, in one line."""
 
     exit_code = exitcodes.OWNED

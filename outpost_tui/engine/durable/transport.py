@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Iterator
 
 from ... import exitcodes
+from ..errors import OutpostError
+from ..files import write_atomically
 from .ownership import process_start, same_process, this_host
 
 HEADER_SIZE = 1024
@@ -47,7 +49,7 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
 
 
-class TransportError(Exception):
+class TransportError(OutpostError):
     """Storage failed; the message is one line naming the file or directory."""
 
     exit_code = exitcodes.STORAGE_UNWRITABLE
@@ -350,7 +352,7 @@ class LocalTransport(Transport):
                     header = json.dumps({"key": key, "revision": revision, "size": len(data),
                                          "modified_at": modified_at}).encode()
                     header = header.ljust(HEADER_SIZE - 1) + b"\n"
-                    self._replace(dir_fd, name, header + data)
+                    write_atomically(name, header + data, mode=0o600, dir_fd=dir_fd)
                     return revision
             finally:
                 os.close(dir_fd)
@@ -424,28 +426,6 @@ class LocalTransport(Transport):
         if found != if_revision:
             raise TransportConflict(f"{path}: revision is {found or 'absent'}, "
                                     f"expected {if_revision or 'absent'}")
-
-    @staticmethod
-    def _replace(dir_fd: int, name: str, content: bytes) -> None:
-        temp = f".{name}.{uuid.uuid4().hex}.tmp"
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                     dir_fd=dir_fd)
-        try:
-            try:
-                os.fchmod(fd, 0o600)
-                view = memoryview(content)
-                while view:
-                    view = view[os.write(fd, view):]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temp, dir_fd=dir_fd)
-            raise
-        # The rename is only durable once the directory entry is.
-        os.fsync(dir_fd)
 
     # ---- per-key lock ----
 

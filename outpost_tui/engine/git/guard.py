@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import git
+from ..files import link_atomically, write_atomically
 from .runner import _check, _git_dirs
 
 # Files whose content changes what git runs or sees, relative to the common git directory (and to
@@ -337,23 +338,12 @@ def _restore(path: Path, saved: Saved | None) -> bool:
             return True
         if saved.link is None and saved.content is None:
             return False
-        temp = path.with_name(f".{path.name}.outpost-{uuid.uuid4().hex[:8]}")
-        if saved.link is not None:
-            os.symlink(saved.link, temp)
-        else:
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            try:
-                view = memoryview(saved.content or b"")
-                while view:
-                    view = view[os.write(fd, view):]
-                os.fchmod(fd, stat.S_IMODE(saved.mode))
-                os.fsync(fd)
-            finally:
-                os.close(fd)
         if path.is_dir() and not path.is_symlink():
-            os.unlink(temp)
-            return False
-        os.replace(temp, path)
+            return False  # a directory: kept where it is, reported
+        if saved.link is not None:
+            link_atomically(path, saved.link)
+        else:
+            write_atomically(path, saved.content or b"", mode=stat.S_IMODE(saved.mode))
         return True
     except OSError:
         return False

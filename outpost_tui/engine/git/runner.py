@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from .. import gitenv
+from ..errors import OutpostError
 
 # status must not take the index lock: agents run git in their worktrees at the same time, and the
 # integration check promises not to touch the host's index.
@@ -29,7 +30,7 @@ _METADATA_RACE = re.compile(r"failed to read .*/worktrees/[^/]*/commondir")
 METADATA_RETRIES = 5
 
 
-class GitError(Exception):
+class GitError(OutpostError):
     """A git operation failed; the message is one line naming the repository or path."""
 
 

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ..core.spec import valid_key
+from ..core.spec import KEY_RULE, valid_key
 from .commits import is_clean
 from .layout import OUTPOST_DIR, RECOVERY, _inside, _workspaces, check_worktree_link, ensure_outpost_dir
 from .runner import GitError, _check, _failure, _revision, _run, _run_in_group
@@ -80,7 +80,7 @@ def _worktree_lock(repo_root: Path | str) -> _WorktreeLock:
 
 def branch_name(race_id: str, key: str, attempt: int) -> str:
     if not valid_key(key):
-        raise ValueError(f"invalid candidate key {key!r}: use letters, digits, '_' or '-' (at most 64)")
+        raise ValueError(f"invalid candidate key {key!r}: {KEY_RULE}")
     if not RACE_ID_PATTERN.fullmatch(race_id) or ".." in race_id or race_id.endswith((".", ".lock")):
         raise ValueError(f"invalid race id {race_id!r}: use letters, digits, '.', '_' or '-'")
     if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
@@ -90,7 +90,7 @@ def branch_name(race_id: str, key: str, attempt: int) -> str:
 
 def worktree_directory(repo_root: Path | str, key: str, branch: str) -> Path:
     if not valid_key(key):
-        raise ValueError(f"invalid candidate key {key!r}: use letters, digits, '_' or '-' (at most 64)")
+        raise ValueError(f"invalid candidate key {key!r}: {KEY_RULE}")
     suffix = hashlib.sha256(branch.encode()).hexdigest()[:12]
     return _workspaces(repo_root) / f"{key}-{suffix}"
 

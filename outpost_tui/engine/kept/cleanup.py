@@ -22,6 +22,7 @@ from typing import Callable
 
 from . import archive
 from .. import git
+from ..errors import OutpostError
 from ..git.runner import _check
 from .retained import RetainedAttempt, RetainedRace
 
@@ -146,7 +147,7 @@ class BranchCheck:
 def race_branches(root: Path | str, race_id: str) -> list[tuple[str, str]]:
     """(branch, commit) of every branch of the race."""
     if not git.RACE_ID_PATTERN.fullmatch(race_id) or ".." in race_id:
-        raise ValueError(f"invalid race id {race_id!r}")
+        raise OutpostError(f"invalid race id {race_id!r}")
     out = str(_check("listing branches", root, "for-each-ref", "--format=%(refname:short) %(objectname)",
                          f"refs/heads/{git.BRANCH_PREFIX}/{race_id}/"))
     return [tuple(line.split(" ", 1)) for line in out.splitlines() if line]

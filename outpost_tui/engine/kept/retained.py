@@ -17,6 +17,7 @@ from typing import Any
 
 from . import archive
 from .. import git
+from ..errors import OutpostError
 from ..git.integration import _candidate
 from ..git.runner import _check, _first_line, _run
 from ..records import history
@@ -25,6 +26,10 @@ from .processes import Occupant, occupants_of
 
 INTERRUPTED = "interrupted"
 UNKNOWN = "unknown"
+
+
+class UnknownAttempt(OutpostError):
+    """No kept attempt goes by that name; the message lists some that do."""
 
 
 @dataclass
@@ -385,5 +390,5 @@ def find(races: list[RetainedRace], ident: str) -> RetainedAttempt:
             if row.id == wanted or (real and row.path and os.path.realpath(row.path) == real):
                 return row
     known = [row.id for race in races for row in race.attempts][:5]
-    raise ValueError(f"no retained attempt {ident!r} (use RACE/KEY/ATTEMPT, its branch or its worktree path"
+    raise UnknownAttempt(f"no retained attempt {ident!r} (use RACE/KEY/ATTEMPT, its branch or its worktree path"
                      + (f"; known: {', '.join(known)}" if known else "; nothing is retained") + ")")

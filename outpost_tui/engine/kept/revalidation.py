@@ -16,6 +16,7 @@ from .. import git
 from ..records import history
 from ..core.events import RaceStarted
 from ..core.result import Validation
+from ..errors import OutpostError
 from ..sandbox import SandboxContext, SandboxError
 from ..sandbox.providers import provider_for
 from ..core.spec import RaceSpec, SandboxSpec, ValidateSpec
@@ -30,7 +31,7 @@ def recorded_validation(spec: RaceSpec) -> dict | None:
             "sandbox": {k: v for k, v in asdict(spec.sandbox).items()}}
 
 
-class NotRecorded(ValueError):
+class NotRecorded(OutpostError):
     """The race recorded no validation command (a callable, or an older version); one line."""
 
 

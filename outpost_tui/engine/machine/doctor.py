@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from .. import gitenv
 from ..agents import adapter_for, known_agents
 from ..sandbox.engines import engine_name
 from ..core.spec import RaceSpec
@@ -70,7 +69,7 @@ def run_checks(spec: RaceSpec | None = None, *, env: Mapping[str, str] | None = 
     checks.extend(git_checks(env, required=spec is not None))
     checks.extend(container_checks(spec, required=contained,
                                    programs=image_programs(spec) if contained else {}))
-    repository = spec.repository if spec else (repository or _git_toplevel(Path.cwd(), env))
+    repository = spec.repository if spec else (repository or _git_toplevel(Path.cwd()))
     # reported, not required: the engine commits a candidate's edits under its own name when
     # there is no identity, but agents that commit themselves fail
     checks.append(identity_check(repository, required=False))
@@ -228,8 +227,20 @@ def git_checks(env: Mapping[str, str], *, required: bool) -> list[Check]:
     if shutil.which("git", path=env.get("PATH")) is None:
         return [Check("git", False, "git not found on PATH", required),
                 Check("git merge-tree", False, "needs git", required)]
-    version = version_of(("git", "--version"), env)
-    return [Check("git", True, version, required), merge_tree_check(env, required=required)]
+    return [Check("git", True, _git_version(), required), merge_tree_check(env, required=required)]
+
+
+def _git_version() -> str:
+    from .. import git
+
+    try:
+        status, out, err = git.run("/", "--version", timeout=VERSION_TIMEOUT)
+    except git.GitError as error:
+        return f"version unknown ({error})"
+    if status == git.GIT_TIMEOUT_STATUS:
+        return f"version unknown (`git --version` did not answer within {VERSION_TIMEOUT:g}s)"
+    lines = [line.strip() for line in (out + "\n" + err).splitlines() if line.strip()]
+    return lines[0][:120] if lines else f"version unknown (exit code {status})"
 
 
 def identity_check(repository: Path | None, *, required: bool) -> Check:
@@ -249,35 +260,35 @@ def identity_check(repository: Path | None, *, required: bool) -> Check:
 
 
 def merge_tree_check(env: Mapping[str, str], *, required: bool) -> Check:
-    """Tries `git merge-tree --write-tree` (git 2.38+) in a scratch repository."""
-    clean_env = gitenv.scrubbed(env)
+    """Tries `git merge-tree --write-tree` (git 2.38+) in a scratch repository, through the engine's
+    own git runner: the git, environment and settings a race will use."""
+    from .. import git
+
     with tempfile.TemporaryDirectory(prefix="outpost-doctor-") as scratch:
-        steps = (["git", "init", "-q"],
-                 ["git", *GIT_IDENTITY, "commit", "-q", "--allow-empty", "-m", "probe"],
-                 ["git", "merge-tree", "--write-tree", "HEAD", "HEAD"])
-        for argv in steps:
+        steps = (("init", ("init", "-q")),
+                 ("commit", (*GIT_IDENTITY, "commit", "-q", "--allow-empty", "-m", "probe")),
+                 ("merge-tree", ("merge-tree", "--write-tree", "HEAD", "HEAD")))
+        for name, args in steps:
             try:
-                done = subprocess.run(argv, cwd=scratch, capture_output=True, text=True, env=clean_env,
-                                      stdin=subprocess.DEVNULL, timeout=VERSION_TIMEOUT)
-            except (OSError, subprocess.TimeoutExpired) as error:
+                status, _, err = git.run(scratch, *args, timeout=VERSION_TIMEOUT)
+            except git.GitError as error:
                 return Check("git merge-tree", False, f"could not run git: {error}", required)
-            if done.returncode != 0:
-                if argv[1] == "merge-tree":
+            if status != 0:
+                if name == "merge-tree":
                     return Check("git merge-tree", False, "`git merge-tree --write-tree` is not supported "
                                  "(needs git 2.38 or later)", required)
-                detail = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
-                return Check("git merge-tree", False, f"`{' '.join(argv[:2])}` failed: {detail}", required)
+                detail = (err.strip().splitlines() or [f"exit {status}"])[-1]
+                return Check("git merge-tree", False, f"`git {name}` failed: {detail}", required)
     return Check("git merge-tree", True, "--write-tree supported", required)
 
 
-def _git_toplevel(directory: Path, env: Mapping[str, str]) -> Path | None:
+def _git_toplevel(directory: Path) -> Path | None:
+    from .. import git
+
     try:
-        done = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=directory, capture_output=True,
-                              text=True, stdin=subprocess.DEVNULL, timeout=VERSION_TIMEOUT,
-                              env=gitenv.scrubbed(env))
-    except (OSError, subprocess.TimeoutExpired):
+        return git.repository_root(directory)
+    except git.GitError:
         return None
-    return Path(done.stdout.strip()) if done.returncode == 0 and done.stdout.strip() else None
 
 
 # -- container engine --------------------------------------------------------------------------

@@ -15,12 +15,13 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from .. import git as git_runner
+from ..errors import OutpostError
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
 KeyPath = tuple[str | int, ...]
 
-class RaceFileError(Exception):
+class RaceFileError(OutpostError):
     """A race file that cannot be used: where (file, line, dotted key) and what is wrong."""
 
     def __init__(self, path: str | Path | None, line: int | None, key: str | None, message: str):

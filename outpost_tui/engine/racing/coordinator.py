@@ -25,13 +25,14 @@ from . import setup as setups
 from ..agents import adapter_for
 from .attempt import Attempt
 from ..core.events import Admitted, BudgetExhausted, Operator, RaceFinished, RaceStarted, Settled
+from ..errors import OutpostError
 from ..records.flightlog import FlightLog, make_private_directory, runs_directory
 from ..core.result import CandidateRecord, RaceResult
 from ..kept.revalidation import recorded_validation
 from ..sandbox import EngineGone, SandboxError
 from ..sandbox.providers import provider_for
 from ..sandbox.local import LocalProvider
-from ..core.spec import valid_key
+from ..core.spec import KEY_RULE, valid_key
 from ..core.statuses import CandidateStatus, Phase
 from ..core.events import EventBus
 from ..core.spec import RaceSpec
@@ -41,10 +42,8 @@ from .checkpointing import Checkpointing
 from .state import _one_line
 
 
-class RaceError(Exception):
+class RaceError(OutpostError):
     """The race cannot start; the message is one line for the operator."""
-
-    exit_code = 2
 
 
 def new_race_id() -> str:
@@ -239,8 +238,7 @@ class Race(BaselineValidation):
         seen: set[str] = set()
         for candidate in spec.candidates:
             if not valid_key(candidate.key):
-                raise RaceError(f"candidate key {candidate.key!r} is invalid: use letters, digits, "
-                                "'_' and '-', starting with a letter or digit (at most 64)")
+                raise RaceError(f"candidate key {candidate.key!r} is invalid: {KEY_RULE}")
             if candidate.key in seen:
                 raise RaceError(f"candidate key {candidate.key!r} is used twice")
             seen.add(candidate.key)

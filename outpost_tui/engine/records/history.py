@@ -27,6 +27,7 @@ from ..core.events import (
     RaceStarted,
     event_from_payload,
 )
+from ..errors import OutpostError
 from ..core.model import RaceModel
 from ..core.result import RaceResult, race_result_from_json
 from ..core.spec import BudgetSpec, CandidateSpec, RaceSpec
@@ -38,11 +39,11 @@ UNREADABLE = "unreadable"
 UNKNOWN_AGENT = "?"
 
 
-class UnknownRace(ValueError):
+class UnknownRace(OutpostError):
     """No recorded race has this id; the message is one line naming the closest ids."""
 
 
-class UnreadableRace(ValueError):
+class UnreadableRace(OutpostError):
     """The race's directory is there but its race-level events cannot be read (one line)."""
 
 

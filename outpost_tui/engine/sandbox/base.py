@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Awaitable, Callable, Mapping, Sequence
 
+from ... import exitcodes
+from ..errors import OutpostError
 
 # Called with ("stdout" | "stderr", [line, ...]) as output arrives, lines without their newline.
 LineSink = Callable[[str, list[str]], None]
@@ -42,8 +44,10 @@ class Stop:
 StopSink = Callable[[Stop], None]
 
 
-class SandboxError(Exception):
+class SandboxError(OutpostError):
     """A sandbox could not be created or used; the message is one line for the operator."""
+
+    exit_code = exitcodes.MISSING_REQUIREMENT  # no engine, no image, no cgroup: the race cannot run
 
 
 class EngineGone(SandboxError):

@@ -35,6 +35,8 @@ from pathlib import Path
 
 import psutil
 
+from ..errors import OutpostError
+
 PREFERENCE = "OUTPOST_PROCESS_TRACKING"  # auto (default) | tree
 MARKER = "OUTPOST_CONTAINMENT"
 CGROUP_DIR = "outpost-tui"
@@ -51,7 +53,7 @@ STALE_AFTER = 600.0
 SHIM = 'echo $$ > "$0" || { echo "outpost: cannot enter cgroup $0" >&2; exit 125; }; exec "$@"'
 
 
-class ContainmentError(Exception):
+class ContainmentError(OutpostError):
     """Processes could not be confirmed gone; the message names them."""
 
 

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+from ..errors import OutpostError
+
 DEFAULT_CONTEXT = "default"
 
 
@@ -85,7 +87,7 @@ def docker_context(env: Mapping[str, str]) -> Endpoint | None:
     return Endpoint(host, f"Docker context {name!r}, from {how}", tls)
 
 
-class ContextError(Exception):
+class ContextError(OutpostError):
     """The current Docker context names an endpoint that cannot be read."""
 
 

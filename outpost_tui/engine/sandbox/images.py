@@ -25,8 +25,10 @@ from io import BytesIO
 from pathlib import Path
 from typing import Callable, Iterable
 
+from ... import exitcodes
+from .. import git as git_runner
 from ..core.spec import DEFAULT_IMAGE
-from .. import gitenv
+from ..errors import OutpostError
 
 # The main process of a sandbox container only has to stay alive; `sleep` with a number works with
 # coreutils and busybox alike (not every `sleep` knows "infinity").
@@ -52,8 +54,16 @@ GIT_SKIP = re.compile(r"git-(remote-(http|ftp)s?|http-\w+|imap-send|daemon)|scal
 Progress = Callable[[str], None]
 
 
-class ImageError(Exception):
+class ImageError(OutpostError):
     """An image could not be built; the message is one line for the operator."""
+
+    exit_code = exitcodes.BUILD_FAILED
+
+
+class InvalidTag(ImageError):
+    """An image name that is not one (a wrong argument, not a failed build)."""
+
+    exit_code = exitcodes.BAD_INPUT
 
 
 @dataclass
@@ -78,7 +88,7 @@ def parse_tag(tag: str) -> tuple[str, str]:
         repository, version = tag, "latest"
     if not repository or not re.fullmatch(r"[a-z0-9]+([._/:-][a-z0-9]+)*", repository) \
             or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", version):
-        raise ImageError(f"image tag {tag!r} is not a valid name (e.g. {DEFAULT_IMAGE})")
+        raise InvalidTag(f"image tag {tag!r} is not a valid name (e.g. {DEFAULT_IMAGE})")
     return repository, version
 
 
@@ -142,10 +152,11 @@ def _host_git() -> tuple[str, str]:
     if not git:
         raise ImageError("no git on this machine to copy into the image; "
                          "use --from-rootfs or --dockerfile instead")
-    # a GIT_EXEC_PATH inherited from a hook would name some other git's programs
-    exec_path = subprocess.run([git, "--exec-path"], capture_output=True, text=True, check=True,
-                               env=gitenv.scrubbed()).stdout.strip()
-    return os.path.realpath(git), exec_path
+    # the engine's runner: a GIT_EXEC_PATH inherited from a hook would name some other git's programs
+    status, out, err = git_runner.run("/", "--exec-path", timeout=30)
+    if status != 0 or not out.strip():
+        raise ImageError(f"`git --exec-path` failed: {err.strip() or f'exit {status}'}")
+    return os.path.realpath(git), out.strip()
 
 
 class _Archive:

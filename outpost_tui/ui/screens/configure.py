@@ -91,13 +91,7 @@ class ConfigureScreen(FooterOrder):
 
     FOOTER_LAST = ("edit",)  # enter edits too (the line under the header says so)
 
-    DEFAULT_CSS = """
-    ConfigureScreen #file { height: 1; padding: 0 1; color: $text-muted; }
-    ConfigureScreen #sections { height: auto; max-height: 9; overflow-x: hidden; }
-    ConfigureScreen #candidates { height: 1fr; min-height: 4; }
-    ConfigureScreen #configure-status { height: auto; padding: 0 1; color: $text-muted; }
-    ConfigureScreen #configure-status.error { color: $error; text-style: bold; }
-    """
+    CSS_PATH = "configure.tcss"
     BINDINGS = [
         Binding("e", "edit", "Edit", id="configure.edit"),
         Binding("n", "add", "New", id="configure.add"),
@@ -109,13 +103,6 @@ class ConfigureScreen(FooterOrder):
         Binding("s", "start", "Start", id="configure.start"),
         Binding("escape", "back", "Back", id="configure.back"),
     ]
-
-    class StartRequested(Message):
-        """The operator asked to start the race as configured (and saved)."""
-
-        def __init__(self, spec: RaceSpec) -> None:
-            super().__init__()
-            self.spec = spec
 
     class Saved(Message):
         """The race file was written and reads back as spec."""
@@ -327,9 +314,7 @@ class ConfigureScreen(FooterOrder):
             f"{backup_path(self.race_file).name}."), answer)
 
     def _start(self, spec: RaceSpec) -> None:
-        # The message goes to the app directly: this screen is leaving and would not bubble it.
-        self.app.post_message(self.StartRequested(spec))
-        self._leave(spec)
+        self._leave(spec)  # the spec to start is the screen's result
 
     def action_back(self) -> None:
         if not self.dirty:

@@ -10,16 +10,7 @@ from textual.widgets import Static
 
 
 class ConfirmScreen(ModalScreen[bool]):
-    DEFAULT_CSS = """
-    ConfirmScreen { align: center middle; }
-    ConfirmScreen > Vertical {
-        width: auto; max-width: 80; height: auto; padding: 1 2;
-        border: thick $warning; background: $panel;
-    }
-    /* auto width up to the box's: a long question wraps instead of losing its end */
-    ConfirmScreen .question { width: auto; max-width: 76; }
-    ConfirmScreen .keys { color: $text-muted; margin-top: 1; }
-    """
+    CSS_PATH = "confirm.tcss"
     BINDINGS = [
         Binding("y,enter", "answer(True)", "Yes", id="confirm.yes"),
         Binding("n,escape", "answer(False)", "No", id="confirm.no"),

@@ -16,11 +16,8 @@ from ..widgets.header import OutpostHeader
 
 
 class DiffScreen(Screen):
-    BINDINGS = [Binding("escape,q", "app.pop_screen", "Back", id="diff.back")]
-    DEFAULT_CSS = """
-    DiffScreen .title { padding: 0 1; background: $panel; }
-    DiffScreen RichLog { height: 1fr; }
-    """
+    BINDINGS = [Binding("escape,q", "dismiss", "Back", id="diff.back")]
+    CSS_PATH = "diff.tcss"
 
     def __init__(self, repository: Path, baseline: str, revision: str, title: str) -> None:
         super().__init__()

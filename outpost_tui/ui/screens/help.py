@@ -25,17 +25,7 @@ CONVENTIONS = (
 
 
 class HelpScreen(ModalScreen[None]):
-    DEFAULT_CSS = """
-    HelpScreen { align: center middle; }
-    HelpScreen > Vertical {
-        width: 90%; max-width: 110; height: 90%; padding: 1 2;
-        border: thick $primary; background: $panel;
-    }
-    HelpScreen #help-title { text-style: bold; margin-bottom: 1; }
-    HelpScreen #help-keys { height: 1fr; }
-    HelpScreen .help-text { margin-top: 1; }
-    HelpScreen .help-muted { color: $text-muted; margin-top: 1; }
-    """
+    CSS_PATH = "help.tcss"
     BINDINGS = [
         Binding("escape", "close", "Close", id="help.close"),
         Binding("question_mark", "close", "Close", show=False, id="help.close-again"),

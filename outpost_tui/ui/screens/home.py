@@ -30,13 +30,7 @@ RECENT = 12
 
 
 class HomeScreen(FooterOrder):
-    DEFAULT_CSS = """
-    HomeScreen > Vertical { padding: 0 2; }
-    HomeScreen #intro { height: auto; margin-bottom: 1; }
-    HomeScreen #samples { height: auto; max-height: 8; margin-top: 1; }
-    HomeScreen #recent-title { margin-top: 1; text-style: bold; }
-    HomeScreen #recent { height: 1fr; min-height: 3; }
-    """
+    CSS_PATH = "home.tcss"
     # The list, not the path input, has focus at start: with the input focused, every letter key
     # of this screen (o, r, w, t, ?) would be typed into it instead. `o` moves to the input.
     AUTO_FOCUS = "#samples"
@@ -191,14 +185,12 @@ class HomeScreen(FooterOrder):
 
     def action_recover_selected(self) -> None:
         """r: the wizard, on the selected run when a run needing recovery is selected."""
-        from .recovery import RecoveryScreen
-
         chosen = self.selected_recent() if self.query_one("#recent", DataTable).has_focus else None
         if chosen is None:
             # the first run that needs recovery, if any: one key from the home screen
             chosen = next((what for what in self.recent.values() if what[0] == "run"), None)
         run_id = chosen[1] if chosen is not None and chosen[0] == "run" else None
-        self.app.push_screen(RecoveryScreen(Path(self.app.repository), run_id))
+        self.app.open_recovery(Path(self.app.repository), run_id)
 
     # ------------------------------------------------------------------ opening
 

@@ -60,18 +60,7 @@ def _read(path) -> bytes | None:
 
 
 class RaceScreen(FooterOrder):
-    DEFAULT_CSS = """
-    RaceScreen #summary { height: auto; padding: 0 1; background: $panel; text-wrap: nowrap; text-overflow: ellipsis; }
-    RaceScreen #body { height: 1fr; }
-    RaceScreen #panels { grid-size: 2; grid-gutter: 0 1; height: 1fr; }
-    RaceScreen #table { display: none; width: 3fr; height: 1fr; }
-    RaceScreen.-table #table { display: block; }
-    RaceScreen.-table #panels { width: 2fr; grid-size: 1; }
-    RaceScreen.-table CandidatePanel { display: none; }
-    RaceScreen.-table CandidatePanel.-selected { display: block; }
-    RaceScreen #search { dock: bottom; display: none; }
-    RaceScreen #search.-visible { display: block; }
-    """
+    CSS_PATH = "race.tcss"
     BINDINGS = [
         Binding("s", "start", "Start", id="race.start"),
         Binding("c", "cancel", "Cancel", id="race.cancel"),
@@ -154,12 +143,11 @@ class RaceScreen(FooterOrder):
         if not spec.durability.enabled or not spec.run_id or self.session.started:
             return
         from ...engine.durable import recovery
-        from ...engine.durable.checkpoint import CheckpointError
-        from ...engine.git.runner import GitError
+        from ...engine.errors import OutpostError
 
         try:
             view = recovery.inspect(spec.repository, spec.run_id)
-        except (CheckpointError, GitError, OSError, ValueError):
+        except (OutpostError, OSError, ValueError):
             return  # never saved (a first run), or unreadable: starting says why
         dead = view.coordinator is not None and view.coordinator.alive is False
         if view.status == "interrupted":
@@ -577,7 +565,7 @@ class RaceScreen(FooterOrder):
         elif self.maximized is not None:
             self.minimize()
         elif not self.session.running and len(self.app.screen_stack) > 2:
-            self.app.pop_screen()
+            self.dismiss()
 
     def action_cancel(self) -> None:
         key = self.focused_key()

@@ -19,7 +19,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.content import Content
-from textual.message import Message
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
@@ -27,11 +26,9 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from ...engine.core.spec import RaceSpec
 from ...engine.durable import recovery
-from ...engine.durable.checkpoint import CheckpointError, RevisionChanged, RunSummary
-from ...engine.durable.ownership import StopRefused, describe_age
-from ...engine.durable.transport import TransportError
-from ...engine.git import GitError
-from ...engine.racefile import RaceFileError
+from ...engine.durable.checkpoint import RevisionChanged, RunSummary
+from ...engine.durable.ownership import describe_age
+from ...engine.errors import OutpostError
 from ..paths import shown_path
 from ..widgets.header import OutpostHeader
 from .confirm import ConfirmScreen
@@ -40,7 +37,7 @@ STEPS = (("stop", "1 Stop"), ("inspect", "2 Inspect"), ("release", "3 Release"),
 ORDER = [name for name, _ in STEPS]
 STOP_TIMEOUT = 10.0
 # What the engine raises for a bad run, storage, race file or repository: each has a one-line message.
-EXPECTED = (CheckpointError, TransportError, StopRefused, RaceFileError, GitError, OSError)
+EXPECTED = (OutpostError, OSError)
 
 
 def one_line(error: BaseException | str) -> str:
@@ -48,27 +45,11 @@ def one_line(error: BaseException | str) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
-class RecoveryScreen(Screen):
-    """Recover a durable run whose coordinator crashed; hands the replay to the app."""
+class RecoveryScreen(Screen[RaceSpec | None]):
+    """Recover a durable run whose coordinator crashed. Dismissed with the spec to replay once the
+    operator confirms the replay (resume authorised), for the app to start; None when left."""
 
-    class ReplayRequested(Message):
-        """The operator confirmed the replay: the app starts a race on `spec` (resume authorised)."""
-
-        def __init__(self, spec: RaceSpec) -> None:
-            super().__init__()
-            self.spec = spec
-
-    DEFAULT_CSS = """
-    RecoveryScreen > Vertical { padding: 0 1; }
-    RecoveryScreen #title { text-style: bold; margin: 1 0 0 0; }
-    RecoveryScreen #steps { margin: 1 0; }
-    RecoveryScreen #runs { height: auto; max-height: 16; }
-    RecoveryScreen #detail { margin-bottom: 1; }
-    RecoveryScreen #attempts { height: auto; max-height: 14; margin-bottom: 1; }
-    RecoveryScreen #outcome { color: $success; }
-    RecoveryScreen .error { color: $error; text-style: bold; }
-    RecoveryScreen #busy { color: $warning; }
-    """
+    CSS_PATH = "recovery.tcss"
     BINDINGS = [
         # Priority so that enter means "next" even while a table has focus.
         Binding("enter", "next", "Next", id="recovery.next", priority=True),
@@ -377,9 +358,7 @@ class RecoveryScreen(Screen):
         self._deliver(self._hand_over, spec)
 
     def _hand_over(self, spec: RaceSpec) -> None:
-        # Posted to the app, not this screen: the screen is gone before the message would be handled.
-        self.app.post_message(self.ReplayRequested(spec))
-        self.app.pop_screen()
+        self.dismiss(spec)
 
     # ------------------------------------------------------------------------------ actions
 
@@ -419,7 +398,7 @@ class RecoveryScreen(Screen):
 
     def action_back(self) -> None:
         if self.step == "choose" or (self.step == "stop" and not self.chose_from_list):
-            self.app.pop_screen()
+            self.dismiss(None)
             return
         self._clear_messages()
         if self.step == "stop":

@@ -31,13 +31,7 @@ STATUS_STYLE = {"winner": "bold green", "rejected": "red", "failed": "red", "quo
 
 
 class ResultScreen(FooterOrder):
-    DEFAULT_CSS = """
-    ResultScreen #headline { height: auto; padding: 0 1; background: $panel; text-style: bold; }
-    ResultScreen #leaderboard { height: 1fr; min-height: 5; }
-    ResultScreen #detail { height: auto; max-height: 8; padding: 0 1; border-top: solid $panel-lighten-2; }
-    ResultScreen #outcome { height: auto; padding: 0 1; color: $success; }
-    ResultScreen #outcome.-error { color: $error; text-style: bold; }
-    """
+    CSS_PATH = "result.tcss"
     BINDINGS = [
         Binding("m", "merge", "Merge", id="result.merge", tooltip="Merge the winner into your branch"),
         Binding("b", "copy('branch')", "Branch", id="result.copy_branch", tooltip="Copy the branch"),
@@ -131,7 +125,7 @@ class ResultScreen(FooterOrder):
     # ------------------------------------------------------------------------------ actions
 
     def action_back(self) -> None:
-        self.app.pop_screen()
+        self.dismiss()
 
     def action_copy(self, what: str) -> None:
         row = self.selected()
@@ -183,7 +177,7 @@ class ResultScreen(FooterOrder):
 
         def answer(yes: bool | None) -> None:
             if yes:
-                self.app.pop_screen()
+                self.dismiss()
                 self.app.open_race(race_file, start=True)
 
         self.app.push_screen(ConfirmScreen(f"Run the race in {race_file} again, as the file says now?"),

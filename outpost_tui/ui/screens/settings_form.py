@@ -250,24 +250,7 @@ class SettingsForm(ModalScreen[tuple[Changes, RaceSpec] | None]):
     """Edit some keys of the race file; dismisses with the changes and the spec the file would then
     read as, or None (escape)."""
 
-    DEFAULT_CSS = """
-    SettingsForm { align: center middle; }
-    SettingsForm > VerticalScroll {
-        width: 90%; max-width: 110; height: auto; max-height: 100%; padding: 0 1;
-        border: thick $primary; background: $panel;
-    }
-    SettingsForm .form-title { text-style: bold; }
-    SettingsForm .form-row { height: auto; }
-    SettingsForm .form-row > Label { width: 26; padding-right: 1; color: $text-muted; }
-    SettingsForm .form-row > Input, SettingsForm .form-row > Select { width: 1fr; }
-    SettingsForm .long-label { color: $text-muted; }
-    SettingsForm TextArea { height: 5; }
-    SettingsForm .field-error { color: $error; display: none; padding-left: 26; }
-    SettingsForm .field-error.-shown { display: block; }
-    SettingsForm #form-error { padding-left: 0; }
-    SettingsForm .form-keys { color: $text-muted; }
-    SettingsForm .-hidden { display: none; }
-    """
+    CSS_PATH = "settings_form.tcss"
     BINDINGS = [
         Binding("ctrl+s", "submit", "Done", id="form.submit"),
         Binding("escape", "cancel", "Cancel", id="form.cancel"),

@@ -18,16 +18,7 @@ from textual.widgets.option_list import Option, OptionDoesNotExist
 
 
 class ThemePickerScreen(ModalScreen[str | None]):
-    DEFAULT_CSS = """
-    ThemePickerScreen { align: center middle; }
-    ThemePickerScreen > Vertical {
-        width: 48; height: auto; max-height: 80%; padding: 1 2;
-        border: thick $primary; background: $panel;
-    }
-    ThemePickerScreen #theme-title { text-style: bold; margin-bottom: 1; }
-    ThemePickerScreen OptionList { height: auto; max-height: 20; }
-    ThemePickerScreen .help-muted { color: $text-muted; margin-top: 1; }
-    """
+    CSS_PATH = "theme_picker.tcss"
     BINDINGS = [Binding("escape", "restore", "Cancel", id="theme.cancel")]
 
     def __init__(self, own_themes: list[str] | None = None) -> None:

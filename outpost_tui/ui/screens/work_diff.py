@@ -98,7 +98,7 @@ def render_body(patch: FilePatch, theme: str = "monokai") -> Text:
 
 
 class FileHeader(Static):
-    DEFAULT_CSS = "FileHeader { background: $panel; text-style: bold; }"
+    """A file's name above its patch (styled in work_diff.tcss)."""
 
 
 class WorkDiffScreen(Screen):
@@ -109,16 +109,9 @@ class WorkDiffScreen(Screen):
         Binding("p,k", "previous_file", "Prev file", id="diff.previous_file"),
         Binding("z", "fold", "Fold", id="diff.fold"),
         Binding("Z", "fold_all", "Fold all", id="diff.fold_all"),
-        Binding("escape,q", "app.pop_screen", "Back", id="diff.back"),
+        Binding("escape,q", "dismiss", "Back", id="diff.back"),
     ]
-    DEFAULT_CSS = """
-    WorkDiffScreen #diff-title { padding: 0 1; background: $panel; height: auto; }
-    WorkDiffScreen #diff-summary { padding: 0 1; color: $text-muted; height: auto; max-height: 6; }
-    WorkDiffScreen #files { width: 30%; max-width: 48; min-width: 20; height: 1fr; }
-    WorkDiffScreen #patch { height: 1fr; }
-    WorkDiffScreen .body { padding: 0 0 1 0; }
-    WorkDiffScreen .folded { display: none; }
-    """
+    CSS_PATH = "work_diff.tcss"
 
     def __init__(self, title: str, patch: str, summary: str = "") -> None:
         super().__init__()

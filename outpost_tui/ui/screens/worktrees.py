@@ -29,6 +29,7 @@ from textual.widgets import DataTable, Footer, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from ...engine import git
+from ...engine.errors import OutpostError
 from ...engine.core.result import Validation
 from ...engine.git import merge
 from ...engine.kept import archive, cleanup
@@ -89,15 +90,7 @@ def live_cell(row: RetainedAttempt) -> str:
 class WorktreesScreen(Screen):
     """The attempts races kept in one repository, with details and actions on the highlighted one."""
 
-    DEFAULT_CSS = """
-    WorktreesScreen > Vertical { padding: 0 1; }
-    WorktreesScreen #title { text-style: bold; height: 1; }
-    WorktreesScreen #worktrees { height: 1fr; min-height: 5; }
-    WorktreesScreen #error { height: auto; max-height: 2; }
-    WorktreesScreen #containers { color: $text-muted; height: auto; max-height: 1; }
-    WorktreesScreen #details-box { height: 9; border-top: solid $primary; }
-    WorktreesScreen .error { color: $error; text-style: bold; }
-    """
+    CSS_PATH = "worktrees.tcss"
     BINDINGS = [
         Binding("r", "refresh", "Refresh", id="worktrees.refresh", show=False),
         Binding("d,enter", "diff", "Diff", id="worktrees.diff"),
@@ -117,7 +110,7 @@ class WorktreesScreen(Screen):
         Binding("B", "delete_branches", "Delete branches", id="worktrees.delete_branches", show=False),
         Binding("D", "delete_branches(True)", "Archive unmerged + delete branches",
                 id="worktrees.delete_branches_archived", show=False),
-        Binding("escape", "app.pop_screen", "Back", id="worktrees.back"),
+        Binding("escape", "dismiss", "Back", id="worktrees.back"),
     ]
 
     def __init__(self, repository: Path, *, clock: Callable[[], float] = time.time) -> None:
@@ -580,7 +573,7 @@ class WorktreesScreen(Screen):
     def _check_branches(self, root: Path, race_id: str, archive_unmerged: bool) -> None:
         try:
             checks = cleanup.check_branches(root, race_id)
-        except (git.GitError, ValueError) as error:
+        except OutpostError as error:
             self._deliver(self._show_error, str(error))
             return
         self._deliver(self._confirm_branches, root, race_id, checks, archive_unmerged)

@@ -20,6 +20,7 @@ from textual.widgets import Log, Static
 from ...engine.core.model import CandidateModel
 from ...engine.core.spec import BudgetSpec
 from ...engine.verdict.record import describe_tests
+from ..css import widget_css
 
 FINAL = {"winner", "rejected", "failed", "quota", "cancelled", "skipped"}
 LIVE = ("starting", "setting up", "running", "validating")
@@ -60,37 +61,7 @@ def fill_style(fraction: float) -> str:
 
 
 class CandidatePanel(Vertical, can_focus=True):
-    DEFAULT_CSS = """
-    CandidatePanel { border: round $panel-lighten-2; height: 1fr; min-height: 8; padding: 0 1; }
-    CandidatePanel .state, CandidatePanel .time, CandidatePanel .tokens, CandidatePanel .cost {
-        height: 1; text-wrap: nowrap; text-overflow: ellipsis;
-    }
-    CandidatePanel .tokens, CandidatePanel .cost { color: $text-muted; }
-    CandidatePanel .reason { color: $text-muted; max-height: 3; }
-    CandidatePanel .reason.-empty { display: none; }
-    CandidatePanel Log {
-        height: 1fr; background: transparent;
-        scrollbar-size-horizontal: 0; scrollbar-size-vertical: 1;
-        scrollbar-background: $panel; scrollbar-color: $panel-lighten-2;
-    }
-    CandidatePanel.-running { border: round $status-running 60%; }
-    CandidatePanel.-winner { border: round $status-winner; }
-    CandidatePanel.-rejected { border: round $status-rejected; }
-    CandidatePanel.-failed { border: round $status-failed; }
-    CandidatePanel.-quota { border: round $status-quota; }
-    CandidatePanel.-cancelled, CandidatePanel.-skipped { border: round $status-cancelled; }
-    CandidatePanel:focus.-running, CandidatePanel:focus { border: double $accent; }
-    CandidatePanel.-tampering .reason { color: $error; text-style: bold; }
-    CandidatePanel.-tampering { border: heavy $error; }
-    /* focus doubles the line but keeps an ended candidate's colour: a focused winner still
-       reads as the winner */
-    CandidatePanel:focus.-winner { border: double $status-winner; }
-    CandidatePanel:focus.-rejected { border: double $status-rejected; }
-    CandidatePanel:focus.-failed { border: double $status-failed; }
-    CandidatePanel:focus.-quota { border: double $status-quota; }
-    CandidatePanel:focus.-cancelled, CandidatePanel:focus.-skipped { border: double $status-cancelled; }
-    CandidatePanel.-filtered { border-subtitle-color: $warning; }
-    """
+    DEFAULT_CSS = widget_css(__file__)  # candidate_panel.tcss
 
     def __init__(self, key: str, agent: str, index: int, clock=time.time, *,
                  budget: BudgetSpec | None = None, timeout: float | None = None) -> None:
