@@ -27,8 +27,7 @@ def _our_exceptions() -> dict[str, type[BaseException]]:
             continue
         module = importlib.import_module(info.name)
         for name, value in vars(module).items():
-            if (inspect.isclass(value) and issubclass(value, BaseException)
-                    and value.__module__ == info.name):
+            if inspect.isclass(value) and issubclass(value, BaseException) and value.__module__ == info.name:
                 found[f"{info.name}.{name}"] = value
     return found
 
@@ -37,8 +36,16 @@ def test_every_error_outpost_tui_defines_derives_from_the_one_root():
     found = _our_exceptions()
     # the ones the CLI and the app handle by name are among them (the walk really finds them)
     names = {kind.__name__ for kind in found.values()}
-    assert {"RaceFileError", "GitError", "CheckpointError", "TransportError", "SampleError",
-            "SandboxError", "RaceError", "OutpostError"} <= names
+    assert {
+        "RaceFileError",
+        "GitError",
+        "CheckpointError",
+        "TransportError",
+        "SampleError",
+        "SandboxError",
+        "RaceError",
+        "OutpostError",
+    } <= names
     strays = sorted(name for name, kind in found.items() if not issubclass(kind, OutpostError))
     assert strays == []
 
@@ -74,12 +81,18 @@ BUG = textwrap.dedent("""\
 
 def test_an_unexpected_error_is_one_line_and_its_traceback_goes_to_the_bug_log(tmp_path: Path):
     state = tmp_path / "state"
-    done = subprocess.run([sys.executable, "-c", BUG], capture_output=True, text=True, timeout=60,
-                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "XDG_STATE_HOME": str(state)})
+    done = subprocess.run(
+        [sys.executable, "-c", BUG],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "XDG_STATE_HOME": str(state)},
+    )
     log = state / "outpost-tui" / "bugs.log"
     assert done.returncode == exitcodes.BUG, done.stderr
-    assert done.stderr == (f"outpost-tui: internal error: KeyError: 'a bug in the sample listing' "
-                           f"(the traceback is in {log})\n")
+    assert done.stderr == (
+        f"outpost-tui: internal error: KeyError: 'a bug in the sample listing' (the traceback is in {log})\n"
+    )
     written = log.read_text()
     assert "Traceback (most recent call last)" in written and "def broken" not in written
     assert "KeyError: 'a bug in the sample listing'" in written and "in broken" in written
@@ -88,10 +101,17 @@ def test_an_unexpected_error_is_one_line_and_its_traceback_goes_to_the_bug_log(t
 def test_an_unwritable_bug_log_still_gives_one_line(tmp_path: Path):
     state = tmp_path / "state"
     state.write_text("a file where the state directory should be")
-    done = subprocess.run([sys.executable, "-c", BUG], capture_output=True, text=True, timeout=60,
-                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "XDG_STATE_HOME": str(state)})
+    done = subprocess.run(
+        [sys.executable, "-c", BUG],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "XDG_STATE_HOME": str(state)},
+    )
     assert done.returncode == exitcodes.BUG
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and "Traceback" not in done.stderr
-    assert lines[0].startswith("outpost-tui: internal error: KeyError: 'a bug in the sample listing' "
-                               f"(its traceback could not be written to {state / 'outpost-tui' / 'bugs.log'}")
+    assert lines[0].startswith(
+        "outpost-tui: internal error: KeyError: 'a bug in the sample listing' "
+        f"(its traceback could not be written to {state / 'outpost-tui' / 'bugs.log'}"
+    )

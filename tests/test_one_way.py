@@ -15,8 +15,10 @@ DEMO_AGENT = "engine/agents/demo_program.py"
 
 
 def _modules() -> dict[str, ast.Module]:
-    return {path.relative_to(PACKAGE).as_posix(): ast.parse(path.read_text(), str(path))
-            for path in sorted(PACKAGE.rglob("*.py"))}
+    return {
+        path.relative_to(PACKAGE).as_posix(): ast.parse(path.read_text(), str(path))
+        for path in sorted(PACKAGE.rglob("*.py"))
+    }
 
 
 def _call_name(node: ast.Call) -> str:
@@ -31,46 +33,80 @@ def _call_name(node: ast.Call) -> str:
 
 
 def _starts_with_git(node: ast.expr) -> bool:
-    return (isinstance(node, (ast.List, ast.Tuple)) and bool(node.elts)
-            and isinstance(node.elts[0], ast.Constant) and node.elts[0].value == "git")
+    return (
+        isinstance(node, (ast.List, ast.Tuple))
+        and bool(node.elts)
+        and isinstance(node.elts[0], ast.Constant)
+        and node.elts[0].value == "git"
+    )
 
 
 def test_only_the_engines_runner_starts_git():
-    starters = {"subprocess.run", "subprocess.Popen", "subprocess.call", "subprocess.check_call",
-                "subprocess.check_output", "os.execvp", "os.execv", "os.spawnvp",
-                "asyncio.create_subprocess_exec", "anyio.run_process", "anyio.open_process"}
+    starters = {
+        "subprocess.run",
+        "subprocess.Popen",
+        "subprocess.call",
+        "subprocess.check_call",
+        "subprocess.check_output",
+        "os.execvp",
+        "os.execv",
+        "os.spawnvp",
+        "asyncio.create_subprocess_exec",
+        "anyio.run_process",
+        "anyio.open_process",
+    }
     found = []
     for name, tree in _modules().items():
         if name == DEMO_AGENT:
             continue
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and _call_name(node) in starters and node.args:
-                if _starts_with_git(node.args[0]) or name == "engine/git/runner.py":
-                    found.append(f"{name}:{node.lineno}")
+            if (
+                isinstance(node, ast.Call)
+                and _call_name(node) in starters
+                and node.args
+                and (_starts_with_git(node.args[0]) or name == "engine/git/runner.py")
+            ):
+                found.append(f"{name}:{node.lineno}")
     # the one place: git._execute (the runner every git call goes through)
     assert len(found) == 1 and found[0].startswith("engine/git/runner.py:"), found
     # and nothing spells a git argv to hand to a starter later (a command line shown to the
     # operator, through shlex.join, is text)
     modules = _modules()
-    shown = {id(node.args[0]) for tree in modules.values() for node in ast.walk(tree)
-             if isinstance(node, ast.Call) and _call_name(node) == "shlex.join" and node.args}
-    spelled = [f"{name}:{node.lineno}" for name, tree in modules.items() if name != DEMO_AGENT
-               for node in ast.walk(tree)
-               if _starts_with_git(node) and name != "engine/git/runner.py" and id(node) not in shown]
+    shown = {
+        id(node.args[0])
+        for tree in modules.values()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and _call_name(node) == "shlex.join" and node.args
+    }
+    spelled = [
+        f"{name}:{node.lineno}"
+        for name, tree in modules.items()
+        if name != DEMO_AGENT
+        for node in ast.walk(tree)
+        if _starts_with_git(node) and name != "engine/git/runner.py" and id(node) not in shown
+    ]
     assert spelled == []
 
 
 def test_only_the_helper_replaces_a_file():
     writers = {"os.replace", "tempfile.mkstemp", "tempfile.NamedTemporaryFile"}
-    found = [f"{name}:{node.lineno}" for name, tree in _modules().items()
-             for node in ast.walk(tree) if isinstance(node, ast.Call) and _call_name(node) in writers
-             and name != "engine/files.py"]
+    found = [
+        f"{name}:{node.lineno}"
+        for name, tree in _modules().items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and _call_name(node) in writers and name != "engine/files.py"
+    ]
     assert found == []
 
 
 def test_the_candidate_key_pattern_lives_in_the_spec_alone():
-    users = sorted(name for name, tree in _modules().items() for node in ast.walk(tree)
-                   if isinstance(node, (ast.Name, ast.alias)) and
-                   (getattr(node, "id", None) or getattr(node, "name", None)) == "KEY_PATTERN"
-                   and name != "engine/core/spec.py" and name != "engine/durable/transport.py")
+    users = sorted(
+        name
+        for name, tree in _modules().items()
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Name, ast.alias))
+        and (getattr(node, "id", None) or getattr(node, "name", None)) == "KEY_PATTERN"
+        and name != "engine/core/spec.py"
+        and name != "engine/durable/transport.py"
+    )
     assert users == []  # transport's KEY_PATTERN is its own: storage keys, not candidate keys

@@ -53,13 +53,18 @@ def test_docker_get_is_the_private_plain_get_of_a_url():
 @pytest.mark.anyio
 async def test_anyio_process_transport_holds_our_ends_of_the_pipes():
     # the child waits for its stdin to close: its pipes are all open while we look
-    process = await anyio.open_process([sys.executable, "-c", "import sys; sys.stdin.read()"],
-                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE)
+    process = await anyio.open_process(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     async with process:
         transport = process._transport
-        ours = {f"pipe:[{os.fstat(transport.get_pipe_transport(fd).get_extra_info('pipe').fileno()).st_ino}]"
-                for fd in (1, 2)}
+        ours = {
+            f"pipe:[{os.fstat(transport.get_pipe_transport(fd).get_extra_info('pipe').fileno()).st_ino}]"
+            for fd in (1, 2)
+        }
         childs = {os.readlink(f"/proc/{process.pid}/fd/{fd}") for fd in (1, 2)}
         assert len(ours) == 2 and ours == childs  # the same two pipes, seen from our end
         assert _pipe_ids(process) == ours

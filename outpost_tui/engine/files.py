@@ -8,8 +8,9 @@ import uuid
 from pathlib import Path
 
 
-def write_atomically(path: str | os.PathLike[str], data: bytes, *, mode: int | None = None,
-                     dir_fd: int | None = None) -> None:
+def write_atomically(
+    path: str | os.PathLike[str], data: bytes, *, mode: int | None = None, dir_fd: int | None = None
+) -> None:
     """Replace path's content in one step: a temporary file beside it, written and fsynced, renamed
     over it, and the directory fsynced so that the rename itself survives a crash.
 
@@ -25,13 +26,14 @@ def write_atomically(path: str | os.PathLike[str], data: bytes, *, mode: int | N
         except FileNotFoundError:
             mode = 0o644
     temp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                 dir_fd=dir_fd)
+    fd = os.open(
+        temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd
+    )
     try:
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             os.fchmod(fd, mode)
             os.fsync(fd)
         finally:

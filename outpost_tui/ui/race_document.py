@@ -19,6 +19,7 @@ from tomlkit.exceptions import ParseError
 from tomlkit.items import AoT, InlineTable, Table
 
 from ..engine.core.spec import RaceSpec
+from ..engine.errors import OutpostError
 from ..engine.files import write_atomically
 from ..engine.racefile import RaceFileError, load_race, load_race_text
 
@@ -33,7 +34,7 @@ _DROPPED_WHEN_EMPTY = ("score",)
 _PART = re.compile(r'\[(\d+)\]|\.?("(?:[^"\\]|\\.)*"|[A-Za-z0-9_-]+)')
 
 
-class RaceFileChanged(Exception):
+class RaceFileChanged(OutpostError):
     """The race file on disk is no longer what the configure screen opened."""
 
 

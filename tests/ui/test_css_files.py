@@ -26,8 +26,11 @@ def _our_nodes() -> list[type[DOMNode]]:
         if info.name == "outpost_tui.ui.served":
             continue  # a program: it runs the app when imported
         module = importlib.import_module(info.name)
-        found += [value for value in vars(module).values()
-                  if inspect.isclass(value) and issubclass(value, DOMNode) and value.__module__ == info.name]
+        found += [
+            value
+            for value in vars(module).values()
+            if inspect.isclass(value) and issubclass(value, DOMNode) and value.__module__ == info.name
+        ]
     return found
 
 
@@ -36,7 +39,7 @@ def test_no_css_is_written_inline():
     assert any(node.__name__ == "RaceScreen" for node in nodes)
     for node in nodes:
         source = inspect.getsource(node)
-        assert "DEFAULT_CSS = \"" not in source and "CSS = \"" not in source, node.__name__
+        assert 'DEFAULT_CSS = "' not in source and 'CSS = "' not in source, node.__name__
 
 
 def test_each_screens_css_file_is_beside_it_and_parses():
@@ -60,6 +63,13 @@ def test_the_wheel_ships_the_css_files():
     package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     assert "*.tcss" in package_data["*"]
     assert sorted(p.name for p in UI.rglob("*.tcss")) == sorted(
-        {"app.tcss", "candidate_panel.tcss", *(Path(inspect.getfile(n)).with_suffix(".tcss").name
-                                               for n in _our_nodes() if "CSS_PATH" in vars(n)
-                                               and issubclass(n, Screen))})
+        {
+            "app.tcss",
+            "candidate_panel.tcss",
+            *(
+                Path(inspect.getfile(n)).with_suffix(".tcss").name
+                for n in _our_nodes()
+                if "CSS_PATH" in vars(n) and issubclass(n, Screen)
+            ),
+        }
+    )

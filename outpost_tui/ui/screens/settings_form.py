@@ -27,6 +27,7 @@ from textual.widgets import Input, Label, Select, Static, TextArea
 
 from ...engine.agents import adapter_for, known_agents
 from ...engine.core.spec import CandidateSpec, RaceSpec
+from ...engine.errors import OutpostError
 from ...engine.racefile import RaceFileError, field_value, schema
 from ..race_document import Changes, Key, RaceDocument, error_key
 
@@ -163,7 +164,7 @@ CANDIDATE_FIELDS = (
 AGENT_OPTIONS = ("model", "command", "script", "max_turns", "allowed_tools", "args")
 
 
-class FieldTextError(ValueError):
+class FieldTextError(OutpostError):
     """A field's text that cannot be turned into a TOML value at all (an unclosed quote)."""
 
 
