@@ -19,7 +19,9 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -81,7 +83,7 @@ class Rootless:
 
 
 @pytest.fixture(scope="module")
-def rootless() -> Rootless:
+def rootless() -> Iterator[Rootless]:
     if os.geteuid() != 0:
         unavailable("the rootless-engine tests run outpost-tui as another user (runuser): they need root")
     try:
@@ -90,16 +92,47 @@ def rootless() -> Rootless:
         unavailable(f"no user {USER!r} with a rootless Podman: source {SETUP} (as root) first")
     # the user cannot run an interpreter under root's home (a pyenv, say): the system's, with this
     # checkout and this environment's packages on its path, when that one cannot
-    python, pythonpath = sys.executable, None
+    python, pythonpath, staged = sys.executable, None, None
     probe = Rootless(account, python, None).run(python, "-c", IMPORTS)
     if probe.returncode != 0:
         python = shutil.which("python3", path="/usr/bin:/bin") or "/usr/bin/python3"
         pythonpath = os.pathsep.join([str(ROOT), *site.getsitepackages()])
         probe = Rootless(account, python, pythonpath).run(python, "-c", IMPORTS)
+    if probe.returncode != 0:
+        # a checkout under a home the user may not enter (CI's clone under /root, say): a readable
+        # copy of the package and this environment's packages, for this module's tests
+        staged = staged_copy()
+        pythonpath = staged.pythonpath
+        probe = Rootless(account, python, pythonpath).run(python, "-c", IMPORTS)
         if probe.returncode != 0:
             unavailable(f"user {USER!r} cannot import outpost_tui ({probe.stderr.strip()[-300:]}): "
                         "the checkout and its environment must be readable by it")
-    return Rootless(account, python, pythonpath)
+    yield Rootless(account, python, pythonpath)
+    if staged is not None:
+        shutil.rmtree(staged.directory, ignore_errors=True)
+
+
+class Staged(NamedTuple):
+    directory: Path
+    pythonpath: str
+
+
+def staged_copy() -> Staged:
+    """A copy of outpost_tui and this environment's site-packages that every user may read.
+
+    pytest's own temporary directories are closed to other users, so the copy goes to a directory
+    of its own under the system's temporary directory."""
+    staged = Path(tempfile.mkdtemp(prefix="outpost-rootless-python-"))
+    staged.chmod(0o755)
+    shutil.copytree(ROOT / "outpost_tui", staged / "outpost_tui")
+    paths = [str(staged)]
+    for index, packages in enumerate(site.getsitepackages()):
+        if Path(packages).is_dir():
+            shutil.copytree(packages, staged / f"site-{index}", symlinks=True)
+            paths.append(str(staged / f"site-{index}"))
+    for directory, _, _ in os.walk(staged):
+        os.chmod(directory, 0o755)
+    return Staged(staged, os.pathsep.join(paths))
 
 
 @pytest.fixture
