@@ -5,7 +5,8 @@ from __future__ import annotations
 import shlex
 import sys
 import time
-from typing import IO
+from collections.abc import Mapping
+from typing import IO, Any
 
 from .engine.core.events import (
     Admitted,
@@ -160,7 +161,7 @@ def finish_lines(result: dict) -> list[str]:
         lines.append(f"  {candidate['key']}#{candidate['attempt']} {candidate['status']}"
                      + (f" [{counts}]" if counts else "") + (f": {reason}" if reason else ""))
     if winner and winner.get("branch"):
-        record = next((c for c in result.get("candidates", []) if c["key"] == winner["key"]), {})
+        record: dict[str, Any] = next((c for c in result.get("candidates", []) if c["key"] == winner["key"]), {})
         for flag in record.get("review") or []:
             lines.append(f"review before merging: {flag}")
         repository = result.get("repository") or "."
@@ -170,7 +171,7 @@ def finish_lines(result: dict) -> list[str]:
     return lines
 
 
-def baseline_line(outcome: dict) -> str:
+def baseline_line(outcome: Mapping[str, Any]) -> str:
     """What the baseline's own validation found, which strict verdicts are measured against."""
     counts = describe_tests(outcome.get("tests"))
     text = f"baseline validated ({outcome.get('status')}"

@@ -33,12 +33,20 @@ def _handle(args) -> int:
     found = runs(args.repository)
     containers = _containers()
     race_ids = {r.run_id: r.race_id for r in found if r.run_id}
+
+    def race_of(run_id: str | None) -> str | None:
+        return race_ids.get(run_id) if run_id else None
+
+    def containers_of(run_id: str | None) -> list[str]:
+        race = race_of(run_id)
+        return containers.get(race, []) if race else []
+
     if args.json:
         print(json.dumps([{
-            "run_id": r.run_id, "race_id": race_ids.get(r.run_id), "status": r.status,
+            "run_id": r.run_id, "race_id": race_of(r.run_id), "status": r.status,
             "revision": r.revision, "owner": r.owner.to_json() if r.owner else None,
             "updated_at": r.updated_at, "problem": r.problem,
-            "containers": containers.get(race_ids.get(r.run_id), []),
+            "containers": containers_of(r.run_id),
         } for r in found], indent=2))
         return 0
     if not found:
@@ -51,7 +59,7 @@ def _handle(args) -> int:
         if r.problem:
             line += f"  ({r.problem})"
         print(line)
-        for name in containers.get(race_ids.get(r.run_id), []):
+        for name in containers_of(r.run_id):
             print(f"    container {name}")
     return 0
 

@@ -342,7 +342,7 @@ def _prune(root, args) -> int:
     races = retained(root, containers=containers)
     steps = cleanup.plan_prune(races, older_than_days=args.older_than)
     removing = [s for s in steps if s.action == cleanup.REMOVE]
-    if args.dry_run or args.json and not removing:
+    if args.dry_run or (args.json and not removing):
         if args.json:
             print(json.dumps({"dry_run": args.dry_run, "steps": [s.to_json() for s in steps],
                               "would_free_bytes": sum(s.attempt.size_bytes or 0 for s in removing)}, indent=2))

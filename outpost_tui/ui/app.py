@@ -385,11 +385,10 @@ class OutpostApp(App):
             if session.running:
                 commands.append(("Abort race", "cancel every running candidate", session.abort))
                 for candidate in session.spec.candidates:
-                    key = candidate.key
-                    commands.append((f"Cancel candidate {key}", candidate.agent,
-                                     lambda key=key: session.cancel(key)))
+                    commands.append((f"Cancel candidate {candidate.key}", candidate.agent,
+                                     partial(session.cancel, candidate.key)))
         commands.append(("Pick theme", "preview themes as you move; enter keeps, escape restores",
                          self.action_pick_theme))
         for name in sorted(self.available_themes):
-            commands.append((f"Switch theme: {name}", "", lambda name=name: self.keep_theme(name)))
+            commands.append((f"Switch theme: {name}", "", partial(self.keep_theme, name)))
         return commands

@@ -3,12 +3,24 @@ help, f3-f5), then the rest. Whatever does not fit is at the end; `?` lists ever
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.screen import Screen
 from textual.widgets import Footer
+
+if TYPE_CHECKING:
+    from textual import getters
+
+    from .app import OutpostApp
 
 
 class FooterOrder(Screen):
     """Mixin for screens: FOOTER_FIRST and FOOTER_LAST name actions (without parameters)."""
+
+    if TYPE_CHECKING:
+        # Screens call the app's own methods (open_race, show_recorded, session): typed as ours, as
+        # Textual types its own `app` (only for the checker: tests host screens in other apps too).
+        app = getters.app(OutpostApp)
 
     FOOTER_FIRST: tuple[str, ...] = ()
     FOOTER_LAST: tuple[str, ...] = ()

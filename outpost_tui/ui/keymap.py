@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
+from typing import Any, Literal, overload
 
 from ..engine.errors import OutpostError
 
@@ -42,7 +43,11 @@ class ConfigFileError(OutpostError):
     """A user file that cannot be read as TOML; the message says why, without the file name."""
 
 
-def read_toml(file: Path, *, missing_ok: bool = True) -> dict | None:
+@overload
+def read_toml(file: Path, *, missing_ok: Literal[False]) -> dict[str, Any]: ...
+@overload
+def read_toml(file: Path, *, missing_ok: bool = True) -> dict[str, Any] | None: ...
+def read_toml(file: Path, *, missing_ok: bool = True) -> dict[str, Any] | None:
     """The TOML document in one of the user's files; None when it does not exist (and
     `missing_ok`). Raises ConfigFileError with a one-line reason."""
     try:

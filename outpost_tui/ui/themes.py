@@ -114,7 +114,8 @@ def load_theme(file: Path) -> Theme:
     dark = document.get("dark", True)
     if not isinstance(dark, bool):
         raise ThemeFileError(file, "dark", f"expected true or false, found {dark!r}")
-    colours = {key: _colour(file, key, document[key]) for key in COLOUR_KEYS if key in document}
+    # Any: Theme takes each colour by its own keyword, which a dict of checked strings cannot name
+    colours: dict[str, Any] = {key: _colour(file, key, document[key]) for key in COLOUR_KEYS if key in document}
 
     raw_variables = document.get("variables", {})
     if not isinstance(raw_variables, dict):

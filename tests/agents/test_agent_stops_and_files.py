@@ -39,7 +39,7 @@ def test_aider_waiting_for_a_browser_sign_in_is_stopped_at_once(tmp_path):
         brief = "Fix add()."
         """)
     started = time.monotonic()
-    code, result, stderr = run_race(tmp_path, race, bin_dir)
+    _code, result, _stderr = run_race(tmp_path, race, bin_dir)
     elapsed = time.monotonic() - started
     record = candidate(result, "aider")
     assert record["error"].startswith("not logged in: aider found no model and no API key"), record

@@ -4,7 +4,7 @@ figures are the ones asserted), with only the install path in stack traces short
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from outpost_tui.engine.agents import adapter_for
 from outpost_tui.engine.agents.aider import APPROXIMATE, COLUMNS
@@ -12,7 +12,7 @@ from outpost_tui.engine.core.usage import Usage
 from tests.agents.replay import candidate, decoder_for, feed, kinds, of_kind, transcript
 from tests.agents.test_gemini_aider_opencode import CONTEXT
 
-NOW = datetime(2026, 12, 1, 14, 10, tzinfo=timezone.utc)
+NOW = datetime(2026, 12, 1, 14, 10, tzinfo=UTC)
 
 
 def decoder(agent: str, **options):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -16,7 +16,7 @@ from outpost_tui.engine.core.usage import Usage
 from tests.agents.replay import candidate, decoder_for, feed, kinds, of_kind, transcript
 
 CONTEXT = LaunchContext(directory=Path("/wt/fix"), git_common_dir=Path("/repo/.git"))
-NOW = datetime(2026, 1, 1, 4, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 1, 4, 0, tzinfo=UTC)
 
 
 def claude(**options):
@@ -231,7 +231,8 @@ def test_system_lines_of_every_kind_read_as_one_line_and_retries_name_their_caus
     decoder = claude()
     events = feed(decoder, [
         '{"type":"system","subtype":"status","status":"requesting","session_id":"s","uuid":"u"}',
-        '{"type":"system","subtype":"permission_denied","tool_name":"Bash","tool_input":{"command":"rm -rf /"},'
+        '{"type":"system","subtype":"permission_denied","tool_name":"Bash",'
+        '"tool_input":{"command":"rm -rf /"},'
         '"reason":"not allowed","session_id":"s","uuid":"u"}',
         '{"type":"system","subtype":"compact_boundary","compact_metadata":{"trigger":"auto","pre_tokens":9000}}',
         '{"type":"system","subtype":"api_retry","attempt":2,"max_retries":10,"retry_delay_ms":1200,'

@@ -143,7 +143,7 @@ def test_without_a_race_nothing_is_required(machine):
 
 
 def test_a_container_race_needs_a_reachable_engine(machine):
-    tmp_path, home, bin_dir, env = machine
+    tmp_path, _home, _bin_dir, env = machine
     race = tmp_path / "race.toml"
     sandbox = '[sandbox]\nprovider = "podman"\nimage = "local/debian-dev:bookworm"\n'
     race.write_text(RACE.format(extra=sandbox))
@@ -171,7 +171,7 @@ brief = "Fix add()."
 
 @pytest.mark.parametrize("provider", ["docker", "podman"])
 def test_a_container_race_needs_its_agents_in_the_image_not_on_the_host(machine, provider):
-    tmp_path, home, bin_dir, env = machine
+    tmp_path, _home, _bin_dir, env = machine
     race = tmp_path / "race.toml"
     sandbox = f'[sandbox]\nprovider = "{provider}"\nimage = "local/dev:1"\n'
     race.write_text(CONTAINER_RACE.format(extra=sandbox))
@@ -185,7 +185,7 @@ def test_a_container_race_needs_its_agents_in_the_image_not_on_the_host(machine,
 
 
 def test_a_local_race_needs_its_agents_on_the_host(machine):
-    tmp_path, home, bin_dir, env = machine
+    tmp_path, _home, _bin_dir, env = machine
     race = tmp_path / "race.toml"
     race.write_text(CONTAINER_RACE.format(extra=""))
     spec = load_race(race)
@@ -195,7 +195,7 @@ def test_a_local_race_needs_its_agents_on_the_host(machine):
 
 
 def test_a_container_race_without_an_engine_does_not_check_the_image(machine):
-    tmp_path, home, bin_dir, env = machine
+    tmp_path, _home, _bin_dir, env = machine
     (tmp_path / "agents").mkdir()
     (tmp_path / "agents" / "fix.sh").write_text("#!/bin/sh\n")
     (tmp_path / "agents" / "fix.sh").chmod(0o755)
@@ -215,7 +215,7 @@ def test_a_container_race_without_an_engine_does_not_check_the_image(machine):
 
 
 def test_durable_race_needs_private_storage(machine):
-    tmp_path, home, bin_dir, env = machine
+    tmp_path, _home, bin_dir, env = machine
     for name in ("claude", "codex"):
         version_program(bin_dir, name, f"{name} 1.0")
     env = {**env, "OPENAI_API_KEY": "k", "ANTHROPIC_API_KEY": "k"}
@@ -236,7 +236,7 @@ def test_durable_race_needs_private_storage(machine):
 
 
 def test_a_git_without_merge_tree_write_tree_is_reported(machine):
-    tmp_path, home, bin_dir, env = machine
+    tmp_path, _home, bin_dir, env = machine
     real_git = shutil.which("git")
     (bin_dir / "git").write_text(
         '#!/bin/sh\n'
@@ -254,7 +254,7 @@ def test_a_git_without_merge_tree_write_tree_is_reported(machine):
 
 
 def test_a_missing_command_agent_is_required(machine):
-    tmp_path, home, bin_dir, env = machine
+    tmp_path, _home, _bin_dir, env = machine
     race = tmp_path / "race.toml"
     race.write_text('[race]\nrepository = "repo"\n[validate]\ncommand = ["true"]\n'
                     '[[candidates]]\nkey = "tool"\nagent = "command"\ncommand = ["no-such-agent-42"]\n'
@@ -283,15 +283,15 @@ def test_engine_name(version, name):
 def _engine_host() -> str | None:
     if os.environ.get("DOCKER_HOST"):
         return os.environ["DOCKER_HOST"]
-    for socket in ("/tmp/podman.sock", "/run/podman/podman.sock", "/var/run/docker.sock"):
-        if Path(socket).is_socket():
-            return f"unix://{socket}"
+    for path in ("/tmp/podman.sock", "/run/podman/podman.sock", "/var/run/docker.sock"):
+        if Path(path).is_socket():
+            return f"unix://{path}"
     return None
 
 
 @pytest.mark.container
 def test_a_reachable_engine_is_named_and_a_missing_image_is_required(machine):
-    tmp_path, home, bin_dir, env = machine
+    tmp_path, _home, _bin_dir, env = machine
     host = _engine_host()
     if host is None:
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
@@ -313,7 +313,7 @@ def test_a_reachable_engine_is_named_and_a_missing_image_is_required(machine):
 
 
 def test_each_needed_model_api_is_asked_whether_it_answers_spending_nothing(machine, api):
-    tmp_path, home, bin_dir, env = machine
+    tmp_path, _home, bin_dir, env = machine
     race = tmp_path / "race.toml"
     race.write_text(RACE.format(extra=""))
     version_program(bin_dir, "claude", "2.1.328 (Claude Code)")

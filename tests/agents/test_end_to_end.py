@@ -15,7 +15,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -296,7 +296,7 @@ def test_not_logged_in_is_explained(tmp_path):
         agent = "claude"
         brief = {json.dumps(BRIEF)}
         """)
-    code, result, stderr = run_race(tmp_path, race, bin_dir)
+    code, result, _stderr = run_race(tmp_path, race, bin_dir)
     assert code == 1
     claude = candidate(result, "claude")
     assert claude["status"] == "failed"
@@ -388,9 +388,9 @@ def test_quota_reset_times_relative_to_now(tmp_path, agent, name, wait):
         agent = "{agent}"
         brief = {json.dumps(BRIEF)}
         """)
-    before = datetime.now(timezone.utc).replace(microsecond=0)
-    code, result, stderr = run_race(tmp_path, race, bin_dir)
-    after = datetime.now(timezone.utc)
+    before = datetime.now(UTC).replace(microsecond=0)
+    code, result, _stderr = run_race(tmp_path, race, bin_dir)
+    after = datetime.now(UTC)
     assert code == 1
     record = candidate(result, agent)
     assert record["status"] == "quota" and result["status"] == "quota"
@@ -468,7 +468,7 @@ def test_a_timeout_while_the_api_is_unreachable_says_so(tmp_path):
     write_fake(bin_dir, "codex", record=tmp_path / "codex.json", transcript_name="codex_offline.jsonl",
                wait_for=tmp_path / "never")
     race = unreachable_race(tmp_path, "candidate_timeout = 2\n        unreachable_timeout = 600")
-    code, result, stderr = run_race(tmp_path, race, bin_dir)
+    _code, result, stderr = run_race(tmp_path, race, bin_dir)
     codex = candidate(result, "codex")
     assert codex["status"] == "failed", stderr
     assert codex["error"] == ("agent timed out after 2s (cannot reach the model API: Reconnecting... "

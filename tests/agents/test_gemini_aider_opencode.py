@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import tomllib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -16,7 +16,7 @@ from outpost_tui.engine.core.usage import Usage
 from tests.agents.replay import candidate, decoder_for, feed, kinds, of_kind, transcript
 
 CONTEXT = LaunchContext(directory=Path("/wt/fix"), git_common_dir=Path("/repo/.git"))
-NOW = datetime(2026, 1, 5, 11, 0, 30, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 5, 11, 0, 30, tzinfo=UTC)
 
 
 def decoder(agent: str, **options):

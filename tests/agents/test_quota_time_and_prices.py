@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -11,7 +11,7 @@ from outpost_tui.engine.agents.quota_time import parse_reset
 from outpost_tui.engine.core.spec import Price
 from outpost_tui.engine.core.usage import Usage
 
-NOW = datetime(2026, 1, 1, 4, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 1, 4, 0, tzinfo=UTC)
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -55,7 +55,7 @@ def test_next_occurrence_of_a_date_without_year_rolls_to_next_year():
 def test_a_zone_change_keeps_the_wall_clock_hour():
     # 2am in Berlin on the night clocks go forward (29 March 2026) does not exist; the day after
     # a DST change the local hour is kept, not shifted by the offset difference.
-    before_change = datetime(2026, 3, 28, 23, 30, tzinfo=timezone.utc)  # 00:30 in Berlin on the 29th
+    before_change = datetime(2026, 3, 28, 23, 30, tzinfo=UTC)  # 00:30 in Berlin on the 29th
     assert parse_reset("resets 12:15am (Europe/Berlin)", before_change) == "2026-03-29T22:15:00Z"
 
 

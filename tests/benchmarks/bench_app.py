@@ -55,7 +55,7 @@ def _percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     if not ordered:
         return float("nan")
-    return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
 def _race_file(directory: Path, candidates: int, rate: int, seconds: float) -> Path:

@@ -63,37 +63,42 @@ def overhead(candidates: int = 8, rounds: int = 3) -> dict:
         engine_times.append(time.perf_counter() - started)
         assert result.status.value == "no-winner" and all(c.commits for c in result.candidates)
 
-        repo = _repo()
-        baseline = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
-                                  text=True, check=True).stdout.strip()
-
-        add_lock = threading.Lock()  # concurrent `git worktree add`s in one repository can fail
-
-        def raw_attempt(n: int) -> None:
-            directory = repo / ".raw" / f"c{n}"
-            with add_lock:
-                subprocess.run(["git", "worktree", "add", "-q", "-b", f"raw/c{n}", str(directory), baseline],
-                               cwd=repo, check=True, capture_output=True)
-            subprocess.run([*AGENT, "--write", f"f{n}.txt", "--commit"], cwd=directory, input=b"commit one file",
-                           check=True, capture_output=True)
-            # The sealed verdict grades the result commit in a clean checkout of its own: the raw
-            # work does the same (add a detached checkout, validate there, remove it).
-            grading = repo / ".raw" / f"c{n}.grading"
-            with add_lock:
-                subprocess.run(["git", "worktree", "add", "-q", "--detach", str(grading), f"raw/c{n}"],
-                               cwd=repo, check=True, capture_output=True)
-            subprocess.run(list(VALIDATION), cwd=grading, capture_output=True)
-            with add_lock:
-                subprocess.run(["git", "worktree", "remove", "--force", str(grading)], cwd=repo,
-                               check=True, capture_output=True)
-
-        started = time.perf_counter()
-        with ThreadPoolExecutor(candidates) as pool:
-            list(pool.map(raw_attempt, range(candidates)))
-        raw_times.append(time.perf_counter() - started)
+        raw_times.append(_raw_round(candidates))
     engine, raw = statistics.median(engine_times), statistics.median(raw_times)
     return {"candidates": candidates, "engine_s": round(engine, 3), "raw_s": round(raw, 3),
             "ratio": round(engine / raw, 2)}
+
+
+def _raw_round(candidates: int) -> float:
+    """The raw work of one round: worktree, agent, a clean checkout graded, 8 at once."""
+    repo = _repo()
+    baseline = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
+                              text=True, check=True).stdout.strip()
+
+    add_lock = threading.Lock()  # concurrent `git worktree add`s in one repository can fail
+
+    def raw_attempt(n: int) -> None:
+        directory = repo / ".raw" / f"c{n}"
+        with add_lock:
+            subprocess.run(["git", "worktree", "add", "-q", "-b", f"raw/c{n}", str(directory), baseline],
+                           cwd=repo, check=True, capture_output=True)
+        subprocess.run([*AGENT, "--write", f"f{n}.txt", "--commit"], cwd=directory, input=b"commit one file",
+                       check=True, capture_output=True)
+        # The sealed verdict grades the result commit in a clean checkout of its own: the raw
+        # work does the same (add a detached checkout, validate there, remove it).
+        grading = repo / ".raw" / f"c{n}.grading"
+        with add_lock:
+            subprocess.run(["git", "worktree", "add", "-q", "--detach", str(grading), f"raw/c{n}"],
+                           cwd=repo, check=True, capture_output=True)
+        subprocess.run(list(VALIDATION), cwd=grading, capture_output=True)
+        with add_lock:
+            subprocess.run(["git", "worktree", "remove", "--force", str(grading)], cwd=repo,
+                           check=True, capture_output=True)
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(candidates) as pool:
+        list(pool.map(raw_attempt, range(candidates)))
+    return time.perf_counter() - started
 
 
 SH_AGENT = ("sh", "-c", 'echo "$OUTPOST_CANDIDATE" > out.txt && git add out.txt && git commit -qm out')
@@ -130,34 +135,7 @@ def overhead_sh(candidates: int = 8, rounds: int = 5) -> dict:
         assert result.status.value == "winner", result.status
         assert all(c.score is not None for c in result.candidates), result.to_json()
 
-        repo = _repo()
-        baseline = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
-                                  text=True, check=True).stdout.strip()
-        add_lock = threading.Lock()  # concurrent `git worktree add`s in one repository can fail
-
-        def raw_attempt(n: int) -> None:
-            directory = repo / ".raw" / f"c{n}"
-            with add_lock:
-                subprocess.run(["git", "worktree", "add", "-q", "-b", f"raw/c{n}", str(directory), baseline],
-                               cwd=repo, check=True, capture_output=True)
-            subprocess.run(SH_AGENT, cwd=directory, check=True, capture_output=True,
-                           env={**os.environ, "OUTPOST_CANDIDATE": f"c{n}"})
-            grading = repo / ".raw" / f"c{n}.grading"
-            with add_lock:
-                subprocess.run(["git", "worktree", "add", "-q", "--detach", str(grading), f"raw/c{n}"],
-                               cwd=repo, check=True, capture_output=True)
-            assert subprocess.run(SH_VALIDATION, cwd=grading).returncode == 0
-            float(subprocess.run(SH_SCORE, cwd=grading, check=True, capture_output=True).stdout)
-            with add_lock:
-                subprocess.run(["git", "worktree", "remove", "--force", str(grading)], cwd=repo,
-                               check=True, capture_output=True)
-                subprocess.run(["git", "worktree", "remove", str(directory)], cwd=repo, check=True,
-                               capture_output=True)
-
-        started = time.perf_counter()
-        with ThreadPoolExecutor(candidates) as pool:
-            list(pool.map(raw_attempt, range(candidates)))
-        raw_times.append(time.perf_counter() - started)
+        raw_times.append(_raw_sh_round(candidates))
     engine, raw = statistics.median(engine_times), statistics.median(raw_times)
     return {"candidates": candidates, "engine_s": round(engine, 3), "raw_s": round(raw, 3),
             "ratio": round(engine / raw, 2),
@@ -166,54 +144,92 @@ def overhead_sh(candidates: int = 8, rounds: int = 5) -> dict:
             "git_calls_per_attempt": round(statistics.median(git_calls) / candidates, 1)}
 
 
+def _raw_sh_round(candidates: int) -> float:
+    """overhead_sh's raw work of one round."""
+    repo = _repo()
+    baseline = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
+                              text=True, check=True).stdout.strip()
+    add_lock = threading.Lock()  # concurrent `git worktree add`s in one repository can fail
+
+    def raw_attempt(n: int) -> None:
+        directory = repo / ".raw" / f"c{n}"
+        with add_lock:
+            subprocess.run(["git", "worktree", "add", "-q", "-b", f"raw/c{n}", str(directory), baseline],
+                           cwd=repo, check=True, capture_output=True)
+        subprocess.run(SH_AGENT, cwd=directory, check=True, capture_output=True,
+                       env={**os.environ, "OUTPOST_CANDIDATE": f"c{n}"})
+        grading = repo / ".raw" / f"c{n}.grading"
+        with add_lock:
+            subprocess.run(["git", "worktree", "add", "-q", "--detach", str(grading), f"raw/c{n}"],
+                           cwd=repo, check=True, capture_output=True)
+        assert subprocess.run(SH_VALIDATION, cwd=grading).returncode == 0
+        float(subprocess.run(SH_SCORE, cwd=grading, check=True, capture_output=True).stdout)
+        with add_lock:
+            subprocess.run(["git", "worktree", "remove", "--force", str(grading)], cwd=repo,
+                           check=True, capture_output=True)
+            subprocess.run(["git", "worktree", "remove", str(directory)], cwd=repo, check=True,
+                           capture_output=True)
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(candidates) as pool:
+        list(pool.map(raw_attempt, range(candidates)))
+    return time.perf_counter() - started
+
+
 def cancel_latency(runs: int = 20, losers: int = 7) -> dict:
     latencies = []
     for _ in range(runs):
-        repo = _repo()
-        marks = Path(tempfile.mkdtemp(prefix="outpost-bench-marks-"))
-        pidfiles = [marks / f"l{n}.pid" for n in range(losers)]
-        # The winner commits only once every loser is running, so each run measures 7 cancellations.
-        winner_flags = []
-        for pidfile in pidfiles:
-            winner_flags += ["--wait-file", str(pidfile)]
-        spec = build_spec(repository=repo, candidates=[
-            CandidateSpec(f"l{n}", "command", "hang", command=(*AGENT, "--pidfile", str(p), "--hang"))
-            for n, p in enumerate(pidfiles)] + [
-            CandidateSpec("w", "command", "win", command=(*AGENT, *winner_flags, "--write", "w.txt", "--commit"))],
-            validate=ValidateSpec(command=("true",)))
-        accepted_at: list[float] = []
-        gone_at: list[float] = []
-        groups: list[int] = []
-        done = threading.Event()
-
-        def watch() -> None:
-            # Polls the process groups from another thread, so the measurement does not depend on
-            # the event loop that does the cancelling.
-            while not accepted_at and not done.is_set():
-                time.sleep(0.0005)
-            # Watch until the groups are gone even if the race has already returned: a starved
-            # watcher then reports a later time, an upper bound rather than a missing sample.
-            deadline = time.perf_counter() + 30
-            while accepted_at and time.perf_counter() < deadline:
-                if groups and not any(_group_alive(g) for g in groups):
-                    gone_at.append(time.perf_counter())
-                    return
-                time.sleep(0.0005)
-
-        def on_event(event) -> None:
-            if event.kind is EventKind.VALIDATION_FINISHED and event.key == "w" and event.status == "passed":
-                groups.extend(int(p.read_text().split()[0]) for p in pidfiles)
-                accepted_at.append(time.perf_counter())
-
-        watcher = threading.Thread(target=watch)
-        watcher.start()
-        run_race(spec, on_event=on_event)
-        done.set()
-        watcher.join()
-        if accepted_at and gone_at:
-            latencies.append((gone_at[0] - accepted_at[0]) * 1000)
+        latency = _cancel_once(losers)
+        if latency is not None:
+            latencies.append(latency)
     return {"runs": len(latencies), "losers": losers, "median_ms": round(statistics.median(latencies), 1),
             "max_ms": round(max(latencies), 1)}
+
+
+def _cancel_once(losers: int) -> float | None:
+    """One race's cancellation latency in ms: the winner accepted to every loser's group gone."""
+    repo = _repo()
+    marks = Path(tempfile.mkdtemp(prefix="outpost-bench-marks-"))
+    pidfiles = [marks / f"l{n}.pid" for n in range(losers)]
+    # The winner commits only once every loser is running, so each run measures 7 cancellations.
+    winner_flags = []
+    for pidfile in pidfiles:
+        winner_flags += ["--wait-file", str(pidfile)]
+    spec = build_spec(repository=repo, candidates=[
+        CandidateSpec(f"l{n}", "command", "hang", command=(*AGENT, "--pidfile", str(p), "--hang"))
+        for n, p in enumerate(pidfiles)] + [
+        CandidateSpec("w", "command", "win", command=(*AGENT, *winner_flags, "--write", "w.txt", "--commit"))],
+        validate=ValidateSpec(command=("true",)))
+    accepted_at: list[float] = []
+    gone_at: list[float] = []
+    groups: list[int] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        # Polls the process groups from another thread, so the measurement does not depend on
+        # the event loop that does the cancelling.
+        while not accepted_at and not done.is_set():
+            time.sleep(0.0005)
+        # Watch until the groups are gone even if the race has already returned: a starved
+        # watcher then reports a later time, an upper bound rather than a missing sample.
+        deadline = time.perf_counter() + 30
+        while accepted_at and time.perf_counter() < deadline:
+            if groups and not any(_group_alive(g) for g in groups):
+                gone_at.append(time.perf_counter())
+                return
+            time.sleep(0.0005)
+
+    def on_event(event) -> None:
+        if event.kind is EventKind.VALIDATION_FINISHED and event.key == "w" and event.status == "passed":
+            groups.extend(int(p.read_text().split()[0]) for p in pidfiles)
+            accepted_at.append(time.perf_counter())
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    run_race(spec, on_event=on_event)
+    done.set()
+    watcher.join()
+    return (gone_at[0] - accepted_at[0]) * 1000 if accepted_at and gone_at else None
 
 
 def _group_alive(pgid: int) -> bool:
@@ -235,24 +251,29 @@ def throughput(lines: int = 200_000, rounds: int = 3) -> dict:
         plain_times.append(time.perf_counter() - started)
         assert count >= lines
 
-        seen = {"lines": 0, "duration": None}
-        spec = build_spec(repository=_repo(), candidates=[
-            CandidateSpec("spam", "command", "print", command=tuple(argv))],
-            validate=ValidateSpec(command=("true",), require_commits=False))
-
-        def on_event(event) -> None:
-            if event.kind is EventKind.LOG:
-                seen["lines"] += len(event.lines)
-            elif event.kind is EventKind.AGENT_EXITED:
-                seen["duration"] = event.duration
-
-        run_race(spec, on_event=on_event)
-        assert seen["lines"] >= lines
-        engine_times.append(seen["duration"])
+        engine_times.append(_engine_lines(argv, lines))
     plain, engine = statistics.median(plain_times), statistics.median(engine_times)
     return {"lines": lines, "plain_lines_per_s": int(lines / plain), "engine_lines_per_s": int(lines / engine),
             "engine_vs_plain": round(plain / engine, 2),  # engine throughput as a share of the plain loop's
             "peak_mib_50k": _peak_memory(50_000), "peak_mib_200k": _peak_memory(200_000)}
+
+
+def _engine_lines(argv: list[str], lines: int) -> float:
+    """The agent's run time inside a race while the engine takes its `lines` lines."""
+    seen = {"lines": 0, "duration": None}
+    spec = build_spec(repository=_repo(), candidates=[
+        CandidateSpec("spam", "command", "print", command=tuple(argv))],
+        validate=ValidateSpec(command=("true",), require_commits=False))
+
+    def on_event(event) -> None:
+        if event.kind is EventKind.LOG:
+            seen["lines"] += len(event.lines)
+        elif event.kind is EventKind.AGENT_EXITED:
+            seen["duration"] = event.duration
+
+    run_race(spec, on_event=on_event)
+    assert seen["lines"] >= lines
+    return seen["duration"]
 
 
 def _peak_memory(lines: int) -> float:

@@ -42,7 +42,8 @@ def realistic_state(attempts: int = 8) -> dict:
                           "cost_usd": 1.2345, "complete": True, "estimated": False},
                 "validation": {"status": "passed" if n == 2 else "failed", "exit_code": 0 if n == 2 else 1,
                                "output": tail},
-                "retained_directory": f"/home/dev/project/.outpost/workspaces/{race_id}/{key}/{n // 4 + 1}",
+                "retained_directory": f"/home/dev/project/.outpost/workspaces/{race_id}/"
+                                      f"{key}/{n // 4 + 1}",
                 "cleanup": "done", "error": None, "quota": None,
             },
         })

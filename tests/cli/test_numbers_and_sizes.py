@@ -118,7 +118,7 @@ def test_a_brief_as_large_as_check_accepts_reaches_the_agent(repo, tmp_path):
 
 
 def test_a_small_brief_is_in_the_environment_and_in_a_file(repo, tmp_path):
-    race, brief = brief_race(tmp_path, repo, 1000)
+    race, _brief = brief_race(tmp_path, repo, 1000)
     done = run_cli("run", race, "--json")
     assert done.returncode == 0, done.stderr
     from tests.conftest import git

@@ -166,7 +166,8 @@ def test_a_hook_planted_in_a_submodules_git_directory_is_put_back(repo, tmp_path
     git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), "lib")
     git(repo, "commit", "-qm", "submodule")
     hook = repo / ".git" / "modules" / "lib" / "hooks" / "post-checkout"
-    script = f"printf '#!/bin/sh\\ntrue\\n' > {shlex.quote(str(hook))} && chmod +x {shlex.quote(str(hook))} && exit 1"
+    script = (f"printf '#!/bin/sh\\ntrue\\n' > {shlex.quote(str(hook))} && "
+              f"chmod +x {shlex.quote(str(hook))} && exit 1")
     race = write_race(tmp_path / "race.toml", repo, shell_candidate("planter", script))
 
     done = run_cli("run", race, "--headless", "--json", cwd=repo)

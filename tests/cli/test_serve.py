@@ -45,7 +45,7 @@ async def talk_to_the_app(port: int) -> tuple[str, bytes]:
                 assert time.monotonic() < deadline, f"the app never drew the race: {drawn[-500:]!r}"
                 try:
                     message = await ws.receive(timeout=1)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     continue
                 if message.type == aiohttp.WSMsgType.BINARY:
                     drawn += message.data

@@ -175,7 +175,7 @@ def test_double_ctrl_c_during_prune_loses_nothing(tmp_path: Path):
     assert "stopping after the worktree being archived" in err
     assert "Traceback" not in err
     assert "prune was stopped before it" in out
-    intact, restored = assert_nothing_lost(repo, before)
+    intact, _restored = assert_nothing_lost(repo, before)
     assert intact >= 1  # it stopped early, leaving the rest in place
     assert not list((repo / ".outpost" / "recovery").glob("removing-*"))
 

@@ -3,6 +3,7 @@ root filesystem archive, or from a Dockerfile with a local context."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -25,10 +26,8 @@ def tag(engine):
     client, _ = engine
     name = f"local/outpost-test-{uuid.uuid4().hex[:8]}:1"
     yield name
-    try:
+    with contextlib.suppress(Exception):  # a test that failed before building leaves nothing to remove
         client.images.remove(name, force=True)
-    except Exception:
-        pass  # a test that failed before building leaves nothing to remove
 
 
 def run_in(client, image: str, *argv: str) -> str:

@@ -172,7 +172,8 @@ async def test_stdin_bytes_arrive_exactly(provider, attempt, leftovers):
     try:
         done = await sandbox.run(
             ["python3", "-c",
-             "import sys, hashlib; d = sys.stdin.buffer.read(); print(len(d), hashlib.sha256(d).hexdigest())"],
+             "import sys, hashlib; d = sys.stdin.buffer.read(); "
+              "print(len(d), hashlib.sha256(d).hexdigest())"],
             stdin=data)
         without = await sandbox.run(["python3", "-c", "import sys; print(len(sys.stdin.buffer.read()))"])
         leftover_files = await sandbox.run(["sh", "-c", "ls -a /tmp | grep -c '^.outpost-.*stdin' || true"])

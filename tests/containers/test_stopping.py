@@ -119,7 +119,8 @@ def test_an_agents_daemon_is_gone_before_validation_runs(engine, calc_repo, tmp_
     (nor its /tmp), and validation passes only if that holds."""
     agent = ("import os, subprocess\n"
              "p = subprocess.Popen(['sh', '-c', 'trap \"\" TERM; exec sleep 4343'], start_new_session=True,\n"
-             "                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+             "                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,\n"
+             "                     stderr=subprocess.DEVNULL)\n"
              "open('/tmp/daemon.pid', 'w').write(str(p.pid))\n"
              "open('calc.py', 'a').write('# touched\\n')\n"
              "subprocess.run(['git', 'commit', '-qam', 'touch'], check=True)\n")

@@ -144,11 +144,11 @@ def test_a_change_after_archiving_fails_verification(repo, busy_worktree):
     attempt, directory = busy_worktree
     archived = a.archive(repo, directory, attempt)
     (directory / "tracked.txt").write_text("changed after\n")
-    with pytest.raises(a.ArchiveError, match="tracked.txt differs from its archived copy"):
+    with pytest.raises(a.ArchiveError, match=r"tracked\.txt differs from its archived copy"):
         a.verify(repo, directory, archived)
     (directory / "tracked.txt").write_text("one\nuncommitted\n")
     (directory / "brand-new.txt").write_text("x")
-    with pytest.raises(a.ArchiveError, match="brand-new.txt is not in the archive"):
+    with pytest.raises(a.ArchiveError, match=r"brand-new\.txt is not in the archive"):
         a.verify(repo, directory, archived)
 
 

@@ -376,8 +376,8 @@ def test_processes_claiming_at_once_exactly_one_wins(tmp_path: Path) -> None:
     assert all(child.returncode == 0 for child in children)
     transport = LocalTransport(directory)
     for n in range(runs):
-        winners = [child.pid for child, lines in zip(children, outputs) if f"won run-{n}" in lines]
-        losers = [child.pid for child, lines in zip(children, outputs) if f"owned run-{n}" in lines]
+        winners = [child.pid for child, lines in zip(children, outputs, strict=True) if f"won run-{n}" in lines]
+        losers = [child.pid for child, lines in zip(children, outputs, strict=True) if f"owned run-{n}" in lines]
         assert len(winners) == 1 and len(losers) == 2, (n, outputs)
         saved = read_run(transport, f"run-{n}")
         assert saved.owner.pid == winners[0] and saved.state["name"] == str(winners[0])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -54,7 +53,7 @@ def test_prune_archives_removes_and_reports_what_it_freed(repo):
     assert not report.kept and not report.failed
     assert not any(d.exists() for d in directories) and not any(g.exists() for g in git_dirs)
     assert report.freed_bytes == expected
-    for row_id, directory in zip(("lose", "win"), directories):
+    for row_id, directory in zip(("lose", "win"), directories, strict=True):
         attempt = a.Attempt(kept["race_id"], row_id, 1)
         assert a.archived_commit(repo, attempt)
         a.restore(repo, attempt)

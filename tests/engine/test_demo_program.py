@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 import tomllib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -238,7 +238,7 @@ def test_run_of_a_missing_program_is_exit_127(tmp_path, repo):
 
 
 def test_quota_prints_a_quota_line_with_a_future_reset_and_exits_1(tmp_path, repo):
-    before = datetime.now(timezone.utc)
+    before = datetime.now(UTC)
     result = play(tmp_path, repo, """
 [[steps]]
 say = "working"
@@ -393,7 +393,7 @@ def test_samples_are_listed():
 
 def test_no_sample_directory_is_a_git_repository():
     root = samples_root()
-    assert not [path for path in root.rglob(".git")]
+    assert not list(root.rglob(".git"))
 
 
 @pytest.mark.parametrize("name", ["race", "fallback"])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -118,7 +117,8 @@ def test_killed_while_agents_run(repo, tmp_path):
         ("b", ["--write", "fix.txt", "--content", "bad", "--commit"]),
     ])
     process = start(path)
-    settled_b = lambda: any("settled" in p.read_text() for p in repo.glob(".outpost/runs/*/b.1.jsonl"))
+    def settled_b():
+        return any("settled" in p.read_text() for p in repo.glob(".outpost/runs/*/b.1.jsonl"))
     wait_for(lambda: ready.exists() and settled_b(), "a running and b settled", process)
     crash(process)
     first_pids = [int(p) for p in (tmp_path / "a.pid").read_text().split()]
@@ -521,7 +521,8 @@ def test_best_mode_keeps_a_scored_attempt_through_a_crash(repo, tmp_path, crashe
                "--commit"]),
     ], extra='select = "best"', tables=f"\n[score]\ncommand = {json.dumps(BEST_SCORE)}\n")
     process = start(path)
-    settled_a = lambda: any("settled" in p.read_text() for p in repo.glob(".outpost/runs/*/a.1.jsonl"))
+    def settled_a():
+        return any("settled" in p.read_text() for p in repo.glob(".outpost/runs/*/a.1.jsonl"))
     wait_for(lambda: ready.exists() and settled_a(), "a scored and settled, b running", process)
     crash(process)
     if crashed_while == "validated":

@@ -91,7 +91,7 @@ def test_a_broken_current_context_is_one_clear_error(tmp_path):
     config = Path(env["HOME"]) / ".docker"
     config.mkdir()
     (config / "config.json").write_text(json.dumps({"currentContext": "gone"}))
-    with pytest.raises(ContextError, match="Docker context 'gone'.*has no readable endpoint"):
+    with pytest.raises(ContextError, match=r"Docker context 'gone'.*has no readable endpoint"):
         discover(None, "docker", env)
 
 
@@ -112,7 +112,7 @@ def test_rootless_podman_socket_first_when_the_race_asks_for_podman(tmp_path, li
     assert (chosen.url, chosen.why) == (f"unix://{podman}",
                                         f"rootless Podman's socket, found at {podman}")
     # a plain file where a socket would be is not an engine
-    assert [path for path, _ in sockets("podman", env)][0] == str(podman)
+    assert next(path for path, _ in sockets("podman", env)) == str(podman)
 
 
 def test_nothing_found_says_where_it_looked(tmp_path, monkeypatch):

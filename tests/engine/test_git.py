@@ -337,7 +337,7 @@ def test_branch_tips_read_many_branches_at_once(repo):
 
 
 def test_commits_since_and_head(repo):
-    branch, directory, baseline = new_worktree(repo)
+    _branch, directory, baseline = new_worktree(repo)
     assert g.commits_since(directory, baseline) == []
     one = commit_file(directory, "a.txt", "a\n", "first change")
     two = commit_file(directory, "b.txt", "b\n", "second: with spaces")
@@ -544,7 +544,7 @@ def test_a_rewritten_worktree_link_is_refused_before_git_runs(repo, tmp_path, ho
     for operation in (lambda: g.head(directory), lambda: g.commits_since(directory, baseline),
                       lambda: g.has_changes(directory), lambda: g.is_clean(directory),
                       lambda: g.commit_all(directory, "on behalf")):
-        with pytest.raises(g.GitError, match="refusing to run git in that worktree|git link"):
+        with pytest.raises(g.GitError, match=r"refusing to run git in that worktree|git link"):
             operation()
     assert not marker.exists()
 
@@ -585,7 +585,7 @@ def test_a_planted_per_worktree_config_is_refused(repo, tmp_path):
     (git_dir / "config.worktree").write_text(f"[filter \"x\"]\n\tclean = sh -c 'touch {marker}; cat'\n")
     (directory / ".gitattributes").write_text("* filter=x\n")
     for operation in (lambda: g.has_changes(directory), lambda: g.commit_all(directory, "x")):
-        with pytest.raises(g.GitError, match="config.worktree"):
+        with pytest.raises(g.GitError, match=r"config\.worktree"):
             operation()
     assert not marker.exists()
 
@@ -638,7 +638,7 @@ def test_the_engines_git_ignores_git_variables_of_its_environment(repo, tmp_path
     monkeypatch.setenv("GIT_CONFIG_PARAMETERS", "'core.hooksPath'='/nonexistent'")
     head = run(repo, "--git-dir", str(repo / ".git"), "rev-parse", "HEAD")
     assert g.resolve_commit(repo) == head
-    branch, directory, _ = new_worktree(repo)
+    _branch, directory, _ = new_worktree(repo)
     assert g.head(directory) == head
     assert g.repository_root(directory) == directory
 

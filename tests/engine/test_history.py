@@ -3,6 +3,7 @@ killed by SIGKILL) read back as a listing, as events and as the model the race e
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -95,7 +96,8 @@ def wait_for(condition, what: str, process: subprocess.Popen, timeout: float = 6
 def killed_race(repo: Path, tmp_path: Path) -> str:
     """A race whose coordinator was SIGKILLed while one agent ran and another had settled."""
     ready, pidfile = tmp_path / "hang-ready", tmp_path / "hang.pid"
-    argv = lambda *flags: json.dumps([sys.executable, str(FAKE_AGENT), *flags])
+    def argv(*flags):
+        return json.dumps([sys.executable, str(FAKE_AGENT), *flags])
     path = tmp_path / "killed.toml"
     path.write_text(f'[race]\nname = "killed"\nrepository = "{repo}"\n\n[validate]\ncommand = ["false"]\n'
                     f'\n[[candidates]]\nkey = "hangs"\nagent = "command"\nbrief = "b"\n'
@@ -103,7 +105,8 @@ def killed_race(repo: Path, tmp_path: Path) -> str:
                     f'\n[[candidates]]\nkey = "fails"\nagent = "command"\nbrief = "b"\n'
                     f'command = {argv("--exit", "3")}\n')
     process = start_coordinator(path)
-    settled = lambda: any("settled" in p.read_text() for p in runs(repo).glob("*/fails.1.jsonl"))
+    def settled():
+        return any("settled" in p.read_text() for p in runs(repo).glob("*/fails.1.jsonl"))
     try:
         wait_for(lambda: ready.exists() and pidfile.exists() and settled(), "hangs running, fails settled",
                  process)
@@ -113,10 +116,8 @@ def killed_race(repo: Path, tmp_path: Path) -> str:
         process.stderr.close()
     # The crash left the agent running (nobody stops it now): this test does.
     for pid in pids(pidfile):
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             psutil.Process(pid).kill()
-        except psutil.NoSuchProcess:
-            pass
     [directory] = [d for d in runs(repo).iterdir()
                    if json.loads((d / "race.jsonl").read_text().splitlines()[0])["name"] == "killed"]
     return directory.name
@@ -196,7 +197,7 @@ def test_unreadable_races_are_listed_with_their_problem(repo):
     assert listed["20000101-000000-broken"].problem.startswith("cannot read race.jsonl")
     assert listed["20000101-000000-garble"].problem == "race.jsonl has no race-started event"
     assert all(listed[k].status == UNREADABLE for k in listed if k != result.id)
-    assert list(listed)[0] == "20000101-000000-empty0"  # made just now
+    assert next(iter(listed)) == "20000101-000000-empty0"  # made just now
     assert list(listed)[1] == result.id
 
 

@@ -47,7 +47,7 @@ def test_merge_runs_the_users_hooks_and_never_pushes(repo, tmp_path):
 
 
 def test_merge_refused_when_conflicting_dirty_or_moved(repo):
-    branch, commit, _ = candidate(repo, "a", {"base.txt": "candidate\n"})
+    branch, _commit, _ = candidate(repo, "a", {"base.txt": "candidate\n"})
     (repo / "base.txt").write_text("host\n")
     git(repo, "commit", "-qam", "host edits base")
     head = git(repo, "rev-parse", "HEAD")
@@ -67,7 +67,7 @@ def test_merge_refused_when_conflicting_dirty_or_moved(repo):
 
 
 def test_a_refusing_hook_leaves_the_checkout_as_it_was(repo):
-    branch, commit, _ = candidate(repo, "a", {"a.txt": "a\n"})
+    branch, _commit, _ = candidate(repo, "a", {"a.txt": "a\n"})
     git(repo, "commit", "-q", "--allow-empty", "-m", "host moves on")
     head = git(repo, "rev-parse", "HEAD")
     hook = repo / ".git" / "hooks" / "pre-merge-commit"

@@ -74,7 +74,7 @@ def test_a_coordinator_on_another_host_is_unknown(child: subprocess.Popen) -> No
     assert status.alive is None
     assert "elsewhere.invalid" in status.reason and "proves nothing" in status.reason
     assert "heartbeat 5 min ago" in status.reason
-    with pytest.raises(StopRefused, match="elsewhere.invalid"):
+    with pytest.raises(StopRefused, match=r"elsewhere\.invalid"):
         stop_coordinator(owner)
     assert child.poll() is None
 

@@ -379,9 +379,9 @@ def test_flight_log_has_every_attempt_event(repo):
     for kind in ("admitted", "worktree-ready", "agent-started", "log", "usage", "tool",
                  "agent-exited", "validation-started", "validation-finished", "settled"):
         assert kind in kinds
-    logged = [l for line in lines if line["kind"] == "log" for l in line["lines"]]
+    logged = [text for line in lines if line["kind"] == "log" for text in line["lines"]]
     assert "log line 2" in logged
-    race_kinds = [json.loads(l)["kind"] for l in (run_dir / "race.jsonl").read_text().splitlines()]
+    race_kinds = [json.loads(row)["kind"] for row in (run_dir / "race.jsonl").read_text().splitlines()]
     assert race_kinds[0] == "race-started" and race_kinds[-1] == "race-finished"
     assert oct(run_dir.stat().st_mode & 0o777) == "0o700"
     assert oct((run_dir / "a.1.jsonl").stat().st_mode & 0o777) == "0o600"

@@ -14,8 +14,16 @@ import anyio
 import psutil
 import pytest
 
-from outpost_tui.engine import (CandidateSpec, CandidateStatus, EventKind, RaceError, RaceStatus,
-                                build_spec, run_race, run_race_async)
+from outpost_tui.engine import (
+    CandidateSpec,
+    CandidateStatus,
+    EventKind,
+    RaceError,
+    RaceStatus,
+    build_spec,
+    run_race,
+    run_race_async,
+)
 from outpost_tui.engine.agents.command import ProtocolDecoder
 from outpost_tui.engine.racefile import load_race
 from outpost_tui.engine.core.spec import ValidateSpec

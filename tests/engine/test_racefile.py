@@ -23,6 +23,7 @@ from outpost_tui.engine.core.spec import (
     ValidateSpec,
 )
 
+
 def CandidateSpec(**fields) -> spec.CandidateSpec:
     # env given explicitly: spec.frozen_map() needs an argument, so the default_factory fails.
     return spec.CandidateSpec(**{"env": {}, **fields})
@@ -275,7 +276,7 @@ def test_dump_race_leaves_out_python_only_checks(tmp_path: Path, repo: Path):
 def test_dump_race_refuses_what_toml_cannot_say(repo: Path):
     spec = RaceSpec(repository=repo, validate=ValidateSpec(timeout=None),
                     candidates=(CandidateSpec(key="k", agent="command", command=("true",), brief="b"),))
-    with pytest.raises(ValueError, match="validate.timeout"):
+    with pytest.raises(ValueError, match=r"validate\.timeout"):
         dump_race(spec)
 
 

@@ -78,7 +78,8 @@ async def test_a_recorded_race_shows_how_it_ended_and_changes_nothing(repo, race
         assert "validation passed" in good_log and "── winner" in good_log
         summary = str(screen.query_one("#summary").render())
         assert summary.startswith("winner good on outpost/speculation/")
-        header = lambda: "".join(str(title.render()) for title in screen.query(HeaderTitle))
+        def header():
+            return "".join(str(title.render()) for title in screen.query(HeaderTitle))
         await until(pilot, lambda: "recorded" in header(), "the header")
         assert header().startswith(f"outpost-tui · calc · recorded — race {race_id}, started 20")
         assert app.session is None  # the app's own race (none here) is not replaced
@@ -105,7 +106,8 @@ async def test_a_recorded_race_shows_how_it_ended_and_changes_nothing(repo, race
         assert len(panels["bad"].query_one(Log).lines) == 5
         await pilot.press("2", "d")
         await until(pilot, lambda: isinstance(app.screen, DiffScreen), "the diff")
-        diff = lambda: [line.text for log in app.screen.query(RichLog) for line in log.lines]
+        def diff():
+            return [line.text for log in app.screen.query(RichLog) for line in log.lines]
         await until(pilot, lambda: "+good" in diff(), "the diff text")
         await pilot.press("escape")
         assert app.screen is screen

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable, Static
 
-from outpost_tui.samples import materialise
 from outpost_tui.ui.app import OutpostApp
 from outpost_tui.ui.screens.confirm import ConfirmScreen
 from outpost_tui.ui.screens.race import RaceScreen, RecordedRaceScreen

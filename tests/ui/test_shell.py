@@ -9,7 +9,6 @@ from textual.app import App
 
 from outpost_tui.engine import git as g
 from outpost_tui.ui.shell import open_shell, run_shell
-from tests.conftest import git
 
 
 def worktree(repo):

@@ -188,7 +188,7 @@ def test_bad_keymap_entries_are_reported_one_line_each_and_the_rest_apply(tmp_pa
     assert len(errors) == 5
     assert all(error.startswith(f"{file}: ") and "\n" not in error for error in errors)
     assert errors[0].startswith(f"{file}: colour: unknown key")
-    for error, binding_id in zip(errors[1:], ("race.abort", "race.diff", "race.zoom", "race.search")):
+    for error, binding_id in zip(errors[1:], ("race.abort", "race.diff", "race.zoom", "race.search"), strict=True):
         assert error.startswith(f"{file}: keys.{binding_id}: expected one or more keys")
 
 

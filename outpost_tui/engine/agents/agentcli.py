@@ -62,12 +62,12 @@ def log(text: str, stream: str = "stdout") -> AgentEvent:
     return AgentEvent(EventKind.LOG, {"stream": stream, "lines": [text]})
 
 
-def as_dict(value: Any) -> dict:
+def as_dict(value: Any) -> dict[str, Any]:
     """The value if it is a JSON object, else an empty one: every field of every line is optional."""
     return value if isinstance(value, dict) else {}
 
 
-def as_list(value: Any) -> list:
+def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
@@ -141,7 +141,7 @@ class CliDecoder(Decoder):
             return self.decode_text(line)
         return self.decode_message(message)
 
-    def decode_message(self, message: dict) -> list[AgentEvent] | None:
+    def decode_message(self, message: dict[str, Any]) -> list[AgentEvent] | None:
         """Events for one JSON object; None keeps the raw line as log text."""
         return None
 

@@ -33,7 +33,7 @@ from ..core.events import EventKind
 from .reachability import NETWORK, RATE_LIMITED, SERVER_ERROR
 from ..core.spec import CandidateSpec, Price
 from ..core.usage import Usage
-from .agentcli import CliDecoder, count, log, money, parse_json_object
+from .agentcli import CliDecoder, as_dict, count, log, money, parse_json_object
 from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext, as_argument, brief_fits_inline
 from .prices import with_estimated_cost
 
@@ -74,7 +74,7 @@ def tokens(text: str | None) -> int:
     scale = {"k": 1_000, "m": 1_000_000}.get(text[-1].lower(), 1)
     number = text[:-1] if scale > 1 else text
     try:
-        return int(round(float(number) * scale))
+        return round(float(number) * scale)
     except ValueError:
         return 0
 
@@ -151,7 +151,7 @@ class AiderDecoder(CliDecoder):
             return super().decode_stderr(line)
         if entry.get("event") != "message_send":
             return []  # analytics bookkeeping (launched, repo, exit …)
-        figures = entry.get("properties") if isinstance(entry.get("properties"), dict) else {}
+        figures = as_dict(entry.get("properties"))
         first = not self._log_seen
         self._log_seen = True
         self._logged = self._logged + Usage(input=count(figures.get("prompt_tokens")),
@@ -162,7 +162,7 @@ class AiderDecoder(CliDecoder):
         self._good_call()
         return [log(APPROXIMATE, "stderr")] if first else []
 
-    def _count(self, match: re.Match) -> None:
+    def _count(self, match: re.Match[str]) -> None:
         sent, write, hit, received = (tokens(match.group(index)) for index in (1, 2, 3, 4))
         self._tokens = self._tokens + Usage(input=max(0, sent - write - hit), cached=hit,
                                             cache_write=write, output=received)

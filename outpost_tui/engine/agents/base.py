@@ -88,7 +88,7 @@ class Quota:
     message: str
     reset_at: str | None = None  # ISO-8601, UTC
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"message": self.message, "reset_at": self.reset_at}
 
     def reason(self) -> str:
@@ -223,7 +223,7 @@ class AgentAdapter(ABC):
         return (self.program, "--version") if self.program else None
 
 
-def parse_json_object(line: str) -> dict | None:
+def parse_json_object(line: str) -> dict[str, Any] | None:
     """The line as a JSON object, or None if it is not one (cheap for plain text)."""
     stripped = line.lstrip()
     if not stripped.startswith("{"):

@@ -22,7 +22,7 @@ import re
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from ..core.events import EventKind
 from ..core.spec import CandidateSpec, Price
@@ -87,7 +87,7 @@ class ClaudeDecoder(CliDecoder):
                 return events
         return super().decode_line(line)
 
-    def decode_message(self, message: dict) -> list[AgentEvent] | None:
+    def decode_message(self, message: dict[str, Any]) -> list[AgentEvent] | None:
         kind = message.get("type")
         if isinstance(message.get("session_id"), str):
             self.session_id = message["session_id"]
@@ -106,7 +106,7 @@ class ClaudeDecoder(CliDecoder):
         return None
 
     # -- message kinds -------------------------------------------------------------------------
-    def _system(self, message: dict) -> list[AgentEvent] | None:
+    def _system(self, message: dict[str, Any]) -> list[AgentEvent] | None:
         subtype = message.get("subtype")
         if subtype == "init":
             if isinstance(message.get("model"), str):
@@ -143,7 +143,7 @@ class ClaudeDecoder(CliDecoder):
             return []
         return [log(_system_line(message))]
 
-    def _assistant(self, message: dict) -> list[AgentEvent]:
+    def _assistant(self, message: dict[str, Any]) -> list[AgentEvent]:
         body = as_dict(message.get("message"))
         content = as_list(body.get("content"))
         error = message.get("error")
@@ -161,7 +161,7 @@ class ClaudeDecoder(CliDecoder):
                 events.append(AgentEvent(EventKind.TEXT, {"text": block["text"]}))
             elif kind in ("tool_use", "server_tool_use"):
                 name = str(block.get("name") or "?")
-                tool_input = block.get("input") if isinstance(block.get("input"), dict) else {}
+                tool_input = as_dict(block.get("input"))
                 edited = tool_input.get("file_path") or tool_input.get("notebook_path")
                 if block.get("id"):
                     self._tools[str(block["id"])] = (name, edited if name in _FILE_TOOLS else None)
@@ -181,7 +181,7 @@ class ClaudeDecoder(CliDecoder):
             reset_at = iso_utc(self.clock() + timedelta(milliseconds=self._retry_after_ms))
         return super().note_quota(message, reset_at)
 
-    def _stream_event(self, message: dict) -> list[AgentEvent]:
+    def _stream_event(self, message: dict[str, Any]) -> list[AgentEvent]:
         # With --include-partial-messages the API's own events arrive as they stream: message_start
         # and message_delta carry the real usage of each message id (the assistant lines only a
         # placeholder output of 1), so live tokens, cost and budget stops are right during the run.
@@ -198,7 +198,7 @@ class ClaudeDecoder(CliDecoder):
                 self._record_step({"id": message_id, "usage": event.get("usage")})
         return []
 
-    def _record_step(self, body: dict) -> None:
+    def _record_step(self, body: dict[str, Any]) -> None:
         message_id, usage = body.get("id"), body.get("usage")
         if not isinstance(message_id, str) or not message_id or not isinstance(usage, dict):
             return
@@ -227,11 +227,11 @@ class ClaudeDecoder(CliDecoder):
         return Usage(input=total.input, cached=total.cached, cache_write=total.cache_write,
                      output=total.output, cost_usd=round(cost, 6), estimated=True, cost_unknown=unknown)
 
-    def _tool_results(self, message: dict) -> list[AgentEvent]:
+    def _tool_results(self, message: dict[str, Any]) -> list[AgentEvent]:
         content = as_dict(message.get("message")).get("content")
         if not isinstance(content, list):
             return []  # the prompt echoed back
-        extra = message.get("tool_use_result") if isinstance(message.get("tool_use_result"), dict) else {}
+        extra = as_dict(message.get("tool_use_result"))
         events: list[AgentEvent] = []
         for block in content:
             if not isinstance(block, dict) or block.get("type") != "tool_result":
@@ -250,7 +250,7 @@ class ClaudeDecoder(CliDecoder):
                 events.append(AgentEvent(EventKind.FILE_CHANGE, {"path": str(edited), "change": kind}))
         return events
 
-    def _rate_limit(self, info: dict) -> list[AgentEvent]:
+    def _rate_limit(self, info: dict[str, Any]) -> list[AgentEvent]:
         status = info.get("status")
         window = str(info.get("rateLimitType") or "usage").replace("_", " ")
         if status == "rejected":
@@ -263,7 +263,7 @@ class ClaudeDecoder(CliDecoder):
             return [log(f"rate limit warning: {window} window{share}")]
         return []
 
-    def _result(self, message: dict) -> list[AgentEvent]:
+    def _result(self, message: dict[str, Any]) -> list[AgentEvent]:
         text = message.get("result")
         if isinstance(text, str):
             self.result = text
@@ -295,7 +295,7 @@ class ClaudeDecoder(CliDecoder):
             self.errors.append(prefix + (detail or str(subtype)))
         return events
 
-    def _final_usage(self, message: dict) -> Usage:
+    def _final_usage(self, message: dict[str, Any]) -> Usage:
         per_model = message.get("modelUsage")
         tokens = Usage()
         if isinstance(per_model, dict) and per_model:
@@ -315,7 +315,7 @@ class ClaudeDecoder(CliDecoder):
             tokens = self._live_usage()
         cost = money(message.get("total_cost_usd"))
         if cost is None:
-            models = [name for name in per_model] if isinstance(per_model, dict) and per_model else []
+            models = list(per_model) if isinstance(per_model, dict) and per_model else []
             return with_estimated_cost(tokens, models[0] if len(models) == 1 else self.model, self.prices)
         return Usage(input=tokens.input, cached=tokens.cached, cache_write=tokens.cache_write,
                      output=tokens.output, cost_usd=round(cost, 6), estimated=False)
@@ -383,7 +383,7 @@ class ClaudeAgent(AgentAdapter):
         return False, "no ANTHROPIC_API_KEY and no ~/.claude credentials: run `claude login`"
 
 
-def _system_line(message: dict) -> str:
+def _system_line(message: dict[str, Any]) -> str:
     """A system line of any kind as one readable line: its subtype, then its short scalar fields."""
     subtype = str(message.get("subtype") or "system").replace("_", " ")
     details = []

@@ -19,13 +19,13 @@ import re
 import shlex
 import tomllib
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from ..core.events import EventKind
 from ..core.spec import CandidateSpec, Price
 from ..core.usage import Usage
 from .reachability import OVERLOADED, retry_cause
-from .agentcli import CliDecoder, as_list, count, first_line, log, short
+from .agentcli import CliDecoder, as_dict, as_list, count, first_line, log, short
 from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext
 from .prices import price_note, with_estimated_cost
 from .quota_time import after_minute, has_seconds, parse_reset
@@ -80,7 +80,7 @@ class CodexDecoder(CliDecoder):
         self._items_seen = 0
         self._announced: set[str] = set()  # item ids whose TOOL event was already emitted
 
-    def decode_message(self, message: dict) -> list[AgentEvent] | None:
+    def decode_message(self, message: dict[str, Any]) -> list[AgentEvent] | None:
         kind = message.get("type")
         if kind == "thread.started":
             self.thread_id = str(message.get("thread_id") or "") or None
@@ -98,14 +98,14 @@ class CodexDecoder(CliDecoder):
         if kind == "turn.completed":
             return self._turn_completed(message.get("usage"))
         if kind == "turn.failed":
-            error = message.get("error") if isinstance(message.get("error"), dict) else {}
+            error = as_dict(message.get("error"))
             self.failed = True
             return self._error(str(error.get("message") or "turn failed"), final=True)
         if kind == "error":
             return self._error(str(message.get("message") or "error"), final=False)
         return None
 
-    def _item(self, stage: str, item: dict) -> list[AgentEvent]:
+    def _item(self, stage: str, item: dict[str, Any]) -> list[AgentEvent]:
         kind, item_id = item.get("type"), str(item.get("id") or "")
         if kind == "command_execution":
             return self._tool_item(stage, item_id, "shell", item.get("command"), item)
@@ -137,7 +137,7 @@ class CodexDecoder(CliDecoder):
         return []
 
     def _tool_item(self, stage: str, item_id: str, name: str, tool_input: object,
-                   item: dict) -> list[AgentEvent]:
+                   item: dict[str, Any]) -> list[AgentEvent]:
         events: list[AgentEvent] = []
         if item_id not in self._announced:
             self._announced.add(item_id)
@@ -239,10 +239,10 @@ class CodexAgent(AgentAdapter):
         except (OSError, tomllib.TOMLDecodeError):
             config = {}
         provider = config.get("model_provider")
-        providers = config.get("model_providers") if isinstance(config.get("model_providers"), dict) else {}
+        providers = as_dict(config.get("model_providers"))
         chosen = providers.get(provider) if isinstance(provider, str) else None
-        if isinstance(chosen, dict) and isinstance(chosen.get("base_url"), str):
-            return chosen["base_url"]
+        if isinstance(chosen, dict) and isinstance(base_url := chosen.get("base_url"), str):
+            return base_url
         if provider not in (None, "openai"):
             return None  # a built-in provider other than OpenAI (e.g. a local one): not known here
         if env.get("CODEX_API_KEY") or env.get("OPENAI_API_KEY"):

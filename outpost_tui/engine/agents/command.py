@@ -8,9 +8,10 @@ a known `kind` are events; usage lines are deltas. Every other line is log text.
 from __future__ import annotations
 
 import math
+from typing import Any, Mapping
 
 from ..core.events import EventKind
-from ..core.spec import CandidateSpec
+from ..core.spec import CandidateSpec, Price
 from ..core.usage import FIGURES, Usage, figure_problem
 from .base import (AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext, Quota, brief_env,
                    parse_json_object, refused_usage)
@@ -28,9 +29,9 @@ class ProtocolDecoder(Decoder):
             problem = next(filter(None, (figure_problem(name, value)
                                          for name, value in figures.items())), None)
             if problem is None:
-                self.usage, problem = self.usage.plus(Usage(**{
-                    name: float(value) if name == "cost_usd" else int(value)
-                    for name, value in figures.items()}))
+                reported: dict[str, Any] = {name: float(value) if name == "cost_usd" else int(value)
+                                            for name, value in figures.items()}
+                self.usage, problem = self.usage.plus(Usage(**reported))
             if problem is not None:
                 return [refused_usage(problem)]
             return []  # the engine emits USAGE from the changed total
@@ -82,5 +83,5 @@ class CommandAgent(AgentAdapter):
         return Launch(argv=tuple(candidate.command), env=brief_env(brief, context),
                       stdin=brief.encode())
 
-    def decoder(self, candidate: CandidateSpec, prices=None) -> Decoder:
+    def decoder(self, candidate: CandidateSpec, prices: Mapping[str, Price] | None = None) -> Decoder:
         return ProtocolDecoder(candidate, prices)

@@ -113,15 +113,15 @@ def _table(where: str, key: str, value: Any, required: tuple[str, ...],
     return value
 
 
-def _check_say(where: str, value: Any, options: dict) -> Any:
+def _check_say(where: str, value: Any, options: dict[str, Any]) -> Any:
     return _string(where, "say", value)
 
 
-def _check_log(where: str, value: Any, options: dict) -> Any:
+def _check_log(where: str, value: Any, options: dict[str, Any]) -> Any:
     return _string_list(where, "log", value, allow_single=True)
 
 
-def _check_tool(where: str, value: Any, options: dict) -> Any:
+def _check_tool(where: str, value: Any, options: dict[str, Any]) -> Any:
     _string(where, "tool", value)
     if "input" in options:
         _string(where, "input", options["input"])
@@ -130,7 +130,7 @@ def _check_tool(where: str, value: Any, options: dict) -> Any:
     return value
 
 
-def _check_usage(where: str, value: Any, options: dict) -> Any:
+def _check_usage(where: str, value: Any, options: dict[str, Any]) -> Any:
     table = _table(where, "usage", value, (), USAGE_FIELDS + ("cost_usd",))
     for name in USAGE_FIELDS:
         if name in table and not (_is_int(table[name]) and table[name] >= 0):
@@ -140,20 +140,20 @@ def _check_usage(where: str, value: Any, options: dict) -> Any:
     return table
 
 
-def _check_pause(where: str, value: Any, options: dict) -> Any:
+def _check_pause(where: str, value: Any, options: dict[str, Any]) -> Any:
     if not (_is_number(value) and value >= 0):
         raise ScriptError(f"{where}: 'pause' must be a number of seconds >= 0")
     return float(value)
 
 
-def _check_write(where: str, value: Any, options: dict) -> Any:
+def _check_write(where: str, value: Any, options: dict[str, Any]) -> Any:
     table = _table(where, "write", value, ("path", "content"))
     _string(where, "write.path", table["path"])
     _string(where, "write.content", table["content"])
     return table
 
 
-def _check_replace(where: str, value: Any, options: dict) -> Any:
+def _check_replace(where: str, value: Any, options: dict[str, Any]) -> Any:
     table = _table(where, "replace", value, ("path", "old", "new"))
     for name in ("path", "old", "new"):
         _string(where, f"replace.{name}", table[name])
@@ -162,7 +162,7 @@ def _check_replace(where: str, value: Any, options: dict) -> Any:
     return table
 
 
-def _check_run(where: str, value: Any, options: dict) -> Any:
+def _check_run(where: str, value: Any, options: dict[str, Any]) -> Any:
     argv = _string_list(where, "run", value, allow_single=False)
     if not argv:
         raise ScriptError(f"{where}: 'run' must name a program")
@@ -171,39 +171,39 @@ def _check_run(where: str, value: Any, options: dict) -> Any:
     return argv
 
 
-def _check_commit(where: str, value: Any, options: dict) -> Any:
+def _check_commit(where: str, value: Any, options: dict[str, Any]) -> Any:
     message = _string(where, "commit", value)
     if not message.strip():
         raise ScriptError(f"{where}: 'commit' needs a message")
     return message
 
 
-def _check_quota(where: str, value: Any, options: dict) -> Any:
+def _check_quota(where: str, value: Any, options: dict[str, Any]) -> Any:
     _string(where, "quota", value)
     if "reset_in" in options and not (_is_number(options["reset_in"]) and options["reset_in"] >= 0):
         raise ScriptError(f"{where}: 'reset_in' must be a number of seconds >= 0")
     return value
 
 
-def _check_exit(where: str, value: Any, options: dict) -> Any:
+def _check_exit(where: str, value: Any, options: dict[str, Any]) -> Any:
     if not (_is_int(value) and 0 <= value <= 255):
         raise ScriptError(f"{where}: 'exit' must be a whole number from 0 to 255")
     return value
 
 
-def _check_spam(where: str, value: Any, options: dict) -> Any:
+def _check_spam(where: str, value: Any, options: dict[str, Any]) -> Any:
     if not (_is_int(value) and value >= 0):
         raise ScriptError(f"{where}: 'spam' must be a whole number >= 0")
     return value
 
 
-def _check_wait(where: str, value: Any, options: dict) -> Any:
+def _check_wait(where: str, value: Any, options: dict[str, Any]) -> Any:
     if value != "forever":
         raise ScriptError(f"{where}: 'wait' must be \"forever\"")
     return value
 
 
-def _check_echo_brief(where: str, value: Any, options: dict) -> Any:
+def _check_echo_brief(where: str, value: Any, options: dict[str, Any]) -> Any:
     if value is not True:
         raise ScriptError(f"{where}: 'echo_brief' must be true")
     if "to" in options:
@@ -212,7 +212,7 @@ def _check_echo_brief(where: str, value: Any, options: dict) -> Any:
 
 
 # action -> (validator, modifier keys it accepts)
-ACTIONS: dict[str, tuple[Callable[[str, Any, dict], Any], tuple[str, ...]]] = {
+ACTIONS: dict[str, tuple[Callable[[str, Any, dict[str, Any]], Any], tuple[str, ...]]] = {
     "say": (_check_say, ()),
     "log": (_check_log, ()),
     "tool": (_check_tool, ("input", "output")),
@@ -345,23 +345,23 @@ class Session:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(step.value["content"], encoding="utf-8")
         except OSError as error:
-            raise StepFailed(f"{step.where}: cannot write {target}: {error.strerror or error}")
+            raise StepFailed(f"{step.where}: cannot write {target}: {error.strerror or error}") from None
 
     def do_replace(self, step: Step) -> None:
         target = self.path(step.value["path"])
         try:
             text = target.read_text(encoding="utf-8")
         except FileNotFoundError:
-            raise StepFailed(f"{step.where}: {step.value['path']} does not exist in {self.cwd}")
+            raise StepFailed(f"{step.where}: {step.value['path']} does not exist in {self.cwd}") from None
         except (OSError, UnicodeDecodeError) as error:
-            raise StepFailed(f"{step.where}: cannot read {target}: {error}")
+            raise StepFailed(f"{step.where}: cannot read {target}: {error}") from None
         old = step.value["old"]
         if old not in text:
             raise StepFailed(f"{step.where}: {old!r} not found in {step.value['path']}")
         try:
             target.write_text(text.replace(old, step.value["new"], 1), encoding="utf-8")
         except OSError as error:
-            raise StepFailed(f"{step.where}: cannot write {target}: {error.strerror or error}")
+            raise StepFailed(f"{step.where}: cannot write {target}: {error.strerror or error}") from None
 
     def do_run(self, step: Step) -> None:
         code = self.stream(step.value)
@@ -443,7 +443,7 @@ class Session:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(self.brief)
             except OSError as error:
-                raise StepFailed(f"{step.where}: cannot write {target}: {error.strerror or error}")
+                raise StepFailed(f"{step.where}: cannot write {target}: {error.strerror or error}") from None
 
 
 def fail(message: str, code: int) -> int:

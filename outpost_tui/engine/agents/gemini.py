@@ -26,7 +26,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from ..core.events import EventKind
 from ..core.spec import CandidateSpec, Price
@@ -107,7 +107,7 @@ class GeminiDecoder(CliDecoder):
         self.result = text
         return [AgentEvent(EventKind.TEXT, {"text": text}), *(events if events is not None else [log(line)])]
 
-    def decode_message(self, message: dict) -> list[AgentEvent] | None:
+    def decode_message(self, message: dict[str, Any]) -> list[AgentEvent] | None:
         kind = message.get("type")
         if kind is None and ("response" in message or "stats" in message):
             return self._single_object(message)
@@ -129,7 +129,7 @@ class GeminiDecoder(CliDecoder):
             return [AgentEvent(EventKind.TEXT, {"text": text})]
         if kind == "tool_use":
             name = str(message.get("tool_name") or "?")
-            parameters = message.get("parameters") if isinstance(message.get("parameters"), dict) else {}
+            parameters = as_dict(message.get("parameters"))
             edited = parameters.get("file_path") or parameters.get("absolute_path")
             self._tools[str(message.get("tool_id"))] = (name, edited if name in _FILE_TOOLS else None)
             return [AgentEvent(EventKind.TOOL, {"name": name, "input": short(parameters)})]
@@ -161,7 +161,7 @@ class GeminiDecoder(CliDecoder):
         self.errors.append(text)
         return [log(f"error: {text}")]
 
-    def _result(self, message: dict) -> list[AgentEvent]:
+    def _result(self, message: dict[str, Any]) -> list[AgentEvent]:
         self._result_seen = True
         stats = as_dict(message.get("stats"))
         models = {name: as_dict(figures) for name, figures in as_dict(stats.get("models")).items()
@@ -176,11 +176,11 @@ class GeminiDecoder(CliDecoder):
             self.usage = with_estimated_cost(_stream_usage(stats), self.model, self.prices)
         if message.get("status") == "error":
             self.failed = True
-            error = message.get("error") if isinstance(message.get("error"), dict) else {}
+            error = as_dict(message.get("error"))
             return self._error(str(error.get("message") or error.get("type") or "gemini reported an error"))
         return []
 
-    def _single_object(self, message: dict) -> list[AgentEvent]:
+    def _single_object(self, message: dict[str, Any]) -> list[AgentEvent]:
         self._result_seen = True
         models = as_dict(as_dict(message.get("stats")).get("models"))
         tokens = Usage()
@@ -254,7 +254,7 @@ def _retry_cause(line: str, status: str | None) -> str:
     return NETWORK if _NETWORK.search(line) else "API error"
 
 
-def _stream_usage(figures: dict) -> Usage:
+def _stream_usage(figures: dict[str, Any]) -> Usage:
     """Usage from stream-json stats (the session's or one model's)."""
     total_input, cached = count(figures.get("input_tokens")), count(figures.get("cached"))
     uncached = count(figures["input"]) if "input" in figures else max(0, total_input - cached)

@@ -20,13 +20,13 @@ import re
 from datetime import datetime, timedelta, timezone
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from ..core.events import EventKind
 from .reachability import NETWORK, RATE_LIMITED
 from ..core.spec import CandidateSpec, Price
 from ..core.usage import Usage
-from .agentcli import CliDecoder, count, log, money, short
+from .agentcli import CliDecoder, as_dict, count, log, money, short
 from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext, brief_argument
 from .prices import price_for, with_estimated_cost
 from .quota_time import iso_utc, parse_reset
@@ -96,9 +96,9 @@ class OpencodeDecoder(CliDecoder):
                 self.stop = f"quota: {error}"
         return events
 
-    def decode_message(self, message: dict) -> list[AgentEvent] | None:
+    def decode_message(self, message: dict[str, Any]) -> list[AgentEvent] | None:
         kind = message.get("type")
-        part = message.get("part") if isinstance(message.get("part"), dict) else {}
+        part = as_dict(message.get("part"))
         if kind in ("step_start", "done"):
             return []
         if kind == "text":
@@ -115,10 +115,10 @@ class OpencodeDecoder(CliDecoder):
             return self._error(message.get("error"))
         return None
 
-    def _tool(self, part: dict) -> list[AgentEvent]:
+    def _tool(self, part: dict[str, Any]) -> list[AgentEvent]:
         name = str(part.get("tool") or "?")
-        state = part.get("state") if isinstance(part.get("state"), dict) else {}
-        tool_input = state.get("input") if isinstance(state.get("input"), dict) else {}
+        state = as_dict(part.get("state"))
+        tool_input = as_dict(state.get("input"))
         call = str(part.get("callID") or part.get("id") or "")
         events: list[AgentEvent] = []
         if call not in self._announced:
@@ -136,9 +136,9 @@ class OpencodeDecoder(CliDecoder):
                                                                  "change": _FILE_TOOLS[name]}))
         return events
 
-    def _step_finish(self, part: dict) -> list[AgentEvent]:
-        figures = part.get("tokens") if isinstance(part.get("tokens"), dict) else {}
-        cache = figures.get("cache") if isinstance(figures.get("cache"), dict) else {}
+    def _step_finish(self, part: dict[str, Any]) -> list[AgentEvent]:
+        figures = as_dict(part.get("tokens"))
+        cache = as_dict(figures.get("cache"))
         step = Usage(input=count(figures.get("input")), cached=count(cache.get("read")),
                      cache_write=count(cache.get("write")),
                      output=count(figures.get("output")) + count(figures.get("reasoning")))
@@ -161,7 +161,7 @@ class OpencodeDecoder(CliDecoder):
     def _error(self, error: object) -> list[AgentEvent]:
         self.failed = True
         error = error if isinstance(error, dict) else {}
-        data = error.get("data") if isinstance(error.get("data"), dict) else {}
+        data = as_dict(error.get("data"))
         message = str(data.get("message") or error.get("message") or error.get("name") or "error")
         if error.get("name") and error.get("name") != "APIError":
             message = f"{error['name']}: {message}"

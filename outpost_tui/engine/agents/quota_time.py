@@ -11,7 +11,7 @@ occurrence too.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 _MONTHS = {name: number for number, name in enumerate(
@@ -121,7 +121,7 @@ def _zone(name: str | None, default_zone: str) -> ZoneInfo | timezone | None:
         return None  # a wrong reset time is worse than none
 
 
-def _from_iso(match: re.Match, now: datetime, default_zone: str) -> str | None:
+def _from_iso(match: re.Match[str], now: datetime, default_zone: str) -> str | None:
     zone = _zone(match.group("zone"), default_zone)
     if zone is None:
         return None
@@ -172,14 +172,14 @@ def _from_clock(fragment: str, now: datetime, default_zone: str) -> str | None:
     return None
 
 
-def _at(year: int, month: int, day: int, hour: int, minute: int, zone, second: int = 0) -> datetime | None:
+def _at(year: int, month: int, day: int, hour: int, minute: int, zone: tzinfo, second: int = 0) -> datetime | None:
     try:
         return datetime(year, month, day, hour, minute, second, tzinfo=zone)
     except ValueError:
         return None
 
 
-def _at_next_day(moment: datetime, zone) -> datetime:
+def _at_next_day(moment: datetime, zone: tzinfo) -> datetime:
     # Wall-clock arithmetic in the zone, so a DST change does not shift the hour.
     return (moment.replace(tzinfo=None) + timedelta(days=1)).replace(tzinfo=zone)
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar, dataclass_transform
 
 
 class EventKind(StrEnum):
@@ -91,8 +91,13 @@ class Event:
         return out
 
 
-def _kind(kind: EventKind) -> Callable[[type], type]:
-    def register(cls: type) -> type:
+_E = TypeVar("_E", bound="Event")
+
+
+# dataclass_transform: the checker sees each event class as the frozen, keyword-only dataclass it is
+@dataclass_transform(frozen_default=True, kw_only_default=True)
+def _kind(kind: EventKind) -> Callable[[type[_E]], type[_E]]:
+    def register(cls: type[_E]) -> type[_E]:
         cls.kind = kind
         typed = dataclass(frozen=True, kw_only=True, slots=True)(cls)
         typed.fields_ = tuple(f.name for f in dataclasses.fields(typed) if f.name not in _ENVELOPE)

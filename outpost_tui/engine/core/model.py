@@ -8,6 +8,8 @@ own): every update holds `lock`, and a reader that needs a consistent view holds
 
 from __future__ import annotations
 
+from typing import Any
+
 import threading
 from collections import deque
 from dataclasses import dataclass, field
@@ -38,6 +40,7 @@ from .events import (
     Warned,
     WorktreeReady,
 )
+from .result import CandidateRecord
 from .usage import Usage
 
 LOG_RING = 2000
@@ -70,8 +73,8 @@ class CandidateModel:
     tampering: list[str] = field(default_factory=list)  # what it changed in the user's repository
     accepted: bool = False  # the operator picked it as the winner by hand
     reason: str | None = None
-    tests: dict | None = None  # the verdict's test counts, once graded
-    quota: dict | None = None
+    tests: dict[str, Any] | None = None  # the verdict's test counts, once graded
+    quota: dict[str, Any] | None = None
     commit: str | None = None
     # The engine committed the agent's edits for it (its sandbox could not): the commit's subject.
     committed_on_behalf: str | None = None
@@ -81,7 +84,7 @@ class CandidateModel:
     timeout: float | None = None
     agent_started_at: float | None = None
     agent_ended_at: float | None = None
-    log: deque = field(default_factory=lambda: deque(maxlen=LOG_RING))
+    log: deque[str] = field(default_factory=lambda: deque(maxlen=LOG_RING))
     # Entries ever appended to `log`: a reader that saw n entries knows how many are new.
     log_count: int = 0
     version: int = 0
@@ -224,13 +227,13 @@ class RaceModel:
                 # the last word in the log, so a zoomed panel tells the whole story on its own
                 candidate.add_log(f"── {said(candidate.state, candidate.reason)}")
 
-    def restore(self, record, *, attempts: int, usage: Usage) -> None:
+    def restore(self, record: CandidateRecord, *, attempts: int, usage: Usage) -> None:
         """Start a candidate from a saved run's settled attempt (a durable replay): it shows how it
         ended before the coordinator stopped, not "waiting" for the whole replay."""
         with self.lock:
             self._restore(record, attempts=attempts, usage=usage)
 
-    def _restore(self, record, *, attempts: int, usage: Usage) -> None:
+    def _restore(self, record: CandidateRecord, *, attempts: int, usage: Usage) -> None:
         candidate = self.candidates.get(record.key)
         if candidate is None or (candidate.attempt == record.attempt
                                  and candidate.state == str(record.status)):

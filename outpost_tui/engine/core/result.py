@@ -19,12 +19,12 @@ class Validation:
     output: str = ""  # tail of the command's output
     reason: str | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"status": self.status, "exit_code": self.exit_code, "output": self.output,
                 "reason": self.reason}
 
     @classmethod
-    def from_json(cls, data: dict | None) -> "Validation":
+    def from_json(cls, data: dict[str, Any] | None) -> "Validation":
         data = data or {}
         return cls(data.get("status", "not-run"), data.get("exit_code"), data.get("output", ""),
                    data.get("reason"))
@@ -38,7 +38,7 @@ class CandidateRecord:
     status: CandidateStatus = CandidateStatus.SKIPPED
     branch: str | None = None
     commit: str | None = None
-    commits: list[dict] = field(default_factory=list)
+    commits: list[dict[str, Any]] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     validation: Validation = field(default_factory=Validation)
     score: float | None = None
@@ -46,7 +46,7 @@ class CandidateRecord:
     retained_directory: str | None = None
     cleanup: str = "done"  # done | pending
     error: str | None = None
-    quota: dict | None = None
+    quota: dict[str, Any] | None = None
     decided_by: str | None = None  # validation | score | operator (winners only)
     committed_on_behalf: bool = False
     resources: list[str] = field(default_factory=list)
@@ -56,12 +56,12 @@ class CandidateRecord:
     # what to look at before merging (engine/verdict/review.py); None: not reviewed (only winners are)
     review: list[str] | None = None
     # what [setup] did before the agent started (engine/racing/setup.py); None: the race has no [setup]
-    setup: dict | None = None
+    setup: dict[str, Any] | None = None
     # how the result commit was graded (engine/verdict/); None: never graded
-    verdict: dict | None = None
+    verdict: dict[str, Any] | None = None
     # how its agent was stopped (cancelled, timed out), and what it printed and reported after
     # the TERM; None: it was not stopped
-    stop: dict | None = None
+    stop: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -95,7 +95,7 @@ class CandidateRecord:
         }
 
     @classmethod
-    def from_json(cls, data: dict) -> "CandidateRecord":
+    def from_json(cls, data: dict[str, Any]) -> "CandidateRecord":
         return cls(
             key=data["key"], attempt=data["attempt"], agent=data.get("agent", "?"),
             status=CandidateStatus(data["status"]), branch=data.get("branch"),
@@ -127,18 +127,18 @@ class RaceResult:
     previous_attempts: list[CandidateRecord] = field(default_factory=list)
     attempts: int = 0
     usage: Usage = field(default_factory=Usage)
-    integration: dict | None = None
-    host: dict | None = None
+    integration: dict[str, Any] | None = None
+    host: dict[str, Any] | None = None
     error: str | None = None
-    quota: dict | None = None
+    quota: dict[str, Any] | None = None
     run_id: str | None = None
     repository: str | None = None
     started_at: float | None = None
     finished_at: float | None = None
     # what candidates changed in the user's repository (engine/git/guard.py), in the order found
-    tampering: list[dict] = field(default_factory=list)
+    tampering: list[dict[str, Any]] = field(default_factory=list)
     # the baseline's own validation, which strict verdicts are measured against
-    baseline_validation: dict | None = None
+    baseline_validation: dict[str, Any] | None = None
 
     @property
     def winner(self) -> CandidateRecord | None:
@@ -179,7 +179,7 @@ class RaceResult:
         }
 
 
-def race_result_from_json(data: dict) -> RaceResult:
+def race_result_from_json(data: dict[str, Any]) -> RaceResult:
     """A saved result back as a RaceResult (a finished durable race returns it unchanged)."""
     usage = data.get("usage") or {}
     return RaceResult(

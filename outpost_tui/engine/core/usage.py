@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import json
 import math
 from dataclasses import asdict, dataclass, fields
@@ -101,11 +103,11 @@ class Usage:
         """The cost for people: "$0.0123", "cost unknown", or "$0.0123 + unknown"."""
         return cost_text(self.cost_usd, self.cost_unknown, digits)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict | None) -> "Usage":
+    def from_json(cls, data: dict[str, Any] | None) -> "Usage":
         if not data:
             return cls()
         names = {f.name for f in fields(cls)}

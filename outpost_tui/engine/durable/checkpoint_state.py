@@ -168,6 +168,7 @@ def _at(where: str, name: str) -> str:
 def _check_record(where: str, record: Any, *, key: str | None = None,
                   number: int | None = None) -> dict[str, Any]:
     _check(where, record, RECORD)
+    assert isinstance(record, dict)  # _check proved it an object
     if key is not None and record["key"] != key:
         raise InvalidState(f"{where}.key is {record['key']!r}, expected {key!r}")
     if number is not None and record["attempt"] != number:
@@ -197,7 +198,7 @@ def _started(attempt: dict[str, Any]) -> bool:
     phase = attempt["phase"]
     if phase == Phase.WAITING:
         return False
-    return phase != Phase.SETTLED or attempt["record"]["status"] != CandidateStatus.SKIPPED
+    return bool(phase != Phase.SETTLED or attempt["record"]["status"] != CandidateStatus.SKIPPED)
 
 
 def check_state(state: dict[str, Any], *, key: str | None = None) -> None:
@@ -220,7 +221,7 @@ def check_state(state: dict[str, Any], *, key: str | None = None) -> None:
     except ValueError:
         raise InvalidState(f"id {race_id!r} is not a race id") from None
 
-    latest: dict[str, dict] = {}
+    latest: dict[str, dict[str, Any]] = {}
     for index, attempt in enumerate(attempts):
         _check_attempt(index, attempt, race_id, candidates)
         key_, number = attempt["key"], attempt["attempt"]
@@ -309,8 +310,8 @@ def interrupted(state: dict[str, Any]) -> bool:
 
 def run_status(state: dict[str, Any], owned: bool) -> str:
     """The one status `runs` and `recover --inspect` both show for a saved run."""
-    if state.get("finished") and isinstance(state.get("status"), str):
-        return state["status"]
+    if state.get("finished") and isinstance(status := state.get("status"), str):
+        return status
     if owned:
         return "owned"
     return "interrupted" if interrupted(state) else "released"

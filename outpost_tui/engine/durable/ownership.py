@@ -133,7 +133,8 @@ def coordinator_status(owner: Owner, *, now: float | None = None) -> Coordinator
                                        f"(permission denied); {heartbeat}")
     if abs(started - owner.process_start) > START_TOLERANCE:
         return CoordinatorStatus(False, (
-            f"pid {owner.pid} on {host} is now another process (started {started - owner.process_start:+.0f} s "
+            f"pid {owner.pid} on {host} is now another process "
+            f"(started {started - owner.process_start:+.0f} s "
             f"after the coordinator): the coordinator has exited; {heartbeat}"))
     if zombie:
         return CoordinatorStatus(False, f"pid {owner.pid} on {host} has exited (not yet reaped); {heartbeat}")

@@ -8,8 +8,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass, replace
 from pathlib import Path
+
+from typing import TYPE_CHECKING
 
 from .. import git
 from ..core.result import CandidateRecord
@@ -18,6 +22,10 @@ from .checkpoint import CheckpointError, RunSummary, UnknownRun, list_runs, read
 from .checkpoint_state import run_status
 from .ownership import CoordinatorStatus, Owner, coordinator_status, stop_coordinator
 from .transport import LocalTransport
+
+if TYPE_CHECKING:
+    from ..core.model import RaceModel
+    from ..core.spec import RaceSpec
 
 
 def storage_directory(repository: str | Path) -> Path:
@@ -33,12 +41,12 @@ class RunView:
     run_id: str
     revision: str
     status: str
-    owner: dict | None
+    owner: dict[str, Any] | None
     coordinator: CoordinatorStatus | None
-    state: dict
+    state: dict[str, Any]
 
     @property
-    def attempts(self) -> list[dict]:
+    def attempts(self) -> list[dict[str, Any]]:
         return [{
             "key": a["key"], "attempt": a["attempt"], "branch": a["branch"], "phase": a["phase"],
             "cleanup": a["cleanup"], "resources": a.get("resources", []),
@@ -46,19 +54,19 @@ class RunView:
             "error": a["record"].get("error"),
         } for a in self.state.get("attempts", [])]
 
-    def _attempt_status(self, attempt: dict) -> str:
+    def _attempt_status(self, attempt: dict[str, Any]) -> str:
         """A settled attempt's outcome; for an unsettled one, what its phase means now (its record
         still holds the default "skipped" until it settles)."""
-        phase = attempt["phase"]
+        phase = str(attempt["phase"])
         if phase == "settled":
-            return attempt["record"]["status"]
+            return str(attempt["record"]["status"])
         if phase == "waiting":
             return "waiting"
         if self.coordinator is not None and self.coordinator.alive is not False:
             return phase  # its coordinator is (or may be) still working on it
         return f"{phase} (interrupted)"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id, "revision": self.revision, "status": self.status,
             "owner": self.owner,
@@ -114,7 +122,7 @@ def release(repository: str | Path, run_id: str, revision: str) -> str | None:
     return release_run(transport_for(repository), run_id, revision)
 
 
-def replay_spec(repository: str | Path, run_id: str, race_file: str | Path | None = None):
+def replay_spec(repository: str | Path, run_id: str, race_file: str | Path | None = None) -> RaceSpec:
     """The run's race spec with replay authorised, from its saved race file (or the one given)."""
     from ..racefile import RaceFileError, load_race
 
@@ -131,7 +139,7 @@ def replay_spec(repository: str | Path, run_id: str, race_file: str | Path | Non
     return replace(spec, durability=replace(spec.durability, resume="retry-incomplete"))
 
 
-def restore_model(model, repository: str | Path, run_id: str) -> None:
+def restore_model(model: RaceModel, repository: str | Path, run_id: str) -> None:
     """Fill a replay's model from the saved run before it runs: a candidate that settled before
     the crash shows how it ended from the first frame. Nothing saved yet: nothing to restore."""
 
@@ -139,7 +147,7 @@ def restore_model(model, repository: str | Path, run_id: str) -> None:
         view = inspect(repository, run_id)
     except (CheckpointError, git.GitError, OSError, ValueError):
         return  # the replay itself says what is wrong with the saved run
-    latest: dict[str, dict] = {}
+    latest: dict[str, dict[str, Any]] = {}
     for saved in view.state.get("attempts", []):
         latest[saved["key"]] = saved
     usage = view.state.get("usage") or {}

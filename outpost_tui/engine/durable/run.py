@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -50,6 +51,7 @@ class DurableRun:
         spec = race.spec
         if not spec.run_id:
             raise RaceError("a durable race needs [race] run_id (a stable name for this run)")
+        self.run_id: str = spec.run_id
         self.transport = LocalTransport(storage)
         self.store = CheckpointStore(self.transport, spec.run_id, repository=race.repository)
         self.identity = race_identity(spec)
@@ -57,7 +59,7 @@ class DurableRun:
         self._dirty = False
         self._failed: str | None = None
         self.failure: CheckpointError | TransportError | None = None
-        self._resumed_state: dict | None = None
+        self._resumed_state: dict[str, Any] | None = None
         self._baseline_leftovers: list[str] = []
         self._last_write = time.monotonic()
         self.warnings: list[str] = []  # one line each, for the caller to show (best-effort cleanup)
@@ -82,7 +84,7 @@ class DurableRun:
                 and saved.state.get("identity") == self.identity):
             raise ReplayRequired(
                 f"run {spec.run_id} was interrupted: replay it with "
-                f"`{recover_command(spec.run_id, race.repository, '--replay')}` (or `run --resume`) "
+                f"`{recover_command(self.run_id, race.repository, '--replay')}` (or `run --resume`) "
                 "to restart its unfinished candidates")
         race.id = new_race_id()
         for index, candidate in enumerate(spec.candidates):
@@ -93,7 +95,7 @@ class DurableRun:
             return None
         return await self._resume(state)
 
-    async def _resume(self, state: dict) -> RaceResult | None:
+    async def _resume(self, state: dict[str, Any]) -> RaceResult | None:
         race, spec = self.race, self.race.spec
         race.id = state["id"]
         race.baseline = state["baseline"]  # the original baseline, whatever the host did since
@@ -156,6 +158,8 @@ class DurableRun:
     async def _stop_leftovers(self) -> bool:
         """Stop the registered resources of every attempt whose cleanup is pending; True if any."""
         race, pending = self.race, False
+        own = race._provider
+        assert own is not None, "set when the race starts"
         for resource in self._baseline_leftovers:
             try:
                 with anyio.move_on_after(race.spec.cleanup_timeout):
@@ -218,6 +222,7 @@ class DurableRun:
                 record.usage = Usage.from_json({**record.usage.to_json(), "complete": False})
                 if attempt.directory is None:
                     # Killed while allocating: the worktree may be on disk before it was saved.
+                    assert race.repository is not None, "set when the race starts"
                     allocated = git.worktree_directory(race.repository, attempt.key, attempt.branch)
                     if allocated.is_dir():
                         attempt.directory = allocated
@@ -237,6 +242,7 @@ class DurableRun:
             return
         endpoint = resolve_endpoint(sandbox.endpoint, sandbox.provider)
         try:
+            assert race.id is not None, "the saved run's"
             with anyio.fail_after(race.spec.cleanup_timeout):
                 await anyio.to_thread.run_sync(remove_race_containers, race.id, endpoint,
                                                abandon_on_cancel=True)
@@ -249,7 +255,7 @@ class DurableRun:
 
     # ---------------------------------------------------------------------------- saving
 
-    def _state(self) -> dict:
+    def _state(self) -> dict[str, Any]:
         race = self.race
         state = race.state()
         state.update({
@@ -268,7 +274,7 @@ class DurableRun:
         state["usage"] = {"attempts": race.accounting.attempts, **race.total_usage().to_json()}
         return state
 
-    async def save(self, **extra) -> None:
+    async def save(self, **extra: Any) -> None:
         if self._failed is not None or self.race.suspended:
             return  # a suspended race keeps the state it had when its coordinator was stopped
         async with self._lock:
@@ -314,7 +320,7 @@ class DurableRun:
         else:
             self._failed = (f"checkpoint storage failed, race stopped: {error}; run {race.spec.run_id} "
                             f"stays owned: recover it with "
-                            f"`{recover_command(race.spec.run_id, race.repository, '--inspect')}`")
+                            f"`{recover_command(self.run_id, race.repository, '--inspect')}`")
         race.abort("cancelled: the run was released or taken over"
                    if isinstance(error, CheckpointError) else "cancelled: checkpoint storage failed")
 

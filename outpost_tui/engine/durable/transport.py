@@ -27,7 +27,7 @@ import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator, Literal, overload
 
 from ... import exitcodes
 from ..errors import OutpostError
@@ -140,7 +140,7 @@ def _own_start() -> float:
     return _start_cache[pid]
 
 
-def _one_line(text: str) -> str:
+def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
@@ -217,6 +217,10 @@ class LocalTransport(Transport):
                 raise
             return None
 
+    @overload
+    def _open_dirs(self, dirs: list[str], *, create: Literal[True]) -> int: ...
+    @overload
+    def _open_dirs(self, dirs: list[str], *, create: bool) -> int | None: ...
     def _open_dirs(self, dirs: list[str], *, create: bool) -> int | None:
         """An fd of directory/dirs..., opened without following symlinks (None: missing, not created)."""
         fd = self._open_root(create)
@@ -465,7 +469,7 @@ class LocalTransport(Transport):
             os.close(locks_fd)
 
     @staticmethod
-    def _read_holder(locks_fd: int, name: str) -> tuple[dict | None, float] | None:
+    def _read_holder(locks_fd: int, name: str) -> tuple[dict[str, Any] | None, float] | None:
         try:
             fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=locks_fd)
         except FileNotFoundError:

@@ -12,6 +12,9 @@ does it, since the user may have moved them on purpose meanwhile.
 
 from __future__ import annotations
 
+import contextlib
+from typing import Any
+
 import hashlib
 import os
 import shlex
@@ -61,7 +64,7 @@ class Change:
     checkout: bool = False  # the user's checked-out branch, HEAD or working tree
 
     @property
-    def identity(self) -> tuple:
+    def identity(self) -> tuple[str, str, str | None]:
         return (self.kind, self.name, self.after)
 
     def describe(self) -> str:
@@ -89,7 +92,7 @@ class Change:
             text += f"; undo: {self.undo}"
         return text
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "name": self.name, "change": self.change, "before": self.before,
                 "after": self.after, "undo": self.undo, "restored": self.restored,
                 "evidence": self.evidence, "checkout": self.checkout, "description": self.describe()}
@@ -110,7 +113,7 @@ class Record:
     worktree_heads: dict[str, str]  # the user's other worktrees: HEAD file -> content
     settings: dict[str, Saved]  # absolute path -> saved state
     host: git.HostSnapshot | None
-    seen: set = field(default_factory=set)
+    seen: set[tuple[str, str, str | None]] = field(default_factory=set)  # Change.identity
     # the checkout as the last compare found it (None: that compare did not get so far)
     latest_host: git.HostSnapshot | None = None
 
@@ -170,7 +173,7 @@ def _read_head(path: Path) -> str:
 
 def _worktree_heads(root: Path, common: Path) -> dict[str, str]:
     """HEAD of each of the user's other worktrees (not the race's, under .outpost/workspaces)."""
-    heads = {}
+    heads: dict[str, str] = {}
     workspaces = os.path.realpath(root / git.OUTPOST_DIR / git.WORKSPACES)
     try:
         entries = sorted((common / "worktrees").iterdir())
@@ -246,12 +249,10 @@ def _settings_paths(common: Path, git_dir: Path) -> list[Path]:
     paths = [common / name for name in SETTINGS_FILES]
     if git_dir != common:
         paths.append(git_dir / "config.worktree")
-    try:
+    with contextlib.suppress(OSError):
         paths += [entry / "config.worktree" for entry in (common / "worktrees").iterdir()]
-    except OSError:
-        pass
     # submodules' git directories: their config and hooks run when git recurses into them
-    for current, dirs, files in os.walk(common / "modules", followlinks=False):
+    for current, dirs, _files in os.walk(common / "modules", followlinks=False):
         base = Path(current)
         if (base / "objects").is_dir():
             paths += [base / name for name in SETTINGS_FILES]

@@ -10,6 +10,8 @@ aborted so the checkout is back where it was.
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +31,7 @@ class MergeOutcome:
     head_before: str | None = None
     head_after: str | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"done": self.done, "how": self.how, "message": self.message,
                 "integration": self.integration.to_json(), "head_before": self.head_before,
                 "head_after": self.head_after}

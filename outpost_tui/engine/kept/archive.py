@@ -27,7 +27,7 @@ import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from .. import git
 from ..git.integration import _candidate
@@ -84,7 +84,7 @@ class Archive:
     modes: dict[str, int] = field(default_factory=dict)
     empty_dirs: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"race_id": self.attempt.race_id, "key": self.attempt.key, "attempt": self.attempt.attempt,
                 "ref": self.ref, "commit": self.commit, "head": self.head, "directory": self.directory,
                 "files": self.files, "ignored_included": self.ignored_included,
@@ -152,7 +152,7 @@ def _is_ignored(path: str, ignored: set[str]) -> bool:
     return any("/".join(parts[:n]) + "/" in ignored for n in range(1, len(parts)))
 
 
-def _walk(top: Path):
+def _walk(top: Path) -> Iterator[tuple[str, str, list[str], list[str]]]:
     """os.walk of a worktree as an archive sees it: (directory, its path with a trailing slash,
     dirs, files). The top's .git link is not part of it, and symlinks to directories are files
     (links), never descended into. Callers may prune `dirs` in place, as with os.walk."""
@@ -252,7 +252,7 @@ def write_tree(root: Path | str, directory: Path | str, entries: list[Entry]) ->
             listed = b"".join(os.fsencode(str(top / e.path)) + b"\n" for e in files)
             oids = _plumbing(root, "hash-object", "-w", "--no-filters", "--stdin-paths",
                              input=listed).decode().split()
-        for entry, oid in zip(files, oids):
+        for entry, oid in zip(files, oids, strict=True):  # hash-object prints one id per path
             records.append(f"{_git_mode(entry)} {oid}\t{entry.path}")
         for entry in (e for e in entries if e.kind == "link"):
             target = Path(scratch) / "link"
@@ -327,11 +327,12 @@ def _tree_entries(root: Path, commit: str) -> dict[str, tuple[str, str]]:
     return entries
 
 
-def manifest_of(root: Path | str, commit: str) -> dict:
+def manifest_of(root: Path | str, commit: str) -> dict[str, Any]:
     message = _plumbing(Path(root), "cat-file", "commit", commit).decode(errors="replace")
     for line in message.splitlines():
         if line.startswith(MANIFEST_MARKER):
-            return json.loads(line.removeprefix(MANIFEST_MARKER))
+            manifest: dict[str, Any] = json.loads(line.removeprefix(MANIFEST_MARKER))
+            return manifest
     raise ArchiveError(f"{commit[:12]} is not an outpost archive (no manifest in its message)")
 
 
@@ -380,12 +381,12 @@ def verify(root: Path | str, directory: Path | str, archived: Archive) -> set[st
 @dataclass
 class Removal:
     directory: str
-    archive: Archive | None
+    archive: Archive
     freed_bytes: int
     occupants: list[Occupant] = field(default_factory=list)
 
-    def to_json(self) -> dict:
-        return {"directory": self.directory, "archive": self.archive.to_json() if self.archive else None,
+    def to_json(self) -> dict[str, Any]:
+        return {"directory": self.directory, "archive": self.archive.to_json(),
                 "freed_bytes": self.freed_bytes}
 
 
@@ -562,7 +563,7 @@ def archives(root: Path | str) -> list[tuple[Attempt, str]]:
     return found
 
 
-def iter_attempt_worktrees(root: Path | str) -> Iterator[tuple[Attempt, dict]]:
+def iter_attempt_worktrees(root: Path | str) -> Iterator[tuple[Attempt, dict[str, Any]]]:
     for worktree in git.list_worktrees(root):
         attempt = attempt_of(worktree.get("branch"))
         if attempt is not None:

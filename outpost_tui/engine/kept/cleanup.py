@@ -18,7 +18,7 @@ import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from . import archive
 from .. import git
@@ -40,7 +40,7 @@ class PruneStep:
     action: str  # "remove" | "keep"
     why: str
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"id": self.attempt.id, "path": self.attempt.path, "action": self.action, "why": self.why,
                 "size_bytes": self.attempt.size_bytes}
 
@@ -54,7 +54,7 @@ class PruneReport:
     leftovers_freed: int = 0
     stopped: bool = False
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"removed": [r.to_json() for r in self.removed],
                 "kept": [{"id": ident, "why": why} for ident, why in self.kept],
                 "failed": [{"id": ident, "why": why} for ident, why in self.failed],
@@ -67,7 +67,7 @@ def plan_prune(races: list[RetainedRace], *, older_than_days: float | None = Non
     steps = []
     for race in races:
         for row in race.attempts:
-            if not row.present:
+            if not row.present or row.path is None:
                 continue
             old = older_than_days is not None and (row.age_seconds or 0) >= older_than_days * DAY
             if older_than_days is not None and not old:
@@ -115,6 +115,7 @@ def prune(root: Path | str, steps: list[PruneStep], *, include_ignored: bool = F
             break
         on_step("start", step, step.attempt.path or "")
         attempt = archive.Attempt(step.attempt.race_id, step.attempt.key, step.attempt.attempt)
+        assert step.attempt.path is not None, "plan_prune plans only worktrees that are there"
         try:
             removal = archive.archive_and_remove(root, step.attempt.path, attempt, include_ignored=include_ignored)
         except (git.GitError, OSError) as error:
@@ -139,7 +140,7 @@ class BranchCheck:
     why: str
     unmerged: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"branch": self.branch, "commit": self.commit, "deletable": self.deletable, "why": self.why,
                 "unmerged": self.unmerged}
 
@@ -150,7 +151,7 @@ def race_branches(root: Path | str, race_id: str) -> list[tuple[str, str]]:
         raise OutpostError(f"invalid race id {race_id!r}")
     out = str(_check("listing branches", root, "for-each-ref", "--format=%(refname:short) %(objectname)",
                          f"refs/heads/{git.BRANCH_PREFIX}/{race_id}/"))
-    return [tuple(line.split(" ", 1)) for line in out.splitlines() if line]
+    return [(branch, commit) for branch, _, commit in (line.partition(" ") for line in out.splitlines() if line)]
 
 
 def check_branches(root: Path | str, race_id: str) -> list[BranchCheck]:
@@ -204,7 +205,7 @@ def _patch_ids(root: Path, patches: bytes) -> dict[str, str]:
     if not patches.strip():
         return {}
     out = archive._plumbing(root, "patch-id", "--stable", input=patches).decode()
-    found = {}
+    found: dict[str, str] = {}
     for line in out.splitlines():
         pid, _, oid = line.partition(" ")
         found.setdefault(pid, oid)
@@ -227,7 +228,7 @@ def archive_branch(root: Path | str, branch: str) -> str:
         raise archive.ArchiveError(f"{branch} is not a race's branch: not archived")
     tip = str(_check("reading the branch", root, "rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}"))
     previous = archive.archived_commit(root, attempt)
-    manifest = {"directory": None, "head": tip, "modes": {}, "empty_dirs": [], "ignored_included": False,
+    manifest: dict[str, Any] = {"directory": None, "head": tip, "modes": {}, "empty_dirs": [], "ignored_included": False,
                 "ignored_left_out": {"files": 0, "bytes": 0}}
     message = (f"outpost archive of {attempt.label} (branch only)\n\n"
                f"{archive.MANIFEST_MARKER}{json.dumps(manifest, sort_keys=True)}\n")

@@ -6,6 +6,8 @@ process seen from the host) is never removed under them; they are named instead.
 
 from __future__ import annotations
 
+from typing import Any
+
 import os
 from dataclasses import dataclass
 
@@ -21,7 +23,7 @@ class Occupant:
     def describe(self) -> str:
         return f"{self.name} (pid {self.pid}, {self.how})"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"pid": self.pid, "name": self.name, "how": self.how}
 
 
@@ -29,12 +31,12 @@ def _inside(path: str, base: str) -> bool:
     return path == base or path.startswith(base + os.sep)
 
 
-def occupants(directory: os.PathLike | str) -> list[Occupant]:
+def occupants(directory: os.PathLike[str] | str) -> list[Occupant]:
     """Every process (that this user may inspect) with its cwd or an open file inside `directory`."""
     return occupants_of([directory])[os.fspath(directory)]
 
 
-def occupants_of(directories: list) -> dict[str, list[Occupant]]:
+def occupants_of(directories: list[os.PathLike[str] | str]) -> dict[str, list[Occupant]]:
     """`occupants` of several directories with one pass over the processes (keyed as given)."""
     bases = {os.fspath(d): os.path.realpath(d) for d in directories}
     found: dict[str, list[Occupant]] = {key: [] for key in bases}

@@ -53,7 +53,7 @@ class Holds:
             parts.append(f"{self.ignored} ignored ({human_bytes(self.ignored_bytes)})")
         return ", ".join(parts) or "nothing beyond its last commit"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"uncommitted": self.uncommitted, "untracked": self.untracked, "ignored": self.ignored,
                 "ignored_bytes": self.ignored_bytes, "hidden": self.hidden}
 
@@ -70,12 +70,12 @@ class RetainedAttempt:
     baseline: str | None
     outcome: str  # a candidate status, "interrupted" or "unknown"
     reason: str | None
-    verdict: dict | None = None  # counts by verdict (issue 14's per-candidate verdict), when recorded
+    verdict: dict[str, Any] | None = None  # counts by verdict (issue 14's per-candidate verdict), when recorded
     holds: Holds | None = None
     size_bytes: int | None = None
     age_seconds: float | None = None
-    diff_stat: dict | None = None  # files, insertions, deletions (whole work against the baseline)
-    container: dict | None = None
+    diff_stat: dict[str, Any] | None = None  # files, insertions, deletions (whole work against the baseline)
+    container: dict[str, Any] | None = None
     occupants: list[Occupant] = field(default_factory=list)
     archive: str | None = None  # the archive commit, when one exists
     problem: str | None = None
@@ -138,9 +138,9 @@ def human_age(seconds: float | None) -> str:
 # --- outcomes -----------------------------------------------------------------------------------
 
 
-def _outcome(record: dict) -> tuple[str, str | None]:
+def _outcome(record: dict[str, Any]) -> tuple[str, str | None]:
     status = str(record.get("status") or UNKNOWN)
-    validation = record.get("validation") if isinstance(record.get("validation"), dict) else {}
+    validation = found if isinstance(found := record.get("validation"), dict) else {}
     if status == "rejected":
         reason = validation.get("reason") or (f"validation exited {validation.get('exit_code')}"
                                                if validation.get("exit_code") is not None
@@ -149,12 +149,12 @@ def _outcome(record: dict) -> tuple[str, str | None]:
     if status == "winner":
         return status, f"decided by {record.get('decided_by') or 'validation'}"
     if status == "quota":
-        quota = record.get("quota") if isinstance(record.get("quota"), dict) else {}
+        quota = found if isinstance(found := record.get("quota"), dict) else {}
         return status, str(quota.get("reason") or quota.get("message") or record.get("error") or "quota reached")
     return status, (str(record["error"]) if record.get("error") else None)
 
 
-def _verdict_counts(record: dict) -> dict | None:
+def _verdict_counts(record: dict[str, Any]) -> dict[str, Any] | None:
     """The test counts of the candidate's verdict (the result JSON's `verdict`), when it was graded."""
     verdict = record.get("verdict")
     if not isinstance(verdict, dict):
@@ -169,15 +169,15 @@ def _verdict_counts(record: dict) -> dict | None:
     return counts or None
 
 
-def _setup_files(record: dict | None) -> list[str]:
+def _setup_files(record: dict[str, Any] | None) -> list[str]:
     files = ((record or {}).get("setup") or {}).get("files") if isinstance(record, dict) else None
     return [path for path in files if isinstance(path, str) and path] if isinstance(files, list) else []
 
 
-def _records(result: dict | None) -> dict[tuple[str, int], dict]:
+def _records(result: dict[str, Any] | None) -> dict[tuple[str, int], dict[str, Any]]:
     if not result:
         return {}
-    found: dict[tuple[str, int], dict] = {}
+    found: dict[tuple[str, int], dict[str, Any]] = {}
     for group in ("previous_attempts", "candidates"):
         for record in result.get(group) or []:
             if isinstance(record, dict) and "key" in record and isinstance(record.get("attempt"), int):
@@ -270,9 +270,9 @@ def touched(root: Path | str, old: str, new: str) -> list[str]:
 # --- the listing --------------------------------------------------------------------------------
 
 
-def _baseline(root: Path, race_id: str, result: dict | None, head: str | None) -> str | None:
-    if result and isinstance(result.get("baseline"), str):
-        return result["baseline"]
+def _baseline(root: Path, race_id: str, result: dict[str, Any] | None, head: str | None) -> str | None:
+    if result and isinstance(recorded := result.get("baseline"), str):
+        return recorded
     try:
         for event in history.iter_events(root, race_id):
             if isinstance(event, RaceStarted) and isinstance(event.baseline, str):
@@ -298,7 +298,7 @@ def _attempt_branches(root: Path) -> list[tuple[archive.Attempt, str]]:
 
 
 def retained(repository: Path | str, *, now: float | None = None, detail: bool = True,
-             containers: list[dict] | None = None, processes: bool = True) -> list[RetainedRace]:
+             containers: list[dict[str, Any]] | None = None, processes: bool = True) -> list[RetainedRace]:
     """Every race with a kept worktree or an archive, newest first, one row per attempt.
 
     `detail` False skips the costly columns (size, diff stat, holds); `processes` False skips the
@@ -325,7 +325,7 @@ def retained(repository: Path | str, *, now: float | None = None, detail: bool =
         rows = []
         labels = sorted({label for label in [*worktrees, *archived, *branches] if label.startswith(race_id + "/")})
         for label in labels:
-            attempt = (worktrees.get(label) or archived.get(label) or branches.get(label))[0]
+            attempt = next(kept[label][0] for kept in (worktrees, archived, branches) if label in kept)
             worktree = worktrees.get(label, (None, None))[1]
             record = records.get((attempt.key, attempt.attempt))
             if record is not None:
@@ -346,7 +346,8 @@ def retained(repository: Path | str, *, now: float | None = None, detail: bool =
                 problem=(worktree or {}).get("problem"), link_changed=bool((worktree or {}).get("link_changed")),
                 locked=bool((worktree or {}).get("locked")), setup_files=_setup_files(record))
             started = race.started_at if race and race.started_at else None
-            if row.present:
+            if row.present and row.path is not None:
+                created: float | None
                 try:
                     created = os.lstat(Path(row.path) / ".git").st_mtime
                 except OSError:
@@ -368,7 +369,7 @@ def retained(repository: Path | str, *, now: float | None = None, detail: bool =
 
 
 def _detail(root: Path, row: RetainedAttempt) -> None:
-    if row.present and not row.link_changed:
+    if row.present and not row.link_changed and row.path is not None:
         try:
             row.holds = holds(row.path)
             row.size_bytes = archive.disk_usage(row.path)

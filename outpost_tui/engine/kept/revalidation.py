@@ -7,6 +7,8 @@ in a shell, say. A Python-callable validation (API only) is not recorded and can
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import asdict
 from pathlib import Path
 
@@ -23,19 +25,19 @@ from ..core.spec import RaceSpec, SandboxSpec, ValidateSpec
 from ..verdict.validation import ValidationContext, validate
 
 
-def recorded_validation(spec: RaceSpec) -> dict | None:
+def recorded_validation(spec: RaceSpec) -> dict[str, Any] | None:
     """What the race-started event keeps of the validation: enough to run it again."""
     if not spec.validate.command:
         return None
     return {"command": list(spec.validate.command), "timeout": spec.validate.timeout,
-            "sandbox": {k: v for k, v in asdict(spec.sandbox).items()}}
+            "sandbox": asdict(spec.sandbox)}
 
 
 class NotRecorded(OutpostError):
     """The race recorded no validation command (a callable, or an older version); one line."""
 
 
-def _recorded(repository: Path, race_id: str) -> dict:
+def _recorded(repository: Path, race_id: str) -> dict[str, Any]:
     for event in history.iter_events(repository, race_id):
         if isinstance(event, RaceStarted):
             found = event.validate

@@ -10,8 +10,8 @@ the host's agent programs are not needed; the image is probed for them instead.
 
 from __future__ import annotations
 
+import contextlib
 import os
-import re
 import shutil
 import stat
 import subprocess
@@ -44,7 +44,7 @@ class Check:
     def missing(self) -> bool:
         return self.required and self.ok is False
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "ok": self.ok, "detail": self.detail, "required": self.required}
 
 
@@ -205,6 +205,7 @@ def command_checks(spec: RaceSpec, env: Mapping[str, str], *, contained: bool = 
             continue
         program = candidate.command[0]
         path = {**env, **candidate.env}.get("PATH")
+        where: str | None
         if os.sep in program:
             found = Path(program)
             if not found.is_absolute() and spec.path is not None:
@@ -346,10 +347,8 @@ def container_checks(spec: RaceSpec | None, *, required: bool,
             return checks + not_checked(f"image {image} not found")
         return checks + image_program_checks(client, image, programs, required=required)
     finally:
-        try:
+        with contextlib.suppress(Exception):
             client.close()
-        except Exception:
-            pass
 
 
 def engine_setting_checks(client: Any, endpoint: str, spec: RaceSpec | None, image: str | None, *,
@@ -415,10 +414,8 @@ def probe_ownership(client: Any, image: str, options: Mapping[str, Any], *,
             container.start()
             status = container.wait(timeout=timeout)
         finally:
-            try:
+            with contextlib.suppress(Exception):  # already gone, or the engine is
                 container.remove(force=True)
-            except Exception:
-                pass  # already gone, or the engine is
         code = status.get("StatusCode") if isinstance(status, dict) else None
         written = Path(directory) / "written"
         if code != 0 or not written.exists():
@@ -475,10 +472,8 @@ def probe_image(client: Any, image: str, programs: Sequence[str], *,
         status = container.wait(timeout=timeout)
         output = container.logs(stdout=True, stderr=True).decode(errors="replace")
     finally:
-        try:
+        with contextlib.suppress(Exception):  # already gone, or the engine is
             container.remove(force=True)
-        except Exception:
-            pass  # already gone, or the engine is
     code = status.get("StatusCode") if isinstance(status, dict) else None
     if code != 0:
         last = (output.strip().splitlines() or ["no output"])[-1][:200]

@@ -117,7 +117,7 @@ _ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|.)")
 _ESCAPES = {"b": "\b", "t": "\t", "n": "\n", "f": "\f", "r": "\r", '"': '"', "\\": "\\"}
 
 
-def _unescape(match: re.Match) -> str:
+def _unescape(match: re.Match[str]) -> str:
     code = match.group(1)
     return chr(int(code[1:], 16)) if len(code) > 1 else _ESCAPES.get(code, code)
 

@@ -247,7 +247,7 @@ def _candidate(reader: _Reader, index: int, table: dict[str, Any],
 
     def brief() -> str:
         brief = _brief(reader, where, table)
-        if brief is not _MISSING:
+        if isinstance(brief, str):  # else _MISSING
             return brief
         if race_brief is not None:
             return race_brief

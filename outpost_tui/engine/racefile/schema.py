@@ -70,7 +70,8 @@ def sections() -> dict[str, type]:
     for field in dataclasses.fields(RaceSpec):
         declared: Table | None = field.metadata.get("table")
         held = _without_none(hints[field.name])
-        if declared is not None and not declared.array and dataclasses.is_dataclass(held):
+        if declared is not None and not declared.array and isinstance(held, type) \
+                and dataclasses.is_dataclass(held):
             out[field.name] = held
     return out
 
@@ -103,7 +104,7 @@ def _kind(hint: Any, key: Key) -> tuple[str, tuple[str, ...], type | None]:
         return key.kind or "choice", tuple(typing.get_args(hint)), None
     if key.kind:
         return key.kind, (), None
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return "table", (), hint
     if origin is tuple:
         return "strings", (), None
@@ -115,7 +116,7 @@ def _kind(hint: Any, key: Key) -> tuple[str, tuple[str, ...], type | None]:
     raise TypeError(f"no race-file kind for {hint!r}")
 
 
-def _default(field: dataclasses.Field) -> Any:
+def _default(field: dataclasses.Field[Any]) -> Any:
     if field.default is not MISSING:
         return field.default
     if field.default_factory is not MISSING:

@@ -69,7 +69,8 @@ def _settings(obj: Any, where: str, path_text: Callable[[Path], str]) -> dict[st
     (a required one always). None is a value no race file can hold: where the default is not None
     (a timeout's "no limit"), writing it would read back as the default, so it is refused."""
     out: dict[str, Any] = {}
-    for option in schema.options(type(obj)):
+    kind: type = type(obj)
+    for option in schema.options(kind):
         if not option.is_field:
             continue
         value = getattr(obj, option.name)

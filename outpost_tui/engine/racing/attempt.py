@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,7 +46,7 @@ class Attempt:
     def key(self) -> str:
         return self.candidate.key
 
-    def to_state(self) -> dict:
+    def to_state(self) -> dict[str, Any]:
         """The attempt as saved in a durable checkpoint (no logs, only what recovery needs)."""
         return {
             "key": self.key,

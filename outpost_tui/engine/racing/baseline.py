@@ -4,11 +4,10 @@ for it."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 from .. import git
 from ..core.events import BaselineValidated
-from ..sandbox import Sandbox, SandboxContext, SandboxError
+from ..sandbox import SandboxContext, SandboxError
 from ..verdict import BaselineOutcome, Checkout, grade_baseline
 from ..verdict.validation import ValidationContext
 from . import setup as setups
@@ -22,6 +21,7 @@ class BaselineValidation(Running):
     async def _validate_baseline(self) -> None:
         """The baseline's own validation, once, in its own checkout and sandbox."""
         assert self._baseline_done is not None and self.repository is not None
+        assert self.id is not None and self.baseline is not None and self._provider is not None, "set when the race starts"
         validate = self.spec.validate
         try:
             if validate.command is None or validate.gate != "strict":
@@ -57,6 +57,7 @@ class BaselineValidation(Running):
 
             try:
                 async with checkout:
+                    assert checkout.sandbox is not None, "an entered checkout has its sandbox"
                     check_context = ValidationContext(key="baseline", attempt=0,
                                                       directory=checkout.directory, branch="",
                                                       baseline=self.baseline, commits=[],
@@ -73,20 +74,3 @@ class BaselineValidation(Running):
                     reservation.release()
         finally:
             self._baseline_done.set()
-
-    def _grading_setup(self, key: str, number: int, ports: list[int]):
-        """[setup] for a grading checkout, as its worktree had it (None: the race has none)."""
-        if not (self.spec.setup.enabled or self._copy_paths):
-            return None
-
-        async def prepare(directory: Path, sandbox: Sandbox) -> str | None:
-            failure = await self.prepare_directory(key, number, directory, sandbox,
-                                                   setups.SetupState(ports=list(ports)))
-            return failure[0] if failure else None
-
-        return prepare
-
-    async def _wait_baseline(self) -> BaselineOutcome | None:
-        if self._baseline_done is not None:
-            await self._baseline_done.wait()
-        return self.baseline_outcome

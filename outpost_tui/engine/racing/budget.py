@@ -6,6 +6,8 @@ their usage arrives: a budget gates work, it is not a hard monetary cap.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..core.spec import BudgetSpec
 from ..core.usage import Usage
 
@@ -58,5 +60,5 @@ class Accounting:
             self.stops_race = True
         return reason
 
-    def to_json(self) -> dict:
-        return {"attempts": self.attempts, **{k: v for k, v in self.usage.to_json().items()}}
+    def to_json(self) -> dict[str, Any]:
+        return {"attempts": self.attempts, **dict(self.usage.to_json().items())}

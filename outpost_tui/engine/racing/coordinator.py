@@ -96,6 +96,7 @@ class Race(BaselineValidation):
             commit = attempt.record.commit
             commits = [git.Commit(c["oid"], c["subject"]) for c in attempt.record.commits]
         elif directory is not None and directory.exists():
+            assert self.baseline is not None, "a started attempt's race has its baseline"
             commit, commits = await anyio.to_thread.run_sync(git.head_and_commits, directory,
                                                              self.baseline)
         else:  # a clean worktree already removed: its branch and record still hold the work
@@ -159,16 +160,16 @@ class Race(BaselineValidation):
         self._check_spec()
         spec = self.spec
         try:
-            self.repository = await anyio.to_thread.run_sync(git.repository_root, spec.repository)
-            outpost_dir = await anyio.to_thread.run_sync(git.ensure_outpost_dir, self.repository)
-            self._git_common_dir = await anyio.to_thread.run_sync(git.git_common_dir, self.repository)
-            self.baseline = await anyio.to_thread.run_sync(git.resolve_commit, self.repository, spec.base)
-            self._host_before = await anyio.to_thread.run_sync(git.host_snapshot, self.repository)
+            self.repository = repository = await anyio.to_thread.run_sync(git.repository_root,
+                                                                          spec.repository)
+            outpost_dir = await anyio.to_thread.run_sync(git.ensure_outpost_dir, repository)
+            self._git_common_dir = await anyio.to_thread.run_sync(git.git_common_dir, repository)
+            self.baseline = baseline = await anyio.to_thread.run_sync(git.resolve_commit, repository, spec.base)
+            self._host_before = await anyio.to_thread.run_sync(git.host_snapshot, repository)
             if spec.setup.cache:
-                self._cache_key = await anyio.to_thread.run_sync(setups.cache_key, spec,
-                                                                 self.repository, self.baseline)
+                self._cache_key = await anyio.to_thread.run_sync(setups.cache_key, spec, repository, baseline)
             # read once: every candidate gets the same files (and a big checkout is walked once)
-            self._copy_paths = await anyio.to_thread.run_sync(setups.files_to_copy, self.repository,
+            self._copy_paths = await anyio.to_thread.run_sync(setups.files_to_copy, repository,
                                                               spec.setup.copy)
         except git.GitError as error:
             raise RaceError(_one_line(error)) from None
@@ -193,16 +194,18 @@ class Race(BaselineValidation):
             for index, candidate in enumerate(spec.candidates):
                 self.add_attempt(candidate, index, 1)
 
+        race_id = self.id
+        assert race_id is not None, "a new race's, or its saved run's"
         try:
-            self._record = await anyio.to_thread.run_sync(guard.take, self.repository, self.id,
+            self._record = await anyio.to_thread.run_sync(guard.take, repository, race_id,
                                                           self._host_before)
         except git.GitError as error:
             raise RaceError(_one_line(error)) from None
-        flight_log = FlightLog(runs_directory(outpost_dir) / self.id)
+        flight_log = FlightLog(runs_directory(outpost_dir) / race_id)
         unsubscribe = self.bus.subscribe(flight_log)
         try:
-            self.bus.publish(RaceStarted(id=self.id, name=spec.name, mode=spec.mode, select=spec.select,
-                                         baseline=self.baseline, candidates=[c.key for c in spec.candidates],
+            self.bus.publish(RaceStarted(id=race_id, name=spec.name, mode=spec.mode, select=spec.select,
+                                         baseline=baseline, candidates=[c.key for c in spec.candidates],
                                          run_id=spec.run_id,
                                          host_dirty=bool(self._host_before and self._host_before.dirty),
                                          validate=recorded_validation(spec)))

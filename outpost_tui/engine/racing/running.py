@@ -8,6 +8,8 @@ import os
 import signal
 import time
 from dataclasses import replace
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from typing import Any
 from pathlib import Path
 
 import anyio
@@ -16,6 +18,7 @@ import anyio.lowlevel
 
 from .. import git
 from ..agents import LaunchContext, adapter_for
+from ..agents.base import Decoder
 from ..agents.reachability import Reachability
 from ..core.events import (
     AgentExited, AgentStarted, BudgetExhausted, CommittedOnBehalf, Log, Quota, Scored, SetupFinished,
@@ -27,7 +30,8 @@ from ..core.usage import Usage
 from ..sandbox import Sandbox, SandboxContext, SandboxError
 from ..sandbox.base import Completed, Stop
 from ..sandbox.local import LocalProvider, resource_id_for
-from ..verdict import Checkout, grade
+from ..verdict import BaselineOutcome, Checkout, grade
+from ..verdict.grading import Prepare
 from ..verdict.validation import ValidationContext, score
 from . import setup as setups
 from .attempt import Attempt
@@ -41,6 +45,8 @@ class Running(Settling):
     async def _execute(self, attempt: Attempt) -> None:
         spec, candidate, record = self.spec, attempt.candidate, attempt.record
         assert self.repository is not None and self.baseline is not None
+        assert self.id is not None and self._provider is not None, "set when the race starts"
+        repository, baseline, provider = self.repository, self.baseline, self._provider
         directory = git.worktree_directory(self.repository, candidate.key, attempt.branch)
         register = self._registrar(attempt)
 
@@ -55,6 +61,7 @@ class Running(Settling):
             attempt.setup = setups.SetupState()
             record.setup = attempt.setup.to_json()
         if spec.setup.ports:
+            assert attempt.setup is not None  # ports are part of [setup]
             attempt.ports, attempt.setup.ports = await self._take_ports()
             env.update(setups.port_environment(attempt.setup.ports))
         context = SandboxContext(repository=self.repository, directory=directory,
@@ -70,7 +77,7 @@ class Running(Settling):
         started = self._start_sandbox(attempt, context) if made_empty else None
         try:
             await anyio.to_thread.run_sync(lambda: git.add_worktree(
-                self.repository, attempt.branch, directory, self.baseline, allocating,
+                repository, attempt.branch, directory, baseline, allocating,
                 made_empty=made_empty))
         finally:
             if started is not None:
@@ -81,12 +88,12 @@ class Running(Settling):
         await self._save()
         self.bus.publish(WorktreeReady(key=candidate.key, attempt=attempt.number, directory=str(directory)))
         if started is None:
-            attempt.sandbox = await self._provider.acquire(context)
+            attempt.sandbox = await provider.acquire(context)
         elif attempt.sandbox is None:
             raise attempt.sandbox_error or SandboxError("the sandbox did not start")
         # The grading checkout's sandbox starts while the agent works (a fresh one of its own:
         # nothing runs in it before validation), or with its checkout when that is cheap.
-        checkout = Checkout(self.repository, directory.name, None, self._provider,
+        checkout = Checkout(self.repository, directory.name, None, provider,
                             replace(context, register_resource=register, role="grading"),
                             spec.cleanup_timeout,
                             self._grading_setup(candidate.key, attempt.number,
@@ -105,10 +112,12 @@ class Running(Settling):
         """Acquire the attempt's sandbox beside the caller; the event is set once that is over
         (attempt.sandbox, or attempt.sandbox_error, says how)."""
         started = anyio.Event()
+        provider = self._provider
+        assert provider is not None, "set when the race starts"
 
         async def start() -> None:
             try:
-                attempt.sandbox = await self._provider.acquire(context)
+                attempt.sandbox = await provider.acquire(context)
             except Exception as error:  # raised by the attempt once its worktree is there
                 attempt.sandbox_error = error
             finally:
@@ -121,6 +130,8 @@ class Running(Settling):
         """The agent's run, its result fixed as one commit, and that commit graded."""
         spec, candidate, record = self.spec, attempt.candidate, attempt.record
         assert self.repository is not None and self.baseline is not None
+        assert self.id is not None and record.started_at is not None, "set when the race and the attempt start"
+        assert attempt.sandbox is not None, "acquired before the work"
         if attempt.setup is not None and not await self._set_up(attempt, directory):
             return
 
@@ -135,7 +146,9 @@ class Running(Settling):
             race_file_dir=spec.path.parent if spec.path else None, brief_file=brief_file))
         decoder = adapter.decoder(candidate, spec.prices)
         timeout = candidate.timeout or spec.budget.candidate_timeout
-        program = Path(launch.argv[0]).name if candidate.agent != "demo" else f"demo {candidate.script.name}"
+        program = Path(launch.argv[0]).name
+        if candidate.agent == "demo" and candidate.script is not None:
+            program = f"demo {candidate.script.name}"
         self.bus.publish(AgentStarted(key=candidate.key, attempt=attempt.number, program=program,
                                       timeout=timeout))
 
@@ -186,7 +199,7 @@ class Running(Settling):
         unreachable: str | None = None
         start_error: SandboxError | None = None
 
-        async def watch_reachability(group: anyio.abc.CancelScope) -> None:
+        async def watch_reachability(group: anyio.CancelScope) -> None:
             nonlocal unreachable
             unreachable = await reachability.unreachable()
             group.cancel()
@@ -269,12 +282,12 @@ class Running(Settling):
                                                    message=message, agent=candidate.agent))
         # The result is fixed here, as one commit: what is graded, and the only commit that can win.
         # Uncommitted edits stay in the worktree, kept, but are not part of it.
-        record.commit, commits = await anyio.to_thread.run_sync(git.head_and_commits, directory,
-                                                                self.baseline)
+        result_commit, commits = await anyio.to_thread.run_sync(git.head_and_commits, directory, self.baseline)
+        record.commit = result_commit
         record.commits = [c.to_json() for c in commits]
         attempt.result_fixed = True
         await anyio.to_thread.run_sync(git.pin_validated, self.repository, self.id, candidate.key,
-                                       attempt.number, record.commit)
+                                       attempt.number, result_commit)
         # Nothing the agent left running may touch the grading: its sandbox goes first.
         if not await self._close_sandbox(attempt):
             return
@@ -290,6 +303,7 @@ class Running(Settling):
         accepted = False
         try:
             async with checkout:
+                assert checkout.sandbox is not None, "an entered checkout has its sandbox"
                 check_context = ValidationContext(key=candidate.key, attempt=attempt.number,
                                                   directory=checkout.directory, branch=attempt.branch,
                                                   baseline=self.baseline, commits=commits,
@@ -325,6 +339,23 @@ class Running(Settling):
         await self._save()
         if accepted and spec.select == "first":
             await self._claim_victory(attempt)
+
+    def _grading_setup(self, key: str, number: int, ports: list[int]) -> Prepare | None:
+        """[setup] for a grading checkout, as its worktree had it (None: the race has none)."""
+        if not (self.spec.setup.enabled or self._copy_paths):
+            return None
+
+        async def prepare(directory: Path, sandbox: Sandbox) -> str | None:
+            failure = await self.prepare_directory(key, number, directory, sandbox,
+                                                   setups.SetupState(ports=list(ports)))
+            return failure[0] if failure else None
+
+        return prepare
+
+    async def _wait_baseline(self) -> BaselineOutcome | None:
+        if self._baseline_done is not None:
+            await self._baseline_done.wait()
+        return self.baseline_outcome
 
     async def _take_ports(self) -> tuple[setups.PortReservation | None, list[int]]:
         """[setup] ports for one checkout: free host ports held until released, or in a container
@@ -422,14 +453,14 @@ class Running(Settling):
         state.status = "passed"
         return None
 
-    def _registrar(self, attempt: Attempt):
+    def _registrar(self, attempt: Attempt) -> Callable[[str], Coroutine[Any, Any, None]]:
         async def register(resource_id: str) -> None:
             attempt.record.resources.append(resource_id)
             await self._save()
 
         return register
 
-    def _take_usage(self, attempt: Attempt, decoder, *, final: bool = False) -> None:
+    def _take_usage(self, attempt: Attempt, decoder: Decoder, *, final: bool = False) -> None:
         """Count the decoder's total, unless it or the race's sum with it is not a finite,
         non-negative number: then it is refused with a warning and the last sound total stands."""
         total = decoder.usage
@@ -465,7 +496,7 @@ class Running(Settling):
                     other.scope.cancel()
 
 
-def _write_agent_files(files) -> None:
+def _write_agent_files(files: Mapping[str, str]) -> None:
     for name, text in files.items():
         path = Path(name)
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -473,7 +504,7 @@ def _write_agent_files(files) -> None:
             handle.write(text)
 
 
-def _remove_agent_files(files) -> None:
+def _remove_agent_files(files: Iterable[str]) -> None:
     for name in files:
         Path(name).unlink(missing_ok=True)
 

@@ -4,6 +4,8 @@ kept or removed, the user's repository checked for tampering, and the race's res
 
 from __future__ import annotations
 
+from typing import Any
+
 import shlex
 import time
 from pathlib import Path
@@ -69,6 +71,7 @@ class Settling(RaceState):
             return
         record = attempt.record
         if not attempt.result_fixed:
+            assert self.baseline is not None, "a started attempt's race has its baseline"
             record.commit, commits = await anyio.to_thread.run_sync(git.head_and_commits, directory,
                                                                     self.baseline)
             record.commits = [c.to_json() for c in commits]
@@ -187,6 +190,7 @@ class Settling(RaceState):
         if not keep:
             try:
                 await anyio.to_thread.run_sync(self._clear_setup, attempt, directory)
+                assert self.repository is not None, "a started attempt's race has its repository"
                 removed = await anyio.to_thread.run_sync(git.remove_worktree, self.repository, directory)
             except git.GitError:
                 removed = False
@@ -219,9 +223,11 @@ class Settling(RaceState):
                    if self._awaits_decision(a)]
         best: Attempt | None = None
         if self._winner is None and not self._aborted and not self.accounting.stops_race:
+            best_score = 0.0
             for attempt in waiting:
-                if attempt.record.cleanup == "done" and (best is None or attempt.record.score > best.record.score):
-                    best = attempt
+                score = attempt.record.score
+                if attempt.record.cleanup == "done" and score is not None and (best is None or score > best_score):
+                    best, best_score = attempt, score
         if best is not None:
             self.set_winner(best, "score")
             best.record.status = CandidateStatus.WINNER
@@ -251,6 +257,8 @@ class Settling(RaceState):
         return RaceStatus.NO_WINNER
 
     async def _settle_race(self) -> RaceResult:
+        assert self.id is not None and self.repository is not None and self.baseline is not None, \
+            "set when the race starts"
         # From here the outcome is being written: a hand accept would contradict it.
         self._settling = True
         self._select_best()
@@ -277,9 +285,10 @@ class Settling(RaceState):
         integration = None
         if winner is not None:
             # the validated commit is what merges, wherever its branch went since
+            repository, commit, rev = self.repository, winner.commit, winner.commit or winner.branch
+            assert rev is not None, "a winner has its commit or its branch"
             check = await anyio.to_thread.run_sync(
-                lambda: git.integration_check(self.repository, winner.commit or winner.branch,
-                                              winner.commit, host=host_after))
+                lambda: git.integration_check(repository, rev, commit, host=host_after))
             integration = check.to_json()
             checkout = [t for t in self.tampering if t["checkout"]]
             if checkout and integration["status"] != "blocked":
@@ -322,19 +331,20 @@ class Settling(RaceState):
 
     async def _note_branches_moved(self, records: list[CandidateRecord]) -> None:
         """A branch moved after its commit was graded is reported; the graded commit still wins."""
-        graded = [(record, verdict) for record in records
-                  if (verdict := Verdict.from_json(record.verdict)) is not None and record.branch]
+        graded = [(record, verdict, branch) for record in records
+                  if (verdict := Verdict.from_json(record.verdict)) is not None and (branch := record.branch)]
         if not graded:
             return
+        assert self.repository is not None, "set when the race starts"
         try:
             tips = await anyio.to_thread.run_sync(git.branch_tips, self.repository,
-                                                  [record.branch for record, _ in graded])
+                                                  [branch for _, _, branch in graded])
         except git.GitError as error:
             self.bus.publish(Warned(message=f"could not read the candidates' branches: "
                                             f"{_one_line(error)}"))
             return
-        for record, verdict in graded:
-            tip = tips.get(record.branch)
+        for record, verdict, branch in graded:
+            tip = tips.get(branch)
             if tip != verdict.commit:
                 verdict.branch_moved_to = tip or "(deleted)"
                 record.verdict = verdict.to_json()
@@ -349,12 +359,12 @@ class Settling(RaceState):
         return "not started"
 
     @staticmethod
-    def _race_quota(records: list[CandidateRecord]) -> dict | None:
+    def _race_quota(records: list[CandidateRecord]) -> dict[str, Any] | None:
         quotas = [r.quota for r in records if r.quota]
         timed = sorted((q for q in quotas if q.get("reset_at")), key=lambda q: q["reset_at"])
         return timed[0] if timed else (quotas[0] if quotas else None)
 
-    def _host_json(self, after: git.HostSnapshot | None, error: str | None) -> dict:
+    def _host_json(self, after: git.HostSnapshot | None, error: str | None) -> dict[str, Any]:
         before = self._host_before
         changed = after is None or before is None or after != before
         return {"before": before.to_json() if before else None,

@@ -27,7 +27,7 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from .. import git
 from ..records.flightlog import make_private_directory
@@ -52,7 +52,7 @@ class SetupState:
     duration: float | None = None
     status: str = "not-run"  # not-run | passed | failed | timeout | error
     # Untracked and ignored files right after setup, with what identifies their content.
-    products: dict[str, tuple] | None = None
+    products: dict[str, tuple[int, ...]] | None = None
     top_level: list[str] = field(default_factory=list)  # the entries status showed after setup
 
     @property
@@ -60,7 +60,7 @@ class SetupState:
         """Paths never committed on the candidate's behalf."""
         return sorted(set(self.copied) | set(self.top_level))
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"status": self.status, "exit_code": self.exit_code, "duration": self.duration,
                 "cache": self.cache, "copied": sorted(self.copied), "ports": list(self.ports),
                 "files": self.leave_out}
@@ -338,11 +338,11 @@ def _relocate_scripts(tree: Path, old: str, new: str) -> None:
 
 # --- what setup left in the worktree --------------------------------------------------------------
 
-def snapshot(directory: Path) -> tuple[list[str], dict[str, tuple]]:
+def snapshot(directory: Path) -> tuple[list[str], dict[str, tuple[int, ...]]]:
     """The untracked and ignored entries of the worktree and, for every file under them, what
     changes when its content does (ctime cannot be set back by the one who writes)."""
     entries = git.untracked_entries(directory)
-    files: dict[str, tuple] = {}
+    files: dict[str, tuple[int, ...]] = {}
     for entry in entries:
         for path in _walk(directory / entry):
             info = os.lstat(path)
@@ -373,11 +373,11 @@ def remove_products(directory: Path, state: SetupState) -> bool:
         if _content_hash(directory / path) != digest:
             return False
     for entry in top_level:
-        path = directory / entry
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
+        left = directory / entry
+        if left.is_dir() and not left.is_symlink():
+            shutil.rmtree(left)
         else:
-            path.unlink()
+            left.unlink()
     return True
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import deque
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -32,6 +33,8 @@ def _one_line(error: BaseException) -> str:
 
 class RaceState:
     """The state a race holds while it runs; see the module docstring."""
+
+    _git_common_dir: Path  # the repository's common git directory, found when the race starts
 
     def __init__(self, spec: RaceSpec, *, bus: EventBus | None = None,
                  provider: SandboxProvider | None = None) -> None:
@@ -59,7 +62,7 @@ class RaceState:
         self._host_before: git.HostSnapshot | None = None
         self._record: guard.Record | None = None  # the user's repository as the race found it
         self._record_lock = anyio.Lock()
-        self.tampering: list[dict] = []  # what candidates changed in it (result JSON "tampering")
+        self.tampering: list[dict[str, Any]] = []  # what candidates changed in it (result JSON "tampering")
         self._started_at: float | None = None
         self._outpost_dir: Path | None = None
         self._cache_key: str | None = None
@@ -101,7 +104,7 @@ class RaceState:
         if self._durable is not None:
             await self._durable.save()
 
-    def state(self) -> dict:
+    def state(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "baseline": self.baseline,

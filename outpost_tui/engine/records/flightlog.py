@@ -9,13 +9,14 @@ buffered and flushed at least once a second. Logs never enter the durable checkp
 
 from __future__ import annotations
 
+import contextlib
 import asyncio
 import errno
 import json
 import os
 import time
 from pathlib import Path
-from typing import IO, Iterator
+from typing import Any, IO, Iterator
 
 from ..core.events import Event, Log
 
@@ -38,10 +39,9 @@ def make_private_directory(directory: Path) -> None:
             break
         path = path.parent
     for path in reversed(missing):
-        try:
+        # made meanwhile (another race starting); it is tightened below all the same
+        with contextlib.suppress(FileExistsError):
             path.mkdir(mode=0o700)
-        except FileExistsError:
-            pass  # made meanwhile (another race starting); it is tightened below all the same
         os.chmod(path, 0o700)
     if not directory.is_dir():
         raise NotADirectoryError(errno.ENOTDIR, "exists and is not a directory", str(directory))
@@ -96,10 +96,9 @@ class FlightLog:
 
     def _on_timer(self) -> None:
         self._timer = None
-        try:
+        # a full disk: the next write fails too and the event bus reports that
+        with contextlib.suppress(OSError):
             self.flush_logs()
-        except OSError:
-            pass  # a full disk: the next write fails too and the event bus reports that
 
     def flush_logs(self) -> None:
         """Flush every file holding buffered log lines."""
@@ -124,12 +123,12 @@ class FlightLog:
         self._files.clear()
 
 
-def read_flight_log(path: Path) -> list[dict]:
+def read_flight_log(path: Path) -> list[dict[str, Any]]:
     """Events of one flight-log file, in file order."""
     return list(flight_log_lines(path))
 
 
-def flight_log_lines(path: Path) -> Iterator[dict]:
+def flight_log_lines(path: Path) -> Iterator[dict[str, Any]]:
     """The JSON objects of one flight-log file, in file order. A line that is not one (a torn
     last line, even one cut inside a multi-byte character) is skipped."""
     with open(path, "rb") as handle:

@@ -12,10 +12,10 @@ from __future__ import annotations
 import difflib
 import heapq
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 from .. import git
 from ..core.events import (
@@ -81,7 +81,7 @@ def runs_root(repository: str | Path) -> Path:
 # ----------------------------------------------------------------------------- reading
 
 
-def event_from_json(data: dict, *, race_level: bool) -> Event | None:
+def event_from_json(data: dict[str, Any], *, race_level: bool) -> Event | None:
     """An Event back from its flight-log line; None for a kind this version does not know.
 
     Race-level events (race.jsonl) keep their whole payload: only attempt files carry the
@@ -134,7 +134,7 @@ def _race_summary(race_id: str, directory: Path) -> RecordedRace:
     if finish is None:
         return summary
     result = finish.result if isinstance(finish.result, dict) else {}
-    winner = result.get("winner") if isinstance(result.get("winner"), dict) else {}
+    winner = found if isinstance(found := result.get("winner"), dict) else {}
     return RecordedRace(
         race_id, directory, name=summary.name, started_at=summary.started_at,
         finished_at=finish.at, status=str(finish.status or result.get("status") or "?"),
@@ -170,7 +170,7 @@ def recorded_races(repository: str | Path) -> list[RecordedRace]:
     return sorted(races, key=newest, reverse=True)
 
 
-def recorded_result(repository: str | Path, race_id: str) -> dict | None:
+def recorded_result(repository: str | Path, race_id: str) -> dict[str, Any] | None:
     """The result document the race's race-finished event holds (what `run --json` printed), or
     None when the race never finished. Reads only the race-level file."""
     directory = race_directory(repository, race_id)
@@ -281,7 +281,7 @@ class Recording:
     spec: RaceSpec
     model: RaceModel
     result: RaceResult | None
-    result_json: dict | None
+    result_json: dict[str, Any] | None
     baseline: str | None
     last_event_at: float | None
     events: int = 0
@@ -289,7 +289,8 @@ class Recording:
     skipped: int = 0  # events whose payload could not be replayed
 
 
-def load_recording(repository: str | Path, race_id: str, *, consumers=()) -> Recording:
+def load_recording(repository: str | Path, race_id: str, *,
+                   consumers: Iterable[Callable[[Event], object]] = ()) -> Recording:
     """Replay a recorded race into a fresh model (and any `consumers`, e.g. a progress printer)
     in one pass over its files, without holding every event in memory."""
     root = git.repository_root(repository)
@@ -301,8 +302,9 @@ def load_recording(repository: str | Path, race_id: str, *, consumers=()) -> Rec
     agents: dict[str, str] = {}
     timeouts: dict[str, float] = {}
     baseline = None
-    mode, select = "race", "first"
-    finish: Event | None = None
+    mode: Literal["race", "fallback"] = "race"
+    select: Literal["first", "best"] = "first"
+    finish: RaceFinished | None = None
     last_at = None
     count = skipped = 0
     for event in _events_in(directory):
@@ -320,14 +322,16 @@ def load_recording(repository: str | Path, race_id: str, *, consumers=()) -> Rec
         match event:
             case RaceStarted():
                 baseline = event.baseline or baseline
-                mode = event.mode if event.mode in ("race", "fallback") else mode
-                select = event.select if event.select in ("first", "best") else select
+                if event.mode in ("race", "fallback"):
+                    mode = cast(Literal["race", "fallback"], event.mode)
+                if event.select in ("first", "best"):
+                    select = cast(Literal["first", "best"], event.select)
                 finish = None
             case RaceFinished():
                 finish = event
-            case Admitted(agent=agent) if agent:
+            case Admitted(agent=agent) if agent and event.key is not None:
                 agents[event.key] = str(agent)
-            case AgentStarted(timeout=timeout) if isinstance(timeout, (int, float)):
+            case AgentStarted(timeout=timeout) if isinstance(timeout, (int, float)) and event.key is not None:
                 timeouts[event.key] = float(timeout)
     result_json = finish.result if finish is not None else None
     result = None

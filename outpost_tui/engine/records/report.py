@@ -37,7 +37,7 @@ def count(n: int | None) -> str:
 def seconds(value: float | None) -> str:
     if value is None:
         return "–"
-    whole = max(0, int(round(value)))
+    whole = max(0, round(value))
     if whole < 60:
         return f"{whole}s"
     minutes, rest = divmod(whole, 60)
@@ -47,7 +47,7 @@ def seconds(value: float | None) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
-def money(usage: dict) -> str:
+def money(usage: dict[str, Any]) -> str:
     """The cost as usage says it ("$0.0123", "cost unknown", "$0.0123 + unknown"); `~` marks an
     estimate, `+` usage that is incomplete (an agent stopped before it reported all of it)."""
     text = cost_text(float(usage.get("cost_usd") or 0.0), bool(usage.get("cost_unknown")))
@@ -67,7 +67,7 @@ def verdict_text(verdict: Any) -> str:
     parts = []
     if isinstance(verdict.get("tests"), dict):  # the engine's verdict (engine/verdict/record.py)
         parts.append(describe_tests(verdict["tests"]))
-    counts = verdict.get("counts") if isinstance(verdict.get("counts"), dict) else verdict
+    counts = found if isinstance(found := verdict.get("counts"), dict) else verdict
     for name in ("passed", "failed", "errors", "skipped"):
         if isinstance(counts.get(name), int):
             parts.append(f"{counts[name]} {name}")
@@ -103,7 +103,7 @@ class Row:
         return " ".join(f"{label} {count(self.tokens.get(name))}" for name, label in TOKEN_DIMENSIONS)
 
 
-def _row(record: dict, superseded: bool) -> Row:
+def _row(record: dict[str, Any], superseded: bool) -> Row:
     usage = record.get("usage") or {}
     validation = record.get("validation") or {}
     reason = record.get("error") or validation.get("reason") or ""
@@ -126,14 +126,14 @@ def _row(record: dict, superseded: bool) -> Row:
                superseded=superseded)
 
 
-def leaderboard(result: dict) -> list[Row]:
+def leaderboard(result: dict[str, Any]) -> list[Row]:
     """Every attempt, best first: the winner, then by how each ended, then by score, then as
     declared; a candidate's earlier attempts follow its latest."""
     latest = [_row(record, False) for record in result.get("candidates", [])]
     earlier = [_row(record, True) for record in result.get("previous_attempts", [])]
     order = {row.key: index for index, row in enumerate(latest)}
 
-    def rank(row: Row) -> tuple:
+    def rank(row: Row) -> tuple[int, float, int, int]:
         score = -float(row.score) if row.score else 0.0
         return (STATUS_RANK.get(row.status, 9), score, order.get(row.key, 99), -row.attempt)
 
@@ -145,7 +145,7 @@ def leaderboard(result: dict) -> list[Row]:
     return rows
 
 
-def headline(result: dict) -> str:
+def headline(result: dict[str, Any]) -> str:
     """One line: how the race ended, with whom, what it cost and how long it took."""
     winner = result.get("winner")
     usage = result.get("usage") or {}
@@ -165,7 +165,7 @@ def _cell(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ") if text not in (None, "") else ""
 
 
-def markdown(result: dict) -> str:
+def markdown(result: dict[str, Any]) -> str:
     """The race report: what ran, who won, every attempt, what to look at before merging."""
     started = result.get("started_at")
     when = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(started)) if started else "?"
@@ -186,7 +186,8 @@ def markdown(result: dict) -> str:
     elif integration.get("status") == "blocked":
         lines.append(f"- **Integration check blocked:** {integration.get('reason')}")
     lines += ["", "## Leaderboard", "",
-              "| candidate | attempt | status | reason | in | cached | written | out | cost | time | score | tests | review |",
+              "| candidate | attempt | status | reason | in | cached | written | out | cost | time "
+              "| score | tests | review |",
               "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     for row in leaderboard(result):
         name = row.key + (" (earlier)" if row.superseded else "")
@@ -205,7 +206,7 @@ def reports_directory(repository: str | Path) -> Path:
     return repository_root(repository) / OUTPOST_DIR / "reports"
 
 
-def export(result: dict, repository: str | Path) -> tuple[Path, Path]:
+def export(result: dict[str, Any], repository: str | Path) -> tuple[Path, Path]:
     """Write the race report (Markdown) and its result JSON under `.outpost/reports/`; both paths."""
     directory = reports_directory(repository)
     directory.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 from ... import exitcodes
 from ..errors import OutpostError
@@ -36,7 +36,7 @@ class Stop:
     def ignored_term(self) -> bool:
         return self.ended_by == "KILL"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"why": self.why, "grace": self.grace, "ended_by": self.ended_by,
                 "seconds": None if self.seconds is None else round(self.seconds, 3)}
 

@@ -23,7 +23,7 @@ import re
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.from_thread
@@ -54,6 +54,9 @@ from .container_engine import (
 from .container_sandbox import ContainerSandbox
 from .container_scripts import STOPPER
 from .images import KEEP_ALIVE
+
+if TYPE_CHECKING:
+    from docker.models.containers import Container
 
 assert "'" not in STOPPER
 
@@ -197,10 +200,10 @@ class ContainerProvider(SandboxProvider):
         timings: dict[str, float] = {}
         made: list[Any] = []  # the container, as soon as it exists
 
-        def create():
+        def create() -> Container:
             started = time.monotonic()
             try:
-                container = client.containers.create(self.image, list(KEEP_ALIVE), **options)
+                container: Container = client.containers.create(self.image, list(KEEP_ALIVE), **options)
             except docker.errors.ImageNotFound:
                 raise SandboxError(
                     f"image {self.image!r} not found on {self.endpoint}: build one with "

@@ -24,6 +24,7 @@ machine allows:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -31,6 +32,7 @@ import signal
 import subprocess
 import time
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 
 import psutil
@@ -158,9 +160,9 @@ def _populated(group: Path) -> bool:
         return bool(_members(group))
 
 
-def describe(pids) -> list[tuple[int, str, int | None]]:
+def describe(pids: Iterable[int]) -> list[tuple[int, str, int | None]]:
     """(pid, name, process group) of each pid still there, read before it is killed."""
-    out = []
+    out: list[tuple[int, str, int | None]] = []
     for pid in pids:
         try:
             out.append((pid, psutil.Process(pid).name(), os.getpgid(pid)))
@@ -179,15 +181,11 @@ def kill_cgroup(group: Path) -> list[tuple[int, str, int | None]]:
     kill = group / "cgroup.kill"
     while _populated(group):
         if kill.exists():
-            try:
+            with contextlib.suppress(OSError):
                 kill.write_text("1")
-            except OSError:
-                pass
         for pid in _members(group):  # kernels before 5.14 have no cgroup.kill
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
         if time.monotonic() > deadline:
             raise ContainmentError(f"cgroup {group} still holds processes {_members(group)} "
                                    f"{CONFIRM_WITHIN:g}s after KILL")

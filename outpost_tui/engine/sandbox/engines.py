@@ -16,7 +16,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from ..errors import OutpostError
 
@@ -130,7 +130,7 @@ def searched(provider: str | None = None, env: Mapping[str, str] | None = None) 
     return "DOCKER_HOST, the current Docker context, " + ", ".join(paths)
 
 
-def engine_name(version: Mapping) -> str:
+def engine_name(version: Mapping[str, Any]) -> str:
     """docker or podman, from the engine's /version answer (both speak the Docker API)."""
     names = " ".join(str(c.get("Name", "")) for c in version.get("Components") or [] if isinstance(c, dict))
     platform = str((version.get("Platform") or {}).get("Name", ""))

@@ -23,12 +23,15 @@ import time
 from dataclasses import dataclass, field
 from io import BytesIO
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from ... import exitcodes
 from .. import git as git_runner
 from ..core.spec import DEFAULT_IMAGE
 from ..errors import OutpostError
+
+if TYPE_CHECKING:
+    from docker import DockerClient
 
 # The main process of a sandbox container only has to stay alive; `sleep` with a number works with
 # coreutils and busybox alike (not every `sleep` knows "infinity").
@@ -135,7 +138,8 @@ def _python_layout(python: str) -> dict[str, str]:
     result = subprocess.run([python, "-I", "-c", probe], capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise ImageError(f"{python} could not describe itself: {result.stderr.strip()[-200:]}")
-    return json.loads(result.stdout)
+    described: dict[str, str] = json.loads(result.stdout)
+    return described
 
 
 def _host_python() -> str:
@@ -163,7 +167,7 @@ class _Archive:
     """A tar being written: root-owned entries, directories created once, hard links kept."""
 
     def __init__(self, path: Path) -> None:
-        self.tar = tarfile.open(path, "w")
+        self.tar = tarfile.open(path, "w")  # noqa: SIM115 - open for the builder's life; close() ends it
         self.names: set[str] = set()
         self.files = 0
         self.bytes = 0
@@ -226,7 +230,7 @@ class _Archive:
         else:
             self.tar.addfile(info)
 
-    def host_tree(self, top: str, skip: set[str] = frozenset(),
+    def host_tree(self, top: str, skip: frozenset[str] | set[str] = frozenset(),
                   skip_file: re.Pattern[str] | None = None,
                   same_as: dict[str, str] | None = None) -> list[Path]:
         """Copy a directory tree; returns its ELF candidates (regular files) for ldd.
@@ -347,7 +351,7 @@ def host_rootfs(archive: Path, *, progress: Progress | None = None, python: str 
 
 # -- building through the engine -------------------------------------------------------------
 
-def _check_architecture(client, endpoint: str) -> None:
+def _check_architecture(client: DockerClient, endpoint: str) -> None:
     engine = str(client.version().get("Arch", "")).lower()
     machine = platform.machine().lower()
     aliases = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm"}
@@ -356,7 +360,7 @@ def _check_architecture(client, endpoint: str) -> None:
                          "its programs cannot be copied; use --from-rootfs or --dockerfile")
 
 
-def import_rootfs(client, archive: Path, tag: str, command: Iterable[str] = KEEP_ALIVE) -> str:
+def import_rootfs(client: DockerClient, archive: Path, tag: str, command: Iterable[str] = KEEP_ALIVE) -> str:
     """Import a root filesystem archive as image `tag`; returns the image id."""
     if not archive.is_file():
         raise ImageError(f"root filesystem archive {archive} does not exist")
@@ -393,7 +397,7 @@ def _imported_id(response: str | bytes) -> str:
     return found
 
 
-def build_dockerfile(client, directory: Path, tag: str, progress: Progress | None = None) -> str:
+def build_dockerfile(client: DockerClient, directory: Path, tag: str, progress: Progress | None = None) -> str:
     """Build `directory`/Dockerfile with that directory as the context; never pulls by itself."""
     if not (directory / "Dockerfile").is_file():
         raise ImageError(f"{directory} has no Dockerfile")
@@ -402,7 +406,7 @@ def build_dockerfile(client, directory: Path, tag: str, progress: Progress | Non
 
     say = progress or (lambda text: None)
     try:
-        image_id = None
+        image_id: str | None = None
         for chunk in client.api.build(path=str(directory), tag=tag, pull=False, rm=True,
                                       forcerm=True, decode=True):
             if "error" in chunk:
@@ -411,14 +415,17 @@ def build_dockerfile(client, directory: Path, tag: str, progress: Progress | Non
             if text:
                 say(text)
             if "aux" in chunk and isinstance(chunk["aux"], dict):
-                image_id = chunk["aux"].get("ID", image_id)
-        return image_id or client.images.get(tag).id
+                image_id = str(chunk["aux"].get("ID", image_id))
+        image_id = image_id or client.images.get(tag).id
+        if image_id is None:
+            raise ImageError(f"building {directory} left no image {tag}")
+        return image_id
     except (APIError, BuildError) as error:
         raise ImageError(f"building {directory} failed: {getattr(error, 'explanation', None) or error}") \
             from None
 
 
-def build_sample_image(client, endpoint: str, tag: str = DEFAULT_IMAGE,
+def build_sample_image(client: DockerClient, endpoint: str, tag: str = DEFAULT_IMAGE,
                        progress: Progress | None = None) -> tuple[str, Rootfs]:
     """The default image: this machine's python3 + git, imported without any registry."""
     _check_architecture(client, endpoint)

@@ -8,6 +8,7 @@ started in the background survives its command, let alone its attempt.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -15,11 +16,11 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
-from typing import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 import anyio
 import psutil
-from anyio.abc import Process
+from anyio.abc import ByteReceiveStream, Process
 
 from .. import gitenv
 from . import containment
@@ -45,10 +46,8 @@ def _group_alive(pgid: int) -> bool:
 
 
 def _signal_group(pgid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 async def stop_group(process: Process, grace: float = TERM_GRACE,
@@ -162,6 +161,7 @@ class LocalSandbox(Sandbox):
         if group is None and self.context.register_resource is not None:
             with anyio.CancelScope(shield=True):
                 await self.context.register_resource(resource_id_for(process.pid))
+        assert process.stdout is not None and process.stderr is not None, "both are pipes"
         readers = {name: _Reader(name, stream, Tail(tail_bytes), on_output)
                    for name, stream in (("stdout", process.stdout), ("stderr", process.stderr))}
         timed_out = False
@@ -329,10 +329,8 @@ async def _feed_stdin(process: Process, data: bytes) -> None:
     except (anyio.BrokenResourceError, anyio.ClosedResourceError, BrokenPipeError):
         pass  # the agent closed its stdin without reading it all; that is its choice
     finally:
-        try:
+        with contextlib.suppress(anyio.BrokenResourceError, BrokenPipeError, OSError):
             await process.stdin.aclose()
-        except (anyio.BrokenResourceError, BrokenPipeError, OSError):
-            pass
 
 
 class _Reader:
@@ -340,7 +338,7 @@ class _Reader:
     cancellation (nothing is lost: a cancelled receive takes no data); the last partial line is
     flushed only at the end of the stream."""
 
-    def __init__(self, label: str, stream, tail: Tail, on_output: LineSink | None) -> None:
+    def __init__(self, label: str, stream: ByteReceiveStream, tail: Tail, on_output: LineSink | None) -> None:
         self.label = label
         self.stream = stream
         self.tail = tail
@@ -409,7 +407,8 @@ class LocalProvider(SandboxProvider):
             return False
         _signal_group(pgid, signal.SIGTERM)
         deadline = time.monotonic() + TERM_GRACE
-        while _group_alive(pgid) and time.monotonic() < deadline:
+        # no event says when a process group that is not our child is gone: it is polled
+        while _group_alive(pgid) and time.monotonic() < deadline:  # noqa: ASYNC110
             await anyio.sleep(0.02)
         _signal_group(pgid, signal.SIGKILL)
         return True
@@ -423,7 +422,8 @@ def _pipe_ids(process: Process) -> set[str]:
     public handle on those ends (its version is pinned exactly); without one, the child's side is
     the fallback."""
     ids = set()
-    transport = getattr(process, "_transport", None)
+    # Any: a private attribute, so no type promised; None or a change fails below and falls back
+    transport: Any = getattr(process, "_transport", None)
     for fd in (1, 2):
         try:
             pipe = transport.get_pipe_transport(fd).get_extra_info("pipe")
@@ -431,10 +431,8 @@ def _pipe_ids(process: Process) -> set[str]:
             continue
         except (AttributeError, OSError, ValueError):
             pass
-        try:
+        with contextlib.suppress(OSError):
             ids.add(os.readlink(f"/proc/{process.pid}/fd/{fd}"))
-        except OSError:
-            pass
     return {name for name in ids if name.startswith("pipe:")}
 
 

@@ -9,6 +9,8 @@ the baseline and the candidate fixes one of them or adds a passing test.
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass, field
 
 from .protect import names as _names
@@ -39,7 +41,7 @@ class BaselineOutcome:
             return set()
         return self.results.ids(FAILED, ERROR) | set(self.flaky)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         results = self.results
         return {
             "status": self.status, "exit_code": self.exit_code, "reason": self.reason,
@@ -50,7 +52,7 @@ class BaselineOutcome:
         }
 
     @classmethod
-    def from_json(cls, data: dict | None) -> "BaselineOutcome | None":
+    def from_json(cls, data: dict[str, Any] | None) -> "BaselineOutcome | None":
         if not data:
             return None
         tests = data.get("tests")

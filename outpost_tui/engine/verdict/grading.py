@@ -11,7 +11,7 @@ from __future__ import annotations
 import secrets
 from dataclasses import replace
 from pathlib import Path
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Sequence
 
 import anyio
 import anyio.abc
@@ -133,7 +133,7 @@ class Checkout:
             failure = await self._prepare(self.directory, self.sandbox)
             self.setup_failure = f"setup failed in the grading checkout: {failure}" if failure else None
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self._close_and_remove()
 
     async def _close_and_remove(self) -> None:
@@ -158,6 +158,7 @@ class Checkout:
 
     async def reset(self) -> None:
         """Back to a fresh checkout of the commit (set up again), for another run."""
+        assert self.commit is not None, "an entered checkout has its commit"
         await anyio.to_thread.run_sync(git.reset_grading_checkout, self.directory, self.commit)
         await self._set_up()
 
@@ -174,7 +175,7 @@ def _report(spec: ValidateSpec, directory: Path) -> tuple[Path | None, tuple[str
 
 
 async def _run_once(spec: ValidateSpec, context: ValidationContext, on_output: LineSink,
-                    report: Path | None, argv) -> tuple[Validation, TestResults]:
+                    report: Path | None, argv: Sequence[str] | None) -> tuple[Validation, TestResults]:
     if report is not None:
         # a report committed at that path must not stand in for the run's own
         await anyio.to_thread.run_sync(_unlink, report)
@@ -193,8 +194,8 @@ def _unlink(path: Path) -> None:
         path.unlink()
 
 
-def _trees(repository: Path, baseline: str, commit: str):
-    def entries(rev: str) -> dict:
+def _trees(repository: Path, baseline: str, commit: str) -> tuple[protect.Tree, protect.Tree]:
+    def entries(rev: str) -> protect.Tree:
         return {path: protect.Entry(mode, oid) for path, (mode, oid) in git.tree(repository, rev).items()}
 
     return entries(baseline), entries(commit)
@@ -205,6 +206,7 @@ async def grade(spec: ValidateSpec, checkout: Checkout, context: ValidationConte
                 on_output: LineSink) -> tuple[Validation, Verdict]:
     """Grade the checkout's commit: protected paths, shadowing modules, the runs and the gate."""
     repository, commit = checkout.repository, checkout.commit
+    assert commit is not None, "an entered checkout has its commit"
     strict = spec.gate == "strict" and spec.command is not None
     verdict = Verdict(commit=commit, gate="strict" if strict else "exit-code")
     base_tree, tree = await anyio.to_thread.run_sync(_trees, repository, baseline, commit)

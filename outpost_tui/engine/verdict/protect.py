@@ -11,6 +11,7 @@ files mix test settings with everything else: only their test sections are prote
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import posixpath
@@ -21,7 +22,7 @@ import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 TEST_GLOBS = ("tests/**", "test/**", "spec/**", "**/tests/**", "**/test/**", "**/__tests__/**",
               "**/test_*.py", "**/*_test.py", "**/*_test.go", "**/*.test.*", "**/*.spec.*",
@@ -50,7 +51,7 @@ class Entry:
     oid: str
 
 
-Tree = dict  # path -> Entry
+Tree = dict[str, Entry]  # path -> Entry
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ class ProtectedChange:
 
 
 @cache
-def _glob(pattern: str) -> re.Pattern:
+def _glob(pattern: str) -> re.Pattern[str]:
     out = ""
     index = 0
     while index < len(pattern):
@@ -96,10 +97,8 @@ def command_files(argv: Sequence[str], baseline: Tree) -> list[str]:
     for word in argv:
         words.append(word)
         if " " in word:  # `sh -c "./check.sh && make"`
-            try:
+            with contextlib.suppress(ValueError):
                 words.extend(shlex.split(word))
-            except ValueError:
-                pass
     named: list[str] = []
     for index, word in enumerate(words):
         candidates = [word.split("=", 1)[-1]]
@@ -133,8 +132,8 @@ def plan(baseline: Tree, candidate: Tree, globs: Sequence[str] | None,
     """The protected paths the candidate changed. `globs` None: the defaults."""
     named = command_files(validate_argv or (), baseline)
     default = globs is None
-    effective = tuple(TEST_GLOBS + CONFIG_GLOBS) if default else tuple(globs)
-    config = CONFIG_GLOBS if default else tuple(g for g in globs if matches_any_config(g))
+    effective = tuple(TEST_GLOBS + CONFIG_GLOBS) if globs is None else tuple(globs)
+    config = CONFIG_GLOBS if globs is None else tuple(g for g in globs if matches_any_config(g))
     changes: list[ProtectedChange] = []
     for path in sorted(set(baseline) | set(candidate)):
         before, after = baseline.get(path), candidate.get(path)
@@ -274,7 +273,7 @@ def _keyed(keys: Sequence[tuple[str, ...]], before: str | None, after: str | Non
 _ABSENT = object()
 
 
-def _get(data: dict, key: tuple[str, ...]):
+def _get(data: dict[str, Any], key: tuple[str, ...]) -> Any:
     for part in key:
         if not isinstance(data, dict) or part not in data:
             return _ABSENT
@@ -282,7 +281,7 @@ def _get(data: dict, key: tuple[str, ...]):
     return data
 
 
-def _set(data: dict, key: tuple[str, ...], value) -> None:
+def _set(data: dict[str, Any], key: tuple[str, ...], value: object) -> None:
     for part in key[:-1]:
         if not isinstance(data.get(part), dict):
             if value is _ABSENT:

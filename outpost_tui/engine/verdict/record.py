@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import asdict, dataclass, field
 
 
-def describe_tests(tests: dict | None) -> str:
+def describe_tests(tests: dict[str, Any] | None) -> str:
     """A verdict's test counts in one phrase: "9 ran: 8 passed, 1 failed, 2 skipped"."""
     if not tests:
         return ""
@@ -22,7 +24,7 @@ class Verdict:
     accepted: bool = False
     reason: str | None = None
     source: str = "none"  # where the test counts come from: junit | summary | none
-    tests: dict | None = None  # ran, passed, failed, errors, skipped (None: no results)
+    tests: dict[str, Any] | None = None  # ran, passed, failed, errors, skipped (None: no results)
     new_failures: list[str] = field(default_factory=list)  # passed on the baseline, fail here
     missing: list[str] = field(default_factory=list)  # ran on the baseline, not here
     flaky: list[str] = field(default_factory=list)  # both passed and failed across reruns
@@ -33,11 +35,11 @@ class Verdict:
     runs: int = 0
     branch_moved_to: str | None = None  # the branch's tip when it no longer is `commit`
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict | None) -> "Verdict | None":
+    def from_json(cls, data: dict[str, Any] | None) -> "Verdict | None":
         if not data or not data.get("commit"):
             return None
         known = {name: data[name] for name in cls.__dataclass_fields__ if name in data}

@@ -251,8 +251,7 @@ def _unittest(lines: list[str]) -> TestResults | None:
 
 
 def _cargo(lines: list[str]) -> TestResults | None:
-    found = [_CARGO.match(line) for line in lines]
-    found = [m for m in found if m]
+    found = [m for m in (_CARGO.match(line) for line in lines) if m]
     if not found:
         return None
     return TestResults("summary", sum(int(m.group(1)) for m in found),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Sequence
 
 from .. import git
@@ -25,7 +25,7 @@ BUILD_AND_CI = re.compile(r"(^|/)(\.github/workflows/|\.gitlab-ci\.yml$|\.circle
 SHOWN = 5  # paths named per flag; the rest are counted
 
 
-def review(repository, baseline: str, commit: str, setup_files: Sequence[str] = ()) -> list[str]:
+def review(repository: Path | str, baseline: str, commit: str, setup_files: Sequence[str] = ()) -> list[str]:
     """One line per thing worth a look in `commit` against `baseline`; [] when nothing is.
 
     setup_files: what the race's setup put in the worktree (copies of the user's untracked files,
@@ -56,7 +56,7 @@ def review(repository, baseline: str, commit: str, setup_files: Sequence[str] = 
     return flags
 
 
-def _matches(pattern: re.Pattern, change: git.Change) -> bool:
+def _matches(pattern: re.Pattern[str], change: git.Change) -> bool:
     return bool(pattern.search(change.path) or (change.old_path and pattern.search(change.old_path)))
 
 

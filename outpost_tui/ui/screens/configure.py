@@ -17,6 +17,7 @@ from pathlib import Path
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.coordinate import Coordinate
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Static
 
@@ -213,7 +214,7 @@ class ConfigureScreen(FooterOrder):
 
     def action_edit(self) -> None:
         if self.focused is self.query_one("#sections"):
-            key = self.query_one("#sections", DataTable).coordinate_to_cell_key((
+            key = self.query_one("#sections", DataTable).coordinate_to_cell_key(Coordinate(
                 self.query_one("#sections", DataTable).cursor_row, 0)).row_key.value
             self.action_section(str(key))
             return

@@ -3,6 +3,7 @@ repository, recover a durable run that needs it, review worktrees."""
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import time
 import tomllib
@@ -64,10 +65,8 @@ class HomeScreen(FooterOrder):
     def on_mount(self) -> None:
         samples_list = self.query_one("#samples", OptionList)
         # the offline sample first in line: enter runs something that costs nothing
-        try:
+        with contextlib.suppress(Exception):  # no such option (samples missing): the list says why
             samples_list.highlighted = samples_list.get_option_index(OFFLINE_SAMPLE)
-        except Exception:  # no such option (samples missing): the list says why
-            pass
         table = self.query_one("#recent", DataTable)
         table.add_columns("when", "race", "status", "winner", "cost", "time")
         self._check_samples()
@@ -90,8 +89,8 @@ class HomeScreen(FooterOrder):
                 document = tomllib.loads((sample.directory / "race.toml").read_text())
             except (OSError, tomllib.TOMLDecodeError):
                 continue
-            kinds = {c.get("agent") for c in document.get("candidates", []) if isinstance(c, dict)}
-            kinds.discard(None)
+            kinds = {c["agent"] for c in document.get("candidates", [])
+                     if isinstance(c, dict) and isinstance(c.get("agent"), str)}
             if not kinds - {"demo", "command"}:
                 continue
             failed = agents_ready(kinds)
@@ -205,6 +204,8 @@ class HomeScreen(FooterOrder):
     @on(OptionList.OptionSelected, "#samples")
     def _sample(self, event: OptionList.OptionSelected) -> None:
         name = event.option.id
+        if name is None:  # every sample option is made with its name as id
+            return
         try:
             race_file = materialise(name, Path(tempfile.mkdtemp(prefix="outpost-sample-")) / name)
         except SampleError as error:

@@ -8,13 +8,14 @@ zooms, escape goes back, c cancels, a accepts, x aborts, d shows a diff, / searc
 from __future__ import annotations
 
 import time
+from typing import cast
 
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal
-from textual.screen import Screen
+from textual.dom import DOMNode
 from textual.widgets import DataTable, Input, Static
 
 from ..footer_order import FooterOrder, SteadyFooter
@@ -108,7 +109,7 @@ class RaceScreen(FooterOrder):
         yield OutpostHeader()
         yield Static("", id="summary")
         with Horizontal(id="body"):
-            table = DataTable(id="table", cursor_type="row", zebra_stripes=True)
+            table: DataTable[str | Text] = DataTable(id="table", cursor_type="row", zebra_stripes=True)
             table.can_focus = False  # until fit_layout shows it
             yield table
             with Grid(id="panels"):
@@ -149,11 +150,11 @@ class RaceScreen(FooterOrder):
             view = recovery.inspect(spec.repository, spec.run_id)
         except (OutpostError, OSError, ValueError):
             return  # never saved (a first run), or unreadable: starting says why
-        dead = view.coordinator is not None and view.coordinator.alive is False
+        coordinator = view.coordinator
         if view.status == "interrupted":
             note = f"durable run {spec.run_id} was interrupted"
-        elif view.status == "owned" and dead:
-            note = f"durable run {spec.run_id} is owned by a coordinator that is gone ({view.coordinator.reason})"
+        elif view.status == "owned" and coordinator is not None and coordinator.alive is False:
+            note = f"durable run {spec.run_id} is owned by a coordinator that is gone ({coordinator.reason})"
         else:
             return
         self.app.call_from_thread(self._needs_recovery, spec.run_id, note)
@@ -202,7 +203,7 @@ class RaceScreen(FooterOrder):
         due, summary_due = self._due(rotate)
         with self.app.batch_update():
             summary = self._summary() if summary_due else self._summary_shown
-            if summary != self._summary_shown:  # the clock moves it once a second, not ten times
+            if summary is not None and summary != self._summary_shown:  # the clock moves it once a second, not ten times
                 # a layout only when its number of rows changes (its lines never wrap)
                 rows = summary.plain.count("\n")
                 self.query_one("#summary", Static).update(
@@ -436,6 +437,8 @@ class RaceScreen(FooterOrder):
         from ...engine.racefile import RaceFileError, load_race
 
         path = self.race_file
+        if path is None:  # file_changed() is False without a file
+            return True
         source = _read(path)
         try:
             spec = await anyio.to_thread.run_sync(load_race, path)
@@ -479,7 +482,7 @@ class RaceScreen(FooterOrder):
     def focused_key(self) -> str | None:
         if self.table_view:
             return getattr(self, "_selected", None)
-        node = self.focused
+        node: DOMNode | None = self.focused
         while node is not None and not isinstance(node, CandidatePanel):
             node = node.parent
         return node.key if isinstance(node, CandidatePanel) else None
@@ -676,11 +679,13 @@ class RecordedRaceScreen(RaceScreen):
 
     # Same keys and binding ids (a user's rebinding applies here too), hidden from the footer.
     BINDINGS = [Binding(b.key, b.action, f"{b.description} (live races only)", show=False, id=b.id)
-                for b in RaceScreen.BINDINGS if b.action in READ_ONLY]
+                for b in RaceScreen.BINDINGS if isinstance(b, Binding) and b.action in READ_ONLY]
 
     def __init__(self, recording) -> None:
         last = recording.last_event_at
-        super().__init__(RecordedSession(recording), clock=(lambda: last) if last else time.time)
+        # Read as a RaceSession that never started: the controls that would reach its race are off.
+        session = cast(RaceSession, RecordedSession(recording))
+        super().__init__(session, clock=(lambda: last) if last else time.time)
         self.recording = recording
         self._announced = None
 

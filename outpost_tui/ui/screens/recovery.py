@@ -84,11 +84,11 @@ class RecoveryScreen(Screen[RaceSpec | None]):
         with Vertical():
             yield Static(id="title", markup=False)
             yield Static(id="steps")
-            runs = DataTable(id="runs", cursor_type="row", zebra_stripes=True)
+            runs: DataTable[str] = DataTable(id="runs", cursor_type="row", zebra_stripes=True)
             runs.add_columns("run id", "status", "owner", "updated")
             yield runs
             yield Static(id="detail", markup=False)
-            attempts = DataTable(id="attempts", cursor_type="row", zebra_stripes=True)
+            attempts: DataTable[str] = DataTable(id="attempts", cursor_type="row", zebra_stripes=True)
             attempts.add_columns("attempt", "phase", "status", "cleanup", "resources", "worktree")
             yield attempts
             yield Static(id="busy", markup=False)
@@ -112,9 +112,8 @@ class RecoveryScreen(Screen[RaceSpec | None]):
             self.query_one("#busy", Static).update(self.busy)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("stop", "inspect", "release", "replay"):
-            if self.step == "choose" or self.view is None:
-                return False
+        if action in ("stop", "inspect", "release", "replay") and (self.step == "choose" or self.view is None):
+            return False
         if self.busy and action != "back":
             return None
         return True
@@ -284,7 +283,8 @@ class RecoveryScreen(Screen[RaceSpec | None]):
     def _worker_changed(self, event: Worker.StateChanged) -> None:
         if event.state == WorkerState.ERROR:
             self.busy = ""
-            self._failed(f"unexpected error: {type(event.worker.error).__name__}: {one_line(event.worker.error)}")
+            error = event.worker.error
+            self._failed(f"unexpected error: {type(error).__name__}: {one_line(error or 'no detail')}")
             self._redraw()
 
     @work(thread=True, exclusive=True, group="recovery", exit_on_error=False)
@@ -423,6 +423,8 @@ class RecoveryScreen(Screen[RaceSpec | None]):
 
     def action_stop(self) -> None:
         view = self.view
+        if view is None:  # check_action keeps the key off until a run is read
+            return
         self._clear_messages()
         self.step = "stop"
         if view.owner is None or view.coordinator is None:
@@ -441,6 +443,8 @@ class RecoveryScreen(Screen[RaceSpec | None]):
 
     def action_release(self) -> None:
         view = self.view
+        if view is None:  # check_action keeps the key off until a run is read
+            return
         self._clear_messages()
         self.step = "release"
         if view.owner is None:
@@ -455,6 +459,8 @@ class RecoveryScreen(Screen[RaceSpec | None]):
 
     def action_replay(self) -> None:
         view = self.view
+        if view is None:  # check_action keeps the key off until a run is read
+            return
         self._clear_messages()
         self.step = "replay"
         if view.owner is not None:

@@ -15,7 +15,6 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from ...engine import git
@@ -191,12 +190,12 @@ class ResultScreen(FooterOrder):
             self.say("no winner to merge", error=True)
             return
         self.say(f"checking how {row.key} merges into your current branch…")
-        self._check(self.repository, row)
+        self._check(self.repository, row, row.commit)
 
     @work(thread=True, exclusive=True, group="merge", exit_on_error=False)
-    def _check(self, root: Path, row: report.Row) -> None:
+    def _check(self, root: Path, row: report.Row, commit: str) -> None:
         try:
-            check = git.integration_check(root, row.commit, row.commit)
+            check = git.integration_check(root, commit, commit)
             host = git.host_snapshot(root).branch if check.status != "blocked" else ""
         except git.GitError as error:
             self.app.call_from_thread(self.say, f"not merged: {error}", True)

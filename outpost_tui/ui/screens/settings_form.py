@@ -24,6 +24,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Input, Label, Select, Static, TextArea
+from textual.worker import Worker
 
 from ...engine.agents import adapter_for, known_agents
 from ...engine.core.spec import CandidateSpec, RaceSpec
@@ -68,7 +69,9 @@ def _option(path: tuple[str, ...]) -> schema.Option:
     tables = {**schema.sections(), **schema.ARRAYS}
     cls, names = (tables[path[0]], path[1:]) if len(path) > 1 else (CandidateSpec, path)
     for name in names[:-1]:
-        cls = schema.option(cls, name).nested
+        nested = schema.option(cls, name).nested
+        assert nested is not None, f"{name} is a table"  # only tables lead further along a path
+        cls = nested
     return schema.option(cls, names[-1])
 
 
@@ -390,7 +393,8 @@ class SettingsForm(ModalScreen[tuple[Changes, RaceSpec] | None]):
     @on(Select.Changed)
     def _edited(self) -> None:
         if self.live:
-            self.run_worker(self._live_check, exclusive=True, group="form-check")
+            # annotated: mypy takes the worker's result type from here, not from the coroutine
+            _check: Worker[None] = self.run_worker(self._live_check, exclusive=True, group="form-check")
 
     async def _live_check(self) -> None:
         _, _, errors = await self.check()

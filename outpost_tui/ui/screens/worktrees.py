@@ -127,7 +127,7 @@ class WorktreesScreen(Screen):
         yield OutpostHeader()
         with Vertical():
             yield Static(f"Work kept in {shown_path(self.repository)}", id="title", markup=False)
-            table = DataTable(id="worktrees", cursor_type="row", zebra_stripes=True)
+            table: DataTable[str | Text] = DataTable(id="worktrees", cursor_type="row", zebra_stripes=True)
             table.add_columns("attempt", "outcome", "holds", "diff", "size", "age", "live")
             yield table
             yield Static(id="error", classes="error", markup=False)
@@ -159,11 +159,11 @@ class WorktreesScreen(Screen):
         race_id = key.removeprefix(RACE_ROW) if key.startswith(RACE_ROW) else key.split("/")[0]
         return next((race for race in self.races if race.id == race_id), None)
 
-    def _deliver(self, callback: Callable[..., None], *args: Any) -> None:
+    def _deliver(self, callback: Callable[..., object], *args: Any) -> None:
         if not get_current_worker().is_cancelled:
             self.app.call_from_thread(self._landed, callback, *args)
 
-    def _landed(self, callback: Callable[..., None], *args: Any) -> None:
+    def _landed(self, callback: Callable[..., object], *args: Any) -> None:
         if self.is_attached:
             callback(*args)
 
@@ -183,7 +183,7 @@ class WorktreesScreen(Screen):
             first = str(error).splitlines()[0] if str(error) else ""
             self._show_error(f"unexpected error: {type(error).__name__}: {first}")
 
-    def _ask(self, lines: list[str], then: Callable[[], None]) -> None:
+    def _ask(self, lines: list[str], then: Callable[[], object]) -> None:
         """A confirmation of `lines` (plain text, wrapped to fit 80 columns); `then` runs on yes."""
         wrapped = "\n".join(textwrap.fill(line, QUESTION_WIDTH, subsequent_indent="  ") for line in lines)
 
@@ -326,6 +326,7 @@ class WorktreesScreen(Screen):
 
     @work(thread=True, exclusive=True, group="diff", exit_on_error=False)
     def _diff(self, root: Path, row: RetainedAttempt) -> None:
+        assert row.baseline is not None, "action_diff lets only an attempt with a baseline through"
         try:
             patch = work_diff(root, row.baseline, whole_work(root, row))
         except (git.GitError, OSError) as error:
@@ -378,6 +379,7 @@ class WorktreesScreen(Screen):
         row = self._needs(self.selected(), worktree=True)
         if row is None:
             return
+        assert row.path is not None, "_needs(worktree=True) lets only a present worktree through"
         self._say(open_shell(self.app, row.path))
         self.action_refresh()
 
@@ -407,6 +409,7 @@ class WorktreesScreen(Screen):
 
     @work(thread=True, exclusive=True, group="revalidate", exit_on_error=False)
     def _revalidate(self, root: Path, row: RetainedAttempt) -> None:
+        assert row.path is not None, "_needs(worktree=True) lets only a present worktree through"
         try:
             verdict = revalidate(root, row.race_id, row.key, row.attempt, row.path)
         except (NotRecorded, git.GitError) as error:
@@ -468,6 +471,7 @@ class WorktreesScreen(Screen):
             outcome = merge.merge(root, row.branch, expected_commit=row.head,
                                   message=f"Merge outpost candidate {row.id}")
         else:
+            assert row.baseline is not None, "_start_merge refuses a cherry-pick without a baseline"
             outcome = merge.cherry_pick(root, row.branch, row.baseline, expected_commit=row.head)
         self._deliver(self._merged, outcome)
 
@@ -489,7 +493,8 @@ class WorktreesScreen(Screen):
         held = row.holds
         lines = [f"Archive {row.id} and remove its worktree?",
                  f"Everything in it that its branch lacks goes to "
-                 f"{archive.Attempt(row.race_id, row.key, row.attempt).ref} first and is checked; the branch stays."]
+                 f"{archive.Attempt(row.race_id, row.key, row.attempt).ref} first and is checked; "
+                 "the branch stays."]
         if held is not None and held.ignored:
             lines.append(f"Its {held.ignored} ignored file(s), {human_bytes(held.ignored_bytes)}, are archived too."
                          if include_ignored else
@@ -500,6 +505,7 @@ class WorktreesScreen(Screen):
 
     @work(thread=True, exclusive=True, group="cleanup", exit_on_error=False)
     def _archive(self, root: Path, row: RetainedAttempt, include_ignored: bool) -> None:
+        assert row.path is not None, "_needs(worktree=True) lets only a present worktree through"
         try:
             removal = archive.archive_and_remove(root, row.path, archive.Attempt(row.race_id, row.key, row.attempt),
                                                  include_ignored=include_ignored)
@@ -542,8 +548,8 @@ class WorktreesScreen(Screen):
         steps = cleanup.plan_prune(self.races)
         removing = [s for s in steps if s.action == cleanup.REMOVE]
         if not removing:
-            kept = "; ".join(f"{s.attempt.id}: {s.why}" for s in steps[:3])
-            self._show_error("nothing to prune" + (f" (kept {kept})" if kept else ""))
+            reasons = "; ".join(f"{s.attempt.id}: {s.why}" for s in steps[:3])
+            self._show_error("nothing to prune" + (f" (kept {reasons})" if reasons else ""))
             return
         size = sum(s.attempt.size_bytes or 0 for s in removing)
         kept = [s for s in steps if s.action == cleanup.KEEP]

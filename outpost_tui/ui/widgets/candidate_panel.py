@@ -118,8 +118,9 @@ class CandidatePanel(Vertical, can_focus=True):
         self._version = model.version
         # one row each (CSS height 1): no layout
         lines = self._line_widgets()
+        # the first four lines; the last, the reason, is shown below
         for line, content in zip(lines, (self.state_line(model), self.time_line(model),
-                                         self.tokens_line(model), self.cost_line(model))):
+                                         self.tokens_line(model), self.cost_line(model)), strict=False):
             self._show(line, content)
         reason = lines[-1]
         why = model.reason or model.retrying or ""

@@ -3,7 +3,8 @@
 A test scripts a conversation as a list of Steps; each model request the agent makes takes the
 next one, answered in the wire format of the path it came to (Anthropic Messages SSE for Claude
 Code, OpenAI Responses SSE for Codex, Gemini streamGenerateContent SSE for Gemini CLI, OpenAI chat
-completions, streamed or not, for opencode and aider). Every answered request is recorded in `served`, with the
+completions, streamed or not, for opencode and aider). Every answered request is recorded in
+`served`, with the
 usage the server reported, so a test can check the agent's figures exactly.
 
 Another wire format is one more WIRES entry: a function that writes a Step as that API's response
@@ -12,13 +13,14 @@ Another wire format is one more WIRES entry: a function that writes a Step as th
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,7 @@ class ModelServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
-    def start(self) -> "ModelServer":
+    def start(self) -> ModelServer:
         self._thread.start()
         return self
 
@@ -339,9 +341,7 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(chunk)
                 self.wfile.flush()
 
-            try:
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the agent went away mid-reply
                 wire(server, request, step, write)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the agent went away mid-reply (cancelled)
 
     return Handler

@@ -13,7 +13,7 @@ import sys
 import textwrap
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import anyio
@@ -216,7 +216,7 @@ def test_a_subscription_limit_stops_claude_with_its_exact_reset_time(tmp_path, m
     model_server.steps = [limited] * 3
     env = {**claude_env(model_server, agent_home), "CLAUDE_CODE_OAUTH_TOKEN": "stand-in-token"}
     env.pop("ANTHROPIC_API_KEY")
-    code, result, stderr = run(tmp_path, race_file(tmp_path), env)
+    _code, result, stderr = run(tmp_path, race_file(tmp_path), env)
 
     claude = result["candidates"][0]
     assert result["status"] == "quota" and claude["status"] == "quota", stderr
@@ -231,9 +231,9 @@ def test_an_api_key_rate_limit_takes_its_reset_from_the_retry_after_claude_repor
     project(tmp_path)
     model_server.steps = [Step(status=429, error=RATE_LIMITED, headers={"retry-after": "2"})] * 3
     env = {**claude_env(model_server, agent_home), "CLAUDE_CODE_MAX_RETRIES": "1"}
-    before = datetime.now(timezone.utc).replace(microsecond=0)
-    code, result, stderr = run(tmp_path, race_file(tmp_path), env)
-    after = datetime.now(timezone.utc)
+    before = datetime.now(UTC).replace(microsecond=0)
+    _code, result, stderr = run(tmp_path, race_file(tmp_path), env)
+    after = datetime.now(UTC)
 
     claude = result["candidates"][0]
     assert claude["status"] == "quota", stderr
@@ -248,7 +248,7 @@ def test_an_api_key_rate_limit_without_retries_says_the_reset_time_is_unknown(
     project(tmp_path)
     model_server.steps = [Step(status=429, error=RATE_LIMITED)]
     env = {**claude_env(model_server, agent_home), "CLAUDE_CODE_MAX_RETRIES": "0"}
-    code, result, stderr = run(tmp_path, race_file(tmp_path), env)
+    _code, result, stderr = run(tmp_path, race_file(tmp_path), env)
 
     claude = result["candidates"][0]
     assert claude["status"] == "quota" and claude["quota"]["reset_at"] is None, stderr
@@ -276,7 +276,7 @@ def test_an_output_budget_stops_claude_mid_run_on_its_live_figures(tmp_path, mod
                                tokens=Tokens(input=10, cached=20, cache_write=30, output=150)),
                           Step(text="Still going", tokens=Tokens(input=5, output=900), hold=held)]
     race = race_file(tmp_path, extra="tokens = { output = 100 }")
-    code, result, stderr = run(tmp_path, race, claude_env(model_server, agent_home))
+    _code, result, stderr = run(tmp_path, race, claude_env(model_server, agent_home))
 
     claude = result["candidates"][0]
     assert result["status"] == "budget-exhausted" and claude["status"] == "cancelled", stderr
@@ -290,7 +290,7 @@ def test_an_api_key_spend_cap_stops_claude_until_the_day_it_names(tmp_path, mode
     model_server.steps = [Step(status=400, error={"type": "error", "error": {
         "type": "invalid_request_error", "message": "You have reached your specified API usage limits. "
                                                     "You will regain access on 2027-01-01 at 00:00 UTC."}})] * 10
-    code, result, stderr = run(tmp_path, race_file(tmp_path), claude_env(model_server, agent_home))
+    _code, result, stderr = run(tmp_path, race_file(tmp_path), claude_env(model_server, agent_home))
 
     claude = result["candidates"][0]
     assert claude["status"] == "quota", stderr

@@ -159,7 +159,7 @@ def test_a_usage_limit_stops_codex_never_before_it_resets(tmp_path, model_server
     model_server.steps = [Step(status=429, error={"error": {
         "type": "usage_limit_reached", "message": "The usage limit has been reached", "plan_type": "plus",
         "resets_at": resets, "resets_in_seconds": 3719}})]
-    code, result, stderr = run(tmp_path, race_file(tmp_path), codex_env(model_server.url, agent_home))
+    _code, result, stderr = run(tmp_path, race_file(tmp_path), codex_env(model_server.url, agent_home))
 
     codex = result["candidates"][0]
     assert result["status"] == "quota" and codex["status"] == "quota", stderr
@@ -188,7 +188,7 @@ def test_429s_until_its_retries_run_out_end_codex_as_quota_without_a_reset_time(
         tmp_path, model_server, agent_home):
     project(tmp_path)
     model_server.steps = [Step(status=429, error=RATE_LIMITED)] * 4
-    code, result, stderr = run(tmp_path, race_file(tmp_path), codex_env(model_server.url, agent_home))
+    _code, result, stderr = run(tmp_path, race_file(tmp_path), codex_env(model_server.url, agent_home))
 
     codex = result["candidates"][0]
     assert codex["status"] == "quota", stderr
@@ -245,7 +245,7 @@ def test_an_api_key_out_of_quota_stops_codex_without_a_reset_time(tmp_path, mode
     model_server.steps = [Step(status=429, error={"error": {
         "type": "insufficient_quota", "code": "insufficient_quota",
         "message": "You exceeded your current quota, please check your plan and billing details."}})] * 3
-    code, result, stderr = run(tmp_path, race_file(tmp_path), codex_env(model_server.url, agent_home))
+    _code, result, stderr = run(tmp_path, race_file(tmp_path), codex_env(model_server.url, agent_home))
 
     codex = result["candidates"][0]
     assert codex["status"] == "quota", stderr

@@ -126,7 +126,8 @@ def test_gemini_fixes_commits_under_the_users_identity_and_wins_with_exact_usage
 DAILY_QUOTA = {"error": {"code": 429, "status": "RESOURCE_EXHAUSTED",
                          "message": "You exceeded your current quota, please check your plan and billing details.",
                          "details": [{"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [{
-                             "quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests",
+                             "quotaMetric": "generativelanguage.googleapis.com/"
+                                            "generate_content_free_tier_requests",
                              "quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier",
                              "quotaValue": "250"}]}]}}
 
@@ -136,7 +137,7 @@ def test_gemini_daily_quota_ends_on_the_quota_without_an_invented_reset_time(
     project(tmp_path)
     model_server.steps = [Step(status=429, error=DAILY_QUOTA)]
     race = race_file(tmp_path, "gemini", 'model = "gemini-2.5-pro"')
-    code, result, stderr, _ = run(tmp_path, race, gemini_env(model_server.url, agent_home))
+    _code, result, stderr, _ = run(tmp_path, race, gemini_env(model_server.url, agent_home))
 
     gemini = result["candidates"][0]
     assert gemini["status"] == "quota", stderr
@@ -164,7 +165,7 @@ def test_gemini_overloaded_once_is_a_retry_and_it_goes_on_to_win(tmp_path, model
 def test_gemini_without_a_model_server_is_stopped_with_the_network_reason(tmp_path, agent_home):
     project(tmp_path)
     race = race_file(tmp_path, "gemini", 'model = "gemini-2.5-pro"', extra="unreachable_timeout = 3")
-    code, result, stderr, took = run(tmp_path, race, gemini_env(closed_port_url(), agent_home))
+    _code, result, stderr, took = run(tmp_path, race, gemini_env(closed_port_url(), agent_home))
 
     gemini = result["candidates"][0]
     assert gemini["status"] == "failed", stderr
@@ -214,7 +215,7 @@ def test_opencode_long_rate_limit_wait_is_not_sat_out_it_ends_on_the_quota(
     model_server.steps = [limited] * 3
     race = race_file(tmp_path, "opencode", 'model = "stand-in/gpt-4o"')
     before = datetime.now(timezone.utc)
-    code, result, stderr, took = run(tmp_path, race, opencode_env(model_server.url, agent_home))
+    _code, result, stderr, took = run(tmp_path, race, opencode_env(model_server.url, agent_home))
 
     opencode = result["candidates"][0]
     assert opencode["status"] == "quota", stderr
@@ -264,7 +265,7 @@ def test_aider_fixes_commits_and_wins_with_usage_from_its_analytics_log(tmp_path
 
 def test_aider_without_a_key_never_waits_for_a_browser_sign_in(tmp_path, agent_home):
     project(tmp_path)
-    code, result, stderr, took = run(tmp_path, race_file(tmp_path, "aider"), aider_env(None, agent_home))
+    _code, result, stderr, took = run(tmp_path, race_file(tmp_path, "aider"), aider_env(None, agent_home))
 
     aider = result["candidates"][0]
     assert aider["status"] == "failed", stderr
@@ -276,7 +277,7 @@ def test_aider_without_a_key_never_waits_for_a_browser_sign_in(tmp_path, agent_h
 def test_aider_without_a_model_server_fails_with_the_network_reason_not_no_commits(tmp_path, agent_home):
     project(tmp_path)
     race = race_file(tmp_path, "aider", 'model = "gpt-4o"', extra="unreachable_timeout = 3")
-    code, result, stderr, took = run(tmp_path, race, aider_env(closed_port_url(), agent_home))
+    _code, result, stderr, took = run(tmp_path, race, aider_env(closed_port_url(), agent_home))
 
     aider = result["candidates"][0]
     assert aider["status"] == "failed", stderr
@@ -393,7 +394,7 @@ def test_gemini_cancelled_mid_run_reports_nothing_it_did_not_see_and_says_so(
 def test_opencode_without_a_model_server_is_stopped_with_the_network_reason(tmp_path, agent_home):
     project(tmp_path)
     race = race_file(tmp_path, "opencode", 'model = "stand-in/gpt-4o"', extra="unreachable_timeout = 3")
-    code, result, stderr, took = run(tmp_path, race, opencode_env(closed_port_url(), agent_home))
+    _code, result, stderr, took = run(tmp_path, race, opencode_env(closed_port_url(), agent_home))
 
     opencode = result["candidates"][0]
     assert opencode["status"] == "failed", stderr
@@ -410,7 +411,7 @@ def test_aider_out_of_credit_ends_on_the_quota_at_once(tmp_path, model_server, a
     project(tmp_path)
     model_server.steps = [Step(status=429, error=OUT_OF_CREDIT)] * 30
     race = race_file(tmp_path, "aider", 'model = "gpt-4o"')
-    code, result, stderr, took = run(tmp_path, race, aider_env(model_server.url, agent_home))
+    _code, result, stderr, took = run(tmp_path, race, aider_env(model_server.url, agent_home))
 
     aider = result["candidates"][0]
     assert aider["status"] == "quota", stderr
