@@ -33,8 +33,9 @@ from ..core.events import EventKind
 from .reachability import NETWORK, RATE_LIMITED, SERVER_ERROR
 from ..core.spec import CandidateSpec, Price
 from ..core.usage import Usage
-from .agentcli import CliDecoder, as_dict, count, log, money, parse_json_object
-from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext, as_argument, brief_fits_inline
+from .agentcli import CliDecoder, as_dict, count, log, money
+from .base import (AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext, as_argument, brief_fits_inline,
+                   parse_json_object)
 from .prices import with_estimated_cost
 
 _TOKENS = re.compile(

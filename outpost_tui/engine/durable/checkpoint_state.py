@@ -296,8 +296,8 @@ def _check_result(result: Any, state: dict[str, Any]) -> None:
             _check_record(f"result.{name}[{index}]", record)
 
 
-def latest_attempts(state: dict[str, Any]) -> dict[str, dict]:
-    latest: dict[str, dict] = {}
+def latest_attempts(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    latest: dict[str, dict[str, Any]] = {}
     for attempt in state.get("attempts", []):
         latest[attempt["key"]] = attempt
     return latest

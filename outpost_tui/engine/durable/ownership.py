@@ -100,7 +100,7 @@ class Owner:
         """Raises ValueError naming the first bad field."""
         if not isinstance(data, dict):
             raise ValueError("owner is not an object")
-        types = {"id": str, "pid": int, "host": str, "process_start": (int, float),
+        types: dict[str, type | tuple[type, ...]] = {"id": str, "pid": int, "host": str, "process_start": (int, float),
                  "started_at": (int, float), "heartbeat_at": (int, float)}
         for name, kind in types.items():
             value = data.get(name)

@@ -158,13 +158,13 @@ class DurableRun:
     async def _stop_leftovers(self) -> bool:
         """Stop the registered resources of every attempt whose cleanup is pending; True if any."""
         race, pending = self.race, False
-        own = race._provider
+        own = race.provider
         assert own is not None, "set when the race starts"
         for resource in self._baseline_leftovers:
             try:
                 with anyio.move_on_after(race.spec.cleanup_timeout):
-                    if race.provider.owns(resource):
-                        await race.provider.recover(resource)
+                    if own.owns(resource):
+                        await own.recover(resource)
             except Exception as error:  # best effort, as for the candidates' leftovers
                 self.warnings.append(f"could not stop leftover {resource} of the baseline's "
                                      f"validation: {_one_line(error)}")
@@ -177,7 +177,7 @@ class DurableRun:
                 for resource in attempt.record.resources:
                     # the engine's own host processes (git allocating a worktree) are process
                     # groups whatever the sandbox
-                    provider = next((p for p in (race.provider, HOST_PROCESSES) if p.owns(resource)),
+                    provider = next((p for p in (own, HOST_PROCESSES) if p.owns(resource)),
                                     None)
                     if provider is not None:
                         try:

@@ -7,7 +7,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from .layout import check_worktree_link
 from .runner import _STATUS, _check, _failure, _revision, _run
@@ -23,7 +23,7 @@ class Commit:
     oid: str
     subject: str
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"oid": self.oid, "subject": self.subject}
 
 

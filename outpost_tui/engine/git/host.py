@@ -3,6 +3,10 @@ HEAD and working-tree status to compare with afterwards."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from typing import Any
+
 import hashlib
 import os
 import stat
@@ -12,6 +16,9 @@ from pathlib import Path
 from .layout import OUTPOST_DIR
 from .runner import _STATUS, GitError, _check, _revision, _run
 
+if TYPE_CHECKING:
+    from hashlib import _Hash
+
 
 @dataclass(frozen=True)
 class HostSnapshot:
@@ -20,7 +27,7 @@ class HostSnapshot:
     dirty: bool
     fingerprint: str
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -84,7 +91,7 @@ def host_snapshot(repo_root: Path | str) -> HostSnapshot:
                         fingerprint=digest.hexdigest())
 
 
-def _hash_file(digest, root: Path, path: str) -> None:
+def _hash_file(digest: _Hash, root: Path, path: str) -> None:
     full = root / path
     name = os.fsencode(path)
     try:

@@ -3,6 +3,8 @@ what a commit changed for review."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +28,7 @@ class Integration:
     host_head: str | None = None
     candidate_commit: str | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "status": self.status,
             "conflicts": list(self.conflicts),
@@ -55,7 +57,7 @@ def integration_check(repo_root: Path | str, branch: str, expected_commit: str |
     candidate = _candidate(root, branch)
     if candidate is None:
         return Integration("blocked", reason=f"Candidate branch not found: {branch}", host_head=before.head)
-    blocked = {"host_head": before.head, "candidate_commit": candidate}
+    blocked: dict[str, Any] = {"host_head": before.head, "candidate_commit": candidate}
     if expected_commit is not None and expected_commit != candidate:
         return Integration("blocked", reason="Candidate branch changed since validation", **blocked)
     status, out, err = _run(root, "merge-tree", "--write-tree", "--name-only", "-z", before.head, candidate,

@@ -54,7 +54,7 @@ def tree_files(repo_root: Path | str, commit: str, globs: Sequence[str]) -> list
     return sorted(files)
 
 
-def _glob_pattern(glob: str) -> re.Pattern:
+def _glob_pattern(glob: str) -> re.Pattern[str]:
     out, index = "", 0
     while index < len(glob):
         if glob.startswith("**/", index):

@@ -4,6 +4,10 @@ variables removed, a timeout, and its process group stopped with it."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from typing import Literal, overload
+
 import os
 import re
 import signal
@@ -69,12 +73,17 @@ def _command(directory: str, args: Sequence[str]) -> list[str]:
     return ["git", "--no-pager", "-C", directory, *args]
 
 
+def _pair(setting: str) -> tuple[str, str]:
+    key, _, value = setting.partition("=")
+    return key, value
+
+
 def _settings(directory: str, config: Sequence[str], users_own: bool) -> list[tuple[str, str]]:
     """The settings of one call as (key, value): the program switches, the drivers, the caller's."""
-    pairs = [tuple(setting.split("=", 1)) for setting in config]
+    pairs = [_pair(setting) for setting in config]
     if users_own:
         return pairs
-    fixed = [tuple(setting.split("=", 1)) for setting in PROGRAM_CONFIG]
+    fixed = [_pair(setting) for setting in PROGRAM_CONFIG]
     return [*fixed, *_driver_config(directory), *pairs]
 
 
@@ -88,7 +97,8 @@ def _config_environment(settings: Sequence[tuple[str, str]]) -> dict[str, str]:
     return env
 
 
-_drivers_seen: dict[str, tuple[tuple, tuple[str, ...], tuple[tuple[str, str], ...]]] = {}
+_Stats = tuple[tuple[int, int, int, int] | None, ...]  # what _stat_all saw of each file
+_drivers_seen: dict[str, tuple[_Stats, tuple[str, ...], tuple[tuple[str, str], ...]]] = {}
 
 
 _drivers_guard = threading.Lock()
@@ -115,7 +125,7 @@ def _driver_config(directory: str) -> tuple[tuple[str, str], ...]:
         return cached[2]
     command = _command(directory, ["config", "--null", "--show-scope", "--show-origin", "--get-regexp",
                                    _DRIVERS])
-    fixed = [tuple(setting.split("=", 1)) for setting in PROGRAM_CONFIG]
+    fixed = [_pair(setting) for setting in PROGRAM_CONFIG]
     status, out, _ = _execute(command, timeout=60.0, binary=False, strip=False, settings=fixed)
     settings: list[tuple[str, str]] = []
     watched = list(files)
@@ -174,8 +184,8 @@ def _config_files(directory: str) -> tuple[str, ...]:
     return tuple(files)
 
 
-def _stat_all(paths: Sequence[str]) -> tuple:
-    seen = []
+def _stat_all(paths: Sequence[str]) -> _Stats:
+    seen: list[tuple[int, int, int, int] | None] = []
     for path in paths:
         try:
             info = os.stat(path)
@@ -302,8 +312,13 @@ def _failure(what: str, directory: Path | str, err: str) -> GitError:
     return GitError(f"{what} failed in {directory}: {_first_line(err)}")
 
 
-def _check(what: str, directory: Path | str, *args: str, **options) -> str:
-    status, out, err = _run(directory, *args, **options)
+@overload
+def _check(what: str, directory: Path | str, *args: str, binary: Literal[True], **options: Any) -> bytes: ...
+@overload
+def _check(what: str, directory: Path | str, *args: str, binary: Literal[False] = False,
+           **options: Any) -> str: ...
+def _check(what: str, directory: Path | str, *args: str, binary: bool = False, **options: Any) -> str | bytes:
+    status, out, err = _run(directory, *args, binary=binary, **options)
     if status != 0:
         raise _failure(what, directory, err)
     return out

@@ -11,7 +11,7 @@ import threading
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from ..core.spec import KEY_RULE, valid_key
 from .commits import is_clean
@@ -95,10 +95,10 @@ def worktree_directory(repo_root: Path | str, key: str, branch: str) -> Path:
     return _workspaces(repo_root) / f"{key}-{suffix}"
 
 
-def _registered_worktrees(repo_root: Path | str) -> list[dict]:
+def _registered_worktrees(repo_root: Path | str) -> list[dict[str, Any]]:
     # Callers inside add_worktree already hold the repository's worktree lock.
     out = _check("git worktree list", repo_root, "worktree", "list", "--porcelain")
-    worktrees: list[dict] = []
+    worktrees: list[dict[str, Any]] = []
     for line in str(out).splitlines():
         word, _, value = line.partition(" ")
         if word == "worktree":
@@ -187,6 +187,7 @@ def _add_worktree_again(root: Path, branch: str, target: Path, baseline: str,
     if present():
         _move_aside(root, target)
     exists = _run(root, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}")[0] == 0
+    args: tuple[str, ...]
     if exists:
         args = ("worktree", "add", "--quiet", str(target), branch)
     else:
@@ -249,7 +250,7 @@ def _empty_directory(path: Path) -> bool:
         return False
 
 
-def list_worktrees(repo_root: Path | str) -> list[dict]:
+def list_worktrees(repo_root: Path | str) -> list[dict[str, Any]]:
     """Worktrees under .outpost/workspaces, with what their branch names say about them."""
     workspaces = _workspaces(repo_root)
     listed = []

@@ -110,7 +110,7 @@ def _plumbing(root: Path, *args: str, input: bytes | None = None, index: Path | 
         raise ArchiveError(f"git {args[0]} did not finish within {_GIT_TIMEOUT:g} s in {root}")
     if status != 0:
         raise ArchiveError(f"{check or 'git ' + args[0]} failed in {root}: {_first_line(err)}")
-    return bytes(out)
+    return out if isinstance(out, bytes) else out.encode()  # binary=True: bytes
 
 
 def _object_format(root: Path) -> str:

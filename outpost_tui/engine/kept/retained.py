@@ -232,7 +232,7 @@ def hidden_edits(directory: Path | str) -> list[str]:
     return git.hidden_edits(directory)
 
 
-def diff_stat(root: Path | str, baseline: str, tree: str) -> dict:
+def diff_stat(root: Path | str, baseline: str, tree: str) -> dict[str, Any]:
     out = str(_check("git diff --numstat", root, "diff", "--numstat", "-z", "--no-renames", "--no-ext-diff",
                          "--no-textconv", baseline, tree, "--", strip=False))
     files = insertions = deletions = 0

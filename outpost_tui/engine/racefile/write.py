@@ -34,7 +34,7 @@ def dump_race(spec: RaceSpec, relative_to: Path | None = None) -> str:
 
     chunks = []
     for name in schema.sections():
-        value = spec if name == "race" else getattr(spec, name)
+        value: Any = spec if name == "race" else getattr(spec, name)
         if value is None or (name == "score" and value.command is None):
             continue  # a Python-only score (a callable) has nothing a file can say
         if name == "setup" and not spec.setup.command:

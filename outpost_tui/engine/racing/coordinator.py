@@ -272,8 +272,9 @@ class Race(BaselineValidation):
             except OSError as error:
                 raise RaceError(f"cannot use {directory}: {error.strerror or error}") from None
 
-    def add_attempt(self, candidate, index: int, number: int) -> Attempt:
+    def add_attempt(self, candidate: CandidateSpec, index: int, number: int) -> Attempt:
         """Queue attempt `number` of a candidate (a durable run adds the attempts it resumes)."""
+        assert self.id is not None, "attempts are added once the race has its id"
         branch = git.branch_name(self.id, candidate.key, number)
         record = CandidateRecord(key=candidate.key, attempt=number, agent=candidate.agent)
         attempt = Attempt(candidate=candidate, index=index, number=number, branch=branch, record=record)

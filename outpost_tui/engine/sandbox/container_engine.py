@@ -4,6 +4,10 @@ by their labels, listed and removed."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from types import ModuleType
+
 import io
 import os
 import re
@@ -14,6 +18,10 @@ from typing import Any, Mapping
 
 from .base import SandboxError
 from .engines import ContextError, Endpoint, discover, searched
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+    from docker.models.containers import Container
 
 RESOURCE_PREFIX = "container:"
 
@@ -36,7 +44,7 @@ LABEL_ROLE = "outpost.role"  # "grading" for a grading checkout's container; non
 ENGINE_INFO_TIMEOUT = 60.0  # seconds for the engine's /info and /version when a race connects
 
 
-def _docker():
+def _docker() -> ModuleType:
     import docker  # imported lazily: local races never need it
 
     return docker
@@ -172,10 +180,11 @@ def check_network(client: Any, network: str) -> None:
                        f"(it has: {shown}); a container would start without any network")
 
 
-def _negotiate(client) -> None:
+def _negotiate(client: DockerClient) -> None:
     """Use the highest API version both the engine and the SDK speak."""
     docker = _docker()
-    api = client.api
+    # Any: the SDK's stubs leave out the private members this pins (_get, _version)
+    api: Any = client.api
     response = api._get(api.base_url + "/_ping")
     response.raise_for_status()
 
@@ -236,14 +245,14 @@ def _first_line(error: BaseException) -> str:
     return (text.splitlines()[0] if text else type(error).__name__)[:300]
 
 
-def _remove_quietly(container) -> None:
+def _remove_quietly(container: Container) -> None:
     try:
         container.remove(force=True)
     except Exception:  # already gone, or the engine is: replay finds it by label
         pass
 
 
-def _info(container) -> dict[str, Any]:
+def _info(container: Container) -> dict[str, Any]:
     labels = container.labels or {}
     attrs = container.attrs or {}
     created = attrs.get("Created")
@@ -276,8 +285,10 @@ def list_containers(race_id: str | None = None, endpoint: str | None = None,
     if repository is not None:
         filters.append(f"{LABEL_REPOSITORY}={Path(repository).resolve()}")
     try:
+        # ignore_removed: a container removed while listed (by its race, by another test) is just gone
         return [_info(container)
-                for container in client.containers.list(all=True, filters={"label": filters})]
+                for container in client.containers.list(all=True, filters={"label": filters},
+                                                        ignore_removed=True)]
     finally:
         client.close()
 
@@ -295,7 +306,8 @@ def remove_race_containers(race_id: str, endpoint: str | None = None,
     if repository is not None:
         filters.append(f"{LABEL_REPOSITORY}={Path(repository).resolve()}")
     try:
-        for container in client.containers.list(all=True, filters={"label": filters}):
+        # a container removed meanwhile (by its own race) is already what this wants
+        for container in client.containers.list(all=True, filters={"label": filters}, ignore_removed=True):
             try:
                 container.remove(force=True)
                 removed += 1

@@ -4,6 +4,10 @@ on close."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from collections.abc import Callable
+
 import math
 import os
 import time
@@ -21,6 +25,9 @@ from .base import Completed, EngineGone, LineSink, Sandbox, SandboxError, Stop, 
 from .container_engine import RESOURCE_PREFIX, _docker, _first_line, _tar, _unreachable, describe_endpoint
 from .container_scripts import BACKSTOP_MARGIN, KILL_GRACE, MARKER, STOPPER, STREAM_GRACE, WRAPPER
 from .lines import LineSplitter, Tail
+
+if TYPE_CHECKING:
+    from docker import APIClient
 
 
 @dataclass
@@ -96,8 +103,9 @@ class ContainerSandbox(Sandbox):
         self._unconfirmed: str | None = None
 
     @property
-    def _api(self):
-        return self.container.client.api
+    def _api(self) -> APIClient:
+        api: APIClient = self.container.client.api
+        return api
 
     async def run(
         self,
@@ -149,9 +157,9 @@ class ContainerSandbox(Sandbox):
             if stdin is not None:
                 self.container.put_archive(
                     "/tmp", _tar({os.path.basename(stdin_file): stdin}, *self.provider.inside))
-            return self._api.exec_create(self.container.id, command, stdout=True, stderr=True,
-                                         environment=environment,
-                                         workdir=str(self.directory))["Id"]
+            return str(self._api.exec_create(self.container.id, command, stdout=True, stderr=True,
+                                             environment=environment,
+                                             workdir=str(self.directory))["Id"])
 
         try:
             exec_id = await anyio.to_thread.run_sync(create_exec)
@@ -182,9 +190,9 @@ class ContainerSandbox(Sandbox):
         try:
             async with anyio.create_task_group() as group:
                 group.start_soon(self._pump_thread, pump)
-                with anyio.move_on_after(timeout) as deadline:
+                with anyio.move_on_after(timeout) as waited:
                     await stream.done.wait()
-                if deadline.cancelled_caught:
+                if waited.cancelled_caught:
                     timed_out = True
                     signalled = await self._stop(pid_file, stream, Stop("timeout", grace), on_stop)
                 # a stream still open once the processes are confirmed gone is the engine's
@@ -244,7 +252,7 @@ class ContainerSandbox(Sandbox):
             self._gone = self._gone or self._went_away(error)
             raise self._gone from None
 
-    async def _pump_thread(self, pump) -> None:
+    async def _pump_thread(self, pump: Callable[[], None]) -> None:
         # abandon_on_cancel: a cancelled run must not wait for the stream; it stops the command
         # instead, and the thread ends when the stream does (at the latest when the container goes)
         await anyio.to_thread.run_sync(pump, abandon_on_cancel=True,
