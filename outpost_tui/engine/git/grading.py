@@ -77,7 +77,7 @@ def remove_grading_checkout(repo_root: Path | str, directory: Path | str) -> Non
 def _remove_grading(root: Path, target: Path) -> None:
     # --force twice: validation leaves files behind, and a crashed grading may have left a lock
     with _worktree_lock(root).shared():
-        status, _, err = _run(root, "worktree", "remove", "--force", "--force", str(target))
+        status, _, _err = _run(root, "worktree", "remove", "--force", "--force", str(target))
     if status == 0:
         return  # git removed its record with the checkout: nothing to prune
     with _worktree_lock(root).exclusive():

@@ -4,6 +4,7 @@ variables removed, a timeout, and its process group stopped with it."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from typing import Literal, overload
@@ -246,10 +247,8 @@ def _execute_once(command: list[str], *, timeout: float | None, binary: bool, st
             process.kill()
             process.wait()
         if new_group:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal.SIGKILL)  # whatever it left in the background
-            except (ProcessLookupError, PermissionError):
-                pass
     error_text = err.decode(errors="replace")
     if strip:
         error_text = error_text.removesuffix("\n")

@@ -18,6 +18,7 @@ loop through `anyio.from_thread`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -171,11 +172,11 @@ class ContainerProvider(SandboxProvider):
         name = container_name(context.race_id, context.key, context.attempt, context.role)
         if context.register_resource is not None:
             await context.register_resource(RESOURCE_PREFIX + name)
-        directory = str(Path(context.directory).resolve())
-        git_dir = str(Path(context.git_common_dir).resolve())
+        # resolving reads the filesystem: off the event loop
+        directory, git_dir, repository = await anyio.to_thread.run_sync(lambda: tuple(
+            str(Path(path).resolve()) for path in (context.directory, context.git_common_dir, context.repository)))
         labels = {LABEL_RACE: context.race_id, LABEL_KEY: context.key,
-                  LABEL_ATTEMPT: str(context.attempt),
-                  LABEL_REPOSITORY: str(Path(context.repository).resolve())}
+                  LABEL_ATTEMPT: str(context.attempt), LABEL_REPOSITORY: repository}
         if context.role:
             labels[LABEL_ROLE] = context.role
         # git's location variables would aim the agent's git elsewhere (the same rule as locally)
@@ -232,11 +233,10 @@ class ContainerProvider(SandboxProvider):
             timings["start"] = time.monotonic() - started
             if identity:
                 gitconfig = "[user]\n" + "".join(f"\t{k} = {v}\n" for k, v in identity.items())
-                try:
+                # an image without a writable /tmp: commits then need the repo's identity
+                with contextlib.suppress(docker.errors.APIError):
                     container.put_archive("/tmp", _tar({".gitconfig": gitconfig.encode()},
                                                        *self.inside))
-                except docker.errors.APIError:
-                    pass  # an image without a writable /tmp: commits then need the repo's identity
             return container
 
         # (a cancellation cannot land inside: waiting for a worker thread is shielded, and the

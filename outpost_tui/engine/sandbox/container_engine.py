@@ -4,6 +4,7 @@ by their labels, listed and removed."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 from types import ModuleType
@@ -246,10 +247,8 @@ def _first_line(error: BaseException) -> str:
 
 
 def _remove_quietly(container: Container) -> None:
-    try:
+    with contextlib.suppress(Exception):  # already gone, or the engine is: replay finds it by label
         container.remove(force=True)
-    except Exception:  # already gone, or the engine is: replay finds it by label
-        pass
 
 
 def _info(container: Container) -> dict[str, Any]:

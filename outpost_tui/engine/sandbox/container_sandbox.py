@@ -4,6 +4,7 @@ on close."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 from collections.abc import Callable
@@ -180,10 +181,8 @@ class ContainerSandbox(Sandbox):
                         anyio.from_thread.run_sync(stream.feed, "stderr", err)
             except BaseException as error:  # delivered to the event loop below
                 failure = error
-            try:
+            with contextlib.suppress(RuntimeError):  # the event loop is gone: nobody is waiting any more
                 anyio.from_thread.run_sync(stream.finish, failure)
-            except RuntimeError:
-                pass  # the event loop is gone: nobody is waiting any more
 
         signalled: str | None = None
         timed_out = False
@@ -319,10 +318,8 @@ class ContainerSandbox(Sandbox):
 
         def remove() -> None:
             started = time.monotonic()
-            try:
+            with contextlib.suppress(docker.errors.NotFound):
                 self.container.remove(force=True)
-            except docker.errors.NotFound:
-                pass
             self.timings["remove"] = time.monotonic() - started
 
         with anyio.CancelScope(shield=True):
