@@ -348,8 +348,9 @@ def _prune(root, args) -> int:
                               "would_free_bytes": sum(s.attempt.size_bytes or 0 for s in removing)}, indent=2))
         else:
             for step in steps:
-                print(f"{'would remove' if step.action == cleanup.REMOVE else 'keep'} {step.attempt.id}: {step.why}"
-                      + (f" ({human_bytes(step.attempt.size_bytes)})" if step.action == cleanup.REMOVE else ""))
+                removing_it = step.action == cleanup.REMOVE
+                print(f"{'would remove' if removing_it else 'keep'} {step.attempt.id}: {step.why}"
+                      + (f" ({human_bytes(step.attempt.size_bytes)})" if removing_it else ""))
             if not steps:
                 print(f"nothing to prune in {root}")
         return 0

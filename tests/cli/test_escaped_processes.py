@@ -145,7 +145,8 @@ def test_losers_daemons_end_with_their_attempts(repo, tmp_path, mechanism):
     candidates = (agent(tmp_path, "b", "--hang") + agent(tmp_path, "c")
                   # a wins only once b's daemon is running
                   + agent(tmp_path, "a", "--ready", str(tmp_path / "a-ready")).replace(
-                      'command = [', f'command = ["sh", "-c", "while [ ! -e {ready} ] || [ ! -e {tmp_path}/c.pids ]; do sleep 0.02; done; exec \\"$0\\" \\"$@\\"", ', 1))
+                      'command = [', f'command = ["sh", "-c", "while [ ! -e {ready} ] || '
+                      f'[ ! -e {tmp_path}/c.pids ]; do sleep 0.02; done; exec \\"$0\\" \\"$@\\"", ', 1))
     candidates = candidates.replace(f'"{tmp_path / "b.pids"}", "--hang"',
                                     f'"{tmp_path / "b.pids"}", "--hang", "--ready", "{ready}"')
     race = write_race(tmp_path / "race.toml", repo, candidates, extra="concurrency = 4",
@@ -172,7 +173,8 @@ def test_a_validation_commands_daemon_ends(repo, tmp_path, mechanism):
     script = tmp_path / "daemon_agent.py"
     script.write_text(DAEMON_AGENT)
     race = write_race(tmp_path / "race.toml", repo, agent(tmp_path, "a"),
-                      sections=f'[validate]\ncommand = {json.dumps([sys.executable, str(script), str(tmp_path / "v.pids"), "--validating"])}\n')
+                      sections="[validate]\ncommand = " + json.dumps(
+                          [sys.executable, str(script), str(tmp_path / "v.pids"), "--validating"]) + "\n")
     done = run_cli("run", race, "--json", env=mechanism_env(mechanism))
     assert done.returncode == 0, done.stderr
     # the agent's daemon, and the validation's on a's commit; the baseline's validation runs beside

@@ -105,7 +105,8 @@ def test_setup_is_reported_headless_and_its_failure_ends_the_candidate(repo, tmp
     git(repo, "commit", "-qm", "ignore .env")
     (repo / ".env").write_text("TOKEN=1\n")
     # select best: every candidate runs to its end, none is cancelled by another's win
-    sections = ('[score]\ncommand = ["echo", "1"]\n[setup]\ncommand = ["sh", "-c", "test \\"$OUTPOST_CANDIDATE\\" = a || '
+    sections = ('[score]\ncommand = ["echo", "1"]\n[setup]\n'
+                'command = ["sh", "-c", "test \\"$OUTPOST_CANDIDATE\\" = a || '
                 '{ echo no libfoo >&2; exit 5; }"]\ncopy = [".env"]\nports = 1\n')
     race = write_race(tmp_path / "race.toml", repo,
                       fake_candidate("a", "--write", "a.txt", "--commit")
