@@ -68,7 +68,7 @@ def run_checks(spec: RaceSpec | None = None, *, env: Mapping[str, str] | None = 
         checks.extend(command_checks(spec, env, contained=contained))
     checks.extend(git_checks(env, required=spec is not None))
     checks.extend(container_checks(spec, required=contained,
-                                   programs=image_programs(spec) if contained else {}))
+                                   programs=image_programs(spec) if contained and spec is not None else {}))
     repository = spec.repository if spec else (repository or _git_toplevel(Path.cwd()))
     # reported, not required: the engine commits a candidate's edits under its own name when
     # there is no identity, but agents that commit themselves fail

@@ -11,13 +11,16 @@ from __future__ import annotations
 from typing import Protocol
 
 from ..core.result import RaceResult
+from ..errors import OutpostError
 
 
 class Checkpointing(Protocol):
     # one line each, for the caller to show (best-effort cleanup of an interrupted run)
     warnings: list[str]
-    # why a checkpoint could not be written (it carries its exit code); None while all is well
-    failure: Exception | None
+
+    @property
+    def failure(self) -> OutpostError | None:
+        """Why a checkpoint could not be written (it carries its exit code); None while all is well."""
 
     async def open(self) -> RaceResult | None:
         """Claim the run and add the race's attempts; the saved result when it had finished."""

@@ -32,7 +32,7 @@ from ..kept.revalidation import recorded_validation
 from ..sandbox import EngineGone, SandboxError
 from ..sandbox.providers import provider_for
 from ..sandbox.local import LocalProvider
-from ..core.spec import KEY_RULE, valid_key
+from ..core.spec import KEY_RULE, CandidateSpec, valid_key
 from ..core.statuses import CandidateStatus, Phase
 from ..core.events import EventBus
 from ..core.spec import RaceSpec
