@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import argparse
 import importlib
 import os
@@ -99,10 +100,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _say(text: str, prefix: str = "outpost-tui") -> None:
-    try:
+    with contextlib.suppress(OSError):  # stderr is gone too: the exit code says it
         print(f"{prefix}: {text}", file=sys.stderr, flush=True)
-    except OSError:
-        pass  # stderr is gone too: the exit code says it
 
 
 def _one_line(error: BaseException) -> str:

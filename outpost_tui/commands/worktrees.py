@@ -291,7 +291,7 @@ def _remove_containers(root, args) -> int:
         for race in races:
             removed += remove_race_containers(race, args.endpoint, repository=root)
     except SandboxError as error:
-        raise OutpostError(f"removed {removed} container(s), then: {error}", exit_code=REFUSED)
+        raise OutpostError(f"removed {removed} container(s), then: {error}", exit_code=REFUSED) from None
     if args.json:
         print(json.dumps({"dry_run": False, **plan, "removed": removed}, indent=2))
     else:
