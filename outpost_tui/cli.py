@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import argparse
+import contextlib
 import importlib
 import os
 import shlex
@@ -51,8 +51,12 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="outpost-tui", description=DESCRIPTION, epilog=EPILOG,
-                    formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(
+        prog="outpost-tui",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"outpost-tui {__version__}")
     # What errors are prefixed with; a command may name itself (`outpost-tui sample: ...`).
     parser.set_defaults(error_prefix="outpost-tui")
@@ -120,8 +124,10 @@ def _report_bug(error: Exception) -> int:
     try:
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "a", encoding="utf-8") as out:
-            out.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S %z')} outpost-tui {__version__}: "
-                      f"{shlex.join(sys.argv)}\n")
+            out.write(
+                f"--- {time.strftime('%Y-%m-%d %H:%M:%S %z')} outpost-tui {__version__}: "
+                f"{shlex.join(sys.argv)}\n"
+            )
             traceback.print_exception(error, file=out)
         where = f"the traceback is in {log}"
     except OSError as problem:

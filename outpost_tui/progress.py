@@ -41,8 +41,10 @@ def _tokens(n: int) -> str:
 
 def usage_line(model: RaceModel) -> str:
     u = model.usage
-    parts = [f"usage: {_tokens(u.input)} in, {_tokens(u.cached)} cached, "
-             f"{_tokens(u.cache_write)} cache-write, {_tokens(u.output)} out, {u.cost_text()}"]
+    parts = [
+        f"usage: {_tokens(u.input)} in, {_tokens(u.cached)} cached, "
+        f"{_tokens(u.cache_write)} cache-write, {_tokens(u.output)} out, {u.cost_text()}"
+    ]
     running = [c for c in model.candidates.values() if c.state in ("starting", "running", "validating")]
     if running:
         parts.append(" · ".join(f"{c.key} {_tokens(c.usage.tokens)}" for c in running))
@@ -69,31 +71,44 @@ class ProgressPrinter:
 
         match event:
             case RaceStarted():
-                say(f"race {event.id} ({event.mode}, select {event.select}) from "
-                    f"{str(event.baseline)[:12]}: {', '.join(event.candidates)}")
+                say(
+                    f"race {event.id} ({event.mode}, select {event.select}) from "
+                    f"{str(event.baseline)[:12]}: {', '.join(event.candidates)}"
+                )
                 if event.host_dirty:
-                    say("note: your checkout has uncommitted changes; candidates start from the "
-                        "baseline commit without them")
+                    say(
+                        "note: your checkout has uncommitted changes; candidates start from the "
+                        "baseline commit without them"
+                    )
             case Admitted():
                 say(f"{who} admitted ({event.agent}) on {event.branch}")
             case SetupFinished():
                 took = f" in {event.duration:.1f}s" if event.duration is not None else ""
                 cache = f", cache {event.cache}" if event.cache != "off" else ""
                 copied = f", copied {len(event.copied)} file(s)" if event.copied else ""
-                say(f"{who} setup {event.status}{took}{cache}{copied}"
-                    + (f": {event.reason}" if event.reason else ""))
+                say(
+                    f"{who} setup {event.status}{took}{cache}{copied}"
+                    + (f": {event.reason}" if event.reason else "")
+                )
             case AgentStarted():
-                say(f"{who} agent running: {event.program}"
-                    + (f" (timeout {event.timeout:g}s)" if event.timeout else ""))
+                say(
+                    f"{who} agent running: {event.program}"
+                    + (f" (timeout {event.timeout:g}s)" if event.timeout else "")
+                )
             case AgentExited():
                 reason = f": {event.reason}" if event.reason else ""
-                how = ("agent stopped" if event.exit_code is None
-                       else f"agent exited with code {event.exit_code}")
+                how = (
+                    "agent stopped"
+                    if event.exit_code is None
+                    else f"agent exited with code {event.exit_code}"
+                )
                 say(f"{who} {how} after {event.duration:.1f}s{reason}")
             case CommittedOnBehalf():
                 subject = str(event.message or "").split("\n", 1)[0]
-                say(f"{who} committed on its behalf ({event.agent or 'the agent'} could not "
-                    f"commit in its sandbox): {str(event.commit)[:12]} {subject}")
+                say(
+                    f"{who} committed on its behalf ({event.agent or 'the agent'} could not "
+                    f"commit in its sandbox): {str(event.commit)[:12]} {subject}"
+                )
             case Quota():
                 say(f"{who} quota: {event.message} (resets {event.reset_at or 'unknown'})")
             case Retry():
@@ -102,8 +117,10 @@ class ProgressPrinter:
                 say(f"{who} validating ({event.commits} commit(s))")
             case ValidationFinished():
                 counts = describe_tests((event.verdict or {}).get("tests"))
-                say(f"{who} {event.reason or 'validation ' + event.status}"
-                    + (f" [{counts}]" if counts else ""))
+                say(
+                    f"{who} {event.reason or 'validation ' + event.status}"
+                    + (f" [{counts}]" if counts else "")
+                )
             case BaselineValidated():
                 say(baseline_line(event.payload()))
             case Scored():
@@ -125,8 +142,10 @@ class ProgressPrinter:
             case RaceFinished():
                 if event.saved:
                     result = event.result
-                    say(f"run {result.get('run_id')} had already finished: its saved result "
-                        f"(race {result.get('id')}), nothing ran")
+                    say(
+                        f"run {result.get('run_id')} had already finished: its saved result "
+                        f"(race {result.get('id')}), nothing ran"
+                    )
                 for line in finish_lines(event.result):
                     say(line)
             case Tool() if self.verbose:
@@ -151,23 +170,29 @@ def finish_lines(result: dict) -> list[str]:
     each candidate did not win."""
     lines = [finish_line(result)]
     for change in result.get("tampering") or []:
-        who = (f"{change['candidate']}#{change['attempt']}" if change.get("candidate")
-               else "during the race")
+        who = f"{change['candidate']}#{change['attempt']}" if change.get("candidate") else "during the race"
         lines.append(f"your repository was changed ({who}): {change['description']}")
     winner = result.get("winner")
     for candidate in result.get("candidates", []):
         counts = describe_tests((candidate.get("verdict") or {}).get("tests"))
         reason = "" if candidate["status"] == "winner" else _short(candidate_reason(candidate))
-        lines.append(f"  {candidate['key']}#{candidate['attempt']} {candidate['status']}"
-                     + (f" [{counts}]" if counts else "") + (f": {reason}" if reason else ""))
+        lines.append(
+            f"  {candidate['key']}#{candidate['attempt']} {candidate['status']}"
+            + (f" [{counts}]" if counts else "")
+            + (f": {reason}" if reason else "")
+        )
     if winner and winner.get("branch"):
-        record: dict[str, Any] = next((c for c in result.get("candidates", []) if c["key"] == winner["key"]), {})
+        record: dict[str, Any] = next(
+            (c for c in result.get("candidates", []) if c["key"] == winner["key"]), {}
+        )
         for flag in record.get("review") or []:
             lines.append(f"review before merging: {flag}")
         repository = result.get("repository") or "."
         # the commit that was graded, not the branch, which may have moved since
-        lines.append(f"merge it with: git -C {shlex.quote(str(repository))} merge "
-                     f"{shlex.quote(winner.get('commit') or winner['branch'])}")
+        lines.append(
+            f"merge it with: git -C {shlex.quote(str(repository))} merge "
+            f"{shlex.quote(winner.get('commit') or winner['branch'])}"
+        )
     return lines
 
 
@@ -233,4 +258,4 @@ def candidate_reason(candidate: dict) -> str:
 
 def _short(text: str) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= REASON_WIDTH else text[:REASON_WIDTH - 1] + "…"
+    return text if len(text) <= REASON_WIDTH else text[: REASON_WIDTH - 1] + "…"

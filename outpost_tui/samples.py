@@ -39,8 +39,10 @@ class Sample:
 def samples_root() -> Path:
     # A checkout (or an editable install) has them beside the package; a wheel installs them
     # under <prefix>/share/outpost-tui/.
-    candidates = [Path(__file__).resolve().parent.parent / "sample-races",
-                  Path(sys.prefix) / "share" / "outpost-tui" / "sample-races"]
+    candidates = [
+        Path(__file__).resolve().parent.parent / "sample-races",
+        Path(sys.prefix) / "share" / "outpost-tui" / "sample-races",
+    ]
     for root in candidates:
         if root.is_dir():
             return root
@@ -64,8 +66,11 @@ def _describe(directory: Path) -> Sample:
 
 def samples() -> list[Sample]:
     root = samples_root()
-    return [_describe(entry) for entry in sorted(root.iterdir())
-            if entry.name != PROJECTS and (entry / RACE_FILE).is_file()]
+    return [
+        _describe(entry)
+        for entry in sorted(root.iterdir())
+        if entry.name != PROJECTS and (entry / RACE_FILE).is_file()
+    ]
 
 
 def list_samples() -> list[str]:
@@ -86,8 +91,9 @@ def materialise(name: str, target_dir: str | os.PathLike[str]) -> Path:
     sample = find_sample(name)
     project = samples_root() / PROJECTS / sample.project
     if not project.is_dir():
-        raise SampleError(f"sample {name!r} needs project {sample.project!r}, "
-                          f"which is missing from {project.parent}")
+        raise SampleError(
+            f"sample {name!r} needs project {sample.project!r}, which is missing from {project.parent}"
+        )
     target = Path(target_dir).expanduser().absolute()
     created = not target.exists()
     try:

@@ -44,7 +44,7 @@ def make_wheel(directory: Path, name: str, version: str, source: str) -> Path:
         f"{module}/__init__.py": source,
         f"{dist_info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
         f"{dist_info}/WHEEL": "Wheel-Version: 1.0\nGenerator: outpost-tests\nRoot-Is-Purelib: true\n"
-                              "Tag: py3-none-any\n",
+        "Tag: py3-none-any\n",
     }
     record = []
     for path, text in files.items():
@@ -64,8 +64,7 @@ def make_wheel(directory: Path, name: str, version: str, source: str) -> Path:
 def python_project(path: Path, *, version: str = "1.0", value: int = 42) -> Path:
     """A git repository whose tests need a venv with demo-lib, and a .env the user keeps untracked."""
     repo = make_repo(path)
-    make_wheel(repo / "wheels", "demo-lib", version,
-               f"VALUE = {value}\nVERSION = {version!r}\n")
+    make_wheel(repo / "wheels", "demo-lib", version, f"VALUE = {value}\nVERSION = {version!r}\n")
     (repo / "requirements.txt").write_text(f"demo-lib=={version}\n")
     (repo / "expected.txt").write_text(f"{value}\n")
     (repo / "setup.sh").write_text(SETUP_SCRIPT)

@@ -15,10 +15,15 @@ def kept_race(repo: Path) -> dict:
     (repo / ".gitignore").write_text("*.log\n")
     git(repo, "add", ".gitignore")
     git(repo, "commit", "-qm", "ignore logs")
-    result = race(repository=repo, mode="fallback", candidates=[
-        cmd("lose", "--write", "a.txt", "--content", "bad", "--commit", "--dirty"),
-        cmd("win", "--write", "a.txt", "--content", "good", "--commit", "--dirty"),
-    ], validate=["sh", "-c", "grep -q good a.txt"])
+    result = race(
+        repository=repo,
+        mode="fallback",
+        candidates=[
+            cmd("lose", "--write", "a.txt", "--content", "bad", "--commit", "--dirty"),
+            cmd("win", "--write", "a.txt", "--content", "good", "--commit", "--dirty"),
+        ],
+        validate=["sh", "-c", "grep -q good a.txt"],
+    )
     paths = {c.key: c.retained_directory for c in result.candidates}
     assert all(paths.values()), result.to_json()
     return {"race_id": result.id, **paths, "result": result}

@@ -27,7 +27,11 @@ while True:
     time.sleep(1)
 """
 
-AGENT = "STRAY = " + repr(STRAY) + "\n" + """\
+AGENT = (
+    "STRAY = "
+    + repr(STRAY)
+    + "\n"
+    + """\
 import json, os, signal, subprocess, sys, time
 
 def report(**figures):
@@ -51,6 +55,7 @@ print(json.dumps({"kind": "text", "text": "ready"}), flush=True)
 while True:
     time.sleep(1)
 """
+)
 
 FIX = """\
 import os, subprocess, time
@@ -83,8 +88,15 @@ def calc_repo(tmp_path: Path) -> Path:
     return repo
 
 
-def race(repo: Path, mode: str, sandbox: SandboxSpec | None = None, *, python: str = "python3",
-         timeout: float = 120, env: dict[str, str] | None = None):
+def race(
+    repo: Path,
+    mode: str,
+    sandbox: SandboxSpec | None = None,
+    *,
+    python: str = "python3",
+    timeout: float = 120,
+    env: dict[str, str] | None = None,
+):
     """Runs the stubborn agent (cancelled by the fixer's win, or timed out when `timeout` is short
     and there is no fixer); returns (result, warnings about it)."""
     directories: dict[str, str] = {}
@@ -93,20 +105,35 @@ def race(repo: Path, mode: str, sandbox: SandboxSpec | None = None, *, python: s
     def on_event(event) -> None:
         if event.kind is EventKind.WORKTREE_READY:
             directories[event.key] = event.directory
-        if event.kind is EventKind.TEXT and event.key == "stubborn" and event.text == "ready" \
-                and "fixer" in directories:
+        if (
+            event.kind is EventKind.TEXT
+            and event.key == "stubborn"
+            and event.text == "ready"
+            and "fixer" in directories
+        ):
             Path(directories["fixer"], "gate").touch()
         if event.kind is EventKind.WARNING and event.key == "stubborn":
             warnings.append(event.message)
 
-    candidates = [CandidateSpec("stubborn", "command", "fix add", command=(python, "agents/stubborn.py"),
-                                env={"STUBBORN": mode, **(env or {})})]
+    candidates = [
+        CandidateSpec(
+            "stubborn",
+            "command",
+            "fix add",
+            command=(python, "agents/stubborn.py"),
+            env={"STUBBORN": mode, **(env or {})},
+        )
+    ]
     if timeout >= 60:
         candidates.append(CandidateSpec("fixer", "command", "fix add", command=(python, "agents/fix.py")))
     options = {"sandbox": sandbox} if sandbox is not None else {}
-    spec = build_spec(repository=repo, candidates=candidates,
-                      validate=ValidateSpec(command=(python, "-B", "-m", "unittest", "-q"), timeout=120),
-                      budget=BudgetSpec(candidate_timeout=timeout), **options)
+    spec = build_spec(
+        repository=repo,
+        candidates=candidates,
+        validate=ValidateSpec(command=(python, "-B", "-m", "unittest", "-q"), timeout=120),
+        budget=BudgetSpec(candidate_timeout=timeout),
+        **options,
+    )
     return run_race(spec, on_event=on_event).to_json(), warnings
 
 

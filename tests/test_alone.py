@@ -9,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-INNER = '''
+INNER = """
 import os, time
 import pytest
 
@@ -33,7 +33,7 @@ def test_alone():
 @pytest.mark.parametrize("n", range(4))
 def test_after(n):
     work(f"after{n}")
-'''
+"""
 
 
 def test_an_alone_test_overlaps_no_other_test_on_two_workers(tmp_path):
@@ -43,12 +43,32 @@ def test_an_alone_test_overlaps_no_other_test_on_two_workers(tmp_path):
     (suite / "conftest.py").write_text(
         "from tests.conftest import pytest_runtest_protocol  # noqa: F401\n\n"
         "def pytest_configure(config):\n"
-        "    config.addinivalue_line('markers', 'alone: runs alone')\n")
+        "    config.addinivalue_line('markers', 'alone: runs alone')\n"
+    )
     log = tmp_path / "log"
     env = {**os.environ, "ALONE_LOG": str(log), "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
-                           "--dist", "load", "--basetemp", str(tmp_path / "temp"), str(suite)],
-                          cwd=suite, env=env, capture_output=True, text=True, timeout=240)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-n",
+            "2",
+            "--dist",
+            "load",
+            "--basetemp",
+            str(tmp_path / "temp"),
+            str(suite),
+        ],
+        cwd=suite,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     times: dict[str, dict[str, float]] = {}
     for line in log.read_text().splitlines():
@@ -56,8 +76,9 @@ def test_an_alone_test_overlaps_no_other_test_on_two_workers(tmp_path):
         times.setdefault(name, {})[what] = float(at)
     assert len(times) == 9 and all(len(span) == 2 for span in times.values()), times
     alone = times.pop("alone")
-    overlapping = [name for name, span in times.items()
-                   if span["start"] < alone["end"] and alone["start"] < span["end"]]
+    overlapping = [
+        name for name, span in times.items() if span["start"] < alone["end"] and alone["start"] < span["end"]
+    ]
     assert overlapping == [], (alone, times)
     # the ordinary tests did run side by side: two workers, not one after another
     spans = sorted(times.values(), key=lambda span: span["start"])

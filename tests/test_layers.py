@@ -68,13 +68,21 @@ def circles(package: str = "outpost_tui") -> list[list[str]]:
 
 
 def lint_imports(directory: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(LINT_IMPORTS), "--no-cache"], cwd=directory, capture_output=True, text=True,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(directory)}, timeout=300)
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache"],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(directory)},
+        timeout=300,
+    )
 
 
 def largest_modules(count: int = 5) -> list[tuple[int, str]]:
-    sizes = [(len(path.read_text().splitlines()), str(path.relative_to(ROOT)))
-             for path in (ROOT / "outpost_tui").rglob("*.py")]
+    sizes = [
+        (len(path.read_text().splitlines()), str(path.relative_to(ROOT)))
+        for path in (ROOT / "outpost_tui").rglob("*.py")
+    ]
     return sorted(sizes, reverse=True)[:count]
 
 
@@ -103,8 +111,9 @@ def test_the_import_contracts_hold():
 
 def test_an_arrow_back_up_breaks_the_layers_contract(tmp_path):
     # The contracts are not vacuous: git importing the coordinator's package is refused.
-    shutil.copytree(ROOT / "outpost_tui", tmp_path / "outpost_tui",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        ROOT / "outpost_tui", tmp_path / "outpost_tui", ignore=shutil.ignore_patterns("__pycache__")
+    )
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     git = tmp_path / "outpost_tui" / "engine" / "git" / "__init__.py"
     git.write_text(git.read_text() + "\nfrom ..racing import attempt as _upward  # noqa\n")

@@ -36,11 +36,14 @@ def mark(check: Check) -> str:
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "doctor", help="check agent CLIs, logins, git, container engine and storage",
+        "doctor",
+        help="check agent CLIs, logins, git, container engine and storage",
         description="Check which agent programs are installed (and their versions), whether each\n"
-                    "looks logged in, git and its merge-tree support, the container engine and the\n"
-                    "storage directory. With a race file, exit non-zero when it needs something missing.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        "looks logged in, git and its merge-tree support, the container engine and the\n"
+        "storage directory. With a race file, exit non-zero when it needs something missing.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("race", metavar="RACE.toml", nargs="?", help="the race whose needs to check")
     parser.add_argument("--json", action="store_true", help="print the checks as JSON on stdout")
     parser.set_defaults(handler=handle)
@@ -63,9 +66,17 @@ def handle(args: argparse.Namespace) -> int:
     checks = run_checks(spec)
     lacking = missing(checks)
     if args.json:
-        print(json.dumps({"ok": not lacking, "race": args.race,
-                          "checks": [check.to_json() for check in checks],
-                          "missing": [check.name for check in lacking]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "ok": not lacking,
+                    "race": args.race,
+                    "checks": [check.to_json() for check in checks],
+                    "missing": [check.name for check in lacking],
+                },
+                indent=2,
+            )
+        )
     else:
         print(render(checks, args.race))
     return exitcodes.MISSING_REQUIREMENT if lacking else 0
@@ -83,9 +94,11 @@ def sample_advice(race: str) -> str | None:
         return None
     for sample in known:
         if resolved == (sample.directory / RACE_FILE).resolve():
-            return (f"{race} is the {sample.name!r} sample, which runs on a project written beside it: "
-                    f"write it with `outpost-tui sample {sample.name} DIR`, "
-                    f"then `outpost-tui doctor DIR/{RACE_FILE}`")
+            return (
+                f"{race} is the {sample.name!r} sample, which runs on a project written beside it: "
+                f"write it with `outpost-tui sample {sample.name} DIR`, "
+                f"then `outpost-tui doctor DIR/{RACE_FILE}`"
+            )
     return None
 
 

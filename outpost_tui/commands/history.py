@@ -6,7 +6,6 @@ import argparse
 import json
 import time
 
-
 EPILOG = """\
 examples:
   outpost-tui history                   races recorded in the repository here
@@ -22,12 +21,21 @@ exit codes: 0 listed, 2 not a git repository (or its runs directory cannot be li
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("history", help="list recorded races", epilog=EPILOG,
-                                   description="List the races recorded under <repo>/.outpost/runs, "
-                                               "newest first: id, start time, status, winner, candidates.",
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("repository", nargs="?", default=".", metavar="REPO",
-                        help="the repository (default: the current directory)")
+    parser = subparsers.add_parser(
+        "history",
+        help="list recorded races",
+        epilog=EPILOG,
+        description="List the races recorded under <repo>/.outpost/runs, "
+        "newest first: id, start time, status, winner, candidates.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "repository",
+        nargs="?",
+        default=".",
+        metavar="REPO",
+        help="the repository (default: the current directory)",
+    )
     parser.add_argument("--json", action="store_true", help="print the races as JSON")
     parser.set_defaults(handler=_handle)
 
@@ -39,8 +47,10 @@ def when(at: float | None) -> str:
 def race_line(race) -> str:
     """One recorded race on one line: id, start, status, winner ("-": none), candidates (and what
     is wrong with it, when it cannot be read)."""
-    line = (f"{race.id}  {when(race.started_at)}  {race.status:16} {race.winner or '-':16} "
-            f"{', '.join(race.candidates) or '-'}")
+    line = (
+        f"{race.id}  {when(race.started_at)}  {race.status:16} {race.winner or '-':16} "
+        f"{', '.join(race.candidates) or '-'}"
+    )
     if race.problem:
         line += f"  ({race.problem})"
     return line

@@ -28,27 +28,38 @@ exit codes: 0 built, 1 the build failed, 2 bad arguments (tag, archive or Docker
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "image", help="build a local container image for sandboxed races",
-        description="Container images for [sandbox] provider = \"docker\" or \"podman\".",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    actions = parser.add_subparsers(title="actions", metavar="ACTION",
-                                    parser_class=type(parser))
+        "image",
+        help="build a local container image for sandboxed races",
+        description='Container images for [sandbox] provider = "docker" or "podman".',
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = parser.add_subparsers(title="actions", metavar="ACTION", parser_class=type(parser))
     build = actions.add_parser(
-        "build", help="build an image without any registry",
+        "build",
+        help="build an image without any registry",
         description="Build an image for the sandbox without any registry: by default from this "
-                    "machine's python3 and git (enough for the sample races), or from a root "
-                    "filesystem archive, or from a Dockerfile with a local context.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        "machine's python3 and git (enough for the sample races), or from a root "
+        "filesystem archive, or from a Dockerfile with a local context.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     from ..engine.core.spec import DEFAULT_IMAGE
 
     build.add_argument("--tag", default=DEFAULT_IMAGE, help=f"image name (default {DEFAULT_IMAGE})")
     source = build.add_mutually_exclusive_group()
-    source.add_argument("--from-rootfs", metavar="TAR", type=Path,
-                        help="import this root filesystem archive (tar, optionally compressed)")
-    source.add_argument("--dockerfile", metavar="DIR", type=Path,
-                        help="build DIR/Dockerfile with DIR as the build context")
-    build.add_argument("--endpoint", metavar="URL",
-                       help="Docker API endpoint (unix://, tcp://, ssh://); default DOCKER_HOST")
+    source.add_argument(
+        "--from-rootfs",
+        metavar="TAR",
+        type=Path,
+        help="import this root filesystem archive (tar, optionally compressed)",
+    )
+    source.add_argument(
+        "--dockerfile", metavar="DIR", type=Path, help="build DIR/Dockerfile with DIR as the build context"
+    )
+    build.add_argument(
+        "--endpoint", metavar="URL", help="Docker API endpoint (unix://, tcp://, ssh://); default DOCKER_HOST"
+    )
     build.set_defaults(handler=build_image, error_prefix="outpost-tui: image build")
 
     def no_action(args: argparse.Namespace) -> int:
@@ -67,9 +78,14 @@ def build_image(args: argparse.Namespace) -> int:
     from docker.errors import DockerException
 
     from ..engine.errors import OutpostError
-    from ..engine.sandbox.images import (ImageError, build_dockerfile, build_sample_image, import_rootfs,
-                                 parse_tag)
     from ..engine.sandbox.container_engine import connect
+    from ..engine.sandbox.images import (
+        ImageError,
+        build_dockerfile,
+        build_sample_image,
+        import_rootfs,
+        parse_tag,
+    )
 
     parse_tag(args.tag)
     if args.from_rootfs is not None and not args.from_rootfs.is_file():
@@ -83,12 +99,10 @@ def build_image(args: argparse.Namespace) -> int:
             print(f"importing {args.from_rootfs} on {endpoint}", file=sys.stderr, flush=True)
             image_id = import_rootfs(client, args.from_rootfs, args.tag)
         elif args.dockerfile is not None:
-            print(f"building {args.dockerfile / 'Dockerfile'} on {endpoint}", file=sys.stderr,
-                  flush=True)
+            print(f"building {args.dockerfile / 'Dockerfile'} on {endpoint}", file=sys.stderr, flush=True)
             image_id = build_dockerfile(client, args.dockerfile, args.tag, progress=_say)
         else:
-            print(f"assembling python3 + git from this machine for {endpoint}", file=sys.stderr,
-                  flush=True)
+            print(f"assembling python3 + git from this machine for {endpoint}", file=sys.stderr, flush=True)
             image_id, _ = build_sample_image(client, endpoint, args.tag, progress=_say)
     except DockerException as error:
         detail = str(error).splitlines()[0] if str(error) else type(error).__name__

@@ -27,9 +27,12 @@ was released or taken over) when the checkpoint could not be saved while racing.
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "recover", help="recover a durable race whose coordinator crashed", epilog=EPILOG,
+        "recover",
+        help="recover a durable race whose coordinator crashed",
+        epilog=EPILOG,
         description="Recover a durable race: stop, inspect, release, replay.",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("run_id", nargs="?", metavar="RUN-ID", help="the run to recover")
     parser.add_argument("--repo", default=".", help="the repository (default: current directory)")
     step = parser.add_mutually_exclusive_group()
@@ -38,11 +41,16 @@ def register(subparsers) -> None:
     step.add_argument("--release", action="store_true", help="clear ownership (needs --revision)")
     step.add_argument("--replay", action="store_true", help="run the race again, resuming")
     parser.add_argument("--revision", help="the revision read by --inspect (only with --release)")
-    parser.add_argument("--race-file",
-                        help="the race file to replay (only with --replay; default: the one on record)")
-    parser.add_argument("--timeout", type=_seconds, default=10.0,
-                        help="seconds to wait for the coordinator to exit in --stop, after TERM and "
-                             "again after KILL (default 10)")
+    parser.add_argument(
+        "--race-file", help="the race file to replay (only with --replay; default: the one on record)"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=10.0,
+        help="seconds to wait for the coordinator to exit in --stop, after TERM and "
+        "again after KILL (default 10)",
+    )
     parser.add_argument("--json", action="store_true", help="JSON output")
     parser.set_defaults(handler=_handle)
 
@@ -59,8 +67,9 @@ def _seconds(text: str) -> float:
 
 def _misused_option(args) -> str | None:
     """An option given with a step that does not use it: said, not silently ignored."""
-    step = ("--stop" if args.stop else "--release" if args.release else
-            "--replay" if args.replay else "--inspect")
+    step = (
+        "--stop" if args.stop else "--release" if args.release else "--replay" if args.replay else "--inspect"
+    )
     if args.revision is not None and not args.release:
         return f"--revision is only for --release, not {step}"
     if args.race_file is not None and not args.replay:
@@ -78,8 +87,10 @@ def _handle(args) -> int:
             return launch(screen="recover", repository=args.repo)
         from .runs import _handle as list_runs
 
-        print("recover which run? (without a terminal the wizard cannot open) the durable runs here:",
-              file=sys.stderr)
+        print(
+            "recover which run? (without a terminal the wizard cannot open) the durable runs here:",
+            file=sys.stderr,
+        )
         list_runs(argparse.Namespace(repository=args.repo, json=False))
         return exitcodes.BAD_INPUT
     misused = _misused_option(args)
@@ -94,12 +105,17 @@ def _handle(args) -> int:
     if args.release:
         revision = recovery.release(args.repo, args.run_id, args.revision)
         if revision is None:
-            print(json.dumps({"released": False, "reason": "not owned"}) if args.json
-                  else f"run {args.run_id} is not owned: nothing to release (replay it with "
-                       "--replay)")
+            print(
+                json.dumps({"released": False, "reason": "not owned"})
+                if args.json
+                else f"run {args.run_id} is not owned: nothing to release (replay it with --replay)"
+            )
             return 0
-        print(json.dumps({"released": True, "revision": revision}) if args.json
-              else f"run {args.run_id} released (revision {revision}); replay it with --replay")
+        print(
+            json.dumps({"released": True, "revision": revision})
+            if args.json
+            else f"run {args.run_id} released (revision {revision}); replay it with --replay"
+        )
         return 0
     if args.replay:
         from .run import run_spec_headless
@@ -122,10 +138,14 @@ def _print_view(view) -> None:
         print(f"  owner: pid {view.owner['pid']} on {view.owner['host']}: {view.coordinator.reason}")
     for attempt in data["attempts"]:
         resources = ", ".join(attempt["resources"]) or "none"
-        print(f"  {attempt['key']}#{attempt['attempt']}: {attempt['phase']}, {attempt['status']}, "
-              f"cleanup {attempt['cleanup']}, resources {resources}")
+        print(
+            f"  {attempt['key']}#{attempt['attempt']}: {attempt['phase']}, {attempt['status']}, "
+            f"cleanup {attempt['cleanup']}, resources {resources}"
+        )
         if attempt["directory"]:
             print(f"      worktree {attempt['directory']}")
     if view.owner:
-        print(f"next: stop the coordinator, then `outpost-tui recover {data['run_id']} --release "
-              f"--revision {data['revision']}`")
+        print(
+            f"next: stop the coordinator, then `outpost-tui recover {data['run_id']} --release "
+            f"--revision {data['revision']}`"
+        )

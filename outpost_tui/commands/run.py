@@ -14,8 +14,8 @@ from .. import exitcodes
 from ..engine.errors import OutpostError
 
 if TYPE_CHECKING:
-    from ..engine.racing.coordinator import Race
     from ..engine.core.result import RaceResult
+    from ..engine.racing.coordinator import Race
     from ..progress import ProgressPrinter
 
 EPILOG = """\
@@ -46,17 +46,28 @@ class _JsonImpliesHeadless(argparse.Action):
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "run", help="run a race (headless: for scripts and CI)", epilog=EPILOG,
+        "run",
+        help="run a race (headless: for scripts and CI)",
+        epilog=EPILOG,
         description="Run a race file. With --headless, progress goes to stderr and the result "
-                    "to stdout; without it, the app opens on the race and starts it.",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        "to stdout; without it, the app opens on the race and starts it.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("race_file", metavar="RACE.toml", help="the race file")
     parser.add_argument("--headless", action="store_true", help="run without the app")
-    parser.add_argument("--json", action=_JsonImpliesHeadless, nargs=0, default=False,
-                        help="print the result as JSON on stdout (implies --headless)")
+    parser.add_argument(
+        "--json",
+        action=_JsonImpliesHeadless,
+        nargs=0,
+        default=False,
+        help="print the result as JSON on stdout (implies --headless)",
+    )
     parser.add_argument("--verbose", "-v", action="store_true", help="also print every tool call")
-    parser.add_argument("--resume", action="store_true",
-                        help="authorise replaying an interrupted durable race (retry-incomplete)")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="authorise replaying an interrupted durable race (retry-incomplete)",
+    )
     parser.set_defaults(handler=_handle)
 
 
@@ -66,8 +77,7 @@ def _handle(args) -> int:
 
         load_spec(args.race_file, resume=args.resume)  # a bad race file is one line, not an app
         return open_app(args.race_file, start=True)
-    return run_headless(args.race_file, json_output=args.json, verbose=args.verbose,
-                        resume=args.resume)
+    return run_headless(args.race_file, json_output=args.json, verbose=args.verbose, resume=args.resume)
 
 
 def load_spec(path: str | Path, *, resume: bool = False):
@@ -82,8 +92,9 @@ def load_spec(path: str | Path, *, resume: bool = False):
     return spec
 
 
-def run_headless(path: str | Path, *, json_output: bool = False, verbose: bool = False,
-                 resume: bool = False, stream=None) -> int:
+def run_headless(
+    path: str | Path, *, json_output: bool = False, verbose: bool = False, resume: bool = False, stream=None
+) -> int:
     spec = load_spec(path, resume=resume)
     return run_spec_headless(spec, json_output=json_output, verbose=verbose, stream=stream)
 
@@ -121,7 +132,7 @@ def run_spec_headless(spec, *, json_output: bool = False, verbose: bool = False,
     for problem in bus.errors:
         print(f"outpost-tui: warning: an event consumer failed: {problem}", file=sys.stderr)
     durable = race.checkpointing
-    for warning in (durable.warnings if durable is not None else []):
+    for warning in durable.warnings if durable is not None else []:
         print(f"outpost-tui: warning: {warning}", file=sys.stderr)
     if json_output:
         json.dump(result.to_json(), sys.stdout, indent=2, allow_nan=False)  # strict JSON, always
@@ -136,8 +147,11 @@ def run_spec_headless(spec, *, json_output: bool = False, verbose: bool = False,
     failure = durable.failure if durable is not None else None
     if race.suspended and failure is None:
         run_id = spec.run_id
-        print(f"outpost-tui: run {run_id} stopped; its candidates' work is kept: resume it with "
-              f"`outpost-tui recover {run_id} --replay{_repo_option(spec)}`", file=sys.stderr)
+        print(
+            f"outpost-tui: run {run_id} stopped; its candidates' work is kept: resume it with "
+            f"`outpost-tui recover {run_id} --replay{_repo_option(spec)}`",
+            file=sys.stderr,
+        )
         return exitcodes.REPLAY_REQUIRED
     if failure is not None:
         # The checkpoint could not be written: whatever the race reached, the run is not recorded.

@@ -6,7 +6,6 @@ import argparse
 import json
 import time
 
-
 EPILOG = """\
 examples:
   outpost-tui runs                 durable runs of the repository in the current directory
@@ -18,11 +17,20 @@ repository, 8 the storage directory cannot be read
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("runs", help="list durable runs", epilog=EPILOG,
-                                   description="List the durable runs saved under <repo>/.outpost/storage.",
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("repository", nargs="?", default=".", metavar="REPO",
-                        help="the repository (default: the current directory)")
+    parser = subparsers.add_parser(
+        "runs",
+        help="list durable runs",
+        epilog=EPILOG,
+        description="List the durable runs saved under <repo>/.outpost/storage.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "repository",
+        nargs="?",
+        default=".",
+        metavar="REPO",
+        help="the repository (default: the current directory)",
+    )
     parser.add_argument("--json", action="store_true", help="print the runs as JSON")
     parser.set_defaults(handler=_handle)
 
@@ -42,12 +50,24 @@ def _handle(args) -> int:
         return containers.get(race, []) if race else []
 
     if args.json:
-        print(json.dumps([{
-            "run_id": r.run_id, "race_id": race_of(r.run_id), "status": r.status,
-            "revision": r.revision, "owner": r.owner.to_json() if r.owner else None,
-            "updated_at": r.updated_at, "problem": r.problem,
-            "containers": containers_of(r.run_id),
-        } for r in found], indent=2))
+        print(
+            json.dumps(
+                [
+                    {
+                        "run_id": r.run_id,
+                        "race_id": race_of(r.run_id),
+                        "status": r.status,
+                        "revision": r.revision,
+                        "owner": r.owner.to_json() if r.owner else None,
+                        "updated_at": r.updated_at,
+                        "problem": r.problem,
+                        "containers": containers_of(r.run_id),
+                    }
+                    for r in found
+                ],
+                indent=2,
+            )
+        )
         return 0
     if not found:
         print("no durable runs here")

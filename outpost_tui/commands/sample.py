@@ -23,19 +23,27 @@ new or empty, or not writable (one line naming the path and the reason)
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "sample", help="list the sample races, or write one to a directory to try it",
+        "sample",
+        help="list the sample races, or write one to a directory to try it",
         description="Sample races run offline with scripted demo agents on a small repository.\n"
-                    "Writing one creates DIR/race.toml, its scripts, and DIR/project (a fresh git\n"
-                    "repository with one commit), so trying a sample never touches your own code.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        "Writing one creates DIR/race.toml, its scripts, and DIR/project (a fresh git\n"
+        "repository with one commit), so trying a sample never touches your own code.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("name", nargs="?", metavar="NAME", help="the sample to write")
-    parser.add_argument("directory", nargs="?", metavar="DIR",
-                        help="where to write it (must be new or empty)")
-    parser.add_argument("--run", action="store_true",
-                        help="run the race right after writing it: in the app, started, when run "
-                             "in a terminal; headless otherwise")
-    parser.add_argument("--headless", action="store_true",
-                        help="with --run: headless even in a terminal (progress on stderr)")
+    parser.add_argument(
+        "directory", nargs="?", metavar="DIR", help="where to write it (must be new or empty)"
+    )
+    parser.add_argument(
+        "--run",
+        action="store_true",
+        help="run the race right after writing it: in the app, started, when run "
+        "in a terminal; headless otherwise",
+    )
+    parser.add_argument(
+        "--headless", action="store_true", help="with --run: headless even in a terminal (progress on stderr)"
+    )
     parser.set_defaults(handler=handle, sample_parser=parser, error_prefix="outpost-tui sample")
 
 

@@ -24,10 +24,13 @@ exit codes: 0 stopped with Ctrl-C, 2 bad race file or arguments
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "serve", help="run the app in a web browser", epilog=EPILOG,
+        "serve",
+        help="run the app in a web browser",
+        epilog=EPILOG,
         description="Serve the outpost-tui app over HTTP with textual-serve: every browser tab runs\n"
-                    "the app as a process of its own.",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        "the app as a process of its own.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("race_file", nargs="?", metavar="RACE.toml", help="open the app on this race")
     parser.add_argument("--start", action="store_true", help="start the race at once")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")

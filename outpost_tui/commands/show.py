@@ -27,17 +27,26 @@ not a git repository, bad arguments, or the app without a terminal
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("show", help="look back at a recorded race", epilog=EPILOG,
-                                   description="Show a race recorded in a repository: in the app "
-                                               "(read-only), or headless.",
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "show",
+        help="look back at a recorded race",
+        epilog=EPILOG,
+        description="Show a race recorded in a repository: in the app (read-only), or headless.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("race_id", metavar="RACE-ID", help="the race's id (see `outpost-tui history`)")
-    parser.add_argument("--repo", default=".", metavar="R",
-                        help="the repository the race ran in (default: the current directory)")
-    parser.add_argument("--headless", action="store_true",
-                        help="print the race's progress lines instead of opening the app")
-    parser.add_argument("--json", action="store_true",
-                        help="print the race's result as JSON on stdout (implies --headless)")
+    parser.add_argument(
+        "--repo",
+        default=".",
+        metavar="R",
+        help="the repository the race ran in (default: the current directory)",
+    )
+    parser.add_argument(
+        "--headless", action="store_true", help="print the race's progress lines instead of opening the app"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the race's result as JSON on stdout (implies --headless)"
+    )
     parser.set_defaults(handler=_handle)
 
 
@@ -50,8 +59,10 @@ def _handle(args) -> int:
 
 
 def _never_finished(race_id: str) -> str:
-    return (f"outpost-tui: race {race_id} never finished: no race-finished event was recorded (its "
-            f"coordinator was killed, or it is still running)")
+    return (
+        f"outpost-tui: race {race_id} never finished: no race-finished event was recorded (its "
+        f"coordinator was killed, or it is still running)"
+    )
 
 
 def _print_result(repository: str, race_id: str) -> int:
@@ -67,8 +78,8 @@ def _print_result(repository: str, race_id: str) -> int:
 
 
 def _print_progress(repository: str, race_id: str) -> int:
-    from ..engine.records.history import load_recording
     from ..engine.core.model import RaceModel
+    from ..engine.records.history import load_recording
     from ..progress import ProgressPrinter
     from .run import final_message_line
 
@@ -78,8 +89,11 @@ def _print_progress(repository: str, race_id: str) -> int:
     recording = load_recording(repository, race_id, consumers=[printer])
     if recording.skipped:
         sys.stdout.flush()
-        print(f"outpost-tui: warning: {recording.skipped} recorded event(s) could not be replayed "
-              "and are left out", file=sys.stderr)
+        print(
+            f"outpost-tui: warning: {recording.skipped} recorded event(s) could not be replayed "
+            "and are left out",
+            file=sys.stderr,
+        )
     if recording.result is None:
         sys.stdout.flush()
         print(_never_finished(race_id), file=sys.stderr)
@@ -95,8 +109,11 @@ def _open_app(repository: str, race_id: str) -> int:
 
     race_directory(repository, race_id)  # an unknown id is one line here, not an empty app
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        print("outpost-tui: the app needs a terminal; for scripts use `outpost-tui show RACE-ID "
-              "--headless` or `--json`", file=sys.stderr)
+        print(
+            "outpost-tui: the app needs a terminal; for scripts use `outpost-tui show RACE-ID "
+            "--headless` or `--json`",
+            file=sys.stderr,
+        )
         return exitcodes.BAD_INPUT
     from ..ui.app import OutpostApp
 

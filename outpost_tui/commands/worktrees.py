@@ -43,34 +43,62 @@ REFUSED = exitcodes.REFUSED
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("worktrees", help="review, archive, restore and prune retained worktrees",
-                                   epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                   description="Review the candidate worktrees races kept, and clean them up "
-                                               "without losing anything.")
-    parser.add_argument("repository", nargs="?", default=".", metavar="REPO",
-                        help="the repository (default: the current directory)")
+    parser = subparsers.add_parser(
+        "worktrees",
+        help="review, archive, restore and prune retained worktrees",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Review the candidate worktrees races kept, and clean them up without losing anything.",
+    )
+    parser.add_argument(
+        "repository",
+        nargs="?",
+        default=".",
+        metavar="REPO",
+        help="the repository (default: the current directory)",
+    )
     action = parser.add_mutually_exclusive_group()
     action.add_argument("--archive", metavar="ID", help="archive the attempt's worktree, then remove it")
     action.add_argument("--restore", metavar="ID", help="recreate the attempt's worktree from its archive")
-    action.add_argument("--prune", action="store_true",
-                        help="archive and remove every worktree of finished races (see --older-than)")
-    action.add_argument("--delete-branches", metavar="RACE", help="delete the race's branches that hold "
-                        "nothing unmerged")
-    action.add_argument("--remove-containers", action="store_true",
-                        help="remove the containers left by finished races of this repository "
-                             "(e.g. after the container engine went away mid-race)")
-    parser.add_argument("--older-than", type=float, metavar="DAYS",
-                        help="with --prune: only worktrees at least DAYS old (unfinished races included)")
-    parser.add_argument("--include-ignored", action="store_true",
-                        help="archive ignored files too (otherwise they are removed; their size is shown)")
-    parser.add_argument("--archive-unmerged", action="store_true",
-                        help="with --delete-branches: archive a branch with unmerged commits, then delete it")
+    action.add_argument(
+        "--prune",
+        action="store_true",
+        help="archive and remove every worktree of finished races (see --older-than)",
+    )
+    action.add_argument(
+        "--delete-branches", metavar="RACE", help="delete the race's branches that hold nothing unmerged"
+    )
+    action.add_argument(
+        "--remove-containers",
+        action="store_true",
+        help="remove the containers left by finished races of this repository "
+        "(e.g. after the container engine went away mid-race)",
+    )
+    parser.add_argument(
+        "--older-than",
+        type=float,
+        metavar="DAYS",
+        help="with --prune: only worktrees at least DAYS old (unfinished races included)",
+    )
+    parser.add_argument(
+        "--include-ignored",
+        action="store_true",
+        help="archive ignored files too (otherwise they are removed; their size is shown)",
+    )
+    parser.add_argument(
+        "--archive-unmerged",
+        action="store_true",
+        help="with --delete-branches: archive a branch with unmerged commits, then delete it",
+    )
     parser.add_argument("--dry-run", action="store_true", help="say what would be done; change nothing")
     parser.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     parser.add_argument("--json", action="store_true", help="print JSON")
-    parser.add_argument("--endpoint", metavar="URL",
-                        help="the container engine to list candidate containers from (default: "
-                             "DOCKER_HOST, then the usual Docker and Podman sockets)")
+    parser.add_argument(
+        "--endpoint",
+        metavar="URL",
+        help="the container engine to list candidate containers from (default: "
+        "DOCKER_HOST, then the usual Docker and Podman sockets)",
+    )
     parser.set_defaults(handler=_handle)
 
 
@@ -116,23 +144,47 @@ def _list(root, args) -> int:
     worktrees = git.list_worktrees(root)
     unlisted = [w for w in worktrees if not w.get("race_id")]
     if args.json:
-        print(json.dumps({"repository": str(root), "worktrees": worktrees, "races": [r.to_json() for r in races],
-                          "containers": containers,
-                          "container_engine_error": engine_error}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "repository": str(root),
+                    "worktrees": worktrees,
+                    "races": [r.to_json() for r in races],
+                    "containers": containers,
+                    "container_engine_error": engine_error,
+                },
+                indent=2,
+            )
+        )
         return 0
     if not races and not unlisted:
         print(f"no retained worktrees or archives in {root}")
     for race in races:
         print(f"race {race.id}{' (' + race.name + ')' if race.name else ''}: {race.status}")
         for row in race.attempts:
-            where = row.path if row.present else (f"archived at {row.archive[:12]}" if row.archive else
-                                                  "only its branch is kept" if not row.path else "missing")
+            where = (
+                row.path
+                if row.present
+                else (
+                    f"archived at {row.archive[:12]}"
+                    if row.archive
+                    else "only its branch is kept"
+                    if not row.path
+                    else "missing"
+                )
+            )
             stat = row.diff_stat
-            changes = f"{stat['files']} files +{stat['insertions']} -{stat['deletions']}" if stat else "no diff"
+            changes = (
+                f"{stat['files']} files +{stat['insertions']} -{stat['deletions']}" if stat else "no diff"
+            )
             print(f"  {row.key}#{row.attempt} {row.outcome}{': ' + row.reason if row.reason else ''}")
             print(f"      {where}")
-            details = [changes, f"size {human_bytes(row.size_bytes)}" if row.size_bytes is not None else "",
-                       f"age {human_age(row.age_seconds)}", row.holds.describe() if row.holds else ""]
+            details = [
+                changes,
+                f"size {human_bytes(row.size_bytes)}" if row.size_bytes is not None else "",
+                f"age {human_age(row.age_seconds)}",
+                row.holds.describe() if row.holds else "",
+            ]
             if row.verdict:
                 details.append("verdict " + ", ".join(f"{k} {v}" for k, v in row.verdict.items()))
             if row.container:
@@ -175,23 +227,33 @@ def _archive(root, args) -> int:
 
     row = _attempt(root, args.archive)
     if not row.present:
-        raise OutpostError(f"{row.id} has no worktree to archive"
-                           + (f" (archived at {row.archive[:12]})" if row.archive else ""),
-                           exit_code=REFUSED)
+        raise OutpostError(
+            f"{row.id} has no worktree to archive"
+            + (f" (archived at {row.archive[:12]})" if row.archive else ""),
+            exit_code=REFUSED,
+        )
     attempt = archive.Attempt(row.race_id, row.key, row.attempt)
     if args.dry_run:
         entries, _, left = archive.scan(row.path, args.include_ignored)
         busy = occupants(row.path)
-        plan = {"id": row.id, "path": row.path, "ref": attempt.ref, "files": len(entries),
-                "ignored_left_out": {"files": len(left), "bytes": sum(e.size for e in left)},
-                "occupants": [o.to_json() for o in busy], "dry_run": True}
+        plan = {
+            "id": row.id,
+            "path": row.path,
+            "ref": attempt.ref,
+            "files": len(entries),
+            "ignored_left_out": {"files": len(left), "bytes": sum(e.size for e in left)},
+            "occupants": [o.to_json() for o in busy],
+            "dry_run": True,
+        }
         if args.json:
             print(json.dumps(plan, indent=2))
         else:
             print(f"would archive {len(entries)} files of {row.path} to {attempt.ref}, then remove it")
             if left:
-                print(f"ignored files not archived (removed with it): {len(left)}, "
-                      f"{human_bytes(plan['ignored_left_out']['bytes'])} (--include-ignored keeps them)")
+                print(
+                    f"ignored files not archived (removed with it): {len(left)}, "
+                    f"{human_bytes(plan['ignored_left_out']['bytes'])} (--include-ignored keeps them)"
+                )
             if busy:
                 print("refused now: in use by " + "; ".join(o.describe() for o in busy))
         return REFUSED if busy else 0
@@ -199,15 +261,26 @@ def _archive(root, args) -> int:
         removal = archive.archive_and_remove(root, row.path, attempt, include_ignored=args.include_ignored)
     except archive.Occupied as error:
         if args.json:
-            print(json.dumps({"id": row.id, "done": False, "reason": str(error),
-                              "occupants": [o.to_json() for o in error.occupants]}, indent=2))
+            print(
+                json.dumps(
+                    {
+                        "id": row.id,
+                        "done": False,
+                        "reason": str(error),
+                        "occupants": [o.to_json() for o in error.occupants],
+                    },
+                    indent=2,
+                )
+            )
         raise
     if args.json:
         print(json.dumps({"id": row.id, "done": True, **removal.to_json()}, indent=2))
     else:
         done = removal.archive
-        print(f"archived {done.files} files of {row.path} to {done.ref} ({done.commit[:12]}) and removed it; "
-              f"{human_bytes(removal.freed_bytes)} freed; its branch {row.branch} is kept")
+        print(
+            f"archived {done.files} files of {row.path} to {done.ref} ({done.commit[:12]}) and removed it; "
+            f"{human_bytes(removal.freed_bytes)} freed; its branch {row.branch} is kept"
+        )
         if done.ignored_files:
             print(f"ignored files not archived: {done.ignored_files}, {human_bytes(done.ignored_bytes)}")
         print(f"restore with: outpost-tui worktrees --restore {row.id}")
@@ -226,22 +299,34 @@ def _restore(root, args) -> int:
         raise OutpostError(f"no archive of {attempt.label} ({attempt.ref} does not exist)")
     if args.dry_run:
         manifest = archive.manifest_of(root, commit)
-        plan = {"id": attempt.label, "archive": commit, "directory": manifest.get("directory"),
-                "head": manifest.get("head"), "dry_run": True}
-        print(json.dumps(plan, indent=2) if args.json else
-              f"would restore {attempt.label} from {commit[:12]} into {manifest.get('directory')}")
+        plan = {
+            "id": attempt.label,
+            "archive": commit,
+            "directory": manifest.get("directory"),
+            "head": manifest.get("head"),
+            "dry_run": True,
+        }
+        print(
+            json.dumps(plan, indent=2)
+            if args.json
+            else f"would restore {attempt.label} from {commit[:12]} into {manifest.get('directory')}"
+        )
         return 0
     target = archive.restore(root, attempt)
     if args.json:
-        print(json.dumps({"id": attempt.label, "done": True, "archive": commit, "directory": str(target)}, indent=2))
+        print(
+            json.dumps(
+                {"id": attempt.label, "done": True, "archive": commit, "directory": str(target)}, indent=2
+            )
+        )
     else:
         print(f"restored {attempt.label} from {commit[:12]} into {target}")
     return 0
 
 
 def _parse_attempt(ident: str):
-    from ..engine.kept import archive
     from ..engine import git
+    from ..engine.kept import archive
 
     parts = ident.removeprefix(git.BRANCH_PREFIX + "/").split("/")
     if len(parts) == 3 and parts[2].isdigit():
@@ -266,13 +351,21 @@ def _remove_containers(root, args) -> int:
         raise OutpostError(f"cannot list containers: {engine_error}", exit_code=REFUSED)
     finished = {race.id for race in recorded_races(root) if race.finished}
     leftover = [c for c in containers if c.get("race") in finished]
-    kept = [{"name": c["name"], "race": c.get("race"),
-             "why": f"race {c.get('race')} has not finished here (it may be running; a durable run's "
-                    "replay removes what an interrupted one left)"}
-            for c in containers if c.get("race") not in finished]
+    kept = [
+        {
+            "name": c["name"],
+            "race": c.get("race"),
+            "why": f"race {c.get('race')} has not finished here (it may be running; a durable run's "
+            "replay removes what an interrupted one left)",
+        }
+        for c in containers
+        if c.get("race") not in finished
+    ]
     races = sorted({c["race"] for c in leftover})
-    plan = {"containers": [{"name": c["name"], "race": c["race"], "status": c.get("status")}
-                           for c in leftover], "kept": kept}
+    plan = {
+        "containers": [{"name": c["name"], "race": c["race"], "status": c.get("status")} for c in leftover],
+        "kept": kept,
+    }
     if args.dry_run or not leftover:
         if args.json:
             print(json.dumps({"dry_run": args.dry_run, **plan, "removed": 0}, indent=2))
@@ -308,7 +401,9 @@ def _confirm(question: str, args) -> bool:
     if args.yes:
         return True
     if not sys.stdin.isatty():
-        print(f"outpost-tui: {question} needs confirmation: run it in a terminal or add --yes", file=sys.stderr)
+        print(
+            f"outpost-tui: {question} needs confirmation: run it in a terminal or add --yes", file=sys.stderr
+        )
         return False
     try:
         answer = input(f"{question} [y/N] ")
@@ -328,10 +423,13 @@ class _Stop:
     def __call__(self, signum, frame) -> None:
         self.presses += 1
         self.event.set()
-        print("outpost-tui: stopping after the worktree being archived (nothing is half-removed)"
-              if self.presses == 1 else
-              "outpost-tui: still stopping: the worktree in hand is finished first, then prune stops",
-              file=sys.stderr, flush=True)
+        print(
+            "outpost-tui: stopping after the worktree being archived (nothing is half-removed)"
+            if self.presses == 1
+            else "outpost-tui: still stopping: the worktree in hand is finished first, then prune stops",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _prune(root, args) -> int:
@@ -344,13 +442,23 @@ def _prune(root, args) -> int:
     removing = [s for s in steps if s.action == cleanup.REMOVE]
     if args.dry_run or (args.json and not removing):
         if args.json:
-            print(json.dumps({"dry_run": args.dry_run, "steps": [s.to_json() for s in steps],
-                              "would_free_bytes": sum(s.attempt.size_bytes or 0 for s in removing)}, indent=2))
+            print(
+                json.dumps(
+                    {
+                        "dry_run": args.dry_run,
+                        "steps": [s.to_json() for s in steps],
+                        "would_free_bytes": sum(s.attempt.size_bytes or 0 for s in removing),
+                    },
+                    indent=2,
+                )
+            )
         else:
             for step in steps:
                 removing_it = step.action == cleanup.REMOVE
-                print(f"{'would remove' if removing_it else 'keep'} {step.attempt.id}: {step.why}"
-                      + (f" ({human_bytes(step.attempt.size_bytes)})" if removing_it else ""))
+                print(
+                    f"{'would remove' if removing_it else 'keep'} {step.attempt.id}: {step.why}"
+                    + (f" ({human_bytes(step.attempt.size_bytes)})" if removing_it else "")
+                )
             if not steps:
                 print(f"nothing to prune in {root}")
         return 0
@@ -365,6 +473,7 @@ def _prune(root, args) -> int:
     stop = _Stop()
     previous = signal.signal(signal.SIGINT, stop)
     try:
+
         def said(phase, step, text):
             if phase == "start":
                 print(f"archiving {step.attempt.id} ({text})", file=sys.stderr, flush=True)
@@ -373,8 +482,9 @@ def _prune(root, args) -> int:
             else:
                 print(f"kept {step.attempt.id}: {text}", file=sys.stderr, flush=True)
 
-        report = cleanup.prune(root, steps, include_ignored=args.include_ignored, should_stop=stop.event.is_set,
-                               on_step=said)
+        report = cleanup.prune(
+            root, steps, include_ignored=args.include_ignored, should_stop=stop.event.is_set, on_step=said
+        )
     finally:
         signal.signal(signal.SIGINT, previous)
     if engine_error:
@@ -382,14 +492,18 @@ def _prune(root, args) -> int:
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:
-        print(f"removed {len(report.removed)} worktree(s), freed {human_bytes(report.freed_bytes)} "
-              f"({report.freed_bytes} bytes); kept {len(report.kept)}")
+        print(
+            f"removed {len(report.removed)} worktree(s), freed {human_bytes(report.freed_bytes)} "
+            f"({report.freed_bytes} bytes); kept {len(report.kept)}"
+        )
         for ident, why in report.kept:
             print(f"  kept {ident}: {why}")
         for removal in report.removed:
             if removal.archive.ignored_files:
-                print(f"  {removal.directory}: {removal.archive.ignored_files} ignored files "
-                      f"({human_bytes(removal.archive.ignored_bytes)}) were not archived")
+                print(
+                    f"  {removal.directory}: {removal.archive.ignored_files} ignored files "
+                    f"({human_bytes(removal.archive.ignored_bytes)}) were not archived"
+                )
     if report.stopped:
         return exitcodes.INTERRUPTED
     return REFUSED if report.failed else 0
@@ -406,7 +520,9 @@ def _delete_branches(root, args) -> int:
         raise OutpostError(f"race {args.delete_branches} has no branches in {root}")
     if args.archive_unmerged and not args.dry_run:
         unmerged = [c for c in checks if not c.deletable and c.unmerged]
-        if unmerged and not _confirm(f"archive {len(unmerged)} branch(es) with unmerged commits first?", args):
+        if unmerged and not _confirm(
+            f"archive {len(unmerged)} branch(es) with unmerged commits first?", args
+        ):
             return REFUSED
         for check in unmerged:
             cleanup.archive_branch(root, check.branch)

@@ -12,7 +12,7 @@ versions, so every GIT_* variable goes except the identity of who commits.
 from __future__ import annotations
 
 import os
-from typing import Mapping
+from collections.abc import Mapping
 
 # Who commits is the user's choice, wherever the race was started from.
 KEPT = frozenset({"GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"})

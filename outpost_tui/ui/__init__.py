@@ -11,14 +11,21 @@ from .. import exitcodes
 def open_app(race_file: str | None = None, *, start: bool = False, screen: str | None = None) -> int:
     """Open the app from the command line; it needs a terminal on both ends."""
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        print("outpost-tui: the app needs a terminal; for scripts use `outpost-tui run RACE.toml "
-              "--headless`", file=sys.stderr)
+        print(
+            "outpost-tui: the app needs a terminal; for scripts use `outpost-tui run RACE.toml --headless`",
+            file=sys.stderr,
+        )
         return exitcodes.BAD_INPUT
     return launch(race_file, start=start, screen=screen)
 
 
-def launch(race_file: str | Path | None = None, *, start: bool = False, screen: str | None = None,
-           repository: str | Path = ".") -> int:
+def launch(
+    race_file: str | Path | None = None,
+    *,
+    start: bool = False,
+    screen: str | None = None,
+    repository: str | Path = ".",
+) -> int:
     from .app import OutpostApp  # Textual loads only when the app opens: `--help` stays instant
 
     app = OutpostApp(race_file, start=start, screen=screen, repository=repository)

@@ -35,9 +35,17 @@ class OutpostApp(App):
         Binding("t", "pick_theme", "Pick theme", id="app.theme", show=False),
     ]
 
-    def __init__(self, race_file: str | Path | None = None, *, start: bool = False,
-                 screen: str | None = None, repository: str | Path = ".", testing: bool = False,
-                 clock: Callable[[], float] = time.time, recorded: str | None = None) -> None:
+    def __init__(
+        self,
+        race_file: str | Path | None = None,
+        *,
+        start: bool = False,
+        screen: str | None = None,
+        repository: str | Path = ".",
+        testing: bool = False,
+        clock: Callable[[], float] = time.time,
+        recorded: str | None = None,
+    ) -> None:
         """recorded: the id of a race recorded in `repository`, to open read-only."""
         super().__init__()
         self.recorded_race = recorded
@@ -104,8 +112,9 @@ class OutpostApp(App):
         saved, errors = saved_theme()
         self._load_errors.extend(errors)
         if saved is not None and saved not in self.available_themes:
-            self._load_errors.append(f"{settings_path()}: theme: no theme named {saved!r} "
-                                     f"(using {DEFAULT_THEME})")
+            self._load_errors.append(
+                f"{settings_path()}: theme: no theme named {saved!r} (using {DEFAULT_THEME})"
+            )
             saved = None
         # The environment wins over the saved choice: it is how a script or a test asks for one.
         for wanted in (os.environ.get("OUTPOST_TUI_THEME"), saved, DEFAULT_THEME):
@@ -183,8 +192,10 @@ class OutpostApp(App):
 
         self.push_screen(RecordedRaceScreen(recording))
         if recording.skipped:
-            self.notify(f"{recording.skipped} recorded event(s) could not be replayed and are left out",
-                        severity="warning")
+            self.notify(
+                f"{recording.skipped} recorded event(s) could not be replayed and are left out",
+                severity="warning",
+            )
 
     def _recorded_failed(self, message: str) -> None:
         self.notify(message, severity="error", timeout=15)
@@ -213,13 +224,18 @@ class OutpostApp(App):
         def started(at: float | None) -> str:
             return time.strftime("%Y-%m-%d %H:%M", time.localtime(at)) if at else "?"
 
-        self.search_commands([
-            SimpleCommand(f"{race.id} · {race.name or '?'} · {race.status}"
-                          + (f" · {race.winner} won" if race.winner else ""),
-                          partial(self.show_recorded, race.id, repository),
-                          race.problem or f"started {started(race.started_at)}; "
-                                          f"{', '.join(race.candidates)}")
-            for race in races], placeholder="Show a recorded race…")
+        self.search_commands(
+            [
+                SimpleCommand(
+                    f"{race.id} · {race.name or '?'} · {race.status}"
+                    + (f" · {race.winner} won" if race.winner else ""),
+                    partial(self.show_recorded, race.id, repository),
+                    race.problem or f"started {started(race.started_at)}; {', '.join(race.candidates)}",
+                )
+                for race in races
+            ],
+            placeholder="Show a recorded race…",
+        )
 
     # ------------------------------------------------------------------------- actions
 
@@ -229,8 +245,12 @@ class OutpostApp(App):
 
             # only before a race file's race starts, and not from configure itself: hidden
             # otherwise, the footer is short
-            return (self.session is not None and self.race_file is not None and not self.session.started
-                    and not any(isinstance(screen, ConfigureScreen) for screen in self.screen_stack))
+            return (
+                self.session is not None
+                and self.race_file is not None
+                and not self.session.started
+                and not any(isinstance(screen, ConfigureScreen) for screen in self.screen_stack)
+            )
         return True
 
     def action_help(self) -> None:
@@ -263,8 +283,11 @@ class OutpostApp(App):
         try:
             save_theme(name)
         except OSError as error:
-            self.notify(f"theme {name} is used now but not remembered: "
-                        f"{error.strerror or error} ({error.filename or 'settings'})", severity="error")
+            self.notify(
+                f"theme {name} is used now but not remembered: "
+                f"{error.strerror or error} ({error.filename or 'settings'})",
+                severity="error",
+            )
 
     def race_repository(self) -> Path:
         """The repository the open race is about (its file says which), else the app's."""
@@ -308,8 +331,7 @@ class OutpostApp(App):
         try:
             saved = self.save_screenshot(filename, str(directory))
         except OSError as error:
-            self.notify(f"screenshot not saved in {directory}: {error.strerror or error}",
-                        severity="error")
+            self.notify(f"screenshot not saved in {directory}: {error.strerror or error}", severity="error")
             return
         self.notify(f"screenshot saved: {Path(saved).resolve()}", markup=False)
 
@@ -356,9 +378,12 @@ class OutpostApp(App):
 
         from .screens.confirm import ConfirmScreen
 
-        question = (f"A durable race is running: stop it and quit? It stays resumable: "
-                    f"`outpost-tui recover {spec.run_id} --replay`" if durable
-                    else "A race is running: abort it and quit?")
+        question = (
+            f"A durable race is running: stop it and quit? It stays resumable: "
+            f"`outpost-tui recover {spec.run_id} --replay`"
+            if durable
+            else "A race is running: abort it and quit?"
+        )
         self.push_screen(ConfirmScreen(question), answer)
 
     async def _exit_when_settled(self) -> None:
@@ -370,8 +395,7 @@ class OutpostApp(App):
         commands: list[tuple[str, str, Callable[[], Any]]] = [
             ("Show worktrees", "review the worktrees races kept", self.action_worktrees),
             ("Recover a crashed race", "stop, inspect, release, replay", self.action_recover),
-            ("Show a recorded race…", f"races recorded in {self.recorded_repository()}",
-             self.action_history),
+            ("Show a recorded race…", f"races recorded in {self.recorded_repository()}", self.action_history),
             ("Help", "keys of this screen", self.action_help),
         ]
         session = self.session
@@ -385,10 +409,16 @@ class OutpostApp(App):
             if session.running:
                 commands.append(("Abort race", "cancel every running candidate", session.abort))
                 for candidate in session.spec.candidates:
-                    commands.append((f"Cancel candidate {candidate.key}", candidate.agent,
-                                     partial(session.cancel, candidate.key)))
-        commands.append(("Pick theme", "preview themes as you move; enter keeps, escape restores",
-                         self.action_pick_theme))
+                    commands.append(
+                        (
+                            f"Cancel candidate {candidate.key}",
+                            candidate.agent,
+                            partial(session.cancel, candidate.key),
+                        )
+                    )
+        commands.append(
+            ("Pick theme", "preview themes as you move; enter keeps, escape restores", self.action_pick_theme)
+        )
         for name in sorted(self.available_themes):
             commands.append((f"Switch theme: {name}", "", partial(self.keep_theme, name)))
         return commands

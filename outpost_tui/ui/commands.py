@@ -43,11 +43,15 @@ class OutpostCommands(Provider):
                 yield Hit(score, matcher.highlight(title), callback, help=help_text)
 
 
-def theme_commands(theme_names: Iterable[str], switch: Callable[[str], Any],
-                   current: str | None = None) -> list[PaletteCommand]:
+def theme_commands(
+    theme_names: Iterable[str], switch: Callable[[str], Any], current: str | None = None
+) -> list[PaletteCommand]:
     """Commands "Switch theme: <name>", one per theme but the current one, for palette_commands()."""
-    return [(f"Switch theme: {name}", f"Use the {name} colours", _bind(switch, name))
-            for name in sorted(theme_names) if name != current]
+    return [
+        (f"Switch theme: {name}", f"Use the {name} colours", _bind(switch, name))
+        for name in sorted(theme_names)
+        if name != current
+    ]
 
 
 def _bind(switch: Callable[[str], Any], name: str) -> Callable[[], Any]:

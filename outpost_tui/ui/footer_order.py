@@ -45,8 +45,10 @@ class SteadyFooter(Footer):
     _shown_bindings: tuple | None = None
 
     def bindings_changed(self, screen: Screen) -> None:
-        shown = tuple((binding.key, binding.action, binding.description, binding.show, enabled, tooltip)
-                      for _, binding, enabled, tooltip in screen.active_bindings.values())
+        shown = tuple(
+            (binding.key, binding.action, binding.description, binding.show, enabled, tooltip)
+            for _, binding, enabled, tooltip in screen.active_bindings.values()
+        )
         if shown == self._shown_bindings and self._bindings_ready:
             return
         self._shown_bindings = shown

@@ -81,15 +81,19 @@ def load_keymap(path: str | os.PathLike[str] | None = None) -> tuple[dict[str, s
             errors.append(f"{file}: {name}: unknown key (binding ids go in a [keys] table)")
     table = document.get("keys", {})
     if not isinstance(table, dict):
-        return {}, errors + [f"{file}: keys: expected a table like [keys] with "
-                             f'"race.cancel" = "k", found {type(table).__name__}']
+        return {}, errors + [
+            f"{file}: keys: expected a table like [keys] with "
+            f'"race.cancel" = "k", found {type(table).__name__}'
+        ]
 
     mapping: dict[str, str] = {}
     for binding_id, value in _flatten(table):
         keys = _keys(value)
         if keys is None:
-            errors.append(f"{file}: keys.{binding_id}: expected one or more keys as a string, "
-                          f"{EXAMPLE}, found {value!r}")
+            errors.append(
+                f"{file}: keys.{binding_id}: expected one or more keys as a string, "
+                f"{EXAMPLE}, found {value!r}"
+            )
             continue
         mapping[binding_id] = ",".join(keys)
     return mapping, errors

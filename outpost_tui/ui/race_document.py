@@ -49,8 +49,7 @@ def error_key(error: RaceFileError) -> Key:
     parts: list[str | int] = []
     for match in _PART.finditer(error.key or ""):
         index, name = match.groups()
-        parts.append(int(index) if index is not None else json.loads(name) if name.startswith('"')
-                     else name)
+        parts.append(int(index) if index is not None else json.loads(name) if name.startswith('"') else name)
     return tuple(parts)
 
 
@@ -69,8 +68,9 @@ class RaceDocument:
             self.loaded = self.path.read_bytes()
             self.document = tomlkit.parse(self.loaded.decode("utf-8"))
         except OSError as error:
-            raise RaceFileError(str(self.path), None, None,
-                                f"cannot read: {error.strerror or error}") from None
+            raise RaceFileError(
+                str(self.path), None, None, f"cannot read: {error.strerror or error}"
+            ) from None
         except UnicodeDecodeError:
             raise RaceFileError(str(self.path), None, None, "not UTF-8 text") from None
         except ParseError as error:
@@ -137,7 +137,7 @@ class RaceDocument:
         texts.insert(to, texts.pop(index))
         rebuilt = tomlkit.parse("\n".join(f"[[candidates]]\n{text}" for text in texts))["candidates"]
         ending = candidates[count - 1].as_string()
-        trailing = ending[len(ending.rstrip("\n")) + 1:]
+        trailing = ending[len(ending.rstrip("\n")) + 1 :]
         for position in range(count):
             candidates[position] = rebuilt[position]
         if trailing:
@@ -285,8 +285,11 @@ def _insert_after(document: Container, key: str, name: str, table: Table) -> Non
 
 def _drop_emptied(document: tomlkit.TOMLDocument, path: Key) -> None:
     section = path[0]
-    if section in _DROPPED_WHEN_EMPTY and isinstance(document.get(section), Table) \
-            and not plain(document[section]):
+    if (
+        section in _DROPPED_WHEN_EMPTY
+        and isinstance(document.get(section), Table)
+        and not plain(document[section])
+    ):
         del document[section]
     # an inline table left with no keys says nothing: `tokens = {}` goes
     if len(path) >= 3:

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, Callable
+from typing import Any
 
+from ..engine.api import new_race
 from ..engine.core.events import EventBus
 from ..engine.core.result import RaceResult
 from ..engine.core.spec import RaceSpec
-from ..engine.api import new_race
 from ..engine.errors import OutpostError
 
 # How long the app waits for the race's loop to take an operator's control (it answers within

@@ -27,13 +27,30 @@ from ..engine.errors import OutpostError
 from .keymap import ConfigFileError, config_dir, read_toml
 
 DEFAULT_THEME = "outpost-dark"
-COLOUR_KEYS = ("primary", "secondary", "accent", "foreground", "background", "surface", "panel",
-               "boost", "success", "warning", "error")
+COLOUR_KEYS = (
+    "primary",
+    "secondary",
+    "accent",
+    "foreground",
+    "background",
+    "surface",
+    "panel",
+    "boost",
+    "success",
+    "warning",
+    "error",
+)
 ALLOWED_KEYS = ("name", "dark", *COLOUR_KEYS, "variables")
 # What the app's panels use in TCSS ($status-winner, ...). A theme that leaves one out gets it
 # from its own colours (see _status_from_theme); themes that are not ours use STATUS_DEFAULTS.
-STATUS_VARIABLES = ("status-winner", "status-rejected", "status-failed", "status-cancelled",
-                    "status-running", "status-quota")
+STATUS_VARIABLES = (
+    "status-winner",
+    "status-rejected",
+    "status-failed",
+    "status-cancelled",
+    "status-running",
+    "status-quota",
+)
 STATUS_DEFAULTS = {
     "status-winner": "#4EBF71",
     "status-rejected": "#E5534B",
@@ -46,8 +63,10 @@ STATUS_DEFAULTS = {
 
 def shipped_themes_dir() -> Path:
     """The repository's themes/ in a checkout (or editable install), else where a wheel puts it."""
-    candidates = [Path(__file__).resolve().parent.parent.parent / "themes",
-                  Path(sys.prefix) / "share" / "outpost-tui" / "themes"]
+    candidates = [
+        Path(__file__).resolve().parent.parent.parent / "themes",
+        Path(sys.prefix) / "share" / "outpost-tui" / "themes",
+    ]
     for directory in candidates:
         if directory.is_dir():
             return directory
@@ -88,8 +107,15 @@ def load_themes(directories: list[Path] | None = None) -> tuple[list[Theme], lis
                 errors.append(str(error))
                 continue
             if theme.name in seen_here:
-                errors.append(str(ThemeFileError(file, "name", f"theme {theme.name!r} is already "
-                                                 f"defined by {seen_here[theme.name].name}")))
+                errors.append(
+                    str(
+                        ThemeFileError(
+                            file,
+                            "name",
+                            f"theme {theme.name!r} is already defined by {seen_here[theme.name].name}",
+                        )
+                    )
+                )
                 continue
             seen_here[theme.name] = file
             themes[theme.name] = theme
@@ -115,7 +141,9 @@ def load_theme(file: Path) -> Theme:
     if not isinstance(dark, bool):
         raise ThemeFileError(file, "dark", f"expected true or false, found {dark!r}")
     # Any: Theme takes each colour by its own keyword, which a dict of checked strings cannot name
-    colours: dict[str, Any] = {key: _colour(file, key, document[key]) for key in COLOUR_KEYS if key in document}
+    colours: dict[str, Any] = {
+        key: _colour(file, key, document[key]) for key in COLOUR_KEYS if key in document
+    }
 
     raw_variables = document.get("variables", {})
     if not isinstance(raw_variables, dict):
@@ -138,13 +166,15 @@ def _colour(file: Path, key: str, value: Any) -> str:
     try:
         Color.parse(value)
     except ColorParseError:
-        raise ThemeFileError(file, key, f"not a colour: {value!r} (use e.g. \"#5FA8D3\", "
-                                        "\"rgb(95,168,211)\" or a colour name)") from None
+        raise ThemeFileError(
+            file, key, f'not a colour: {value!r} (use e.g. "#5FA8D3", "rgb(95,168,211)" or a colour name)'
+        ) from None
     return value
 
 
 def _status_from_theme(colours: dict[str, str]) -> dict[str, str]:
     """Status colours a theme leaves out, taken from the nearest colour it does define."""
+
     def pick(*keys: str, default: str) -> str:
         return next((colours[key] for key in keys if key in colours), default)
 

@@ -27,8 +27,9 @@ def transcript(name: str) -> list[str]:
 
 
 def candidate(agent: str, **options) -> CandidateSpec:
-    return CandidateSpec(key=options.pop("key", agent), agent=agent,
-                         brief=options.pop("brief", "Fix add()."), **options)
+    return CandidateSpec(
+        key=options.pop("key", agent), agent=agent, brief=options.pop("brief", "Fix add()."), **options
+    )
 
 
 def decoder_for(agent: str, prices=None, **options):
@@ -51,7 +52,7 @@ def of_kind(events: list[AgentEvent], kind: str) -> list[dict]:
     return [dict(event.data) for event in events if str(event.kind) == kind]
 
 
-_FAKE = r'''#!{python}
+_FAKE = r"""#!{python}
 import json, os, subprocess, sys
 
 PLAN = json.loads({plan!r})
@@ -103,17 +104,32 @@ if PLAN.get("wait_for"):
 for line in PLAN.get("stderr", []):
     emit(line, sys.stderr)
 sys.exit(PLAN.get("exit_code", 0))
-'''
+"""
 
 
-def write_fake(bin_dir: Path, program: str, *, record: Path, transcript_name: str | None = None,
-               edits: dict[str, str] | None = None, commit: str | None = None, exit_code: int = 0,
-               stderr: list[str] | None = None, act_after: int | None = None,
-               huge_after: int | None = None, wait_for: Path | None = None) -> Path:
+def write_fake(
+    bin_dir: Path,
+    program: str,
+    *,
+    record: Path,
+    transcript_name: str | None = None,
+    edits: dict[str, str] | None = None,
+    commit: str | None = None,
+    exit_code: int = 0,
+    stderr: list[str] | None = None,
+    act_after: int | None = None,
+    huge_after: int | None = None,
+    wait_for: Path | None = None,
+) -> Path:
     """Writes an executable `bin_dir/program` that plays the agent; returns its path."""
-    plan = {"record": str(record), "edits": edits or {}, "commit": commit, "exit_code": exit_code,
-            "stderr": stderr or [],
-            "transcript": str(TRANSCRIPTS / transcript_name) if transcript_name else None}
+    plan = {
+        "record": str(record),
+        "edits": edits or {},
+        "commit": commit,
+        "exit_code": exit_code,
+        "stderr": stderr or [],
+        "transcript": str(TRANSCRIPTS / transcript_name) if transcript_name else None,
+    }
     if act_after is not None:
         plan["act_after"] = act_after
     if huge_after is not None:

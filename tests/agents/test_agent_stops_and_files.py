@@ -24,20 +24,27 @@ def test_aider_waiting_for_a_browser_sign_in_is_stopped_at_once(tmp_path):
     project(tmp_path)
     bin_dir = tmp_path / "bin"
     # aider 0.86.2's own lines when it has no model and no key, then its five-minute wait
-    write_program(bin_dir, "aider", """\
+    write_program(
+        bin_dir,
+        "aider",
+        """\
         import sys, time
         for line in ["No LLM model was specified and no API keys were provided.",
                      "OpenRouter provides free and paid access to many LLMs.",
                      "Waiting up to 5 minutes for you to finish in the browser..."]:
             print(line, flush=True)
         time.sleep(300)
-        """)
-    race = race_file(tmp_path, """\
+        """,
+    )
+    race = race_file(
+        tmp_path,
+        """\
         [[candidates]]
         key = "aider"
         agent = "aider"
         brief = "Fix add()."
-        """)
+        """,
+    )
     started = time.monotonic()
     _code, result, _stderr = run_race(tmp_path, race, bin_dir)
     elapsed = time.monotonic() - started
@@ -49,7 +56,10 @@ def test_aider_waiting_for_a_browser_sign_in_is_stopped_at_once(tmp_path):
 def test_gemini_policy_file_exists_while_it_runs_and_is_removed_after(tmp_path):
     repo = project(tmp_path)
     bin_dir, seen = tmp_path / "bin", tmp_path / "seen.json"
-    write_program(bin_dir, "gemini", f"""\
+    write_program(
+        bin_dir,
+        "gemini",
+        f"""\
         import json, os, sys
         policy = sys.argv[sys.argv.index("--policy") + 1]
         with open(policy) as handle:
@@ -58,14 +68,18 @@ def test_gemini_policy_file_exists_while_it_runs_and_is_removed_after(tmp_path):
                    "trust": os.environ.get("GEMINI_CLI_TRUST_WORKSPACE"),
                    "author": os.environ.get("GIT_AUTHOR_EMAIL")}}, open({str(seen)!r}, "w"))
         print(json.dumps({{"type": "result", "status": "success", "stats": {{}}}}))
-        """)
-    race = race_file(tmp_path, """\
+        """,
+    )
+    race = race_file(
+        tmp_path,
+        """\
         [[candidates]]
         key = "gemini"
         agent = "gemini"
         brief = "Fix add()."
         allowed_tools = ["run_shell_command(git)"]
-        """)
+        """,
+    )
     run_race(tmp_path, race, bin_dir)
     report = json.loads(seen.read_text())
     policy = Path(report["policy"])

@@ -27,6 +27,7 @@ def stderr_tail(name: str) -> str:
 
 # -- Gemini CLI 0.61.0 --------------------------------------------------------------------------
 
+
 def test_gemini_usage_counts_thinking_tokens_and_prices_the_model_named_in_the_stats():
     gemini = decoder("gemini")
     events = feed(gemini, transcript("gemini_061_fix.jsonl"))
@@ -37,8 +38,7 @@ def test_gemini_usage_counts_thinking_tokens_and_prices_the_model_named_in_the_s
     thinking = 4025 - 3910 - 75
     assert thinking == 40
     cost = (3710 * 1.25 + 200 * 0.125 + (75 + thinking) * 10.0) / 1e6
-    assert gemini.usage == Usage(input=3710, cached=200, output=115, cost_usd=round(cost, 6),
-                                 estimated=True)
+    assert gemini.usage == Usage(input=3710, cached=200, output=115, cost_usd=round(cost, 6), estimated=True)
     assert gemini.usage.cost_usd > 0
     assert gemini.finish(0, "").ok
 
@@ -47,8 +47,9 @@ def test_gemini_untrusted_folder_reason_is_one_plain_line():
     gemini = decoder("gemini")
     outcome = gemini.finish(55, stderr_tail("gemini_061_untrusted.stderr"))
     assert "\x1b" in stderr_tail("gemini_061_untrusted.stderr")  # the raw colour escape
-    assert outcome.reason.startswith("the worktree is not trusted: Gemini CLI is not running in a "
-                                     "trusted directory")
+    assert outcome.reason.startswith(
+        "the worktree is not trusted: Gemini CLI is not running in a trusted directory"
+    )
     assert "\x1b" not in outcome.reason and "[31m" not in outcome.reason
 
 
@@ -97,11 +98,22 @@ def test_gemini_daily_quota_has_no_midnight_reset_from_the_report_file_name():
 
 # -- opencode 1.18.33 ---------------------------------------------------------------------------
 
+
 def test_opencode_launch_prints_its_error_logs_on_stderr():
-    launch = adapter_for("opencode").launch(candidate("opencode", model="stand/gpt-4o"), "Fix it.",
-                                            CONTEXT)
-    assert launch.argv == ("opencode", "run", "--format", "json", "-m", "stand/gpt-4o", "--auto",
-                           "--print-logs", "--log-level", "ERROR", "Fix it.")
+    launch = adapter_for("opencode").launch(candidate("opencode", model="stand/gpt-4o"), "Fix it.", CONTEXT)
+    assert launch.argv == (
+        "opencode",
+        "run",
+        "--format",
+        "json",
+        "-m",
+        "stand/gpt-4o",
+        "--auto",
+        "--print-logs",
+        "--log-level",
+        "ERROR",
+        "Fix it.",
+    )
 
 
 def test_opencode_zero_cost_for_a_model_the_table_knows_is_priced_and_estimated():
@@ -109,8 +121,9 @@ def test_opencode_zero_cost_for_a_model_the_table_knows_is_priced_and_estimated(
     feed(opencode, transcript("opencode_11833_fix.jsonl"))
     # gpt-4o: $2.50 input, $1.25 cached, $10 output per million; opencode said 0 for each step
     cost = (3700 * 2.5 + 200 * 1.25 + 70 * 10.0) / 1e6
-    assert opencode.usage == Usage(input=3700, cached=200, output=70, cost_usd=round(cost, 10),
-                                   estimated=True)
+    assert opencode.usage == Usage(
+        input=3700, cached=200, output=70, cost_usd=round(cost, 10), estimated=True
+    )
     unknown = decoder("opencode", model="stand/house-model")
     feed(unknown, transcript("opencode_11833_fix.jsonl"))
     assert unknown.usage.cost_usd == 0 and not unknown.usage.estimated
@@ -120,19 +133,23 @@ def test_opencode_long_retry_after_stops_it_on_the_quota_with_its_reset_time():
     opencode = decoder("opencode", model="stand/gpt-4o")
     events = feed(opencode, transcript("opencode_11833_rate_limit.stderr"), "stderr")
     assert [r["message"] for r in of_kind(events, "retry")] == [
-        "Rate limit reached for gpt-4o. Please try again in 1h."]
+        "Rate limit reached for gpt-4o. Please try again in 1h."
+    ]
     [quota] = of_kind(events, "quota")
     assert quota["reset_at"] == "2026-12-01T15:10:00Z"
     assert opencode.stop is not None  # the engine stops it instead of letting it wait an hour
     outcome = opencode.finish(-15, "")
     assert outcome.quota is not None and outcome.reason == (
-        "quota: Rate limit reached for gpt-4o. Please try again in 1h. (resets 2026-12-01T15:10:00Z)")
+        "quota: Rate limit reached for gpt-4o. Please try again in 1h. (resets 2026-12-01T15:10:00Z)"
+    )
 
 
 def test_opencode_short_rate_limit_is_a_retry_and_a_finished_step_clears_it():
     opencode = decoder("opencode", model="stand/gpt-4o")
-    line = ('timestamp=2026-12-01T14:15:44.208Z level=ERROR run=19bfe574 message="stream error" '
-            'providerID=stand modelID=gpt-4o error.error="AI_APICallError: Too Many Requests"')
+    line = (
+        'timestamp=2026-12-01T14:15:44.208Z level=ERROR run=19bfe574 message="stream error" '
+        'providerID=stand modelID=gpt-4o error.error="AI_APICallError: Too Many Requests"'
+    )
     events = feed(opencode, [line], "stderr")
     assert kinds(events) == ["log", "retry"] and opencode.stop is None
     # timed out still waiting: the quota, not "timed out"
@@ -145,11 +162,25 @@ def test_opencode_short_rate_limit_is_a_retry_and_a_finished_step_clears_it():
 
 # -- aider 0.86.2 -------------------------------------------------------------------------------
 
+
 def test_aider_launch_sets_the_width_and_logs_analytics_to_stderr():
     launch = adapter_for("aider").launch(candidate("aider", model="gpt-4o"), "Fix it.", CONTEXT)
-    assert launch.argv == ("aider", "--message", "Fix it.", "--yes-always", "--no-pretty", "--no-stream",
-                           "--no-check-update", "--no-show-model-warnings", "--no-gitignore",
-                           "--no-analytics", "--analytics-log", "/dev/stderr", "--model", "gpt-4o")
+    assert launch.argv == (
+        "aider",
+        "--message",
+        "Fix it.",
+        "--yes-always",
+        "--no-pretty",
+        "--no-stream",
+        "--no-check-update",
+        "--no-show-model-warnings",
+        "--no-gitignore",
+        "--no-analytics",
+        "--analytics-log",
+        "/dev/stderr",
+        "--model",
+        "gpt-4o",
+    )
     assert launch.env == {"TZ": "UTC", "COLUMNS": COLUMNS} and int(COLUMNS) >= 1000
 
 
@@ -163,28 +194,51 @@ def test_aider_usage_comes_exact_from_its_analytics_log_and_is_marked_estimated(
     assert aider.usage == Usage(input=5734, output=61, cost_usd=0.013665, estimated=True)
     # it says once what is approximate; the analytics bookkeeping is not shown
     assert [line for e in of_kind(events, "log") for line in e["lines"]] == [
-        "Warning: Input is not a terminal (fd=0).", APPROXIMATE]
+        "Warning: Input is not a terminal (fd=0).",
+        APPROXIMATE,
+    ]
     assert aider.finish(0, "").ok
 
 
 def test_aider_cache_split_comes_from_its_tokens_lines_the_totals_from_the_log():
     aider = decoder("aider", model="claude-sonnet-4-5")
-    feed(aider, ["Tokens: 14k sent, 1.5k cache write, 12k cache hit, 87 received.",
-                 "Cost: $0.01 message, $0.04 session."])
-    feed(aider, ['{"event": "message_send", "properties": {"prompt_tokens": 14210, '
-                 '"completion_tokens": 87, "cost": 0.0123, "total_cost": 0.0412}}'], "stderr")
-    assert aider.usage == Usage(input=14210 - 12000 - 1500, cached=12000, cache_write=1500, output=87,
-                                cost_usd=0.0412, estimated=True)
+    feed(
+        aider,
+        [
+            "Tokens: 14k sent, 1.5k cache write, 12k cache hit, 87 received.",
+            "Cost: $0.01 message, $0.04 session.",
+        ],
+    )
+    feed(
+        aider,
+        [
+            '{"event": "message_send", "properties": {"prompt_tokens": 14210, '
+            '"completion_tokens": 87, "cost": 0.0123, "total_cost": 0.0412}}'
+        ],
+        "stderr",
+    )
+    assert aider.usage == Usage(
+        input=14210 - 12000 - 1500, cached=12000, cache_write=1500, output=87, cost_usd=0.0412, estimated=True
+    )
 
 
 def test_aider_without_network_fails_with_the_real_cause():
     aider = decoder("aider", model="gpt-4o")
     events = feed(aider, transcript("aider_0862_offline.txt"))
-    assert [r["delay_ms"] for r in of_kind(events, "retry")] == [200, 500, 1000, 2000, 4000, 8000,
-                                                                16000, 32000]
+    assert [r["delay_ms"] for r in of_kind(events, "retry")] == [
+        200,
+        500,
+        1000,
+        2000,
+        4000,
+        8000,
+        16000,
+        32000,
+    ]
     outcome = aider.finish(0, "")  # aider exits 0 after giving up
     assert not outcome.ok and outcome.reason.startswith(
-        "cannot reach the model API (aider gave up retrying): litellm.InternalServerError")
+        "cannot reach the model API (aider gave up retrying): litellm.InternalServerError"
+    )
 
 
 def test_aider_browser_sign_in_is_stopped_at_once():

@@ -28,19 +28,35 @@ def claude(**options):
 def test_command_line_puts_the_brief_after_p_and_the_tools_in_one_argument():
     launch = adapter_for("claude").launch(
         candidate("claude", model="sonnet", max_turns=60, args=("--max-budget-usd", "5")),
-        "Fix add().", CONTEXT)
+        "Fix add().",
+        CONTEXT,
+    )
     assert launch.argv == (
-        "claude", "-p", "Fix add().", "--output-format", "stream-json", "--verbose", "--include-partial-messages",
-        "--permission-mode", "acceptEdits", "--allowedTools", ",".join(DEFAULT_ALLOWED_TOOLS),
-        "--max-turns", "60", "--model", "sonnet", "--max-budget-usd", "5")
+        "claude",
+        "-p",
+        "Fix add().",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--include-partial-messages",
+        "--permission-mode",
+        "acceptEdits",
+        "--allowedTools",
+        ",".join(DEFAULT_ALLOWED_TOOLS),
+        "--max-turns",
+        "60",
+        "--model",
+        "sonnet",
+        "--max-budget-usd",
+        "5",
+    )
     assert launch.env == {"TZ": "UTC"}
     assert launch.stdin is None
 
 
 def test_command_line_with_explicit_tools_and_awkward_briefs():
     adapter = adapter_for("claude")
-    launch = adapter.launch(candidate("claude", allowed_tools=("Read", "Bash(make:*)")),
-                            "--help me", CONTEXT)
+    launch = adapter.launch(candidate("claude", allowed_tools=("Read", "Bash(make:*)")), "--help me", CONTEXT)
     # A brief starting with '-' must not be read as an option.
     assert launch.argv[:3] == ("claude", "-p", " --help me")
     assert launch.argv[launch.argv.index("--allowedTools") + 1] == "Read,Bash(make:*)"
@@ -70,19 +86,38 @@ def test_repeated_message_ids_are_counted_once_and_the_result_line_is_authoritat
     assert live.estimated and live.cost_usd == pytest.approx(0.0412305, abs=1e-6)
     final = totals[-1]
     # modelUsage covers every model (the haiku subagent too); the cost is the CLI's own.
-    assert final == Usage(input=921, cached=79800, cache_write=2650, output=546, cost_usd=0.1843,
-                          complete=True, estimated=False)
+    assert final == Usage(
+        input=921, cached=79800, cache_write=2650, output=546, cost_usd=0.1843, complete=True, estimated=False
+    )
     outcome = decoder.finish(0, "")
     assert outcome.ok and outcome.reason is None
     assert outcome.result == "Fixed add() to return a + b and committed."
     assert decoder.usage == final
 
     # the init line, then: this transcript's claude lists none of the default Write, NotebookEdit
-    assert kinds(events) == ["log", "log", "text", "tool", "tool-result", "tool", "tool-result", "file-change",
-                             "tool", "tool-result", "text", "tool", "tool-result", "text"]
+    assert kinds(events) == [
+        "log",
+        "log",
+        "text",
+        "tool",
+        "tool-result",
+        "tool",
+        "tool-result",
+        "file-change",
+        "tool",
+        "tool-result",
+        "text",
+        "tool",
+        "tool-result",
+        "text",
+    ]
     assert of_kind(events, "tool")[1] == {
-        "name": "Edit", "input": json.dumps({"file_path": "calc.py", "new_string": "return a + b",
-                                             "old_string": "return a - b"}, sort_keys=True)}
+        "name": "Edit",
+        "input": json.dumps(
+            {"file_path": "calc.py", "new_string": "return a + b", "old_string": "return a - b"},
+            sort_keys=True,
+        ),
+    }
     assert of_kind(events, "file-change") == [{"path": "calc.py", "change": "update"}]
     results = of_kind(events, "tool-result")
     assert results[0] == {"name": "Read", "output": "def add(a, b):\n    return a - b\n", "error": False}
@@ -103,8 +138,12 @@ def test_json_array_output_is_decoded_like_the_stream():
 
 def test_single_result_object_of_json_output():
     decoder = claude()
-    decoder.decode(['{"type":"result","subtype":"success","is_error":false,"result":"ok",'
-                    '"total_cost_usd":0.5,"usage":{"input_tokens":10,"output_tokens":20}}'])
+    decoder.decode(
+        [
+            '{"type":"result","subtype":"success","is_error":false,"result":"ok",'
+            '"total_cost_usd":0.5,"usage":{"input_tokens":10,"output_tokens":20}}'
+        ]
+    )
     assert decoder.usage == Usage(input=10, output=20, cost_usd=0.5)
     assert decoder.finish(0, "").ok
 
@@ -117,8 +156,11 @@ def test_api_retry_is_a_transient_retry_and_the_run_still_succeeds():
     assert "529" in retries[0]["message"] and "retrying in 600 ms" in retries[0]["message"]
     # An allowed_warning is only a warning: no quota.
     assert "quota" not in kinds(events)
-    assert any("rate limit warning: five hour window at 91%" in line
-               for e in of_kind(events, "log") for line in e["lines"])
+    assert any(
+        "rate limit warning: five hour window at 91%" in line
+        for e in of_kind(events, "log")
+        for line in e["lines"]
+    )
     outcome = decoder.finish(0, "")
     assert outcome.ok and decoder.quota is None
     assert decoder.usage.cost_usd == 0.0291 and not decoder.usage.estimated
@@ -134,19 +176,34 @@ def test_max_turns_gives_a_clear_reason_and_lists_denied_tools():
     assert decoder.usage.cost_usd == 1.02
 
 
-@pytest.mark.parametrize("name, message, reset_at", [
-    ("claude_quota_event.jsonl", "five hour limit reached", "2026-01-01T05:00:00Z"),
-    ("claude_quota_synthetic.jsonl", "You've hit your limit · resets Feb 16, 11am (Europe/Berlin)",
-     "2026-02-16T10:00:00Z"),
-    ("claude_quota_zone.jsonl", "You've hit your weekly limit · resets 4pm (America/Recife)",
-     "2026-01-01T19:00:00Z"),
-    ("claude_quota_date_at.jsonl", "You've hit your Opus limit · resets Apr 23 at 4pm (America/New_York)",
-     "2026-04-23T20:00:00Z"),
-    ("claude_quota_legacy.jsonl", "Claude AI usage limit reached|1767243600", "2026-01-01T05:00:00Z"),
-    ("claude_quota_spend_cap.jsonl",
-     "API Error: 400 You have reached your specified API usage limits. You will regain access on "
-     "2026-04-01 at 00:00 UTC.", "2026-04-01T00:00:00Z"),
-])
+@pytest.mark.parametrize(
+    "name, message, reset_at",
+    [
+        ("claude_quota_event.jsonl", "five hour limit reached", "2026-01-01T05:00:00Z"),
+        (
+            "claude_quota_synthetic.jsonl",
+            "You've hit your limit · resets Feb 16, 11am (Europe/Berlin)",
+            "2026-02-16T10:00:00Z",
+        ),
+        (
+            "claude_quota_zone.jsonl",
+            "You've hit your weekly limit · resets 4pm (America/Recife)",
+            "2026-01-01T19:00:00Z",
+        ),
+        (
+            "claude_quota_date_at.jsonl",
+            "You've hit your Opus limit · resets Apr 23 at 4pm (America/New_York)",
+            "2026-04-23T20:00:00Z",
+        ),
+        ("claude_quota_legacy.jsonl", "Claude AI usage limit reached|1767243600", "2026-01-01T05:00:00Z"),
+        (
+            "claude_quota_spend_cap.jsonl",
+            "API Error: 400 You have reached your specified API usage limits. You will regain access on "
+            "2026-04-01 at 00:00 UTC.",
+            "2026-04-01T00:00:00Z",
+        ),
+    ],
+)
 def test_every_quota_form_gives_a_quota_with_its_reset_time(name, message, reset_at):
     decoder = claude()
     events = feed(decoder, transcript(name))
@@ -160,18 +217,28 @@ def test_every_quota_form_gives_a_quota_with_its_reset_time(name, message, reset
 
 def test_a_rejected_rate_limit_during_a_run_that_still_succeeds_is_not_a_failure():
     decoder = claude()
-    feed(decoder, ['{"type":"rate_limit_event","rate_limit_info":{"status":"rejected",'
-                   '"resetsAt":1767243600,"rateLimitType":"seven_day"}}',
-                   '{"type":"result","subtype":"success","is_error":false,"result":"done",'
-                   '"total_cost_usd":0.2}'])
+    feed(
+        decoder,
+        [
+            '{"type":"rate_limit_event","rate_limit_info":{"status":"rejected",'
+            '"resetsAt":1767243600,"rateLimitType":"seven_day"}}',
+            '{"type":"result","subtype":"success","is_error":false,"result":"done","total_cost_usd":0.2}',
+        ],
+    )
     assert decoder.finish(0, "").ok
 
 
 def test_quota_phrases_in_ordinary_prose_are_not_a_quota():
     decoder = claude()
     prose = "You've hit your usage limit · resets 4pm is what the tool prints"
-    events = feed(decoder, [json.dumps({"type": "assistant", "message": {
-        "id": "m1", "content": [{"type": "text", "text": prose}]}})])
+    events = feed(
+        decoder,
+        [
+            json.dumps(
+                {"type": "assistant", "message": {"id": "m1", "content": [{"type": "text", "text": prose}]}}
+            )
+        ],
+    )
     assert "quota" not in kinds(events) and decoder.quota is None
 
 
@@ -181,8 +248,10 @@ def test_not_logged_in():
     outcome = decoder.finish(1, "")
     assert outcome.reason == "not logged in: run `claude login` or set ANTHROPIC_API_KEY"
     plain = claude()
-    assert plain.finish(1, "Error: Invalid API key · Please run /login\n").reason == \
-        "not logged in: run `claude login` or set ANTHROPIC_API_KEY"
+    assert (
+        plain.finish(1, "Error: Invalid API key · Please run /login\n").reason
+        == "not logged in: run `claude login` or set ANTHROPIC_API_KEY"
+    )
 
 
 def test_permission_denied_and_other_exits():
@@ -190,12 +259,15 @@ def test_permission_denied_and_other_exits():
     reason = decoder.finish(1, "node: /usr/lib/claude/cli.js: Permission denied\n")
     assert reason.reason == "permission denied: node: /usr/lib/claude/cli.js: Permission denied"
     root = claude()
-    root_reason = root.finish(1, "--dangerously-skip-permissions cannot be used with root/sudo "
-                                 "privileges for security reasons\n").reason
+    root_reason = root.finish(
+        1, "--dangerously-skip-permissions cannot be used with root/sudo privileges for security reasons\n"
+    ).reason
     assert root_reason.startswith("permission denied: --dangerously-skip-permissions")
     crashed = claude()
-    assert crashed.finish(3, "boom\nSegmentation fault\n").reason == \
-        "claude exited with code 3: Segmentation fault"
+    assert (
+        crashed.finish(3, "boom\nSegmentation fault\n").reason
+        == "claude exited with code 3: Segmentation fault"
+    )
     assert claude().finish(-9, "").reason == "claude was killed by signal 9"
 
 
@@ -217,8 +289,15 @@ def test_huge_lines_are_decoded_or_cut_without_breaking_the_stream():
     decoder = claude()
     lines = transcript("claude_fix.jsonl")
     payload = "x" * (2 * 1024 * 1024)
-    huge_json = json.dumps({"type": "user", "message": {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "toolu_01R", "content": payload}]}})
+    huge_json = json.dumps(
+        {
+            "type": "user",
+            "message": {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "toolu_01R", "content": payload}],
+            },
+        }
+    )
     events = feed(decoder, lines[:3] + [huge_json, "plain " + payload] + lines[3:])
     result = of_kind(events, "tool-result")[0]
     assert result["name"] == "Read" and len(result["output"]) < 2100
@@ -229,49 +308,63 @@ def test_huge_lines_are_decoded_or_cut_without_breaking_the_stream():
 
 def test_system_lines_of_every_kind_read_as_one_line_and_retries_name_their_cause():
     decoder = claude()
-    events = feed(decoder, [
-        '{"type":"system","subtype":"status","status":"requesting","session_id":"s","uuid":"u"}',
-        '{"type":"system","subtype":"permission_denied","tool_name":"Bash",'
-        '"tool_input":{"command":"rm -rf /"},'
-        '"reason":"not allowed","session_id":"s","uuid":"u"}',
-        '{"type":"system","subtype":"compact_boundary","compact_metadata":{"trigger":"auto","pre_tokens":9000}}',
-        '{"type":"system","subtype":"api_retry","attempt":2,"max_retries":10,"retry_delay_ms":1200,'
-        '"error_status":null,"error":"unknown"}',
-        '{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":600,'
-        '"error_status":529,"error":"overloaded_error"}',
-    ])
+    events = feed(
+        decoder,
+        [
+            '{"type":"system","subtype":"status","status":"requesting","session_id":"s","uuid":"u"}',
+            '{"type":"system","subtype":"permission_denied","tool_name":"Bash",'
+            '"tool_input":{"command":"rm -rf /"},'
+            '"reason":"not allowed","session_id":"s","uuid":"u"}',
+            '{"type":"system","subtype":"compact_boundary","compact_metadata":{"trigger":"auto","pre_tokens":9000}}',
+            '{"type":"system","subtype":"api_retry","attempt":2,"max_retries":10,"retry_delay_ms":1200,'
+            '"error_status":null,"error":"unknown"}',
+            '{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":600,'
+            '"error_status":529,"error":"overloaded_error"}',
+        ],
+    )
     lines = [line for e in of_kind(events, "log") for line in e["lines"]]
     assert lines == [
         'permission denied: tool_name=Bash, tool_input={"command": "rm -rf /"}, reason=not allowed',
-        'compact boundary: compact_metadata={"pre_tokens": 9000, "trigger": "auto"}']
+        'compact boundary: compact_metadata={"pre_tokens": 9000, "trigger": "auto"}',
+    ]
     assert not any(line.lstrip().startswith("{") for line in lines)  # never raw JSON
     network, overloaded = of_kind(events, "retry")
-    assert network["cause"] == "network" and network["message"] == \
-        "network (no answer); retrying in 1200 ms (attempt 2 of 10)"
-    assert overloaded["cause"] == "overloaded" and overloaded["message"] == \
-        "overloaded (HTTP 529, overloaded_error); retrying in 600 ms (attempt 1 of 10)"
+    assert (
+        network["cause"] == "network"
+        and network["message"] == "network (no answer); retrying in 1200 ms (attempt 2 of 10)"
+    )
+    assert (
+        overloaded["cause"] == "overloaded"
+        and overloaded["message"]
+        == "overloaded (HTTP 529, overloaded_error); retrying in 600 ms (attempt 1 of 10)"
+    )
 
 
 def test_max_turns_names_the_limit_the_race_file_set():
     decoder = claude(max_turns=2)
-    feed(decoder, ['{"type":"result","subtype":"error_max_turns","is_error":true,"num_turns":3,'
-                   '"total_cost_usd":0.01}'])
+    feed(
+        decoder,
+        ['{"type":"result","subtype":"error_max_turns","is_error":true,"num_turns":3,"total_cost_usd":0.01}'],
+    )
     assert decoder.finish(1, "").reason == "max turns reached (max_turns = 2)"
 
 
 def test_live_usage_comes_from_the_partial_message_events():
     decoder = claude()
-    feed(decoder, [
-        '{"type":"stream_event","event":{"type":"message_start","message":{"id":"msg_1","model":'
-        '"claude-sonnet-5-5","usage":{"input_tokens":11,"cache_read_input_tokens":22,'
-        '"cache_creation_input_tokens":33,"output_tokens":1}}}}',
-        '{"type":"assistant","message":{"id":"msg_1","model":"claude-sonnet-5-5","content":[{"type":"text",'
-        '"text":"hi"}],"usage":{"input_tokens":11,"cache_read_input_tokens":22,'
-        '"cache_creation_input_tokens":33,"output_tokens":1}}}',
-        '{"type":"stream_event","event":{"type":"message_delta","delta":{"stop_reason":"end_turn"},'
-        '"usage":{"input_tokens":11,"cache_read_input_tokens":22,"cache_creation_input_tokens":33,'
-        '"output_tokens":44}},"api_message_id":"msg_1"}',
-    ])
+    feed(
+        decoder,
+        [
+            '{"type":"stream_event","event":{"type":"message_start","message":{"id":"msg_1","model":'
+            '"claude-sonnet-5-5","usage":{"input_tokens":11,"cache_read_input_tokens":22,'
+            '"cache_creation_input_tokens":33,"output_tokens":1}}}}',
+            '{"type":"assistant","message":{"id":"msg_1","model":"claude-sonnet-5-5","content":[{"type":"text",'
+            '"text":"hi"}],"usage":{"input_tokens":11,"cache_read_input_tokens":22,'
+            '"cache_creation_input_tokens":33,"output_tokens":1}}}',
+            '{"type":"stream_event","event":{"type":"message_delta","delta":{"stop_reason":"end_turn"},'
+            '"usage":{"input_tokens":11,"cache_read_input_tokens":22,"cache_creation_input_tokens":33,'
+            '"output_tokens":44}},"api_message_id":"msg_1"}',
+        ],
+    )
     live = decoder.usage
     assert (live.input, live.cached, live.cache_write, live.output) == (11, 22, 33, 44)
     # claude-sonnet-5-5 is in no table: priced as its family, an estimate, never $0
@@ -302,5 +395,7 @@ def test_what_claude_2_1_328_really_prints_decodes_to_the_usage_the_server_bille
     assert [e["name"] for e in of_kind(events, "tool")] == ["Read", "Edit", "Bash"]
     assert of_kind(events, "file-change") == [{"path": "/wt/fix/calc.py", "change": "update"}]
     logs = [line for e in of_kind(events, "log") for line in e["lines"]]
-    assert logs[1] == "model claude-sonnet-5-5 is not in the price table: priced as claude-sonnet-4 (estimated)"
+    assert (
+        logs[1] == "model claude-sonnet-5-5 is not in the price table: priced as claude-sonnet-4 (estimated)"
+    )
     assert not any(line.lstrip().startswith("{") for line in logs)  # every line understood

@@ -30,12 +30,25 @@ def codex(**options):
 
 def test_command_line_reads_the_brief_from_stdin_and_adds_the_git_dir():
     adapter = adapter_for("codex")
-    launch = adapter.launch(candidate("codex", model="gpt-5-codex",
-                                      args=("-c", "sandbox_workspace_write.network_access=true")),
-                            "resume the work on add()", CONTEXT)
-    assert launch.argv == ("codex", "exec", "--json", "--sandbox", "workspace-write",
-                           "--add-dir", "/repo/.git", "-m", "gpt-5-codex",
-                           "-c", "sandbox_workspace_write.network_access=true", "-")
+    launch = adapter.launch(
+        candidate("codex", model="gpt-5-codex", args=("-c", "sandbox_workspace_write.network_access=true")),
+        "resume the work on add()",
+        CONTEXT,
+    )
+    assert launch.argv == (
+        "codex",
+        "exec",
+        "--json",
+        "--sandbox",
+        "workspace-write",
+        "--add-dir",
+        "/repo/.git",
+        "-m",
+        "gpt-5-codex",
+        "-c",
+        "sandbox_workspace_write.network_access=true",
+        "-",
+    )
     assert launch.stdin == b"resume the work on add()"
     assert launch.env == {"TZ": "UTC"}
     assert adapter.commits_on_behalf is True
@@ -54,22 +67,43 @@ def test_a_fix_decodes_to_tools_results_file_changes_and_estimated_usage():
     events = feed(decoder, transcript("codex_fix.jsonl"))
     # the thread line names the model; this version's default is priced by its family
     assert of_kind(events, "log")[:2] == [
-        {"stream": "stdout", "lines": ["codex thread 0199b1c2-7d3e-7a10-9c41-5e2f8a6b0c11, model gpt-6.1-sol"]},
-        {"stream": "stdout", "lines": ["model gpt-6.1-sol is not in the price table: priced as gpt-5 (estimated)"]}]
-    assert kinds(events) == ["log", "log", "text", "tool", "tool-result", "file-change", "log", "tool",
-                             "tool-result", "text"]
+        {
+            "stream": "stdout",
+            "lines": ["codex thread 0199b1c2-7d3e-7a10-9c41-5e2f8a6b0c11, model gpt-6.1-sol"],
+        },
+        {
+            "stream": "stdout",
+            "lines": ["model gpt-6.1-sol is not in the price table: priced as gpt-5 (estimated)"],
+        },
+    ]
+    assert kinds(events) == [
+        "log",
+        "log",
+        "text",
+        "tool",
+        "tool-result",
+        "file-change",
+        "log",
+        "tool",
+        "tool-result",
+        "text",
+    ]
     assert of_kind(events, "text")[0] == {"text": "**Locating failing test**", "reasoning": True}
     assert of_kind(events, "tool")[0] == {"name": "shell", "input": "bash -lc 'python3 -m unittest -q'"}
     first, second = of_kind(events, "tool-result")
-    assert first == {"name": "shell", "output": "FAIL: test_adds_integers\nFAILED (failures=3)\n",
-                     "error": True}
+    assert first == {
+        "name": "shell",
+        "output": "FAIL: test_adds_integers\nFAILED (failures=3)\n",
+        "error": True,
+    }
     assert second["error"] is False
     assert of_kind(events, "file-change") == [{"path": "calc.py", "change": "update"}]
     assert "plan: [x] fix add(); [x] run the tests" in of_kind(events, "log")[2]["lines"]
     # input_tokens includes the cached ones.
     expected_cost = (7250 * 1.25 + 40960 * 0.125 + 1312 * 10) / 1e6
-    assert decoder.usage == Usage(input=7250, cached=40960, output=1312,
-                                  cost_usd=round(expected_cost, 6), estimated=True)
+    assert decoder.usage == Usage(
+        input=7250, cached=40960, output=1312, cost_usd=round(expected_cost, 6), estimated=True
+    )
     outcome = decoder.finish(0, "")
     assert outcome.ok and outcome.result == "Fixed the sign in add(); tests pass."
     assert decoder.thread_id == "0199b1c2-7d3e-7a10-9c41-5e2f8a6b0c11"
@@ -88,12 +122,15 @@ def test_turn_usage_is_cumulative_so_the_latest_replaces_the_previous():
 
 def test_mcp_calls_and_several_file_changes():
     events = feed(codex(), transcript("codex_cumulative.jsonl"))
-    assert of_kind(events, "tool") == [{"name": "docs.search",
-                                        "input": '{"query": "unittest assertAlmostEqual"}'}]
+    assert of_kind(events, "tool") == [
+        {"name": "docs.search", "input": '{"query": "unittest assertAlmostEqual"}'}
+    ]
     assert of_kind(events, "tool-result")[0]["error"] is False
     assert "assertAlmostEqual(first, second, places=7)" in of_kind(events, "tool-result")[0]["output"]
-    assert of_kind(events, "file-change") == [{"path": "calc.py", "change": "update"},
-                                              {"path": "tests/test_more.py", "change": "add"}]
+    assert of_kind(events, "file-change") == [
+        {"path": "calc.py", "change": "update"},
+        {"path": "tests/test_more.py", "change": "add"},
+    ]
 
 
 def test_race_file_price_overrides_the_table():
@@ -103,22 +140,31 @@ def test_race_file_price_overrides_the_table():
     assert decoder.usage.estimated
 
 
-@pytest.mark.parametrize("name, reset_at, message", [
-    # The error line has the time, the turn.failed after it does not: the time is kept. Codex cuts
-    # it to the minute ("3:09 PM" for 3:09:19), so the end of that minute is taken: never early.
-    ("codex_quota_time.jsonl", "2026-01-01T15:10:00Z", "You've hit your usage limit. Upgrade to Pro"),
-    ("codex_quota_date.jsonl", "2026-08-20T11:51:00Z", "You've hit your usage limit. Upgrade to Plus"),
-    # No time first, then a duration: the report with a time replaces the one without.
-    ("codex_quota_duration.jsonl", "2026-01-01T14:05:00Z",
-     "You've hit your usage limit. Please try again in 2 hours 5 minutes."),
-    ("codex_quota_minutes.jsonl", "2026-01-01T13:30:00Z",
-     "You've hit your usage limit. Try again in ~90 min."),
-    ("codex_quota_api_key.jsonl", None, "exceeded retry limit, last status: 429 Too Many Requests"),
-    # The forms without a reset time: a workspace without credits, a bare 429, an API key's quota.
-    ("codex_quota_credits.jsonl", None, "Your workspace is out of credits. Ask your workspace owner"),
-    ("codex_quota_status.jsonl", None, "unexpected status 429 Too Many Requests: Rate limit reached"),
-    ("codex_quota_exceeded.jsonl", None, "Quota exceeded. Check your plan and billing details."),
-])
+@pytest.mark.parametrize(
+    "name, reset_at, message",
+    [
+        # The error line has the time, the turn.failed after it does not: the time is kept. Codex cuts
+        # it to the minute ("3:09 PM" for 3:09:19), so the end of that minute is taken: never early.
+        ("codex_quota_time.jsonl", "2026-01-01T15:10:00Z", "You've hit your usage limit. Upgrade to Pro"),
+        ("codex_quota_date.jsonl", "2026-08-20T11:51:00Z", "You've hit your usage limit. Upgrade to Plus"),
+        # No time first, then a duration: the report with a time replaces the one without.
+        (
+            "codex_quota_duration.jsonl",
+            "2026-01-01T14:05:00Z",
+            "You've hit your usage limit. Please try again in 2 hours 5 minutes.",
+        ),
+        (
+            "codex_quota_minutes.jsonl",
+            "2026-01-01T13:30:00Z",
+            "You've hit your usage limit. Try again in ~90 min.",
+        ),
+        ("codex_quota_api_key.jsonl", None, "exceeded retry limit, last status: 429 Too Many Requests"),
+        # The forms without a reset time: a workspace without credits, a bare 429, an API key's quota.
+        ("codex_quota_credits.jsonl", None, "Your workspace is out of credits. Ask your workspace owner"),
+        ("codex_quota_status.jsonl", None, "unexpected status 429 Too Many Requests: Rate limit reached"),
+        ("codex_quota_exceeded.jsonl", None, "Quota exceeded. Check your plan and billing details."),
+    ],
+)
 def test_every_quota_form(name, reset_at, message):
     decoder = codex()
     events = feed(decoder, transcript(name))
@@ -141,8 +187,13 @@ def test_quota_message_only_on_stderr():
 
 def test_a_reset_time_with_seconds_keeps_them():
     decoder = codex()
-    feed(decoder, ['{"type":"turn.failed","error":{"message":"You\'ve hit your usage limit. '
-                   'Try again at 3:09:19 PM."}}'])
+    feed(
+        decoder,
+        [
+            '{"type":"turn.failed","error":{"message":"You\'ve hit your usage limit. '
+            'Try again at 3:09:19 PM."}}'
+        ],
+    )
     assert decoder.finish(1, "").quota.reset_at == "2026-01-01T15:09:19Z"
 
 
@@ -172,23 +223,35 @@ def test_waiting_for_network_is_a_network_retry():
 
 def test_an_own_commit_message_is_kept_for_the_commit_made_on_its_behalf():
     decoder = codex()
-    feed(decoder, ['{"type":"item.completed","item":{"id":"item_1","type":"command_execution",'
-                   '"command":"/bin/bash -lc \'git add -A && git commit -qm \\"Fix add()\\" -m \\"It returned '
-                   'a - b.\\"\'","aggregated_output":"fatal: Unable to create \'/r/.git/index.lock\': Read-only '
-                   'file system\\n","exit_code":128,"status":"failed"}}'])
+    feed(
+        decoder,
+        [
+            '{"type":"item.completed","item":{"id":"item_1","type":"command_execution",'
+            '"command":"/bin/bash -lc \'git add -A && git commit -qm \\"Fix add()\\" -m \\"It returned '
+            'a - b.\\"\'","aggregated_output":"fatal: Unable to create \'/r/.git/index.lock\': Read-only '
+            'file system\\n","exit_code":128,"status":"failed"}}'
+        ],
+    )
     assert decoder.commit_message == "Fix add()\n\nIt returned a - b."
 
 
 def test_not_logged_in_and_other_failures():
     decoder = codex()
     feed(decoder, transcript("codex_not_logged_in.jsonl"))
-    assert decoder.finish(1, "").reason == \
-        "not logged in: run `codex login` or set OPENAI_API_KEY (or CODEX_API_KEY)"
+    assert (
+        decoder.finish(1, "").reason
+        == "not logged in: run `codex login` or set OPENAI_API_KEY (or CODEX_API_KEY)"
+    )
     failed = codex()
-    feed(failed, ['{"type":"turn.started"}',
-                  '{"type":"item.started","item":{"id":"item_0","type":"command_execution",'
-                  '"command":"ls","status":"in_progress"}}',
-                  '{"type":"turn.failed","error":{"message":"stream disconnected before completion"}}'])
+    feed(
+        failed,
+        [
+            '{"type":"turn.started"}',
+            '{"type":"item.started","item":{"id":"item_0","type":"command_execution",'
+            '"command":"ls","status":"in_progress"}}',
+            '{"type":"turn.failed","error":{"message":"stream disconnected before completion"}}',
+        ],
+    )
     outcome = failed.finish(1, "")
     assert outcome.reason == "codex exited with code 1: stream disconnected before completion"
     # The turn did work but never reported tokens: usage is a lower bound.
@@ -197,8 +260,13 @@ def test_not_logged_in_and_other_failures():
 
 def test_cache_writes_are_read_and_taken_out_of_the_uncached_input():
     decoder = codex(model="gpt-5")
-    feed(decoder, ['{"type":"turn.completed","usage":{"input_tokens":10000,"cached_input_tokens":6000,'
-                   '"cache_write_input_tokens":1500,"output_tokens":300,"reasoning_output_tokens":0}}'])
+    feed(
+        decoder,
+        [
+            '{"type":"turn.completed","usage":{"input_tokens":10000,"cached_input_tokens":6000,'
+            '"cache_write_input_tokens":1500,"output_tokens":300,"reasoning_output_tokens":0}}'
+        ],
+    )
     usage = decoder.usage
     assert (usage.input, usage.cached, usage.cache_write, usage.output) == (2500, 6000, 1500, 300)
     assert usage.tokens == 10300  # every prompt token counted once

@@ -62,20 +62,33 @@ def machine(tmp_path, api):
     home.mkdir()
     (home / ".codex").mkdir()
     (home / ".codex" / "config.toml").write_text(
-        f'model_provider = "local"\n[model_providers.local]\nbase_url = "{api.url}/v1"\n')
+        f'model_provider = "local"\n[model_providers.local]\nbase_url = "{api.url}/v1"\n'
+    )
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    env = {key: value for key, value in os.environ.items()
-           if not key.endswith("_API_KEY") and key not in ("CODEX_HOME", "CLAUDE_CONFIG_DIR",
-                                                           "CLAUDE_CODE_OAUTH_TOKEN", "DOCKER_HOST")}
-    env.update(HOME=str(home), PATH=path_with(bin_dir), DOCKER_HOST="unix:///nonexistent/docker.sock",
-               ANTHROPIC_BASE_URL=api.url)
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.endswith("_API_KEY")
+        and key not in ("CODEX_HOME", "CLAUDE_CONFIG_DIR", "CLAUDE_CODE_OAUTH_TOKEN", "DOCKER_HOST")
+    }
+    env.update(
+        HOME=str(home),
+        PATH=path_with(bin_dir),
+        DOCKER_HOST="unix:///nonexistent/docker.sock",
+        ANTHROPIC_BASE_URL=api.url,
+    )
     return tmp_path, home, bin_dir, env
 
 
 def doctor(env, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "outpost_tui.cli", "doctor", *args], env=env,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "outpost_tui.cli", "doctor", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def checks_of(done: subprocess.CompletedProcess) -> dict[str, dict]:
@@ -96,15 +109,24 @@ def test_a_race_needing_codex_fails_until_codex_is_installed_and_logged_in(machi
     assert json.loads(done.stdout)["missing"] == ["agent codex"]
     assert checks["agent claude"]["ok"] is True and checks["agent claude"]["required"] is True
     assert checks["agent claude"]["detail"].startswith("2.1.3 (Claude Code) (")
-    assert checks["login claude"] == {"name": "login claude", "ok": True, "required": True,
-                                      "detail": f"credentials in {home / '.claude' / '.credentials.json'}"}
-    assert checks["agent codex"]["detail"] == \
-        "`codex` not found on PATH (install: npm install -g @openai/codex)"
+    assert checks["login claude"] == {
+        "name": "login claude",
+        "ok": True,
+        "required": True,
+        "detail": f"credentials in {home / '.claude' / '.credentials.json'}",
+    }
+    assert (
+        checks["agent codex"]["detail"] == "`codex` not found on PATH (install: npm install -g @openai/codex)"
+    )
     # Not needed by this race: reported, never required.
     assert checks["agent gemini"]["required"] is False
     assert checks["container engine"]["ok"] is False and checks["container engine"]["required"] is False
-    assert checks["git merge-tree"] == {"name": "git merge-tree", "ok": True, "required": True,
-                                        "detail": "--write-tree supported"}
+    assert checks["git merge-tree"] == {
+        "name": "git merge-tree",
+        "ok": True,
+        "required": True,
+        "detail": "--write-tree supported",
+    }
 
     version_program(bin_dir, "codex", "codex-cli 0.144.4")
     done = doctor(env, str(race))
@@ -154,7 +176,9 @@ def test_a_container_race_needs_a_reachable_engine(machine):
     assert "/nonexistent/docker.sock" in checks["container engine"]["detail"]
 
 
-CONTAINER_RACE = RACE + """
+CONTAINER_RACE = (
+    RACE
+    + """
 [[candidates]]
 key = "tool"
 agent = "command"
@@ -167,6 +191,7 @@ agent = "command"
 command = ["./agents/fix.sh"]
 brief = "Fix add()."
 """
+)
 
 
 @pytest.mark.parametrize("provider", ["docker", "podman"])
@@ -177,8 +202,11 @@ def test_a_container_race_needs_its_agents_in_the_image_not_on_the_host(machine,
     race.write_text(CONTAINER_RACE.format(extra=sandbox))
     spec = load_race(race)
     assert host_agents_needed(spec) == set()
-    assert image_programs(spec) == {"agent claude in image": "claude", "agent codex in image": "codex",
-                                    "command tool in image": "my-agent"}
+    assert image_programs(spec) == {
+        "agent claude in image": "claude",
+        "agent codex in image": "codex",
+        "command tool in image": "my-agent",
+    }
     # A bare command name runs in the image; a path into the repository is checked on the host.
     required = {check.name: check.required for check in command_checks(spec, env, contained=True)}
     assert required == {"command tool": False, "command script": True}
@@ -220,30 +248,37 @@ def test_durable_race_needs_private_storage(machine):
         version_program(bin_dir, name, f"{name} 1.0")
     env = {**env, "OPENAI_API_KEY": "k", "ANTHROPIC_API_KEY": "k"}
     race = tmp_path / "race.toml"
-    race.write_text(RACE.format(extra='[durability]\nenabled = true\n'))
+    race.write_text(RACE.format(extra="[durability]\nenabled = true\n"))
     storage = tmp_path / "repo" / ".outpost" / "storage"
     storage.mkdir(parents=True)
     storage.chmod(0o755)
     done = doctor(env, str(race), "--json")
     assert done.returncode == exitcodes.MISSING_REQUIREMENT
-    assert checks_of(done)["storage"]["detail"] == \
-        f"{storage} has mode 0755; expected 0700 (chmod 700 {storage})"
+    assert (
+        checks_of(done)["storage"]["detail"]
+        == f"{storage} has mode 0755; expected 0700 (chmod 700 {storage})"
+    )
     storage.chmod(0o700)
     done = doctor(env, str(race), "--json")
     assert done.returncode == 0, done.stdout
-    assert checks_of(done)["storage"] == {"name": "storage", "ok": True, "required": True,
-                                          "detail": f"{storage} (mode 0700)"}
+    assert checks_of(done)["storage"] == {
+        "name": "storage",
+        "ok": True,
+        "required": True,
+        "detail": f"{storage} (mode 0700)",
+    }
 
 
 def test_a_git_without_merge_tree_write_tree_is_reported(machine):
     tmp_path, _home, bin_dir, env = machine
     real_git = shutil.which("git")
     (bin_dir / "git").write_text(
-        '#!/bin/sh\n'
+        "#!/bin/sh\n"
         # an old git refuses the option wherever merge-tree comes among its arguments (-C DIR first)
         'for word in "$@"; do if [ "$word" = merge-tree ]; then\n'
         '  echo "error: unknown option write-tree" >&2; exit 129; fi; done\n'
-        f'exec {real_git} "$@"\n')
+        f'exec {real_git} "$@"\n'
+    )
     (bin_dir / "git").chmod(0o755)
     race = tmp_path / "race.toml"
     race.write_text(RACE.format(extra=""))
@@ -256,26 +291,41 @@ def test_a_git_without_merge_tree_write_tree_is_reported(machine):
 def test_a_missing_command_agent_is_required(machine):
     tmp_path, _home, _bin_dir, env = machine
     race = tmp_path / "race.toml"
-    race.write_text('[race]\nrepository = "repo"\n[validate]\ncommand = ["true"]\n'
-                    '[[candidates]]\nkey = "tool"\nagent = "command"\ncommand = ["no-such-agent-42"]\n'
-                    'brief = "x"\n')
+    race.write_text(
+        '[race]\nrepository = "repo"\n[validate]\ncommand = ["true"]\n'
+        '[[candidates]]\nkey = "tool"\nagent = "command"\ncommand = ["no-such-agent-42"]\n'
+        'brief = "x"\n'
+    )
     done = doctor(env, str(race), "--json")
     assert done.returncode == exitcodes.MISSING_REQUIREMENT
     assert checks_of(done)["command tool"]["detail"] == "`no-such-agent-42` not found on PATH"
 
 
 def test_a_bad_race_file_is_one_line():
-    done = subprocess.run([sys.executable, "-m", "outpost_tui.cli", "doctor", "/nonexistent/race.toml"],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "outpost_tui.cli", "doctor", "/nonexistent/race.toml"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == exitcodes.BAD_INPUT
     assert done.stderr.strip().count("\n") == 0 and "no such file" in done.stderr
 
 
-@pytest.mark.parametrize("version, name", [
-    ({"Components": [{"Name": "Podman Engine", "Version": "4.3.1"}], "Version": "4.3.1"}, "podman"),
-    ({"Platform": {"Name": "Docker Engine - Community"},
-      "Components": [{"Name": "Engine", "Version": "27.1.1"}], "Version": "27.1.1"}, "docker"),
-])
+@pytest.mark.parametrize(
+    "version, name",
+    [
+        ({"Components": [{"Name": "Podman Engine", "Version": "4.3.1"}], "Version": "4.3.1"}, "podman"),
+        (
+            {
+                "Platform": {"Name": "Docker Engine - Community"},
+                "Components": [{"Name": "Engine", "Version": "27.1.1"}],
+                "Version": "27.1.1",
+            },
+            "docker",
+        ),
+    ],
+)
 def test_engine_name(version, name):
     assert engine_name(version) == name
 
@@ -299,9 +349,11 @@ def test_a_reachable_engine_is_named_and_a_missing_image_is_required(machine):
         pytest.skip("no container engine")
     env = {**env, "DOCKER_HOST": host}
     race = tmp_path / "race.toml"
-    race.write_text('[race]\nrepository = "repo"\n[sandbox]\nprovider = "podman"\n'
-                    'image = "local/outpost-doctor-absent:1"\n[validate]\ncommand = ["true"]\n'
-                    '[[candidates]]\nkey = "tool"\nagent = "command"\ncommand = ["true"]\nbrief = "x"\n')
+    race.write_text(
+        '[race]\nrepository = "repo"\n[sandbox]\nprovider = "podman"\n'
+        'image = "local/outpost-doctor-absent:1"\n[validate]\ncommand = ["true"]\n'
+        '[[candidates]]\nkey = "tool"\nagent = "command"\ncommand = ["true"]\nbrief = "x"\n'
+    )
     done = doctor(env, str(race), "--json")
     check = checks_of(done)["container engine"]
     assert check["required"] is True and check["ok"] is False
@@ -322,8 +374,12 @@ def test_each_needed_model_api_is_asked_whether_it_answers_spending_nothing(mach
     done = doctor({**env, **keys}, str(race), "--json")
     assert done.returncode == 0, done.stdout
     checks = checks_of(done)
-    assert checks["api claude"] == {"name": "api claude", "ok": True, "required": True,
-                                    "detail": f"{api.url} answers (HTTP 200)"}
+    assert checks["api claude"] == {
+        "name": "api claude",
+        "ok": True,
+        "required": True,
+        "detail": f"{api.url} answers (HTTP 200)",
+    }
     assert checks["api codex"]["ok"] is True and checks["api codex"]["detail"].startswith(f"{api.url}/v1 ")
     # A HEAD each, never a model request: no tokens spent.
     assert sorted(api.requests) == [("HEAD", "/"), ("HEAD", "/v1")] and api.served == []
@@ -361,25 +417,42 @@ def test_gemini_auth_type_it_refuses_its_api_and_the_git_identity_are_checked(ma
     env = {**env, "GEMINI_API_KEY": "k", "GOOGLE_GEMINI_BASE_URL": api.url}
     git_repo_config = tmp_path / "repo" / ".git" / "config"
     kept = git_repo_config.read_text()
-    git_repo_config.write_text("\n".join(line for line in kept.splitlines()
-                                         if "name =" not in line and "email =" not in line
-                                         and line.strip() != "[user]") + "\n")
+    git_repo_config.write_text(
+        "\n".join(
+            line
+            for line in kept.splitlines()
+            if "name =" not in line and "email =" not in line and line.strip() != "[user]"
+        )
+        + "\n"
+    )
 
     checks = checks_of(doctor(env, str(race), "--json"))
     # "Invalid auth method selected." (exit 41) is what gemini would say, whatever key is set
     assert checks["login gemini"]["ok"] is False and "'bogus'" in checks["login gemini"]["detail"]
-    assert checks["api gemini"] == {"name": "api gemini", "ok": True, "required": True,
-                                    "detail": f"{api.url} answers (HTTP 200)"}
+    assert checks["api gemini"] == {
+        "name": "api gemini",
+        "ok": True,
+        "required": True,
+        "detail": f"{api.url} answers (HTTP 200)",
+    }
     # reported, never blocking: the engine can commit a candidate's edits under its own name
     assert checks["git identity"]["ok"] is False and checks["git identity"]["required"] is False
-    assert checks["git identity"]["detail"].startswith("no user.name and user.email: agents cannot "
-                                                       "commit themselves")
+    assert checks["git identity"]["detail"].startswith(
+        "no user.name and user.email: agents cannot commit themselves"
+    )
     assert not any(s.path.startswith("/v1beta") for s in api.served)  # a HEAD, no tokens
 
     (home / ".gemini" / "settings.json").write_text(
-        '{"security": {"auth": {"selectedType": "gemini-api-key"}}}')
+        '{"security": {"auth": {"selectedType": "gemini-api-key"}}}'
+    )
     (home / ".gitconfig").write_text("[user]\n\tname = Ada\n\temail = ada@example.com\n")
     checks = checks_of(doctor(env, str(race), "--json"))
-    assert checks["login gemini"] == {"name": "login gemini", "ok": True, "required": True,
-                                      "detail": "GEMINI_API_KEY is set"}
-    assert checks["git identity"]["ok"] is True and checks["git identity"]["detail"] == "Ada <ada@example.com>"
+    assert checks["login gemini"] == {
+        "name": "login gemini",
+        "ok": True,
+        "required": True,
+        "detail": "GEMINI_API_KEY is set",
+    }
+    assert (
+        checks["git identity"]["ok"] is True and checks["git identity"]["detail"] == "Ada <ada@example.com>"
+    )

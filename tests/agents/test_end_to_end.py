@@ -25,10 +25,16 @@ from tests.agents.replay import path_with, read_record, write_fake
 from tests.conftest import git
 
 SAMPLE_PROJECT = Path(__file__).resolve().parents[2] / "sample-races" / "projects" / "calc"
-FIXED = (SAMPLE_PROJECT / "calc.py").read_text().replace("return a - b\n\n\ndef subtract",
-                                                        "return a + b\n\n\ndef subtract")
-BROKEN = (SAMPLE_PROJECT / "calc.py").read_text().replace("return a - b\n\n\ndef subtract",
-                                                         "return a * b\n\n\ndef subtract")
+FIXED = (
+    (SAMPLE_PROJECT / "calc.py")
+    .read_text()
+    .replace("return a - b\n\n\ndef subtract", "return a + b\n\n\ndef subtract")
+)
+BROKEN = (
+    (SAMPLE_PROJECT / "calc.py")
+    .read_text()
+    .replace("return a - b\n\n\ndef subtract", "return a * b\n\n\ndef subtract")
+)
 BRIEF = "calc.add(2, 3) returns -1. Fix add() in calc.py.\nRun `python3 -m unittest -q`; commit your change."
 
 
@@ -43,10 +49,12 @@ def project(tmp_path: Path) -> Path:
     return repo
 
 
-def race_file(tmp_path: Path, candidates: str, *, validate: str = '["python3", "-m", "unittest", "-q"]',
-              extra: str = "") -> Path:
+def race_file(
+    tmp_path: Path, candidates: str, *, validate: str = '["python3", "-m", "unittest", "-q"]', extra: str = ""
+) -> Path:
     path = tmp_path / "race.toml"
-    path.write_text(textwrap.dedent(f"""\
+    path.write_text(
+        textwrap.dedent(f"""\
         [race]
         name = "agents"
         repository = "project"
@@ -58,7 +66,9 @@ def race_file(tmp_path: Path, candidates: str, *, validate: str = '["python3", "
         command = {validate}
         timeout = 60
         {extra}
-        """) + textwrap.dedent(candidates))
+        """)
+        + textwrap.dedent(candidates)
+    )
     return path
 
 
@@ -66,8 +76,14 @@ def run_race(tmp_path: Path, race: Path, bin_dir: Path) -> tuple[int, dict, str]
     env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
     env.pop("TZ", None)
     env["PATH"] = path_with(bin_dir)
-    done = subprocess.run([sys.executable, "-m", "outpost_tui.cli", "run", str(race), "--headless", "--json"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    done = subprocess.run(
+        [sys.executable, "-m", "outpost_tui.cli", "run", str(race), "--headless", "--json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     try:
         result = json.loads(done.stdout)
     except ValueError:
@@ -86,9 +102,18 @@ def candidate(result: dict, key: str) -> dict:
 def test_claude_fixes_commits_and_wins_with_its_own_usage_and_cost(tmp_path):
     repo = project(tmp_path)
     bin_dir, record = tmp_path / "bin", tmp_path / "claude.json"
-    write_fake(bin_dir, "claude", record=record, transcript_name="claude_fix.jsonl",
-               edits={"calc.py": FIXED}, commit="Fix add()", huge_after=4)
-    race = race_file(tmp_path, f"""\
+    write_fake(
+        bin_dir,
+        "claude",
+        record=record,
+        transcript_name="claude_fix.jsonl",
+        edits={"calc.py": FIXED},
+        commit="Fix add()",
+        huge_after=4,
+    )
+    race = race_file(
+        tmp_path,
+        f"""\
         [[candidates]]
         key = "claude"
         agent = "claude"
@@ -97,7 +122,8 @@ def test_claude_fixes_commits_and_wins_with_its_own_usage_and_cost(tmp_path):
         allowed_tools = ["Read", "Edit", "Bash(git commit:*)", "Bash(python3:*)"]
         args = ["--fallback-model", "haiku"]
         brief = {json.dumps(BRIEF)}
-        """)
+        """,
+    )
     code, result, stderr = run_race(tmp_path, race, bin_dir)
     assert code == 0, stderr
     claude = candidate(result, "claude")
@@ -105,10 +131,24 @@ def test_claude_fixes_commits_and_wins_with_its_own_usage_and_cost(tmp_path):
 
     launched = read_record(record)
     assert launched["program"] == "claude"
-    assert launched["argv"] == ["-p", BRIEF, "--output-format", "stream-json", "--verbose", "--include-partial-messages",
-                                "--permission-mode", "acceptEdits",
-                                "--allowedTools", "Read,Edit,Bash(git commit:*),Bash(python3:*)",
-                                "--max-turns", "30", "--model", "sonnet", "--fallback-model", "haiku"]
+    assert launched["argv"] == [
+        "-p",
+        BRIEF,
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--include-partial-messages",
+        "--permission-mode",
+        "acceptEdits",
+        "--allowedTools",
+        "Read,Edit,Bash(git commit:*),Bash(python3:*)",
+        "--max-turns",
+        "30",
+        "--model",
+        "sonnet",
+        "--fallback-model",
+        "haiku",
+    ]
     assert launched["stdin"] == "" and launched["tz"] == "UTC"
     assert Path(launched["cwd"]).resolve() == Path(claude["directory"]).resolve()
 
@@ -120,8 +160,16 @@ def test_claude_fixes_commits_and_wins_with_its_own_usage_and_cost(tmp_path):
     assert [c["subject"] for c in claude["commits"]] == ["Fix add()"]
     assert claude["committed_on_behalf"] is False
     assert claude["validation"]["status"] == "passed"
-    assert claude["usage"] == {"input": 921, "cached": 79800, "cache_write": 2650, "output": 546,
-                               "cost_usd": 0.1843, "complete": True, "estimated": False, "cost_unknown": False}
+    assert claude["usage"] == {
+        "input": 921,
+        "cached": 79800,
+        "cache_write": 2650,
+        "output": 546,
+        "cost_usd": 0.1843,
+        "complete": True,
+        "estimated": False,
+        "cost_unknown": False,
+    }
 
     events = flight_log(repo, result, "claude")
     kinds = [e["kind"] for e in events]
@@ -136,8 +184,14 @@ def test_claude_fixes_commits_and_wins_with_its_own_usage_and_cost(tmp_path):
     # Live usage (each message id once, estimated) and then the result line's figures.
     # Lines arrive in batches, so any prefix of the transcript may be the one reported; a
     # message id counted twice would give totals outside this list.
-    prefixes = [(3, 14200, 1800, 1), (3, 14200, 1800, 96), (8, 30200, 2100, 216),
-                (12, 46500, 2300, 296), (18, 63000, 2550, 446), (21, 79800, 2650, 486)]
+    prefixes = [
+        (3, 14200, 1800, 1),
+        (3, 14200, 1800, 96),
+        (8, 30200, 2100, 216),
+        (12, 46500, 2300, 296),
+        (18, 63000, 2550, 446),
+        (21, 79800, 2650, 486),
+    ]
     totals = [e["total"] for e in events if e["kind"] == "usage"]
     live = [(t["input"], t["cached"], t["cache_write"], t["output"]) for t in totals[:-1]]
     assert live and all(t in prefixes for t in live), live
@@ -154,18 +208,34 @@ def test_claude_against_codex_the_real_tests_choose_codex(tmp_path):
     # Validation is the project's real test suite; the wrapper only lets the Codex fake know
     # when Claude's verdict is in, so both outcomes are fixed rather than timing-dependent.
     checker = tmp_path / "check.py"
-    checker.write_text(textwrap.dedent(f"""\
+    checker.write_text(
+        textwrap.dedent(f"""\
         import os, subprocess, sys
         code = subprocess.run([sys.executable, "-m", "unittest", "-q"]).returncode
         if os.environ.get("OUTPOST_CANDIDATE") == "claude":
             open({str(marker)!r}, "w").close()
         sys.exit(code)
-        """))
-    write_fake(bin_dir, "claude", record=tmp_path / "claude.json", transcript_name="claude_fix.jsonl",
-               edits={"calc.py": BROKEN}, commit="Fix add()")
-    write_fake(bin_dir, "codex", record=tmp_path / "codex.json", transcript_name="codex_fix.jsonl",
-               edits={"calc.py": FIXED}, wait_for=marker)
-    race = race_file(tmp_path, f"""\
+        """)
+    )
+    write_fake(
+        bin_dir,
+        "claude",
+        record=tmp_path / "claude.json",
+        transcript_name="claude_fix.jsonl",
+        edits={"calc.py": BROKEN},
+        commit="Fix add()",
+    )
+    write_fake(
+        bin_dir,
+        "codex",
+        record=tmp_path / "codex.json",
+        transcript_name="codex_fix.jsonl",
+        edits={"calc.py": FIXED},
+        wait_for=marker,
+    )
+    race = race_file(
+        tmp_path,
+        f"""\
         [[candidates]]
         key = "claude"
         agent = "claude"
@@ -181,7 +251,9 @@ def test_claude_against_codex_the_real_tests_choose_codex(tmp_path):
         input = 2.0
         cached = 0.5
         output = 20.0
-        """, validate=json.dumps([sys.executable, str(checker)]))
+        """,
+        validate=json.dumps([sys.executable, str(checker)]),
+    )
     code, result, stderr = run_race(tmp_path, race, bin_dir)
     assert code == 0, stderr
     assert result["status"] == "winner" and result["winner"]["key"] == "codex"
@@ -202,8 +274,16 @@ def test_claude_against_codex_the_real_tests_choose_codex(tmp_path):
     assert codex["committed_on_behalf"] is True and len(codex["commits"]) == 1
     # Codex's input includes cached tokens; no cost from the tool, so the race file's price.
     cost = round((7250 * 2.0 + 40960 * 0.5 + 1312 * 20.0) / 1e6, 6)
-    assert codex["usage"] == {"input": 7250, "cached": 40960, "cache_write": 0, "output": 1312,
-                              "cost_usd": cost, "complete": True, "estimated": True, "cost_unknown": False}
+    assert codex["usage"] == {
+        "input": 7250,
+        "cached": 40960,
+        "cache_write": 0,
+        "output": 1312,
+        "cost_usd": cost,
+        "complete": True,
+        "estimated": True,
+        "cost_unknown": False,
+    }
     assert result["usage"]["cost_usd"] == pytest.approx(0.1843 + cost)
     assert result["usage"]["estimated"] is True
     assert git(repo, "show", f"{codex['commit']}:calc.py") == FIXED.strip()
@@ -212,14 +292,23 @@ def test_claude_against_codex_the_real_tests_choose_codex(tmp_path):
 def test_rate_limit_retries_then_success(tmp_path):
     repo = project(tmp_path)
     bin_dir = tmp_path / "bin"
-    write_fake(bin_dir, "claude", record=tmp_path / "claude.json", transcript_name="claude_retry.jsonl",
-               edits={"calc.py": FIXED}, commit="Fix add()")
-    race = race_file(tmp_path, f"""\
+    write_fake(
+        bin_dir,
+        "claude",
+        record=tmp_path / "claude.json",
+        transcript_name="claude_retry.jsonl",
+        edits={"calc.py": FIXED},
+        commit="Fix add()",
+    )
+    race = race_file(
+        tmp_path,
+        f"""\
         [[candidates]]
         key = "claude"
         agent = "claude"
         brief = {json.dumps(BRIEF)}
-        """)
+        """,
+    )
     code, result, stderr = run_race(tmp_path, race, bin_dir)
     assert code == 0, stderr
     assert candidate(result, "claude")["status"] == "winner"
@@ -231,11 +320,24 @@ def test_rate_limit_retries_then_success(tmp_path):
 def test_quota_stops_candidates_with_absolute_reset_times(tmp_path):
     repo = project(tmp_path)
     bin_dir = tmp_path / "bin"
-    write_fake(bin_dir, "claude", record=tmp_path / "claude.json", transcript_name="claude_quota_event.jsonl",
-               exit_code=1)
-    write_fake(bin_dir, "codex", record=tmp_path / "codex.json", transcript_name="codex_quota_date.jsonl",
-               exit_code=1, stderr=["Error: You've hit your usage limit."])
-    race = race_file(tmp_path, f"""\
+    write_fake(
+        bin_dir,
+        "claude",
+        record=tmp_path / "claude.json",
+        transcript_name="claude_quota_event.jsonl",
+        exit_code=1,
+    )
+    write_fake(
+        bin_dir,
+        "codex",
+        record=tmp_path / "codex.json",
+        transcript_name="codex_quota_date.jsonl",
+        exit_code=1,
+        stderr=["Error: You've hit your usage limit."],
+    )
+    race = race_file(
+        tmp_path,
+        f"""\
         [[candidates]]
         key = "claude"
         agent = "claude"
@@ -245,7 +347,8 @@ def test_quota_stops_candidates_with_absolute_reset_times(tmp_path):
         key = "codex"
         agent = "codex"
         brief = {json.dumps(BRIEF)}
-        """)
+        """,
+    )
     code, result, stderr = run_race(tmp_path, race, bin_dir)
     assert code == 1, stderr
     assert result["status"] == "quota"
@@ -261,9 +364,16 @@ def test_quota_stops_candidates_with_absolute_reset_times(tmp_path):
 def test_a_missing_program_fails_the_candidate_with_a_clear_reason(tmp_path):
     project(tmp_path)
     bin_dir = tmp_path / "bin"
-    write_fake(bin_dir, "codex", record=tmp_path / "codex.json", transcript_name="codex_fix.jsonl",
-               edits={"calc.py": FIXED})
-    race = race_file(tmp_path, f"""\
+    write_fake(
+        bin_dir,
+        "codex",
+        record=tmp_path / "codex.json",
+        transcript_name="codex_fix.jsonl",
+        edits={"calc.py": FIXED},
+    )
+    race = race_file(
+        tmp_path,
+        f"""\
         [[candidates]]
         key = "claude"
         agent = "claude"
@@ -273,13 +383,15 @@ def test_a_missing_program_fails_the_candidate_with_a_clear_reason(tmp_path):
         key = "codex"
         agent = "codex"
         brief = {json.dumps(BRIEF)}
-        """)
+        """,
+    )
     code, result, stderr = run_race(tmp_path, race, bin_dir)
     assert code == 0, stderr
     claude = candidate(result, "claude")
     assert claude["status"] == "failed"
-    assert claude["error"] == ("agent program 'claude' not found on PATH "
-                               "(install: npm install -g @anthropic-ai/claude-code)")
+    assert claude["error"] == (
+        "agent program 'claude' not found on PATH (install: npm install -g @anthropic-ai/claude-code)"
+    )
     assert claude["result"] is None  # it never ran, so it said nothing
     assert result["winner"]["key"] == "codex"
     assert candidate(result, "codex")["result"] == "Fixed the sign in add(); tests pass."
@@ -288,14 +400,22 @@ def test_a_missing_program_fails_the_candidate_with_a_clear_reason(tmp_path):
 def test_not_logged_in_is_explained(tmp_path):
     project(tmp_path)
     bin_dir = tmp_path / "bin"
-    write_fake(bin_dir, "claude", record=tmp_path / "claude.json",
-               transcript_name="claude_not_logged_in.jsonl", exit_code=1)
-    race = race_file(tmp_path, f"""\
+    write_fake(
+        bin_dir,
+        "claude",
+        record=tmp_path / "claude.json",
+        transcript_name="claude_not_logged_in.jsonl",
+        exit_code=1,
+    )
+    race = race_file(
+        tmp_path,
+        f"""\
         [[candidates]]
         key = "claude"
         agent = "claude"
         brief = {json.dumps(BRIEF)}
-        """)
+        """,
+    )
     code, result, _stderr = run_race(tmp_path, race, bin_dir)
     assert code == 1
     claude = candidate(result, "claude")
@@ -307,44 +427,125 @@ def test_claude_json_array_output_form(tmp_path):
     """`args = ["--output-format", "json"]` with verbose on: one JSON array, decoded all the same."""
     repo = project(tmp_path)
     bin_dir = tmp_path / "bin"
-    write_fake(bin_dir, "claude", record=tmp_path / "claude.json",
-               transcript_name="claude_verbose_array.json", edits={"calc.py": FIXED}, commit="Fix add()",
-               act_after=0)
-    race = race_file(tmp_path, f"""\
+    write_fake(
+        bin_dir,
+        "claude",
+        record=tmp_path / "claude.json",
+        transcript_name="claude_verbose_array.json",
+        edits={"calc.py": FIXED},
+        commit="Fix add()",
+        act_after=0,
+    )
+    race = race_file(
+        tmp_path,
+        f"""\
         [[candidates]]
         key = "claude"
         agent = "claude"
         args = ["--output-format", "json"]
         brief = {json.dumps(BRIEF)}
-        """)
+        """,
+    )
     code, result, stderr = run_race(tmp_path, race, bin_dir)
     assert code == 0, stderr
     assert read_record(tmp_path / "claude.json")["argv"][-2:] == ["--output-format", "json"]
     claude = candidate(result, "claude")
     assert claude["status"] == "winner"
-    assert claude["usage"] == {"input": 6, "cached": 6900, "cache_write": 1000, "output": 62,
-                               "cost_usd": 0.0123, "complete": True, "estimated": False, "cost_unknown": False}
+    assert claude["usage"] == {
+        "input": 6,
+        "cached": 6900,
+        "cache_write": 1000,
+        "output": 62,
+        "cost_usd": 0.0123,
+        "complete": True,
+        "estimated": False,
+        "cost_unknown": False,
+    }
     kinds = [e["kind"] for e in flight_log(repo, result, "claude")]
     assert kinds.count("tool") == 1 and kinds.count("file-change") == 1 and kinds.count("text") == 1
 
 
 OTHER_AGENTS = {
-    "gemini": ("gemini_fix.jsonl", "gemini-2.5-pro",
-               ["-p", BRIEF, "--output-format", "stream-json", "--skip-trust", "--approval-mode",
-                "yolo", "-m", "gemini-2.5-pro"],
-               {"input": 17900, "cached": 41000, "cache_write": 0, "output": 2300, "cost_usd": 0.0505,
-                "complete": True, "estimated": True, "cost_unknown": False}),
-    "aider": ("aider_fix.txt", "claude-sonnet-4-5",
-              ["--message", BRIEF, "--yes-always", "--no-pretty", "--no-stream", "--no-check-update",
-               "--no-show-model-warnings", "--no-gitignore", "--no-analytics", "--analytics-log",
-               "/dev/stderr", "--model", "claude-sonnet-4-5"],
-              {"input": 3200, "cached": 12000, "cache_write": 3000, "output": 599, "cost_usd": 0.04,
-               "complete": True, "estimated": True, "cost_unknown": False}),
-    "opencode": ("opencode_fix.jsonl", "anthropic/claude-sonnet-4-5",
-                 ["run", "--format", "json", "-m", "anthropic/claude-sonnet-4-5", "--auto",
-                  "--print-logs", "--log-level", "ERROR", BRIEF],
-                 {"input": 932, "cached": 31400, "cache_write": 400, "output": 330, "cost_usd": 0.0204,
-                  "complete": True, "estimated": False, "cost_unknown": False}),
+    "gemini": (
+        "gemini_fix.jsonl",
+        "gemini-2.5-pro",
+        [
+            "-p",
+            BRIEF,
+            "--output-format",
+            "stream-json",
+            "--skip-trust",
+            "--approval-mode",
+            "yolo",
+            "-m",
+            "gemini-2.5-pro",
+        ],
+        {
+            "input": 17900,
+            "cached": 41000,
+            "cache_write": 0,
+            "output": 2300,
+            "cost_usd": 0.0505,
+            "complete": True,
+            "estimated": True,
+            "cost_unknown": False,
+        },
+    ),
+    "aider": (
+        "aider_fix.txt",
+        "claude-sonnet-4-5",
+        [
+            "--message",
+            BRIEF,
+            "--yes-always",
+            "--no-pretty",
+            "--no-stream",
+            "--no-check-update",
+            "--no-show-model-warnings",
+            "--no-gitignore",
+            "--no-analytics",
+            "--analytics-log",
+            "/dev/stderr",
+            "--model",
+            "claude-sonnet-4-5",
+        ],
+        {
+            "input": 3200,
+            "cached": 12000,
+            "cache_write": 3000,
+            "output": 599,
+            "cost_usd": 0.04,
+            "complete": True,
+            "estimated": True,
+            "cost_unknown": False,
+        },
+    ),
+    "opencode": (
+        "opencode_fix.jsonl",
+        "anthropic/claude-sonnet-4-5",
+        [
+            "run",
+            "--format",
+            "json",
+            "-m",
+            "anthropic/claude-sonnet-4-5",
+            "--auto",
+            "--print-logs",
+            "--log-level",
+            "ERROR",
+            BRIEF,
+        ],
+        {
+            "input": 932,
+            "cached": 31400,
+            "cache_write": 400,
+            "output": 330,
+            "cost_usd": 0.0204,
+            "complete": True,
+            "estimated": False,
+            "cost_unknown": False,
+        },
+    ),
 }
 
 
@@ -353,15 +554,24 @@ def test_gemini_aider_and_opencode_fix_and_win(tmp_path, agent):
     name, model, argv, usage = OTHER_AGENTS[agent]
     repo = project(tmp_path)
     bin_dir = tmp_path / "bin"
-    write_fake(bin_dir, agent, record=tmp_path / "agent.json", transcript_name=name,
-               edits={"calc.py": FIXED}, commit="Fix add()")
-    race = race_file(tmp_path, f"""\
+    write_fake(
+        bin_dir,
+        agent,
+        record=tmp_path / "agent.json",
+        transcript_name=name,
+        edits={"calc.py": FIXED},
+        commit="Fix add()",
+    )
+    race = race_file(
+        tmp_path,
+        f"""\
         [[candidates]]
         key = "{agent}"
         agent = "{agent}"
         model = "{model}"
         brief = {json.dumps(BRIEF)}
-        """)
+        """,
+    )
     code, result, stderr = run_race(tmp_path, race, bin_dir)
     assert code == 0, stderr
     launched = read_record(tmp_path / "agent.json")
@@ -374,20 +584,26 @@ def test_gemini_aider_and_opencode_fix_and_win(tmp_path, agent):
     assert len(changes) == 1 and changes[0]["path"].endswith("calc.py")
 
 
-@pytest.mark.parametrize("agent, name, wait", [
-    ("gemini", "gemini_quota.jsonl", 2 * 3600 + 52 * 60 + 39),  # "reset after 2h52m39s"
-    ("opencode", "opencode_quota.jsonl", 3600),  # retry-after: 3600
-])
+@pytest.mark.parametrize(
+    "agent, name, wait",
+    [
+        ("gemini", "gemini_quota.jsonl", 2 * 3600 + 52 * 60 + 39),  # "reset after 2h52m39s"
+        ("opencode", "opencode_quota.jsonl", 3600),  # retry-after: 3600
+    ],
+)
 def test_quota_reset_times_relative_to_now(tmp_path, agent, name, wait):
     project(tmp_path)
     bin_dir = tmp_path / "bin"
     write_fake(bin_dir, agent, record=tmp_path / "agent.json", transcript_name=name, exit_code=1)
-    race = race_file(tmp_path, f"""\
+    race = race_file(
+        tmp_path,
+        f"""\
         [[candidates]]
         key = "{agent}"
         agent = "{agent}"
         brief = {json.dumps(BRIEF)}
-        """)
+        """,
+    )
     before = datetime.now(UTC).replace(microsecond=0)
     code, result, _stderr = run_race(tmp_path, race, bin_dir)
     after = datetime.now(UTC)
@@ -401,18 +617,33 @@ def test_quota_reset_times_relative_to_now(tmp_path, agent, name, wait):
 def test_headless_human_output_shows_what_the_winner_said(tmp_path):
     project(tmp_path)
     bin_dir = tmp_path / "bin"
-    write_fake(bin_dir, "claude", record=tmp_path / "claude.json", transcript_name="claude_fix.jsonl",
-               edits={"calc.py": FIXED}, commit="Fix add()")
-    race = race_file(tmp_path, f"""\
+    write_fake(
+        bin_dir,
+        "claude",
+        record=tmp_path / "claude.json",
+        transcript_name="claude_fix.jsonl",
+        edits={"calc.py": FIXED},
+        commit="Fix add()",
+    )
+    race = race_file(
+        tmp_path,
+        f"""\
         [[candidates]]
         key = "claude"
         agent = "claude"
         brief = {json.dumps(BRIEF)}
-        """)
+        """,
+    )
     env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
     env["PATH"] = path_with(bin_dir)
-    done = subprocess.run([sys.executable, "-m", "outpost_tui.cli", "run", str(race), "--headless"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    done = subprocess.run(
+        [sys.executable, "-m", "outpost_tui.cli", "run", str(race), "--headless"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     assert lines[-1] == "claude said: Fixed add() to return a + b and committed."
@@ -424,7 +655,8 @@ def test_headless_human_output_shows_what_the_winner_said(tmp_path):
 
 def unreachable_race(tmp_path: Path, budget: str) -> Path:
     path = tmp_path / "race.toml"
-    path.write_text(textwrap.dedent(f"""\
+    path.write_text(
+        textwrap.dedent(f"""\
         [race]
         repository = "project"
         brief = {json.dumps(BRIEF)}
@@ -438,7 +670,8 @@ def unreachable_race(tmp_path: Path, budget: str) -> Path:
         [[candidates]]
         key = "codex"
         agent = "codex"
-        """))
+        """)
+    )
     return path
 
 
@@ -447,16 +680,23 @@ def test_an_agent_that_cannot_reach_its_api_fails_after_the_unreachable_timeout(
     bin_dir = tmp_path / "bin"
     # Codex offline reconnects for ever; this one then waits (at most a minute) for a file that
     # never comes, so only the engine's limit can end it in seconds.
-    write_fake(bin_dir, "codex", record=tmp_path / "codex.json", transcript_name="codex_offline.jsonl",
-               wait_for=tmp_path / "never")
+    write_fake(
+        bin_dir,
+        "codex",
+        record=tmp_path / "codex.json",
+        transcript_name="codex_offline.jsonl",
+        wait_for=tmp_path / "never",
+    )
     race = unreachable_race(tmp_path, "candidate_timeout = 120\n        unreachable_timeout = 1")
     started = time.monotonic()
     code, result, stderr = run_race(tmp_path, race, bin_dir)
     assert time.monotonic() - started < 45
     codex = candidate(result, "codex")
     assert code == 1 and codex["status"] == "failed", stderr
-    assert codex["error"] == ("cannot reach the model API (Reconnecting... waiting for network "
-                              "(Connection failed: error sending request)) for 1s")
+    assert codex["error"] == (
+        "cannot reach the model API (Reconnecting... waiting for network "
+        "(Connection failed: error sending request)) for 1s"
+    )
     assert "codex#1 network, the agent is retrying: Reconnecting... waiting for network" in stderr
     assert "codex#1 agent stopped after" in stderr
     assert codex["usage"]["complete"] is False
@@ -465,11 +705,18 @@ def test_an_agent_that_cannot_reach_its_api_fails_after_the_unreachable_timeout(
 def test_a_timeout_while_the_api_is_unreachable_says_so(tmp_path):
     project(tmp_path)
     bin_dir = tmp_path / "bin"
-    write_fake(bin_dir, "codex", record=tmp_path / "codex.json", transcript_name="codex_offline.jsonl",
-               wait_for=tmp_path / "never")
+    write_fake(
+        bin_dir,
+        "codex",
+        record=tmp_path / "codex.json",
+        transcript_name="codex_offline.jsonl",
+        wait_for=tmp_path / "never",
+    )
     race = unreachable_race(tmp_path, "candidate_timeout = 2\n        unreachable_timeout = 600")
     _code, result, stderr = run_race(tmp_path, race, bin_dir)
     codex = candidate(result, "codex")
     assert codex["status"] == "failed", stderr
-    assert codex["error"] == ("agent timed out after 2s (cannot reach the model API: Reconnecting... "
-                              "waiting for network (Connection failed: error sending request))")
+    assert codex["error"] == (
+        "agent timed out after 2s (cannot reach the model API: Reconnecting... "
+        "waiting for network (Connection failed: error sending request))"
+    )

@@ -32,8 +32,20 @@ def test_a_long_message_is_clipped_to_the_limit_with_a_marker():
 def test_every_outcome_carries_a_clipped_result():
     claude = decoder_for("claude")
     long_result = "I changed add(). " * 1000
-    feed(claude, [json.dumps({"type": "result", "subtype": "success", "is_error": False,
-                              "result": long_result, "total_cost_usd": 0.01})])
+    feed(
+        claude,
+        [
+            json.dumps(
+                {
+                    "type": "result",
+                    "subtype": "success",
+                    "is_error": False,
+                    "result": long_result,
+                    "total_cost_usd": 0.01,
+                }
+            )
+        ],
+    )
     outcome = claude.finish(0, "")
     assert outcome.ok and len(outcome.result) <= RESULT_KEEP
     assert outcome.result.startswith("I changed add(). I changed add().")
@@ -41,19 +53,34 @@ def test_every_outcome_carries_a_clipped_result():
 
 
 def record(**extra) -> CandidateRecord:
-    fields = {"key": "claude", "attempt": 1, "agent": "claude", "status": CandidateStatus.WINNER,
-              "branch": "outpost/r/claude", "commit": "abc123", **extra}
+    fields = {
+        "key": "claude",
+        "attempt": 1,
+        "agent": "claude",
+        "status": CandidateStatus.WINNER,
+        "branch": "outpost/r/claude",
+        "commit": "abc123",
+        **extra,
+    }
     return CandidateRecord(**fields)
 
 
 def race(*candidates: CandidateRecord) -> RaceResult:
-    return RaceResult(id="r1", status=RaceStatus.WINNER, baseline="b" * 40, name="race", mode="race",
-                      select="first", candidates=list(candidates))
+    return RaceResult(
+        id="r1",
+        status=RaceStatus.WINNER,
+        baseline="b" * 40,
+        name="race",
+        mode="race",
+        select="first",
+        candidates=list(candidates),
+    )
 
 
 def test_the_result_field_round_trips_and_is_null_when_absent():
-    saved = race(record(result="Fixed add() and committed."),
-                 record(key="codex", status=CandidateStatus.CANCELLED))
+    saved = race(
+        record(result="Fixed add() and committed."), record(key="codex", status=CandidateStatus.CANCELLED)
+    )
     data = json.loads(json.dumps(saved.to_json()))
     assert [c["result"] for c in data["candidates"]] == ["Fixed add() and committed.", None]
     again = race_result_from_json(data)
@@ -69,18 +96,28 @@ def test_the_headless_line_shows_what_the_winner_said_on_one_line():
     long = final_message_line(race(record(result="x" * 500)))
     assert long == "claude said: " + "x" * 200 + "…"
     assert final_message_line(race(record())) is None
-    no_winner = race(CandidateRecord(key="claude", attempt=1, agent="claude",
-                                     status=CandidateStatus.REJECTED, result="I think it works."))
+    no_winner = race(
+        CandidateRecord(
+            key="claude",
+            attempt=1,
+            agent="claude",
+            status=CandidateStatus.REJECTED,
+            result="I think it works.",
+        )
+    )
     assert final_message_line(no_winner) is None
 
 
-@pytest.mark.parametrize("agent, hint", [
-    ("claude", "npm install -g @anthropic-ai/claude-code"),
-    ("codex", "npm install -g @openai/codex"),
-    ("gemini", "npm install -g @google/gemini-cli"),
-    ("aider", "python -m pip install aider-install && aider-install"),
-    ("opencode", "npm install -g opencode-ai"),
-])
+@pytest.mark.parametrize(
+    "agent, hint",
+    [
+        ("claude", "npm install -g @anthropic-ai/claude-code"),
+        ("codex", "npm install -g @openai/codex"),
+        ("gemini", "npm install -g @google/gemini-cli"),
+        ("aider", "python -m pip install aider-install && aider-install"),
+        ("opencode", "npm install -g opencode-ai"),
+    ],
+)
 def test_a_missing_agent_program_says_how_to_install_it(agent, hint):
     adapter = adapter_for(agent)
     local = f"agent program {agent!r} not found on PATH"
@@ -90,8 +127,10 @@ def test_a_missing_agent_program_says_how_to_install_it(agent, hint):
     # Other start failures, and another program's, are left as they are.
     other = f"agent program {agent!r} is not executable (permission denied)"
     assert adapter.start_failure(other) == other
-    assert adapter.start_failure("agent program 'python3' not found on PATH") == \
-        "agent program 'python3' not found on PATH"
+    assert (
+        adapter.start_failure("agent program 'python3' not found on PATH")
+        == "agent program 'python3' not found on PATH"
+    )
 
 
 def test_the_command_agent_has_no_install_hint():

@@ -27,6 +27,7 @@ def decoder(agent: str, **options):
 
 # -- gemini ------------------------------------------------------------------------------------
 
+
 def test_gemini_command_line(tmp_path, monkeypatch):
     for name in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"):
         monkeypatch.delenv(name, raising=False)
@@ -36,27 +37,46 @@ def test_gemini_command_line(tmp_path, monkeypatch):
     subprocess.run(["git", "-C", str(worktree), "config", "user.email", "ada@example.com"], check=True)
     context = LaunchContext(directory=worktree, git_common_dir=worktree / ".git")
     adapter = adapter_for("gemini")
-    launch = adapter.launch(candidate("gemini", model="gemini-2.5-pro", args=("--debug",)),
-                            "Fix add().", context)
+    launch = adapter.launch(
+        candidate("gemini", model="gemini-2.5-pro", args=("--debug",)), "Fix add().", context
+    )
     # 0.61 trusts no folder in headless mode: without --skip-trust it exits 55 at once
-    assert launch.argv == ("gemini", "-p", "Fix add().", "--output-format", "stream-json",
-                           "--skip-trust", "--approval-mode", "yolo", "-m", "gemini-2.5-pro", "--debug")
+    assert launch.argv == (
+        "gemini",
+        "-p",
+        "Fix add().",
+        "--output-format",
+        "stream-json",
+        "--skip-trust",
+        "--approval-mode",
+        "yolo",
+        "-m",
+        "gemini-2.5-pro",
+        "--debug",
+    )
     # its shell runs git with GIT_CONFIG_GLOBAL=/dev/null: the identity travels in the environment
-    assert launch.env == {"TZ": "UTC", "GEMINI_CLI_TRUST_WORKSPACE": "true",
-                          "GIT_AUTHOR_NAME": "Ada Lovelace", "GIT_COMMITTER_NAME": "Ada Lovelace",
-                          "GIT_AUTHOR_EMAIL": "ada@example.com", "GIT_COMMITTER_EMAIL": "ada@example.com"}
+    assert launch.env == {
+        "TZ": "UTC",
+        "GEMINI_CLI_TRUST_WORKSPACE": "true",
+        "GIT_AUTHOR_NAME": "Ada Lovelace",
+        "GIT_COMMITTER_NAME": "Ada Lovelace",
+        "GIT_AUTHOR_EMAIL": "ada@example.com",
+        "GIT_COMMITTER_EMAIL": "ada@example.com",
+    }
     assert launch.stdin is None and launch.files == {}
     own = adapter.launch(candidate("gemini", env={"GIT_AUTHOR_NAME": "Bot"}), "x", context)
     assert "GIT_AUTHOR_NAME" not in own.env and own.env["GIT_COMMITTER_NAME"] == "Ada Lovelace"
     # --allowed-tools is deprecated in 0.61: a policy file allows the listed tools instead
-    limited = adapter.launch(candidate("gemini", allowed_tools=("run_shell_command(git)", "replace")),
-                             "x", context)
+    limited = adapter.launch(
+        candidate("gemini", allowed_tools=("run_shell_command(git)", "replace")), "x", context
+    )
     policy = worktree / ".git" / "outpost-gemini-policy.toml"
     assert limited.argv[5:] == ("--skip-trust", "--approval-mode", "auto_edit", "--policy", str(policy))
     rules = tomllib.loads(limited.files[str(policy)])["rule"]
     assert rules == [
         {"toolName": "run_shell_command", "commandPrefix": "git", "decision": "allow", "priority": 100},
-        {"toolName": "replace", "decision": "allow", "priority": 100}]
+        {"toolName": "replace", "decision": "allow", "priority": 100},
+    ]
     assert not policy.exists()  # written by the engine just before the agent starts
     with pytest.raises(ValueError, match="gemini has no max-turns option"):
         adapter.launch(candidate("gemini", max_turns=3), "x", CONTEXT)
@@ -65,17 +85,32 @@ def test_gemini_command_line(tmp_path, monkeypatch):
 def test_gemini_stream_decodes_deltas_tools_and_session_usage():
     gemini = decoder("gemini")
     events = feed(gemini, transcript("gemini_fix.jsonl"))
-    assert kinds(events) == ["log", "text", "tool", "tool-result", "tool", "tool-result", "file-change",
-                             "tool", "tool-result", "log", "text"]
+    assert kinds(events) == [
+        "log",
+        "text",
+        "tool",
+        "tool-result",
+        "tool",
+        "tool-result",
+        "file-change",
+        "tool",
+        "tool-result",
+        "log",
+        "text",
+    ]
     texts = of_kind(events, "text")
     assert texts == [{"text": "I'll read calc.py first."}, {"text": "Fixed add()."}]
     assert of_kind(events, "file-change") == [{"path": "/wt/g/calc.py", "change": "update"}]
     failed = of_kind(events, "tool-result")[2]
-    assert failed == {"name": "run_shell_command", "output": "fatal: unable to auto-detect email address",
-                      "error": True}
+    assert failed == {
+        "name": "run_shell_command",
+        "output": "fatal: unable to auto-detect email address",
+        "error": True,
+    }
     expected = (17900 * 1.25 + 41000 * 0.125 + 2300 * 10) / 1e6
-    assert gemini.usage == Usage(input=17900, cached=41000, output=2300, cost_usd=round(expected, 6),
-                                 estimated=True)
+    assert gemini.usage == Usage(
+        input=17900, cached=41000, output=2300, cost_usd=round(expected, 6), estimated=True
+    )
     outcome = gemini.finish(0, "")
     assert outcome.ok and outcome.result == "Fixed add()."
 
@@ -111,10 +146,13 @@ def test_gemini_single_object_json_form():
     assert gemini.model == "gemini-2.5-flash"
 
 
-@pytest.mark.parametrize("code, reason", [
-    (41, "not logged in: run `gemini` once to sign in, or set GEMINI_API_KEY"),
-    (53, "max turns reached (the session turn limit in settings.json)"),
-])
+@pytest.mark.parametrize(
+    "code, reason",
+    [
+        (41, "not logged in: run `gemini` once to sign in, or set GEMINI_API_KEY"),
+        (53, "max turns reached (the session turn limit in settings.json)"),
+    ],
+)
 def test_gemini_exit_codes(code, reason):
     assert decoder("gemini").finish(code, "").reason == reason
 
@@ -134,13 +172,16 @@ GEMINI_STACK_DUMP = [
 ]
 
 
-@pytest.mark.parametrize("stderr, quota", [
-    (GEMINI_STACK_DUMP, False),
-    (["Request failed with status code 429"], False),
-    (GEMINI_STACK_DUMP + ['    "status": "RESOURCE_EXHAUSTED"'], True),
-    (["Error: You exceeded your current quota, please check your plan and billing details."], True),
-    (["[API Error: Quota exceeded for quota metric 'Requests' and limit 'Requests per day']"], True),
-])
+@pytest.mark.parametrize(
+    "stderr, quota",
+    [
+        (GEMINI_STACK_DUMP, False),
+        (["Request failed with status code 429"], False),
+        (GEMINI_STACK_DUMP + ['    "status": "RESOURCE_EXHAUSTED"'], True),
+        (["Error: You exceeded your current quota, please check your plan and billing details."], True),
+        (["[API Error: Quota exceeded for quota metric 'Requests' and limit 'Requests per day']"], True),
+    ],
+)
 def test_gemini_stderr_is_quota_only_with_the_status_name_or_a_quota_phrase(stderr, quota):
     live = decoder("gemini")
     events = live.decode(stderr, "stderr")
@@ -155,18 +196,26 @@ def test_gemini_stderr_is_quota_only_with_the_status_name_or_a_quota_phrase(stde
 
 def test_gemini_bare_429_in_its_own_error_result_is_still_a_quota():
     gemini = decoder("gemini")
-    feed(gemini, ['{"type":"result","status":"error","error":{"type":"ApiError",'
-                  '"message":"Request failed with status code 429"},"stats":{}}'])
+    feed(
+        gemini,
+        [
+            '{"type":"result","status":"error","error":{"type":"ApiError",'
+            '"message":"Request failed with status code 429"},"stats":{}}'
+        ],
+    )
     outcome = gemini.finish(1, "")
     assert outcome.quota is not None and outcome.quota.message == "Request failed with status code 429"
 
 
-@pytest.mark.parametrize("agent, name, message", [
-    ("gemini", "gemini_quota_current.jsonl", "You exceeded your current quota"),
-    ("gemini", "gemini_quota_metric.jsonl", "Quota exceeded for quota metric"),
-    # No statusCode and no retry-after header: the phrase alone says quota, with no reset time.
-    ("opencode", "opencode_quota_phrase.jsonl", "You exceeded your current quota"),
-])
+@pytest.mark.parametrize(
+    "agent, name, message",
+    [
+        ("gemini", "gemini_quota_current.jsonl", "You exceeded your current quota"),
+        ("gemini", "gemini_quota_metric.jsonl", "Quota exceeded for quota metric"),
+        # No statusCode and no retry-after header: the phrase alone says quota, with no reset time.
+        ("opencode", "opencode_quota_phrase.jsonl", "You exceeded your current quota"),
+    ],
+)
 def test_quota_phrases_without_a_reset_time(agent, name, message):
     made = decoder(agent)
     events = feed(made, transcript(name))
@@ -179,14 +228,30 @@ def test_quota_phrases_without_a_reset_time(agent, name, message):
 
 # -- aider -------------------------------------------------------------------------------------
 
+
 def test_aider_command_line():
     adapter = adapter_for("aider")
-    launch = adapter.launch(candidate("aider", model="sonnet", args=("--edit-format", "diff")),
-                            "Fix add().", CONTEXT)
-    assert launch.argv == ("aider", "--message", "Fix add().", "--yes-always", "--no-pretty",
-                           "--no-stream", "--no-check-update", "--no-show-model-warnings",
-                           "--no-gitignore", "--no-analytics", "--analytics-log", "/dev/stderr",
-                           "--model", "sonnet", "--edit-format", "diff")
+    launch = adapter.launch(
+        candidate("aider", model="sonnet", args=("--edit-format", "diff")), "Fix add().", CONTEXT
+    )
+    assert launch.argv == (
+        "aider",
+        "--message",
+        "Fix add().",
+        "--yes-always",
+        "--no-pretty",
+        "--no-stream",
+        "--no-check-update",
+        "--no-show-model-warnings",
+        "--no-gitignore",
+        "--no-analytics",
+        "--analytics-log",
+        "/dev/stderr",
+        "--model",
+        "sonnet",
+        "--edit-format",
+        "diff",
+    )
     assert launch.env == {"TZ": "UTC", "COLUMNS": "10000"} and launch.stdin is None
     with pytest.raises(ValueError, match="aider takes no tool list"):
         adapter.launch(candidate("aider", allowed_tools=("x",)), "x", CONTEXT)
@@ -204,8 +269,9 @@ def test_aider_text_gives_usage_edits_and_a_retry():
     [retry] = of_kind(events, "retry")
     assert retry["delay_ms"] == 200 and "rate limited you" in retry["message"]
     # The tokens of both calls, the session cost from the last line (rounded: estimated).
-    assert aider.usage == Usage(input=3200, cached=12000, cache_write=3000, output=599, cost_usd=0.04,
-                                estimated=True)
+    assert aider.usage == Usage(
+        input=3200, cached=12000, cache_write=3000, output=599, cost_usd=0.04, estimated=True
+    )
     assert aider.finish(0, "").ok and aider.quota is None
 
 
@@ -221,32 +287,63 @@ def test_aider_quota_and_unpriced_model():
 
 def test_aider_gives_up_after_rate_limits():
     aider = decoder("aider")
-    feed(aider, ["The API provider has rate limited you. Try again later or check your quotas.",
-                 "Retrying in 32.0 seconds..."])
+    feed(
+        aider,
+        [
+            "The API provider has rate limited you. Try again later or check your quotas.",
+            "Retrying in 32.0 seconds...",
+        ],
+    )
     outcome = aider.finish(0, "")
     assert outcome.quota is not None and not outcome.ok
 
 
 # -- opencode ----------------------------------------------------------------------------------
 
+
 def test_opencode_command_line():
     launch = adapter_for("opencode").launch(
         candidate("opencode", model="anthropic/claude-sonnet-4-5", args=("--agent", "build")),
-        "-v means verbose: fix it", CONTEXT)
-    assert launch.argv == ("opencode", "run", "--format", "json", "-m", "anthropic/claude-sonnet-4-5",
-                           "--auto", "--print-logs", "--log-level", "ERROR", "--agent", "build",
-                           " -v means verbose: fix it")
+        "-v means verbose: fix it",
+        CONTEXT,
+    )
+    assert launch.argv == (
+        "opencode",
+        "run",
+        "--format",
+        "json",
+        "-m",
+        "anthropic/claude-sonnet-4-5",
+        "--auto",
+        "--print-logs",
+        "--log-level",
+        "ERROR",
+        "--agent",
+        "build",
+        " -v means verbose: fix it",
+    )
     assert launch.env == {"TZ": "UTC"} and launch.stdin is None
 
 
 def test_opencode_steps_add_up_with_the_tools_own_cost():
     opencode = decoder("opencode")
     events = feed(opencode, transcript("opencode_fix.jsonl"))
-    assert kinds(events) == ["tool", "tool-result", "tool", "tool-result", "file-change", "tool",
-                             "tool-result", "text"]
+    assert kinds(events) == [
+        "tool",
+        "tool-result",
+        "tool",
+        "tool-result",
+        "file-change",
+        "tool",
+        "tool-result",
+        "text",
+    ]
     assert of_kind(events, "file-change") == [{"path": "/wt/o/calc.py", "change": "update"}]
-    assert of_kind(events, "tool-result")[2] == {"name": "bash", "output": "permission rejected",
-                                                 "error": True}
+    assert of_kind(events, "tool-result")[2] == {
+        "name": "bash",
+        "output": "permission rejected",
+        "error": True,
+    }
     assert opencode.usage == Usage(input=932, cached=31400, cache_write=400, output=330, cost_usd=0.0204)
     assert opencode.finish(0, "").ok
 
@@ -260,12 +357,21 @@ def test_opencode_step_without_a_cost_is_priced_from_the_table_and_marked_estima
     feed(opencode, lines)
     # sonnet: $3 input, $0.30 cache read, $3.75 cache write, $15 output per million tokens
     priced = (120 * 3.0 + 16100 * 0.30 + 400 * 3.75 + (60 + 30) * 15.0) / 1e6
-    assert opencode.usage == Usage(input=932, cached=31400, cache_write=400, output=330,
-                                   cost_usd=round(0.0123 + priced, 10), estimated=True)
+    assert opencode.usage == Usage(
+        input=932,
+        cached=31400,
+        cache_write=400,
+        output=330,
+        cost_usd=round(0.0123 + priced, 10),
+        estimated=True,
+    )
     assert opencode.finish(0, "").ok and opencode.usage.estimated
     # A race file's price wins over the table.
-    custom = decoder("opencode", model="anthropic/claude-sonnet-4-5",
-                     prices={"claude-sonnet-4-5": Price(input=1.0, cached=0.0, output=0.0)})
+    custom = decoder(
+        "opencode",
+        model="anthropic/claude-sonnet-4-5",
+        prices={"claude-sonnet-4-5": Price(input=1.0, cached=0.0, output=0.0)},
+    )
     feed(custom, lines)
     assert custom.usage.cost_usd == pytest.approx(0.0123 + 120 * 1.0 / 1e6)
     assert custom.usage.estimated
@@ -280,7 +386,14 @@ def test_opencode_429_with_retry_after():
 
 def test_opencode_provider_auth_error():
     opencode = decoder("opencode")
-    feed(opencode, ['{"type":"error","error":{"name":"ProviderAuthError","data":{"providerID":"anthropic",'
-                    '"message":"No API key found for anthropic"}}}'])
-    assert opencode.finish(1, "").reason == \
-        "not logged in: run `opencode auth login` or set the provider's API key"
+    feed(
+        opencode,
+        [
+            '{"type":"error","error":{"name":"ProviderAuthError","data":{"providerID":"anthropic",'
+            '"message":"No API key found for anthropic"}}}'
+        ],
+    )
+    assert (
+        opencode.finish(1, "").reason
+        == "not logged in: run `opencode auth login` or set the provider's API key"
+    )

@@ -14,36 +14,39 @@ from outpost_tui.engine.core.usage import Usage
 NOW = datetime(2026, 1, 1, 4, 0, tzinfo=UTC)
 
 
-@pytest.mark.parametrize("text, expected", [
-    # clock time with an IANA zone: the next occurrence after now
-    ("You've hit your session limit · resets 5am (UTC)", "2026-01-01T05:00:00Z"),
-    ("resets 3am (UTC)", "2026-01-02T03:00:00Z"),  # already past today: tomorrow
-    ("resets 4pm (America/Recife)", "2026-01-01T19:00:00Z"),
-    ("resets 6:20pm (Europe/Berlin)", "2026-01-01T17:20:00Z"),
-    ("resets Feb 16, 11am (Europe/Berlin)", "2026-02-16T10:00:00Z"),
-    ("resets Apr 23 at 4pm (America/New_York)", "2026-04-23T20:00:00Z"),  # EDT in April
-    ("resets Dec 31, 1am (UTC)", "2026-12-31T01:00:00Z"),
-    # the child's local time (TZ=UTC)
-    ("You've hit your usage limit. Try again at 3:09 PM.", "2026-01-01T15:09:00Z"),
-    ("or try again at Aug 20th, 2026 11:50 AM.", "2026-08-20T11:50:00Z"),
-    ("Try again at 3:09:19 PM.", "2026-01-01T15:09:19Z"),
-    ("resets at 15:09:19 (UTC)", "2026-01-01T15:09:19Z"),
-    ("try again at 03:30", "2026-01-02T03:30:00Z"),
-    # epoch seconds
-    ("Claude AI usage limit reached|1767243600", "2026-01-01T05:00:00Z"),
-    ("1767243600", "2026-01-01T05:00:00Z"),
-    # durations
-    ("Try again in ~90 min.", "2026-01-01T05:30:00Z"),
-    ("try again in 2 hours 5 minutes", "2026-01-01T06:05:00Z"),
-    ("Your quota will reset after 2h52m39s.", "2026-01-01T06:52:39Z"),
-    # full dates
-    ("You will regain access on 2026-04-01 at 00:00 UTC.", "2026-04-01T00:00:00Z"),
-    ("resets at 2026-03-01T08:15:00+02:00", "2026-03-01T06:15:00Z"),
-    # nothing usable
-    ("Try again later.", None),
-    ("resets 4pm (Mars/Olympus)", None),
-    ("", None),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # clock time with an IANA zone: the next occurrence after now
+        ("You've hit your session limit · resets 5am (UTC)", "2026-01-01T05:00:00Z"),
+        ("resets 3am (UTC)", "2026-01-02T03:00:00Z"),  # already past today: tomorrow
+        ("resets 4pm (America/Recife)", "2026-01-01T19:00:00Z"),
+        ("resets 6:20pm (Europe/Berlin)", "2026-01-01T17:20:00Z"),
+        ("resets Feb 16, 11am (Europe/Berlin)", "2026-02-16T10:00:00Z"),
+        ("resets Apr 23 at 4pm (America/New_York)", "2026-04-23T20:00:00Z"),  # EDT in April
+        ("resets Dec 31, 1am (UTC)", "2026-12-31T01:00:00Z"),
+        # the child's local time (TZ=UTC)
+        ("You've hit your usage limit. Try again at 3:09 PM.", "2026-01-01T15:09:00Z"),
+        ("or try again at Aug 20th, 2026 11:50 AM.", "2026-08-20T11:50:00Z"),
+        ("Try again at 3:09:19 PM.", "2026-01-01T15:09:19Z"),
+        ("resets at 15:09:19 (UTC)", "2026-01-01T15:09:19Z"),
+        ("try again at 03:30", "2026-01-02T03:30:00Z"),
+        # epoch seconds
+        ("Claude AI usage limit reached|1767243600", "2026-01-01T05:00:00Z"),
+        ("1767243600", "2026-01-01T05:00:00Z"),
+        # durations
+        ("Try again in ~90 min.", "2026-01-01T05:30:00Z"),
+        ("try again in 2 hours 5 minutes", "2026-01-01T06:05:00Z"),
+        ("Your quota will reset after 2h52m39s.", "2026-01-01T06:52:39Z"),
+        # full dates
+        ("You will regain access on 2026-04-01 at 00:00 UTC.", "2026-04-01T00:00:00Z"),
+        ("resets at 2026-03-01T08:15:00+02:00", "2026-03-01T06:15:00Z"),
+        # nothing usable
+        ("Try again later.", None),
+        ("resets 4pm (Mars/Olympus)", None),
+        ("", None),
+    ],
+)
 def test_reset_times(text, expected):
     assert parse_reset(text, NOW) == expected
 

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.conftest import make_repo  # noqa: E402
+from tests.conftest import make_repo
 
 # An agent printing `rate` lines a second for `seconds`, in 10 ms slices on an absolute schedule (a
 # slow slice is caught up, never dropped), then exiting: exactly rate * seconds lines.
@@ -60,9 +60,11 @@ def _percentile(values: list[float], fraction: float) -> float:
 
 def _race_file(directory: Path, candidates: int, rate: int, seconds: float) -> Path:
     repo = make_repo(directory / "repo")
-    text = (f'[race]\nname = "flood"\nrepository = "{repo}"\nconcurrency = {candidates}\n\n'
-            # every candidate is rejected: all of them print to their end, none is cancelled
-            '[validate]\ncommand = ["false"]\nrequire_commits = false\n')
+    text = (
+        f'[race]\nname = "flood"\nrepository = "{repo}"\nconcurrency = {candidates}\n\n'
+        # every candidate is rejected: all of them print to their end, none is cancelled
+        '[validate]\ncommand = ["false"]\nrequire_commits = false\n'
+    )
     for n in range(1, candidates + 1):
         argv = json.dumps([sys.executable, "-c", FLOOD, f"c{n}", str(rate), str(seconds)])
         text += f'\n[[candidates]]\nkey = "c{n}"\nagent = "command"\nbrief = "print"\ncommand = {argv}\n'
@@ -77,8 +79,12 @@ async def _measure(app, panels: list, stop: asyncio.Event, press_every: float = 
 
     screen = app.screen
     changed: dict[str, float] = {}
-    screen.watch(screen, "focused", lambda widget: widget is not None and changed.setdefault(
-        widget.id, time.perf_counter()), init=False)
+    screen.watch(
+        screen,
+        "focused",
+        lambda widget: widget is not None and changed.setdefault(widget.id, time.perf_counter()),
+        init=False,
+    )
     lags: list[float] = []
 
     async def probe() -> None:
@@ -119,13 +125,15 @@ def _thread_cpu(process: psutil.Process) -> dict[int, float]:
 
 
 def _figures(keys: list[float], lags: list[float]) -> dict:
-    return {"keys": len(keys),
-            "key_p50_ms": round(_percentile(keys, 0.5) * 1000, 1),
-            "key_p95_ms": round(_percentile(keys, 0.95) * 1000, 1),
-            "key_max_ms": round(max(keys, default=float("nan")) * 1000, 1),
-            "lag_p50_ms": round(_percentile(lags, 0.5) * 1000, 1),
-            "lag_p95_ms": round(_percentile(lags, 0.95) * 1000, 1),
-            "lag_max_ms": round(max(lags, default=float("nan")) * 1000, 1)}
+    return {
+        "keys": len(keys),
+        "key_p50_ms": round(_percentile(keys, 0.5) * 1000, 1),
+        "key_p95_ms": round(_percentile(keys, 0.95) * 1000, 1),
+        "key_max_ms": round(max(keys, default=float("nan")) * 1000, 1),
+        "lag_p50_ms": round(_percentile(lags, 0.5) * 1000, 1),
+        "lag_p95_ms": round(_percentile(lags, 0.95) * 1000, 1),
+        "lag_max_ms": round(max(lags, default=float("nan")) * 1000, 1),
+    }
 
 
 def load(candidates: int = 8, rate: int = 5000, seconds: float = 10.0, idle_seconds: float = 3.0) -> dict:
@@ -181,18 +189,29 @@ async def _load(candidates: int, rate: int, seconds: float, idle_seconds: float)
         # in the first second, the growth of logs filling their rings is expected; then it is flat
         early = [mib for at, mib in rss if 1.0 <= at <= 2.0] or [rss[0][1]]
         late = [mib for at, mib in rss if at >= seconds - 2.0] or [rss[-1][1]]
-        figures = {"candidates": candidates, "lines_per_s_each": rate, "seconds": seconds,
-                   "idle": _figures(idle_keys, idle_lags), "flood": _figures(keys, lags),
-                   "lines_expected_each": expected, "lines_in_model": lines,
-                   "every_line": all(count == expected for count in lines.values()),
-                   # the app's own CPU (engine and UI) per second of flood: 1.0 is a whole core
-                   "cpu_per_s": round(((cpu_after.user + cpu_after.system) - (cpu_before.user + cpu_before.system))
-                                      / (wall_after - wall_before), 2),
-                   # of which the app's loop (the main thread) and every other thread (the race's)
-                   "ui_thread_cpu_per_s": round(spent.get(ui, 0.0) / (wall_after - wall_before), 2),
-                   "other_threads_cpu_per_s": round(sum(v for tid, v in spent.items() if tid != ui)
-                                                    / (wall_after - wall_before), 2),
-                   "rss_mib_early": round(max(early), 1), "rss_mib_late": round(max(late), 1)}
+        figures = {
+            "candidates": candidates,
+            "lines_per_s_each": rate,
+            "seconds": seconds,
+            "idle": _figures(idle_keys, idle_lags),
+            "flood": _figures(keys, lags),
+            "lines_expected_each": expected,
+            "lines_in_model": lines,
+            "every_line": all(count == expected for count in lines.values()),
+            # the app's own CPU (engine and UI) per second of flood: 1.0 is a whole core
+            "cpu_per_s": round(
+                ((cpu_after.user + cpu_after.system) - (cpu_before.user + cpu_before.system))
+                / (wall_after - wall_before),
+                2,
+            ),
+            # of which the app's loop (the main thread) and every other thread (the race's)
+            "ui_thread_cpu_per_s": round(spent.get(ui, 0.0) / (wall_after - wall_before), 2),
+            "other_threads_cpu_per_s": round(
+                sum(v for tid, v in spent.items() if tid != ui) / (wall_after - wall_before), 2
+            ),
+            "rss_mib_early": round(max(early), 1),
+            "rss_mib_late": round(max(late), 1),
+        }
     return figures
 
 
@@ -241,9 +260,11 @@ def first_frame(rounds: int = 7) -> dict:
     race_file = _race_file(directory, 8, 10, 1.0)
     env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
     env["OUTPOST_TUI_CONFIG_DIR"] = str(directory / "config")
-    programs = {"bare_textual": [sys.executable, "-c", _FIRST_FRAME_BARE],
-                "home": [sys.executable, "-c", _FIRST_FRAME_OUTPOST],
-                "race": [sys.executable, "-c", _FIRST_FRAME_OUTPOST, str(race_file)]}
+    programs = {
+        "bare_textual": [sys.executable, "-c", _FIRST_FRAME_BARE],
+        "home": [sys.executable, "-c", _FIRST_FRAME_OUTPOST],
+        "race": [sys.executable, "-c", _FIRST_FRAME_OUTPOST, str(race_file)],
+    }
     times: dict[str, list[float]] = {name: [] for name in programs}
     cpus: dict[str, list[float]] = {name: [] for name in programs}
     for round_ in range(rounds + 1):
@@ -256,13 +277,20 @@ def first_frame(rounds: int = 7) -> dict:
                 times[name].append(wall)
                 cpus[name].append(cpu)
     base, base_cpu = statistics.median(times["bare_textual"]), statistics.median(cpus["bare_textual"])
-    figures: dict = {"rounds": rounds, "bare_textual_ms": round(base * 1000, 1),
-                     "bare_textual_cpu_ms": round(base_cpu * 1000, 1)}
+    figures: dict = {
+        "rounds": rounds,
+        "bare_textual_ms": round(base * 1000, 1),
+        "bare_textual_cpu_ms": round(base_cpu * 1000, 1),
+    }
     for name in ("home", "race"):
         median, cpu = statistics.median(times[name]), statistics.median(cpus[name])
-        figures[name] = {"ms": round(median * 1000, 1), "over_bare_ms": round((median - base) * 1000, 1),
-                         "ratio": round(median / base, 2), "cpu_ms": round(cpu * 1000, 1),
-                         "cpu_ratio": round(cpu / base_cpu, 2)}
+        figures[name] = {
+            "ms": round(median * 1000, 1),
+            "over_bare_ms": round((median - base) * 1000, 1),
+            "ratio": round(median / base, 2),
+            "cpu_ms": round(cpu * 1000, 1),
+            "cpu_ratio": round(cpu / base_cpu, 2),
+        }
     return figures
 
 

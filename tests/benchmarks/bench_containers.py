@@ -29,14 +29,17 @@ import anyio
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from outpost_tui.engine import CandidateSpec, EventKind, build_spec  # noqa: E402
-from outpost_tui.engine.racing.coordinator import Race  # noqa: E402
-from outpost_tui.engine.core.events import EventBus  # noqa: E402
-from outpost_tui.engine.core.spec import DEFAULT_IMAGE  # noqa: E402
-from outpost_tui.engine.sandbox.base import SandboxContext  # noqa: E402
-from outpost_tui.engine.sandbox.container import ContainerProvider  # noqa: E402
-from outpost_tui.engine.sandbox.local import LocalProvider  # noqa: E402
-from outpost_tui.engine.core.spec import SandboxSpec, ValidateSpec  # noqa: E402
+from outpost_tui.engine import CandidateSpec, EventKind, build_spec
+from outpost_tui.engine.core.events import EventBus
+from outpost_tui.engine.core.spec import (
+    DEFAULT_IMAGE,
+    SandboxSpec,
+    ValidateSpec,
+)
+from outpost_tui.engine.racing.coordinator import Race
+from outpost_tui.engine.sandbox.base import SandboxContext
+from outpost_tui.engine.sandbox.container import ContainerProvider
+from outpost_tui.engine.sandbox.local import LocalProvider
 
 WRONG_FIX = """\
 import subprocess
@@ -47,13 +50,13 @@ subprocess.run(["git", "commit", "-qam", "wrong fix"], check=True)
 
 
 def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
-                          text=True).stdout.strip()
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
 
 
 def calc_repo(path: Path) -> Path:
-    shutil.copytree(ROOT / "sample-races" / "projects" / "calc", path,
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        ROOT / "sample-races" / "projects" / "calc", path, ignore=shutil.ignore_patterns("__pycache__")
+    )
     (path / "agents").mkdir()
     (path / "agents" / "wrong.py").write_text(WRONG_FIX)
     git(path, "init", "-q", "-b", "main")
@@ -109,11 +112,15 @@ class Recording(ContainerProvider):
 
 async def race(repo: Path, candidates: int, provider) -> tuple[float, list[float], str]:
     spec = build_spec(
-        repository=repo, name="bench",
-        candidates=[CandidateSpec(f"c{n}", "command", "fix add", command=("python3", "agents/wrong.py"))
-                    for n in range(candidates)],
+        repository=repo,
+        name="bench",
+        candidates=[
+            CandidateSpec(f"c{n}", "command", "fix add", command=("python3", "agents/wrong.py"))
+            for n in range(candidates)
+        ],
         validate=ValidateSpec(command=("python3", "-m", "unittest", "-q"), timeout=300),
-        sandbox=provider.spec if isinstance(provider, ContainerProvider) else SandboxSpec())
+        sandbox=provider.spec if isinstance(provider, ContainerProvider) else SandboxSpec(),
+    )
     admitted: dict[str, float] = {}
     settled: dict[str, float] = {}
     bus = EventBus()
@@ -141,20 +148,23 @@ async def race_overhead(image: str, candidates: int = 4, rounds: int = 2) -> dic
     with tempfile.TemporaryDirectory(prefix="outpost-bench-") as scratch:
         root = Path(scratch)
         for number in range(rounds):
-            _, attempts, _ = await race(calc_repo(root / f"local-{number}"), candidates,
-                                        LocalProvider())
+            _, attempts, _ = await race(calc_repo(root / f"local-{number}"), candidates, LocalProvider())
             local_attempts += attempts
             recording = Recording(SandboxSpec(provider="podman", image=image))
             try:
-                _, attempts, statuses = await race(calc_repo(root / f"box-{number}"), candidates,
-                                                   recording)
+                _, attempts, statuses = await race(calc_repo(root / f"box-{number}"), candidates, recording)
             finally:
                 await recording.aclose()
             assert statuses == "rejected", statuses
             box_attempts += attempts
     local, box = median(local_attempts), median(box_attempts)
-    return {"candidates": candidates, "rounds": rounds, "local_attempt_s": round(local, 3),
-            "container_attempt_s": round(box, 3), "overhead_per_attempt_s": round(box - local, 3)}
+    return {
+        "candidates": candidates,
+        "rounds": rounds,
+        "local_attempt_s": round(local, 3),
+        "container_attempt_s": round(box, 3),
+        "overhead_per_attempt_s": round(box - local, 3),
+    }
 
 
 async def main_async(args) -> None:
@@ -164,14 +174,20 @@ async def main_async(args) -> None:
         repo = calc_repo(root / "calc")
         directory = root / "calc" / ".outpost" / "workspaces" / "bench"
         git(repo, "worktree", "add", "-q", "-b", "bench", str(directory), "HEAD")
-        context = SandboxContext(repository=repo, directory=directory,
-                                 git_common_dir=repo / ".git", race_id="bench-lifecycle",
-                                 key="bench", attempt=1)
+        context = SandboxContext(
+            repository=repo,
+            directory=directory,
+            git_common_dir=repo / ".git",
+            race_id="bench-lifecycle",
+            key="bench",
+            attempt=1,
+        )
         container = ContainerProvider(SandboxSpec(provider="podman", image=image))
         await lifecycle(container, replace(context, race_id="bench-warmup"), 1)  # connect, caches
 
-        print(f"sandbox lifecycle, {args.samples} samples, medians (image {image}, "
-              f"engine {container.endpoint})")
+        print(
+            f"sandbox lifecycle, {args.samples} samples, medians (image {image}, engine {container.endpoint})"
+        )
         local_phases = await lifecycle(LocalProvider(), context, args.samples)
         container_phases = await lifecycle(container, context, args.samples)
         print(f"  {'phase':<12}{'local':>10}{'container':>12}")
@@ -182,26 +198,37 @@ async def main_async(args) -> None:
         overhead = median(container_phases["total"]) - median(local_phases["total"])
         print(f"  container overhead per attempt: {ms(overhead).strip()}")
 
-        print(f"\nthe same race of {args.candidates} candidates (agent + unittest validation each, "
-              "all run to the end)")
+        print(
+            f"\nthe same race of {args.candidates} candidates (agent + unittest validation each, "
+            "all run to the end)"
+        )
         local_wall, local_attempts, local_status = await race(
-            calc_repo(root / "calc-local"), args.candidates, LocalProvider())
+            calc_repo(root / "calc-local"), args.candidates, LocalProvider()
+        )
         recording = Recording(SandboxSpec(provider="podman", image=image))
         box_wall, box_attempts, box_status = await race(
-            calc_repo(root / "calc-containers"), args.candidates, recording)
+            calc_repo(root / "calc-containers"), args.candidates, recording
+        )
         print(f"  {'':<22}{'local':>10}{'containers':>12}{'ratio':>8}")
-        print(f"  {'race wall time':<22}{ms(local_wall):>10}{ms(box_wall):>12}"
-              f"{box_wall / local_wall:>7.2f}x")
-        print(f"  {'attempt (median)':<22}{ms(median(local_attempts)):>10}"
-              f"{ms(median(box_attempts)):>12}{median(box_attempts) / median(local_attempts):>7.2f}x")
+        print(f"  {'race wall time':<22}{ms(local_wall):>10}{ms(box_wall):>12}{box_wall / local_wall:>7.2f}x")
+        print(
+            f"  {'attempt (median)':<22}{ms(median(local_attempts)):>10}"
+            f"{ms(median(box_attempts)):>12}{median(box_attempts) / median(local_attempts):>7.2f}x"
+        )
         print(f"  statuses: local {local_status}; containers {box_status}")
-        in_race = {name: median([s.timings[name] for s in recording.sandboxes if name in s.timings])
-                   for name in ("create", "start", "first_exec", "remove")}
-        print("  container phases inside the race (median per attempt): "
-              + ", ".join(f"{name} {ms(value).strip()}" for name, value in in_race.items())
-              + "  (first_exec = the agent's whole run)")
-        print(f"  per-attempt overhead inside the race: "
-              f"{ms(median(box_attempts) - median(local_attempts)).strip()}")
+        in_race = {
+            name: median([s.timings[name] for s in recording.sandboxes if name in s.timings])
+            for name in ("create", "start", "first_exec", "remove")
+        }
+        print(
+            "  container phases inside the race (median per attempt): "
+            + ", ".join(f"{name} {ms(value).strip()}" for name, value in in_race.items())
+            + "  (first_exec = the agent's whole run)"
+        )
+        print(
+            f"  per-attempt overhead inside the race: "
+            f"{ms(median(box_attempts) - median(local_attempts)).strip()}"
+        )
 
 
 def main() -> None:

@@ -37,10 +37,15 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from outpost_tui.engine import (CandidateSpec, EventKind, build_spec, new_race,  # noqa: E402
-                                run_race)
-from outpost_tui.engine.core.spec import DurabilitySpec, ValidateSpec  # noqa: E402
-from tests.conftest import FAKE_AGENT, make_repo  # noqa: E402
+from outpost_tui.engine import (
+    CandidateSpec,
+    EventKind,
+    build_spec,
+    new_race,
+    run_race,
+)
+from outpost_tui.engine.core.spec import DurabilitySpec, ValidateSpec
+from tests.conftest import FAKE_AGENT, make_repo
 
 AGENT = (sys.executable, str(FAKE_AGENT))
 VALIDATION = ("git", "diff", "--quiet", "HEAD~1")  # exits 1 (a commit exists): every attempt is rejected
@@ -54,10 +59,19 @@ def overhead(candidates: int = 8, rounds: int = 3) -> dict:
     engine_times, raw_times = [], []
     for _ in range(rounds):
         repo = _repo()
-        spec = build_spec(repository=repo, candidates=[
-            CandidateSpec(f"c{n}", "command", "commit one file",
-                          command=(*AGENT, "--write", f"f{n}.txt", "--commit"))
-            for n in range(candidates)], validate=ValidateSpec(command=VALIDATION))
+        spec = build_spec(
+            repository=repo,
+            candidates=[
+                CandidateSpec(
+                    f"c{n}",
+                    "command",
+                    "commit one file",
+                    command=(*AGENT, "--write", f"f{n}.txt", "--commit"),
+                )
+                for n in range(candidates)
+            ],
+            validate=ValidateSpec(command=VALIDATION),
+        )
         started = time.perf_counter()
         result = run_race(spec)
         engine_times.append(time.perf_counter() - started)
@@ -65,35 +79,57 @@ def overhead(candidates: int = 8, rounds: int = 3) -> dict:
 
         raw_times.append(_raw_round(candidates))
     engine, raw = statistics.median(engine_times), statistics.median(raw_times)
-    return {"candidates": candidates, "engine_s": round(engine, 3), "raw_s": round(raw, 3),
-            "ratio": round(engine / raw, 2)}
+    return {
+        "candidates": candidates,
+        "engine_s": round(engine, 3),
+        "raw_s": round(raw, 3),
+        "ratio": round(engine / raw, 2),
+    }
 
 
 def _raw_round(candidates: int) -> float:
     """The raw work of one round: worktree, agent, a clean checkout graded, 8 at once."""
     repo = _repo()
-    baseline = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
-                              text=True, check=True).stdout.strip()
+    baseline = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout.strip()
 
     add_lock = threading.Lock()  # concurrent `git worktree add`s in one repository can fail
 
     def raw_attempt(n: int) -> None:
         directory = repo / ".raw" / f"c{n}"
         with add_lock:
-            subprocess.run(["git", "worktree", "add", "-q", "-b", f"raw/c{n}", str(directory), baseline],
-                           cwd=repo, check=True, capture_output=True)
-        subprocess.run([*AGENT, "--write", f"f{n}.txt", "--commit"], cwd=directory, input=b"commit one file",
-                       check=True, capture_output=True)
+            subprocess.run(
+                ["git", "worktree", "add", "-q", "-b", f"raw/c{n}", str(directory), baseline],
+                cwd=repo,
+                check=True,
+                capture_output=True,
+            )
+        subprocess.run(
+            [*AGENT, "--write", f"f{n}.txt", "--commit"],
+            cwd=directory,
+            input=b"commit one file",
+            check=True,
+            capture_output=True,
+        )
         # The sealed verdict grades the result commit in a clean checkout of its own: the raw
         # work does the same (add a detached checkout, validate there, remove it).
         grading = repo / ".raw" / f"c{n}.grading"
         with add_lock:
-            subprocess.run(["git", "worktree", "add", "-q", "--detach", str(grading), f"raw/c{n}"],
-                           cwd=repo, check=True, capture_output=True)
+            subprocess.run(
+                ["git", "worktree", "add", "-q", "--detach", str(grading), f"raw/c{n}"],
+                cwd=repo,
+                check=True,
+                capture_output=True,
+            )
         subprocess.run(list(VALIDATION), cwd=grading, capture_output=True)
         with add_lock:
-            subprocess.run(["git", "worktree", "remove", "--force", str(grading)], cwd=repo,
-                           check=True, capture_output=True)
+            subprocess.run(
+                ["git", "worktree", "remove", "--force", str(grading)],
+                cwd=repo,
+                check=True,
+                capture_output=True,
+            )
 
     started = time.perf_counter()
     with ThreadPoolExecutor(candidates) as pool:
@@ -107,8 +143,8 @@ SH_SCORE = ("sh", "-c", "wc -c < out.txt")
 
 
 def overhead_sh(candidates: int = 8, rounds: int = 5) -> dict:
-    from outpost_tui.engine.git import runner as git_runner
     from outpost_tui.engine.core.spec import ScoreSpec
+    from outpost_tui.engine.git import runner as git_runner
 
     engine_times, raw_times, git_calls = [], [], []
     counting = {"calls": 0}
@@ -119,10 +155,15 @@ def overhead_sh(candidates: int = 8, rounds: int = 5) -> dict:
         return execute(*args, **options)
 
     for _ in range(rounds):
-        spec = build_spec(repository=_repo(), candidates=[
-            CandidateSpec(f"c{n}", "command", "commit one file", command=SH_AGENT)
-            for n in range(candidates)], validate=ValidateSpec(command=SH_VALIDATION),
-            score=ScoreSpec(command=SH_SCORE))
+        spec = build_spec(
+            repository=_repo(),
+            candidates=[
+                CandidateSpec(f"c{n}", "command", "commit one file", command=SH_AGENT)
+                for n in range(candidates)
+            ],
+            validate=ValidateSpec(command=SH_VALIDATION),
+            score=ScoreSpec(command=SH_SCORE),
+        )
         counting["calls"] = 0
         git_runner._execute = counted
         try:
@@ -137,38 +178,61 @@ def overhead_sh(candidates: int = 8, rounds: int = 5) -> dict:
 
         raw_times.append(_raw_sh_round(candidates))
     engine, raw = statistics.median(engine_times), statistics.median(raw_times)
-    return {"candidates": candidates, "engine_s": round(engine, 3), "raw_s": round(raw, 3),
-            "ratio": round(engine / raw, 2),
-            # what the engine adds per attempt, with 8 at once on this machine's cores
-            "fixed_ms_per_attempt": round((engine - raw) / candidates * 1000, 1),
-            "git_calls_per_attempt": round(statistics.median(git_calls) / candidates, 1)}
+    return {
+        "candidates": candidates,
+        "engine_s": round(engine, 3),
+        "raw_s": round(raw, 3),
+        "ratio": round(engine / raw, 2),
+        # what the engine adds per attempt, with 8 at once on this machine's cores
+        "fixed_ms_per_attempt": round((engine - raw) / candidates * 1000, 1),
+        "git_calls_per_attempt": round(statistics.median(git_calls) / candidates, 1),
+    }
 
 
 def _raw_sh_round(candidates: int) -> float:
     """overhead_sh's raw work of one round."""
     repo = _repo()
-    baseline = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
-                              text=True, check=True).stdout.strip()
+    baseline = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout.strip()
     add_lock = threading.Lock()  # concurrent `git worktree add`s in one repository can fail
 
     def raw_attempt(n: int) -> None:
         directory = repo / ".raw" / f"c{n}"
         with add_lock:
-            subprocess.run(["git", "worktree", "add", "-q", "-b", f"raw/c{n}", str(directory), baseline],
-                           cwd=repo, check=True, capture_output=True)
-        subprocess.run(SH_AGENT, cwd=directory, check=True, capture_output=True,
-                       env={**os.environ, "OUTPOST_CANDIDATE": f"c{n}"})
+            subprocess.run(
+                ["git", "worktree", "add", "-q", "-b", f"raw/c{n}", str(directory), baseline],
+                cwd=repo,
+                check=True,
+                capture_output=True,
+            )
+        subprocess.run(
+            SH_AGENT,
+            cwd=directory,
+            check=True,
+            capture_output=True,
+            env={**os.environ, "OUTPOST_CANDIDATE": f"c{n}"},
+        )
         grading = repo / ".raw" / f"c{n}.grading"
         with add_lock:
-            subprocess.run(["git", "worktree", "add", "-q", "--detach", str(grading), f"raw/c{n}"],
-                           cwd=repo, check=True, capture_output=True)
+            subprocess.run(
+                ["git", "worktree", "add", "-q", "--detach", str(grading), f"raw/c{n}"],
+                cwd=repo,
+                check=True,
+                capture_output=True,
+            )
         assert subprocess.run(SH_VALIDATION, cwd=grading).returncode == 0
         float(subprocess.run(SH_SCORE, cwd=grading, check=True, capture_output=True).stdout)
         with add_lock:
-            subprocess.run(["git", "worktree", "remove", "--force", str(grading)], cwd=repo,
-                           check=True, capture_output=True)
-            subprocess.run(["git", "worktree", "remove", str(directory)], cwd=repo, check=True,
-                           capture_output=True)
+            subprocess.run(
+                ["git", "worktree", "remove", "--force", str(grading)],
+                cwd=repo,
+                check=True,
+                capture_output=True,
+            )
+            subprocess.run(
+                ["git", "worktree", "remove", str(directory)], cwd=repo, check=True, capture_output=True
+            )
 
     started = time.perf_counter()
     with ThreadPoolExecutor(candidates) as pool:
@@ -182,8 +246,12 @@ def cancel_latency(runs: int = 20, losers: int = 7) -> dict:
         latency = _cancel_once(losers)
         if latency is not None:
             latencies.append(latency)
-    return {"runs": len(latencies), "losers": losers, "median_ms": round(statistics.median(latencies), 1),
-            "max_ms": round(max(latencies), 1)}
+    return {
+        "runs": len(latencies),
+        "losers": losers,
+        "median_ms": round(statistics.median(latencies), 1),
+        "max_ms": round(max(latencies), 1),
+    }
 
 
 def _cancel_once(losers: int) -> float | None:
@@ -195,11 +263,19 @@ def _cancel_once(losers: int) -> float | None:
     winner_flags = []
     for pidfile in pidfiles:
         winner_flags += ["--wait-file", str(pidfile)]
-    spec = build_spec(repository=repo, candidates=[
-        CandidateSpec(f"l{n}", "command", "hang", command=(*AGENT, "--pidfile", str(p), "--hang"))
-        for n, p in enumerate(pidfiles)] + [
-        CandidateSpec("w", "command", "win", command=(*AGENT, *winner_flags, "--write", "w.txt", "--commit"))],
-        validate=ValidateSpec(command=("true",)))
+    spec = build_spec(
+        repository=repo,
+        candidates=[
+            CandidateSpec(f"l{n}", "command", "hang", command=(*AGENT, "--pidfile", str(p), "--hang"))
+            for n, p in enumerate(pidfiles)
+        ]
+        + [
+            CandidateSpec(
+                "w", "command", "win", command=(*AGENT, *winner_flags, "--write", "w.txt", "--commit")
+            )
+        ],
+        validate=ValidateSpec(command=("true",)),
+    )
     accepted_at: list[float] = []
     gone_at: list[float] = []
     groups: list[int] = []
@@ -253,17 +329,24 @@ def throughput(lines: int = 200_000, rounds: int = 3) -> dict:
 
         engine_times.append(_engine_lines(argv, lines))
     plain, engine = statistics.median(plain_times), statistics.median(engine_times)
-    return {"lines": lines, "plain_lines_per_s": int(lines / plain), "engine_lines_per_s": int(lines / engine),
-            "engine_vs_plain": round(plain / engine, 2),  # engine throughput as a share of the plain loop's
-            "peak_mib_50k": _peak_memory(50_000), "peak_mib_200k": _peak_memory(200_000)}
+    return {
+        "lines": lines,
+        "plain_lines_per_s": int(lines / plain),
+        "engine_lines_per_s": int(lines / engine),
+        "engine_vs_plain": round(plain / engine, 2),  # engine throughput as a share of the plain loop's
+        "peak_mib_50k": _peak_memory(50_000),
+        "peak_mib_200k": _peak_memory(200_000),
+    }
 
 
 def _engine_lines(argv: list[str], lines: int) -> float:
     """The agent's run time inside a race while the engine takes its `lines` lines."""
     seen = {"lines": 0, "duration": None}
-    spec = build_spec(repository=_repo(), candidates=[
-        CandidateSpec("spam", "command", "print", command=tuple(argv))],
-        validate=ValidateSpec(command=("true",), require_commits=False))
+    spec = build_spec(
+        repository=_repo(),
+        candidates=[CandidateSpec("spam", "command", "print", command=tuple(argv))],
+        validate=ValidateSpec(command=("true",), require_commits=False),
+    )
 
     def on_event(event) -> None:
         if event.kind is EventKind.LOG:
@@ -277,9 +360,11 @@ def _engine_lines(argv: list[str], lines: int) -> float:
 
 
 def _peak_memory(lines: int) -> float:
-    spec = build_spec(repository=_repo(), candidates=[
-        CandidateSpec("spam", "command", "print", command=(*AGENT, "--lines", str(lines)))],
-        validate=ValidateSpec(command=("true",), require_commits=False))
+    spec = build_spec(
+        repository=_repo(),
+        candidates=[CandidateSpec("spam", "command", "print", command=(*AGENT, "--lines", str(lines)))],
+        validate=ValidateSpec(command=("true",), require_commits=False),
+    )
     tracemalloc.start()
     try:
         run_race(spec)
@@ -291,12 +376,35 @@ def _peak_memory(lines: int) -> float:
 
 def durable(reports: int = 1000, candidates: int = 2) -> dict:
     def spec_for(repo: Path, enabled: bool):
-        return replace(build_spec(repository=repo, candidates=[
-            CandidateSpec(f"c{n}", "command", "report usage",
-                          command=(*AGENT, "--usage", "10", "5", "0", "2", "--usage-times", str(reports),
-                                   "--write", f"f{n}.txt", "--commit"))
-            for n in range(candidates)], validate=ValidateSpec(command=VALIDATION)),
-            run_id="bench", durability=DurabilitySpec(enabled=enabled))
+        return replace(
+            build_spec(
+                repository=repo,
+                candidates=[
+                    CandidateSpec(
+                        f"c{n}",
+                        "command",
+                        "report usage",
+                        command=(
+                            *AGENT,
+                            "--usage",
+                            "10",
+                            "5",
+                            "0",
+                            "2",
+                            "--usage-times",
+                            str(reports),
+                            "--write",
+                            f"f{n}.txt",
+                            "--commit",
+                        ),
+                    )
+                    for n in range(candidates)
+                ],
+                validate=ValidateSpec(command=VALIDATION),
+            ),
+            run_id="bench",
+            durability=DurabilitySpec(enabled=enabled),
+        )
 
     def timed(enabled: bool) -> tuple[float, object]:
         race = new_race(spec_for(_repo(), enabled))
@@ -312,13 +420,24 @@ def durable(reports: int = 1000, candidates: int = 2) -> dict:
         writes.append(race.checkpointing.writes)
         write_seconds.append(race.checkpointing.write_seconds)
     plain, slow = statistics.median(plain_times), statistics.median(durable_times)
-    return {"usage_reports_per_candidate": reports, "candidates": candidates,
-            "checkpoint_writes": int(statistics.median(writes)),
-            "checkpoint_ms_total": round(statistics.median(write_seconds) * 1000, 1),
-            "plain_s": round(plain, 3), "durable_s": round(slow, 3), "ratio": round(slow / plain, 2)}
+    return {
+        "usage_reports_per_candidate": reports,
+        "candidates": candidates,
+        "checkpoint_writes": int(statistics.median(writes)),
+        "checkpoint_ms_total": round(statistics.median(write_seconds) * 1000, 1),
+        "plain_s": round(plain, 3),
+        "durable_s": round(slow, 3),
+        "ratio": round(slow / plain, 2),
+    }
 
 
-BENCHMARKS = {"overhead": overhead, "overhead_sh": overhead_sh, "cancel": cancel_latency, "throughput": throughput, "durable": durable}
+BENCHMARKS = {
+    "overhead": overhead,
+    "overhead_sh": overhead_sh,
+    "cancel": cancel_latency,
+    "throughput": throughput,
+    "durable": durable,
+}
 
 
 def main(names: list[str]) -> None:

@@ -27,12 +27,14 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from outpost_tui.engine import build_spec, run_race  # noqa: E402
-from outpost_tui.engine.core.spec import ValidateSpec  # noqa: E402
-from outpost_tui.engine.racing import setup as setups  # noqa: E402
-from outpost_tui.engine.core.spec import SetupSpec  # noqa: E402
-from tests.conftest import cmd, git  # noqa: E402
-from tests.projects import python_project  # noqa: E402
+from outpost_tui.engine import build_spec, run_race
+from outpost_tui.engine.core.spec import (
+    SetupSpec,
+    ValidateSpec,
+)
+from outpost_tui.engine.racing import setup as setups
+from tests.conftest import cmd, git
+from tests.projects import python_project
 
 BUNDLED = Path(ensurepip.__file__).parent / "_bundled"
 
@@ -48,20 +50,29 @@ def project(path: Path) -> Path:
 
 
 # Idempotent, as a cached setup should be: a venv copied in is kept, pip finds what is installed.
-SETUP = SetupSpec(command=("sh", "-c", f"[ -x .venv/bin/python ] || {sys.executable} -m venv .venv; "
-                                       ".venv/bin/pip install --quiet --no-index "
-                                       "--disable-pip-version-check --find-links wheels "
-                                       "-r requirements.txt"),
-                  timeout=600)
+SETUP = SetupSpec(
+    command=(
+        "sh",
+        "-c",
+        f"[ -x .venv/bin/python ] || {sys.executable} -m venv .venv; "
+        ".venv/bin/pip install --quiet --no-index "
+        "--disable-pip-version-check --find-links wheels "
+        "-r requirements.txt",
+    ),
+    timeout=600,
+)
 CACHED = replace(SETUP, cache=(".venv",), cache_key=("requirements.txt", "wheels/*.whl"))
 
 
 def _race(repo: Path, setup: SetupSpec, candidates: int) -> dict:
     # gate "exit-code": no baseline run, so each figure is the candidates' own setup
-    spec = build_spec(repository=repo, validate=ValidateSpec(command=(".venv/bin/python", "check.py"),
-                                                             gate="exit-code"), score=["echo", "1"],
-                      candidates=[cmd(f"c{n}", "--write", f"c{n}.txt", "--commit")
-                                  for n in range(candidates)], setup=setup)
+    spec = build_spec(
+        repository=repo,
+        validate=ValidateSpec(command=(".venv/bin/python", "check.py"), gate="exit-code"),
+        score=["echo", "1"],
+        candidates=[cmd(f"c{n}", "--write", f"c{n}.txt", "--commit") for n in range(candidates)],
+        setup=setup,
+    )
     started = time.monotonic()
     result = run_race(spec)
     wall = time.monotonic() - started
@@ -69,10 +80,12 @@ def _race(repo: Path, setup: SetupSpec, candidates: int) -> dict:
     if failed:
         raise AssertionError(f"candidates failed: {failed}")
     setups_done = [c.setup for c in result.candidates]
-    return {"wall_s": round(wall, 2),
-            "setup_s": [s["duration"] for s in setups_done],
-            "setup_median_s": round(statistics.median(s["duration"] for s in setups_done), 2),
-            "cache": [s["cache"] for s in setups_done]}
+    return {
+        "wall_s": round(wall, 2),
+        "setup_s": [s["duration"] for s in setups_done],
+        "setup_median_s": round(statistics.median(s["duration"] for s in setups_done), 2),
+        "cache": [s["cache"] for s in setups_done],
+    }
 
 
 def _venv_size(repo: Path) -> dict:
@@ -88,20 +101,27 @@ def _venv_size(repo: Path) -> dict:
     setups.clone_tree(entry / ".venv", target)
     copy_s = time.monotonic() - started
     shutil.rmtree(target.parent)
-    return {"venv_files": files, "venv_mib": round(size / 2**20, 1), "copy_s": round(copy_s, 3),
-            "reflink": bool(setups._reflink_works)}
+    return {
+        "venv_files": files,
+        "venv_mib": round(size / 2**20, 1),
+        "copy_s": round(copy_s, 3),
+        "reflink": bool(setups._reflink_works),
+    }
 
 
 def setup_cache(candidates: int = 3) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         repo = project(Path(tmp) / "project")
-        figures = {"candidates": candidates,
-                   "no_cache": _race(repo, SETUP, candidates),
-                   "cold_cache": _race(repo, CACHED, candidates),
-                   "warm_cache": _race(repo, CACHED, candidates)}
+        figures = {
+            "candidates": candidates,
+            "no_cache": _race(repo, SETUP, candidates),
+            "cold_cache": _race(repo, CACHED, candidates),
+            "warm_cache": _race(repo, CACHED, candidates),
+        }
         figures.update(_venv_size(repo))
-    figures["warm_vs_no_cache"] = round(figures["warm_cache"]["setup_median_s"]
-                                        / figures["no_cache"]["setup_median_s"], 3)
+    figures["warm_vs_no_cache"] = round(
+        figures["warm_cache"]["setup_median_s"] / figures["no_cache"]["setup_median_s"], 3
+    )
     return figures
 
 

@@ -64,8 +64,11 @@ def startup(rounds: int = 15) -> dict:
                 cpus[name].append(cpu)
     base = statistics.median(walls["python -c pass"])
     base_cpu = statistics.median(cpus["python -c pass"])
-    figures: dict = {"rounds": rounds, "python_ms": round(base * 1000, 1),
-                     "python_cpu_ms": round(base_cpu * 1000, 1)}
+    figures: dict = {
+        "rounds": rounds,
+        "python_ms": round(base * 1000, 1),
+        "python_cpu_ms": round(base_cpu * 1000, 1),
+    }
     for name in ("--version", "--help", "check"):
         median = statistics.median(walls[name])
         figures[name] = {

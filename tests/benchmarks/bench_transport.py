@@ -28,30 +28,62 @@ def realistic_state(attempts: int = 8) -> dict:
     entries = []
     for n in range(attempts):
         key = f"agent-{n % 4}"
-        entries.append({
-            "key": key, "attempt": n // 4 + 1, "branch": f"outpost/speculation/{race_id}/{key}/{n // 4 + 1}",
-            "phase": "settled" if n < 6 else "running", "cleanup": "done" if n < 6 else "pending",
-            "resource_id": f"outpost-{race_id[:8]}-{key}-{n}",
-            "directory": f"/home/dev/project/.outpost/workspaces/{race_id}/{key}/{n // 4 + 1}",
-            "accepted": n == 2,
-            "record": {
-                "key": key, "attempt": n // 4 + 1, "status": "winner" if n == 2 else "rejected",
+        entries.append(
+            {
+                "key": key,
+                "attempt": n // 4 + 1,
                 "branch": f"outpost/speculation/{race_id}/{key}/{n // 4 + 1}",
-                "commit": f"{n:040x}", "commits": [f"{n * 7 + c:040x}" for c in range(3)],
-                "usage": {"input": 120_000 + n, "cached": 900_000, "cache_write": 40_000, "output": 18_000,
-                          "cost_usd": 1.2345, "complete": True, "estimated": False},
-                "validation": {"status": "passed" if n == 2 else "failed", "exit_code": 0 if n == 2 else 1,
-                               "output": tail},
-                "retained_directory": f"/home/dev/project/.outpost/workspaces/{race_id}/"
-                                      f"{key}/{n // 4 + 1}",
-                "cleanup": "done", "error": None, "quota": None,
-            },
-        })
-    return {"id": race_id, "format": 1, "finished": False, "status": None,
-            "before": {"head": "a" * 40, "branch": "main", "dirty": False},
-            "usage": {"attempts": attempts, "input": 960_000, "cached": 7_200_000, "cache_write": 320_000,
-                      "output": 144_000, "cost_usd": 9.876, "complete": True},
-            "attempts": entries}
+                "phase": "settled" if n < 6 else "running",
+                "cleanup": "done" if n < 6 else "pending",
+                "resource_id": f"outpost-{race_id[:8]}-{key}-{n}",
+                "directory": f"/home/dev/project/.outpost/workspaces/{race_id}/{key}/{n // 4 + 1}",
+                "accepted": n == 2,
+                "record": {
+                    "key": key,
+                    "attempt": n // 4 + 1,
+                    "status": "winner" if n == 2 else "rejected",
+                    "branch": f"outpost/speculation/{race_id}/{key}/{n // 4 + 1}",
+                    "commit": f"{n:040x}",
+                    "commits": [f"{n * 7 + c:040x}" for c in range(3)],
+                    "usage": {
+                        "input": 120_000 + n,
+                        "cached": 900_000,
+                        "cache_write": 40_000,
+                        "output": 18_000,
+                        "cost_usd": 1.2345,
+                        "complete": True,
+                        "estimated": False,
+                    },
+                    "validation": {
+                        "status": "passed" if n == 2 else "failed",
+                        "exit_code": 0 if n == 2 else 1,
+                        "output": tail,
+                    },
+                    "retained_directory": f"/home/dev/project/.outpost/workspaces/{race_id}/"
+                    f"{key}/{n // 4 + 1}",
+                    "cleanup": "done",
+                    "error": None,
+                    "quota": None,
+                },
+            }
+        )
+    return {
+        "id": race_id,
+        "format": 1,
+        "finished": False,
+        "status": None,
+        "before": {"head": "a" * 40, "branch": "main", "dirty": False},
+        "usage": {
+            "attempts": attempts,
+            "input": 960_000,
+            "cached": 7_200_000,
+            "cache_write": 320_000,
+            "output": 144_000,
+            "cost_usd": 9.876,
+            "complete": True,
+        },
+        "attempts": entries,
+    }
 
 
 def raw_write(directory: Path, content: bytes, count: int) -> float:
@@ -90,8 +122,15 @@ def bench(directory: Path, saves: int) -> dict:
 
     envelope = store.transport.read(store.key).data
     per_raw = raw_write(directory / "raw", envelope, saves)
-    return {"saves": saves, "state_bytes": len(envelope), "save_ms": per_save * 1000, "save_cpu_ms": cpu_per_save * 1000,
-            "encode_ms": per_encode * 1000, "raw_write_ms": per_raw * 1000, "ratio": per_save / per_raw}
+    return {
+        "saves": saves,
+        "state_bytes": len(envelope),
+        "save_ms": per_save * 1000,
+        "save_cpu_ms": cpu_per_save * 1000,
+        "encode_ms": per_encode * 1000,
+        "raw_write_ms": per_raw * 1000,
+        "ratio": per_save / per_raw,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,12 +148,16 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"median": median, "runs": runs}))
         return 0
     print(f"{median['saves']} saves of an 8-attempt state ({median['state_bytes']} bytes), median of 3 runs:")
-    print(f"  checkpoint save   {median['save_ms']:.3f} ms  (JSON encoding {median['encode_ms']:.3f} ms of it)")
+    print(
+        f"  checkpoint save   {median['save_ms']:.3f} ms  (JSON encoding {median['encode_ms']:.3f} ms of it)"
+    )
     print(f"  CPU user+sys     {median['save_cpu_ms']:.3f} ms  (kernel fsync work included)")
     print(f"  raw durable write {median['raw_write_ms']:.3f} ms")
     print(f"  overhead ratio    {median['ratio']:.2f}x")
-    print("  all runs (save ms / raw ms): "
-          + ", ".join(f"{run['save_ms']:.3f} / {run['raw_write_ms']:.3f}" for run in runs))
+    print(
+        "  all runs (save ms / raw ms): "
+        + ", ".join(f"{run['save_ms']:.3f} / {run['raw_write_ms']:.3f}" for run in runs)
+    )
     return 0
 
 

@@ -14,10 +14,22 @@ from tests.conftest import FAKE_AGENT
 CLI = [sys.executable, "-m", "outpost_tui.cli"]
 
 
-def run_cli(*args: str | Path, cwd: Path | None = None, env: dict | None = None, timeout: float = 120,
-            stdout=subprocess.PIPE) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *map(str, args)], cwd=cwd, stdout=stdout, stderr=subprocess.PIPE,
-                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+def run_cli(
+    *args: str | Path,
+    cwd: Path | None = None,
+    env: dict | None = None,
+    timeout: float = 120,
+    stdout=subprocess.PIPE,
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*CLI, *map(str, args)],
+        cwd=cwd,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def run_with_closed_stdout(*args: str | Path, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -37,12 +49,16 @@ def fake_candidate(key: str, *flags: str) -> str:
 
 
 def write_race(path: Path, repo: Path, candidates: str, extra: str = "", sections: str = "") -> Path:
-    path.write_text(textwrap.dedent(f"""\
+    path.write_text(
+        textwrap.dedent(f"""\
         [race]
         name = "cli test"
         repository = "{repo}"
         {extra}
-        """) + sections + candidates)
+        """)
+        + sections
+        + candidates
+    )
     return path
 
 

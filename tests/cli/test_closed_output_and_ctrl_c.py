@@ -22,8 +22,13 @@ def test_a_listing_into_a_closed_pipe_exits_141_quietly():
 
 
 def test_a_durable_race_runs_to_its_end_and_is_saved_when_stdout_is_closed(repo, tmp_path: Path):
-    race = write_race(tmp_path / "race.toml", repo, fake_candidate("a", "--write", "a.txt", "--commit"),
-                      extra='run_id = "piped"', sections="[durability]\nenabled = true\n")
+    race = write_race(
+        tmp_path / "race.toml",
+        repo,
+        fake_candidate("a", "--write", "a.txt", "--commit"),
+        extra='run_id = "piped"',
+        sections="[durability]\nenabled = true\n",
+    )
     done = run_with_closed_stdout("run", race, "--json")
     assert done.returncode == CLOSED_OUTPUT, done.stderr
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
@@ -56,8 +61,13 @@ CTRL_C_DURING_IMPORTS = textwrap.dedent("""\
 
 
 def test_ctrl_c_while_importing_is_one_line_and_exit_130(tmp_path: Path):
-    done = subprocess.run([sys.executable, "-c", CTRL_C_DURING_IMPORTS, "check", "race.toml"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", CTRL_C_DURING_IMPORTS, "check", "race.toml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == INTERRUPTED, done.stderr
     assert done.stderr == "outpost-tui: interrupted\n"
 

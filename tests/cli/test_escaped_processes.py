@@ -121,7 +121,8 @@ def assert_none_left(tmp_path: Path, repo: Path, *keys: str) -> None:
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_the_winners_daemon_ends_with_its_attempt_and_never_commits_after_the_verdict(
-        repo, tmp_path, mechanism):
+    repo, tmp_path, mechanism
+):
     before = left_in(repo)
     race = write_race(tmp_path / "race.toml", repo, agent(tmp_path, "a"))
     done = run_cli("run", race, "--json", env=mechanism_env(mechanism))
@@ -142,15 +143,27 @@ def test_losers_daemons_end_with_their_attempts(repo, tmp_path, mechanism):
     validate.write_text('#!/bin/sh\n[ "$OUTPOST_CANDIDATE" != c ]\n')
     validate.chmod(0o755)
     ready = tmp_path / "b-ready"
-    candidates = (agent(tmp_path, "b", "--hang") + agent(tmp_path, "c")
-                  # a wins only once b's daemon is running
-                  + agent(tmp_path, "a", "--ready", str(tmp_path / "a-ready")).replace(
-                      'command = [', f'command = ["sh", "-c", "while [ ! -e {ready} ] || '
-                      f'[ ! -e {tmp_path}/c.pids ]; do sleep 0.02; done; exec \\"$0\\" \\"$@\\"", ', 1))
-    candidates = candidates.replace(f'"{tmp_path / "b.pids"}", "--hang"',
-                                    f'"{tmp_path / "b.pids"}", "--hang", "--ready", "{ready}"')
-    race = write_race(tmp_path / "race.toml", repo, candidates, extra="concurrency = 4",
-                      sections=f'[validate]\ncommand = ["{validate}"]\n')
+    candidates = (
+        agent(tmp_path, "b", "--hang")
+        + agent(tmp_path, "c")
+        # a wins only once b's daemon is running
+        + agent(tmp_path, "a", "--ready", str(tmp_path / "a-ready")).replace(
+            "command = [",
+            f'command = ["sh", "-c", "while [ ! -e {ready} ] || '
+            f'[ ! -e {tmp_path}/c.pids ]; do sleep 0.02; done; exec \\"$0\\" \\"$@\\"", ',
+            1,
+        )
+    )
+    candidates = candidates.replace(
+        f'"{tmp_path / "b.pids"}", "--hang"', f'"{tmp_path / "b.pids"}", "--hang", "--ready", "{ready}"'
+    )
+    race = write_race(
+        tmp_path / "race.toml",
+        repo,
+        candidates,
+        extra="concurrency = 4",
+        sections=f'[validate]\ncommand = ["{validate}"]\n',
+    )
     done = run_cli("run", race, "--json", env=mechanism_env(mechanism))
     result = json.loads(done.stdout)
     statuses = {c["key"]: c["status"] for c in result["candidates"]}
@@ -172,9 +185,14 @@ def test_a_timed_out_candidates_daemon_ends(repo, tmp_path, mechanism):
 def test_a_validation_commands_daemon_ends(repo, tmp_path, mechanism):
     script = tmp_path / "daemon_agent.py"
     script.write_text(DAEMON_AGENT)
-    race = write_race(tmp_path / "race.toml", repo, agent(tmp_path, "a"),
-                      sections="[validate]\ncommand = " + json.dumps(
-                          [sys.executable, str(script), str(tmp_path / "v.pids"), "--validating"]) + "\n")
+    race = write_race(
+        tmp_path / "race.toml",
+        repo,
+        agent(tmp_path, "a"),
+        sections="[validate]\ncommand = "
+        + json.dumps([sys.executable, str(script), str(tmp_path / "v.pids"), "--validating"])
+        + "\n",
+    )
     done = run_cli("run", race, "--json", env=mechanism_env(mechanism))
     assert done.returncode == 0, done.stderr
     # the agent's daemon, and the validation's on a's commit; the baseline's validation runs beside
@@ -197,9 +215,13 @@ def wait_for(path: Path, timeout: float = 60) -> None:
 def test_an_aborted_races_daemon_ends(repo, tmp_path, mechanism):
     ready = tmp_path / "ready"
     race = write_race(tmp_path / "race.toml", repo, agent(tmp_path, "a", "--hang", "--ready", str(ready)))
-    process = subprocess.Popen([*CLI, "run", str(race), "--json"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, **mechanism_env(mechanism)})
+    process = subprocess.Popen(
+        [*CLI, "run", str(race), "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **mechanism_env(mechanism)},
+    )
     wait_for(ready)
     process.send_signal(signal.SIGINT)  # the operator's Ctrl-C aborts the race
     out, err = process.communicate(timeout=60)
@@ -210,11 +232,20 @@ def test_an_aborted_races_daemon_ends(repo, tmp_path, mechanism):
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_a_replay_after_a_crashed_coordinator_ends_the_daemon(repo, tmp_path, mechanism):
     ready = tmp_path / "ready"
-    race = write_race(tmp_path / "race.toml", repo, agent(tmp_path, "a", "--hang", "--ready", str(ready)),
-                      extra='run_id = "crash"', sections="[durability]\nenabled = true\n")
+    race = write_race(
+        tmp_path / "race.toml",
+        repo,
+        agent(tmp_path, "a", "--hang", "--ready", str(ready)),
+        extra='run_id = "crash"',
+        sections="[durability]\nenabled = true\n",
+    )
     env = mechanism_env(mechanism)
-    process = subprocess.Popen([*CLI, "run", str(race), "--json"], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, env={**os.environ, **env})
+    process = subprocess.Popen(
+        [*CLI, "run", str(race), "--json"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **env},
+    )
     wait_for(ready)
     process.kill()  # the coordinator crashes; its agent and the daemon live on
     process.wait()

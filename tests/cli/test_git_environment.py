@@ -19,8 +19,10 @@ from tests.cli.support import CLI, write_race
 from tests.conftest import git
 
 # A candidate that does what agents do: edit, stage, commit, and it reports what git showed it.
-AGENT = ("echo fixed > fix.txt && git add fix.txt && git commit -qm 'candidate fix' "
-         "&& git rev-parse --git-dir --show-toplevel > \"$REPORT\"")
+AGENT = (
+    "echo fixed > fix.txt && git add fix.txt && git commit -qm 'candidate fix' "
+    '&& git rev-parse --git-dir --show-toplevel > "$REPORT"'
+)
 
 
 def candidate(key: str, report: Path) -> str:
@@ -32,26 +34,36 @@ def install_hook(repo: Path, race: Path, out: Path) -> None:
     hook = repo / ".git" / "hooks" / "pre-commit"
     # the environment git gives its hook, saved so the test can show the race really ran in it
     # the candidates' own commits run the repository's hooks too: only the user's commit races
-    hook.write_text("#!/bin/sh\n"
-                    '[ -n "$OUTPOST_CANDIDATE" ] && exit 0\n'
-                    f"env | grep '^GIT_' > {shlex.quote(str(out))}.env\n"
-                    f"{shlex.join(CLI)} run {shlex.quote(str(race))} --headless --json "
-                    f"> {shlex.quote(str(out))} 2> {shlex.quote(str(out))}.err\n"
-                    "exit 0\n")
+    hook.write_text(
+        "#!/bin/sh\n"
+        '[ -n "$OUTPOST_CANDIDATE" ] && exit 0\n'
+        f"env | grep '^GIT_' > {shlex.quote(str(out))}.env\n"
+        f"{shlex.join(CLI)} run {shlex.quote(str(race))} --headless --json "
+        f"> {shlex.quote(str(out))} 2> {shlex.quote(str(out))}.err\n"
+        "exit 0\n"
+    )
     hook.chmod(0o755)
 
 
-@pytest.mark.parametrize("how", [
-    ("commit", "-qm", "user commit"),
-    # the user named the repository: the hook also gets GIT_DIR and GIT_WORK_TREE
-    ("--git-dir=.git", "--work-tree=.", "commit", "-qm", "user commit"),
-    # a commit of named paths: git builds a temporary index and hands the hook its path
-    ("commit", "-qm", "user commit", "--", "user.txt"),
-], ids=["plain", "git-dir", "only-paths"])
+@pytest.mark.parametrize(
+    "how",
+    [
+        ("commit", "-qm", "user commit"),
+        # the user named the repository: the hook also gets GIT_DIR and GIT_WORK_TREE
+        ("--git-dir=.git", "--work-tree=.", "commit", "-qm", "user commit"),
+        # a commit of named paths: git builds a temporary index and hands the hook its path
+        ("commit", "-qm", "user commit", "--", "user.txt"),
+    ],
+    ids=["plain", "git-dir", "only-paths"],
+)
 def test_a_race_run_from_a_pre_commit_hook_leaves_the_users_commit_alone(repo, tmp_path, how):
     report, out = tmp_path / "candidate-saw", tmp_path / "result.json"
-    race = write_race(tmp_path / "race.toml", repo, candidate("a", report),
-                      sections='[validate]\ncommand = ["sh", "-c", "test -f fix.txt"]\n')
+    race = write_race(
+        tmp_path / "race.toml",
+        repo,
+        candidate("a", report),
+        sections='[validate]\ncommand = ["sh", "-c", "test -f fix.txt"]\n',
+    )
     install_hook(repo, race, out)
     baseline = git(repo, "rev-parse", "HEAD")
     (repo / "user.txt").write_text("the user's own change\n")
@@ -82,19 +94,35 @@ def test_git_variables_exported_in_a_shell_do_not_reach_the_engine_or_agents(rep
     """A relative GIT_INDEX_FILE, GIT_DIR and config through GIT_CONFIG_* exported by a shell."""
     report, seen = tmp_path / "candidate-saw", tmp_path / "validation-env"
     marker = tmp_path / "hook-ran"
-    race = write_race(tmp_path / "race.toml", repo, candidate("a", report),
-                      sections=f'[validate]\ncommand = ["sh", "-c", "test -f fix.txt && env > {seen}"]\n')
+    race = write_race(
+        tmp_path / "race.toml",
+        repo,
+        candidate("a", report),
+        sections=f'[validate]\ncommand = ["sh", "-c", "test -f fix.txt && env > {seen}"]\n',
+    )
     hooks = tmp_path / "hooks"
     hooks.mkdir()
     (hooks / "reference-transaction").write_text(f"#!/bin/sh\ntouch {marker}\n")
     (hooks / "reference-transaction").chmod(0o755)
     baseline = git(repo, "rev-parse", "HEAD")
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
-           "GIT_DIR": str(repo / ".git"), "GIT_WORK_TREE": str(repo), "GIT_INDEX_FILE": ".git/index",
-           "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.hooksPath", "GIT_CONFIG_VALUE_0": str(hooks),
-           "GIT_AUTHOR_NAME": "Kept Author"}
-    done = subprocess.run([*CLI, "run", str(race), "--headless", "--json"], cwd=repo, env=env,
-                          capture_output=True, text=True, timeout=300)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
+        "GIT_DIR": str(repo / ".git"),
+        "GIT_WORK_TREE": str(repo),
+        "GIT_INDEX_FILE": ".git/index",
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "core.hooksPath",
+        "GIT_CONFIG_VALUE_0": str(hooks),
+        "GIT_AUTHOR_NAME": "Kept Author",
+    }
+    done = subprocess.run(
+        [*CLI, "run", str(race), "--headless", "--json"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     branch = result["winner"]["branch"]
@@ -107,4 +135,3 @@ def test_git_variables_exported_in_a_shell_do_not_reach_the_engine_or_agents(rep
     seen_env = seen.read_text()
     assert "GIT_DIR=" not in seen_env and "GIT_INDEX_FILE=" not in seen_env
     assert "GIT_AUTHOR_NAME=Kept Author" in seen_env
-

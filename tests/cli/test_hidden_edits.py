@@ -24,14 +24,21 @@ def test_a_cancelled_candidates_hidden_edits_keep_its_worktree(repo, tmp_path):
     (repo / "other.txt").write_text("other\n")
     git(repo, "add", "other.txt")
     git(repo, "commit", "-qm", "two files")
-    hider = (f"echo 'precious work' > base.txt && git update-index --assume-unchanged base.txt && "
-             f"echo 'more work' > other.txt && git update-index --skip-worktree other.txt && "
-             f"test -z \"$(git status --porcelain)\" && touch {ready} && exec sleep 600")
-    winner = (f"while [ ! -e {ready} ]; do sleep 0.05; done; "
-              "echo fixed > fix.txt && git add fix.txt && git commit -qm fix")
-    race = write_race(tmp_path / "race.toml", repo,
-                      shell_candidate("hider", hider) + shell_candidate("winner", winner),
-                      sections='[validate]\ncommand = ["sh", "-c", "test -f fix.txt"]\n')
+    hider = (
+        f"echo 'precious work' > base.txt && git update-index --assume-unchanged base.txt && "
+        f"echo 'more work' > other.txt && git update-index --skip-worktree other.txt && "
+        f'test -z "$(git status --porcelain)" && touch {ready} && exec sleep 600'
+    )
+    winner = (
+        f"while [ ! -e {ready} ]; do sleep 0.05; done; "
+        "echo fixed > fix.txt && git add fix.txt && git commit -qm fix"
+    )
+    race = write_race(
+        tmp_path / "race.toml",
+        repo,
+        shell_candidate("hider", hider) + shell_candidate("winner", winner),
+        sections='[validate]\ncommand = ["sh", "-c", "test -f fix.txt"]\n',
+    )
 
     done = run_cli("run", race, "--headless", "--json", cwd=repo)
 

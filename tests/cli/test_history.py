@@ -18,12 +18,16 @@ STAMP = re.compile(r"^\[\d\d:\d\d:\d\d\] ")
 @pytest.fixture
 def live(repo, tmp_path):
     """A race run by `run --headless --json`: its race id, its result and the lines it printed."""
-    path = write_race(tmp_path / "race.toml", repo,
-                      fake_candidate("bad", "--write", "fix.txt", "--content", "bad", "--commit")
-                      + fake_candidate("good", "--write", "fix.txt", "--content", "good", "--commit",
-                                       "--usage", "100", "0", "0", "20"),
-                      extra='mode = "fallback"',
-                      sections=f"[validate]\ncommand = {json.dumps([sys.executable, str(VALIDATE)])}\n")
+    path = write_race(
+        tmp_path / "race.toml",
+        repo,
+        fake_candidate("bad", "--write", "fix.txt", "--content", "bad", "--commit")
+        + fake_candidate(
+            "good", "--write", "fix.txt", "--content", "good", "--commit", "--usage", "100", "0", "0", "20"
+        ),
+        extra='mode = "fallback"',
+        sections=f"[validate]\ncommand = {json.dumps([sys.executable, str(VALIDATE)])}\n",
+    )
     done = run_cli("run", path, "--headless", "--json")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
@@ -39,9 +43,10 @@ def test_history_lists_the_race(repo, live):
     assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", line)
     assert line.split()[3:] == ["winner", "good", "bad,", "good"]
     listed = json.loads(run_cli("history", repo, "--json").stdout)
-    assert [(r["id"], r["status"], r["winner"], r["winner_branch"], r["candidates"], r["finished"])
-            for r in listed] == [(race_id, "winner", "good", result["winner"]["branch"],
-                                  ["bad", "good"], True)]
+    assert [
+        (r["id"], r["status"], r["winner"], r["winner_branch"], r["candidates"], r["finished"])
+        for r in listed
+    ] == [(race_id, "winner", "good", result["winner"]["branch"], ["bad", "good"], True)]
     # the current directory by default
     here = run_cli("history", cwd=repo)
     assert here.stdout == done.stdout
@@ -82,8 +87,9 @@ def test_a_race_that_never_finished(repo, live):
     race_id, _, printed = live
     # As a coordinator killed before its end leaves it: no race-finished event.
     race_file = repo / ".outpost" / "runs" / race_id / "race.jsonl"
-    race_file.write_text("".join(line + "\n" for line in race_file.read_text().splitlines()
-                                 if '"race-finished"' not in line))
+    race_file.write_text(
+        "".join(line + "\n" for line in race_file.read_text().splitlines() if '"race-finished"' not in line)
+    )
     done = run_cli("show", race_id, "--repo", repo, "--json")
     assert done.returncode == 1 and done.stdout == ""
     assert "never finished" in one_line_error(done)

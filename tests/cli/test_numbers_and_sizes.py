@@ -97,11 +97,10 @@ subprocess.run(["git", "-c", "user.name=a", "-c", "user.email=a@example.invalid"
 def brief_race(tmp_path: Path, repo: Path, size: int) -> tuple[Path, str]:
     agent = tmp_path / "brief_agent.py"
     agent.write_text(BRIEF_ECHO)
-    brief = ("fix the bug " * (size // 12 + 1))[:size - 1] + "\n"
+    brief = ("fix the bug " * (size // 12 + 1))[: size - 1] + "\n"
     (tmp_path / "brief.md").write_text(brief)
     argv = json.dumps([sys.executable, str(agent)])
-    candidate = (f'\n[[candidates]]\nkey = "a"\nagent = "command"\nbrief_file = "brief.md"\n'
-                 f'command = {argv}\n')
+    candidate = f'\n[[candidates]]\nkey = "a"\nagent = "command"\nbrief_file = "brief.md"\ncommand = {argv}\n'
     return write_race(tmp_path / "race.toml", repo, candidate), brief
 
 
@@ -113,6 +112,7 @@ def test_a_brief_as_large_as_check_accepts_reaches_the_agent(repo, tmp_path):
     result = strict(done.stdout)
     commit = result["winner"]["commit"]
     from tests.conftest import git
+
     assert git(repo, "show", f"{commit}:brief.out") + "\n" == brief
     assert git(repo, "show", f"{commit}:env.out") == "file only"  # too large for the environment
 
@@ -122,6 +122,7 @@ def test_a_small_brief_is_in_the_environment_and_in_a_file(repo, tmp_path):
     done = run_cli("run", race, "--json")
     assert done.returncode == 0, done.stderr
     from tests.conftest import git
+
     assert git(repo, "show", f"{strict(done.stdout)['winner']['commit']}:env.out") == "env"
 
 

@@ -19,8 +19,13 @@ def finished(tmp_path_factory) -> tuple[Path, Path]:
     """A repository holding one finished durable run (nobody owns it any more), and its race file."""
     root = tmp_path_factory.mktemp("recover")
     repo = make_repo(root / "repo")
-    race = write_race(root / "race.toml", repo, fake_candidate("a", "--write", "a.txt", "--commit"),
-                      extra=f'run_id = "{RUN_ID}"', sections="[durability]\nenabled = true\n")
+    race = write_race(
+        root / "race.toml",
+        repo,
+        fake_candidate("a", "--write", "a.txt", "--commit"),
+        extra=f'run_id = "{RUN_ID}"',
+        sections="[durability]\nenabled = true\n",
+    )
     done = run_cli("run", race, "--headless")
     assert done.returncode == 0, done.stderr
     return repo, race
@@ -32,18 +37,23 @@ def inspect(repo: Path) -> dict:
     return json.loads(done.stdout)
 
 
-@pytest.mark.parametrize("args, wrong", [
-    (["--stop", "--revision", "r"], "--revision is only for --release, not --stop"),
-    (["--inspect", "--revision", "r"], "--revision is only for --release, not --inspect"),
-    (["--revision", "r"], "--revision is only for --release, not --inspect"),
-    (["--replay", "--revision", "r"], "--revision is only for --release, not --replay"),
-    (["--inspect", "--race-file", "race.toml"], "--race-file is only for --replay, not --inspect"),
-    (["--stop", "--race-file", "race.toml"], "--race-file is only for --replay, not --stop"),
-    (["--release", "--revision", "r", "--race-file", "race.toml"],
-     "--race-file is only for --replay, not --release"),
-    (["--stop", "--timeout", "-1"], "argument --timeout: must be 0 or more seconds, found -1"),
-    (["--stop", "--timeout", "nan"], "argument --timeout: must be 0 or more seconds, found nan"),
-])
+@pytest.mark.parametrize(
+    "args, wrong",
+    [
+        (["--stop", "--revision", "r"], "--revision is only for --release, not --stop"),
+        (["--inspect", "--revision", "r"], "--revision is only for --release, not --inspect"),
+        (["--revision", "r"], "--revision is only for --release, not --inspect"),
+        (["--replay", "--revision", "r"], "--revision is only for --release, not --replay"),
+        (["--inspect", "--race-file", "race.toml"], "--race-file is only for --replay, not --inspect"),
+        (["--stop", "--race-file", "race.toml"], "--race-file is only for --replay, not --stop"),
+        (
+            ["--release", "--revision", "r", "--race-file", "race.toml"],
+            "--race-file is only for --replay, not --release",
+        ),
+        (["--stop", "--timeout", "-1"], "argument --timeout: must be 0 or more seconds, found -1"),
+        (["--stop", "--timeout", "nan"], "argument --timeout: must be 0 or more seconds, found nan"),
+    ],
+)
 def test_an_option_the_step_does_not_use_is_refused(finished, args: list[str], wrong: str):
     repo, _ = finished
     before = inspect(repo)["revision"]
@@ -66,10 +76,13 @@ def test_releasing_a_run_nobody_owns_says_so_and_writes_nothing(finished):
     assert inspect(repo)["revision"] == view["revision"]
     assert {path: path.stat().st_mtime_ns for path in storage.rglob("*") if path.is_file()} == files
 
-    as_json = run_cli("recover", RUN_ID, "--repo", repo, "--release", "--revision", view["revision"],
-                      "--json")
-    assert as_json.returncode == 0 and json.loads(as_json.stdout) == {"released": False,
-                                                                      "reason": "not owned"}
+    as_json = run_cli(
+        "recover", RUN_ID, "--repo", repo, "--release", "--revision", view["revision"], "--json"
+    )
+    assert as_json.returncode == 0 and json.loads(as_json.stdout) == {
+        "released": False,
+        "reason": "not owned",
+    }
     # A stale revision is still refused, owned or not.
     stale = run_cli("recover", RUN_ID, "--repo", repo, "--release", "--revision", "0" * 32)
     assert stale.returncode == 4 and "changed since it was read" in one_line_error(stale)
@@ -81,8 +94,9 @@ def test_replaying_with_a_race_file_without_run_id_names_the_missing_key(finishe
     anonymous.write_text(race.read_text().replace(f'run_id = "{RUN_ID}"', ""))
     done = run_cli("recover", RUN_ID, "--repo", repo, "--replay", "--race-file", anonymous)
     assert done.returncode == 2
-    assert one_line_error(done) == (f"outpost-tui: {anonymous}: has no [race] run_id "
-                                    "(a durable race needs one)")
+    assert one_line_error(done) == (
+        f"outpost-tui: {anonymous}: has no [race] run_id (a durable race needs one)"
+    )
 
 
 def test_help_lists_success_and_bad_arguments():

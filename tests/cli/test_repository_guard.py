@@ -24,24 +24,28 @@ def vandal_script(marker: Path) -> str:
     """Plants programs in the shared git directory and moves the user's refs, then fails."""
     m = shlex.quote(str(marker))
     common = '"$(git rev-parse --git-common-dir)"'
-    return " && ".join([
-        f"common={common}",
-        # the user's refs: the checked-out branch, another branch, a tag deleted, a tag created
-        "git update-ref refs/heads/main \"$(git commit-tree HEAD^{tree} -p HEAD -m moved)\"",
-        "git update-ref refs/heads/feature \"$(git commit-tree HEAD^{tree} -m orphan)\"",
-        "git update-ref -d refs/tags/v1",
-        "git update-ref refs/tags/planted HEAD",
-        # then programs for everyone else's git (the vandal's own git above ran none of them)
-        # hooks the next candidate's (and the engine's) git would run
-        *(f"printf '#!/bin/sh\\necho {hook} >> {m}\\n' > \"$common/hooks/{hook}\" && "
-          f"chmod +x \"$common/hooks/{hook}\"" for hook in ("pre-commit", "post-checkout",
-                                                            "reference-transaction")),
-        f"git config core.fsmonitor 'echo fsmonitor >> {m}; false'",
-        f"git config filter.evil.clean 'sh -c \"echo clean >> {m}; cat\"'",
-        f"git config filter.evil.smudge 'sh -c \"echo smudge >> {m}; cat\"'",
-        "echo '* filter=evil' > \"$common/info/attributes\"",
-        "exit 1",
-    ])
+    return " && ".join(
+        [
+            f"common={common}",
+            # the user's refs: the checked-out branch, another branch, a tag deleted, a tag created
+            'git update-ref refs/heads/main "$(git commit-tree HEAD^{tree} -p HEAD -m moved)"',
+            'git update-ref refs/heads/feature "$(git commit-tree HEAD^{tree} -m orphan)"',
+            "git update-ref -d refs/tags/v1",
+            "git update-ref refs/tags/planted HEAD",
+            # then programs for everyone else's git (the vandal's own git above ran none of them)
+            # hooks the next candidate's (and the engine's) git would run
+            *(
+                f"printf '#!/bin/sh\\necho {hook} >> {m}\\n' > \"$common/hooks/{hook}\" && "
+                f'chmod +x "$common/hooks/{hook}"'
+                for hook in ("pre-commit", "post-checkout", "reference-transaction")
+            ),
+            f"git config core.fsmonitor 'echo fsmonitor >> {m}; false'",
+            f"git config filter.evil.clean 'sh -c \"echo clean >> {m}; cat\"'",
+            f"git config filter.evil.smudge 'sh -c \"echo smudge >> {m}; cat\"'",
+            "echo '* filter=evil' > \"$common/info/attributes\"",
+            "exit 1",
+        ]
+    )
 
 
 def honest_script() -> str:
@@ -52,19 +56,23 @@ def user_repository(repo: Path) -> dict[str, str]:
     git(repo, "branch", "feature")
     git(repo, "tag", "v1")
     git(repo, "commit", "-q", "--allow-empty", "-m", "user work")
-    return {name: git(repo, "rev-parse", name) for name in ("refs/heads/main", "refs/heads/feature",
-                                                            "refs/tags/v1")}
+    return {
+        name: git(repo, "rev-parse", name)
+        for name in ("refs/heads/main", "refs/heads/feature", "refs/tags/v1")
+    }
 
 
 def test_a_candidate_that_plants_programs_and_moves_refs_is_reported_and_undone(repo, tmp_path):
     marker = tmp_path / "programs-ran"
     refs = user_repository(repo)
     config_before = (repo / ".git" / "config").read_bytes()
-    race = write_race(tmp_path / "race.toml", repo,
-                      shell_candidate("vandal", vandal_script(marker))
-                      + shell_candidate("honest", honest_script()),
-                      extra='mode = "fallback"',
-                      sections='[validate]\ncommand = ["sh", "-c", "test -f fix.txt"]\n')
+    race = write_race(
+        tmp_path / "race.toml",
+        repo,
+        shell_candidate("vandal", vandal_script(marker)) + shell_candidate("honest", honest_script()),
+        extra='mode = "fallback"',
+        sections='[validate]\ncommand = ["sh", "-c", "test -f fix.txt"]\n',
+    )
 
     done = run_cli("run", race, "--headless", "--json", cwd=repo)
 
@@ -103,18 +111,28 @@ def test_a_candidate_that_plants_programs_and_moves_refs_is_reported_and_undone(
             subprocess.run(entry["undo"], shell=True, check=True, capture_output=True)
     for name, oid in refs.items():
         assert git(repo, "rev-parse", name) == oid
-    assert subprocess.run(["git", "rev-parse", "--verify", "-q", "refs/tags/planted"], cwd=repo,
-                          capture_output=True).returncode != 0
+    assert (
+        subprocess.run(
+            ["git", "rev-parse", "--verify", "-q", "refs/tags/planted"], cwd=repo, capture_output=True
+        ).returncode
+        != 0
+    )
 
 
 def test_a_winner_that_moved_the_checked_out_branch_does_not_report_integration_clean(repo, tmp_path):
     """Moving main to a commit with the same tree leaves the checkout clean: merge-tree alone
     would call the winner's branch clean against a HEAD the candidate chose."""
     before = git(repo, "rev-parse", "HEAD")
-    script = (honest_script() + " && git update-ref refs/heads/main "
-              "\"$(git commit-tree HEAD~1^{tree} -p HEAD~1 -m sneaky)\"")
-    race = write_race(tmp_path / "race.toml", repo, shell_candidate("sneaky", script),
-                      sections='[validate]\ncommand = ["sh", "-c", "test -f fix.txt"]\n')
+    script = (
+        honest_script() + " && git update-ref refs/heads/main "
+        '"$(git commit-tree HEAD~1^{tree} -p HEAD~1 -m sneaky)"'
+    )
+    race = write_race(
+        tmp_path / "race.toml",
+        repo,
+        shell_candidate("sneaky", script),
+        sections='[validate]\ncommand = ["sh", "-c", "test -f fix.txt"]\n',
+    )
 
     done = run_cli("run", race, "--headless", "--json", cwd=repo)
 
@@ -125,14 +143,19 @@ def test_a_winner_that_moved_the_checked_out_branch_does_not_report_integration_
     assert "integration clean" not in done.stderr
     [entry] = result["tampering"]
     assert (entry["kind"], entry["name"], entry["candidate"]) == ("ref", "refs/heads/main", "sneaky")
-    assert entry["undo"] == shlex.join(["git", "-C", str(repo), "update-ref", "refs/heads/main",
-                                        before, entry["after"]])
+    assert entry["undo"] == shlex.join(
+        ["git", "-C", str(repo), "update-ref", "refs/heads/main", before, entry["after"]]
+    )
 
 
 def test_a_candidate_writing_into_the_users_checkout_is_named(repo, tmp_path):
-    script = (honest_script() + " && echo stray > \"$(git rev-parse --git-common-dir)/../stray.txt\"")
-    race = write_race(tmp_path / "race.toml", repo, shell_candidate("messy", script),
-                      sections='[validate]\ncommand = ["sh", "-c", "test -f fix.txt"]\n')
+    script = honest_script() + ' && echo stray > "$(git rev-parse --git-common-dir)/../stray.txt"'
+    race = write_race(
+        tmp_path / "race.toml",
+        repo,
+        shell_candidate("messy", script),
+        sections='[validate]\ncommand = ["sh", "-c", "test -f fix.txt"]\n',
+    )
 
     done = run_cli("run", race, "--headless", "--json", cwd=repo)
 
@@ -166,14 +189,19 @@ def test_a_hook_planted_in_a_submodules_git_directory_is_put_back(repo, tmp_path
     git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), "lib")
     git(repo, "commit", "-qm", "submodule")
     hook = repo / ".git" / "modules" / "lib" / "hooks" / "post-checkout"
-    script = (f"printf '#!/bin/sh\\ntrue\\n' > {shlex.quote(str(hook))} && "
-              f"chmod +x {shlex.quote(str(hook))} && exit 1")
+    script = (
+        f"printf '#!/bin/sh\\ntrue\\n' > {shlex.quote(str(hook))} && "
+        f"chmod +x {shlex.quote(str(hook))} && exit 1"
+    )
     race = write_race(tmp_path / "race.toml", repo, shell_candidate("planter", script))
 
     done = run_cli("run", race, "--headless", "--json", cwd=repo)
 
     result = json.loads(done.stdout)
     [entry] = result["tampering"]
-    assert (entry["name"], entry["change"], entry["restored"]) == ("modules/lib/hooks/post-checkout",
-                                                                   "added", True)
+    assert (entry["name"], entry["change"], entry["restored"]) == (
+        "modules/lib/hooks/post-checkout",
+        "added",
+        True,
+    )
     assert not hook.exists()

@@ -20,18 +20,22 @@ CLI = [sys.executable, "-m", "outpost_tui.cli"]
 
 
 def run_cli(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [*CLI, *args], capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
+    )
 
 
 def write_race(tmp_path: Path, repo: Path, candidates: str, extra: str = "") -> Path:
     path = tmp_path / "race.toml"
-    path.write_text(textwrap.dedent(f"""\
+    path.write_text(
+        textwrap.dedent(f"""\
         [race]
         name = "cli test"
         repository = "{repo}"
         {extra}
-        """) + textwrap.dedent(candidates))
+        """)
+        + textwrap.dedent(candidates)
+    )
     return path
 
 
@@ -54,8 +58,9 @@ def test_sample_race_runs_offline_and_the_fixer_wins(tmp_path):
     # The project's own tests pass on the winner's commit.
     project = Path(result["repository"])
     git(project, "worktree", "add", "-q", str(tmp_path / "check"), result["winner"]["commit"])
-    tests = subprocess.run(["python3", "-m", "unittest", "-q"], cwd=tmp_path / "check",
-                           capture_output=True, text=True)
+    tests = subprocess.run(
+        ["python3", "-m", "unittest", "-q"], cwd=tmp_path / "check", capture_output=True, text=True
+    )
     assert tests.returncode == 0, tests.stderr
     # Progress went to stderr, a line per state change.
     assert "fixer#1 winner" in done.stderr and "slow#1 cancelled" in done.stderr
@@ -91,10 +96,15 @@ def test_bad_race_file_exits_2_with_one_line(tmp_path):
 
 def test_ctrl_c_aborts_cleanly_and_leaves_no_process(repo, tmp_path):
     pidfile = tmp_path / "agent.pid"
-    race_file = write_race(tmp_path, repo, fake_candidate(
-        "hangs", "--pidfile", str(pidfile), "--spawn-child", "--hang"))
-    process = subprocess.Popen([*CLI, "run", str(race_file), "--headless", "--json"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    race_file = write_race(
+        tmp_path, repo, fake_candidate("hangs", "--pidfile", str(pidfile), "--spawn-child", "--hang")
+    )
+    process = subprocess.Popen(
+        [*CLI, "run", str(race_file), "--headless", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while not pidfile.exists():
         assert time.monotonic() < deadline, "the agent never started"

@@ -16,12 +16,22 @@ from pathlib import Path
 
 def test_in_a_terminal_the_sample_opens_in_the_app_started(tmp_path: Path):
     leader, follower = pty.openpty()
-    env = {**os.environ, "OUTPOST_DEMO_PACE": "0", "TERM": "xterm-256color", "COLUMNS": "120",
-           "LINES": "40", "OUTPOST_TUI_CONFIG_DIR": str(tmp_path / "config")}
-    process = subprocess.Popen([sys.executable, "-m", "outpost_tui.cli", "sample", "race",
-                                str(tmp_path / "demo"), "--run"],
-                               stdin=follower, stdout=follower, stderr=follower, env=env,
-                               start_new_session=True)
+    env = {
+        **os.environ,
+        "OUTPOST_DEMO_PACE": "0",
+        "TERM": "xterm-256color",
+        "COLUMNS": "120",
+        "LINES": "40",
+        "OUTPOST_TUI_CONFIG_DIR": str(tmp_path / "config"),
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "outpost_tui.cli", "sample", "race", str(tmp_path / "demo"), "--run"],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        env=env,
+        start_new_session=True,
+    )
     os.close(follower)
     seen = b""
 

@@ -63,9 +63,13 @@ def test_serve_loads_the_page_and_the_app_answers(tmp_path):
     race_file = materialise("race", tmp_path / "demo")
     port = free_port()
     env = {**os.environ, "OUTPOST_TUI_CONFIG_DIR": str(tmp_path / "config")}
-    server = subprocess.Popen([sys.executable, "-m", "outpost_tui.cli", "serve", str(race_file),
-                               "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              env=env, start_new_session=True)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "outpost_tui.cli", "serve", str(race_file), "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
+    )
     try:
         html, drawn = asyncio.run(talk_to_the_app(port))
         assert "outpost-tui" in html and f"ws://127.0.0.1:{port}/ws" in html

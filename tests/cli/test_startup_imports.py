@@ -16,8 +16,12 @@ from tests.cli.support import run_cli, write_race
 # Top-level packages no start-up path may load: docker (the Docker SDK), git (GitPython), textual.
 HEAVY = {"docker", "git", "textual"}
 # The engine's own heavy parts: the race machinery and the agents' adapters.
-ENGINE = ("outpost_tui.engine.racing.coordinator", "outpost_tui.engine.agents", "outpost_tui.engine.sandbox",
-          "outpost_tui.ui")
+ENGINE = (
+    "outpost_tui.engine.racing.coordinator",
+    "outpost_tui.engine.agents",
+    "outpost_tui.engine.sandbox",
+    "outpost_tui.ui",
+)
 
 
 def imported(*args: str) -> tuple[set[str], str]:
@@ -46,8 +50,9 @@ def test_version_and_help_import_no_engine_dependencies(flag):
 
 def test_help_still_lists_every_command_with_its_summary():
     _, text = imported("--help")
-    subparsers = next(action for action in build_parser()._actions
-                      if isinstance(action, argparse._SubParsersAction))
+    subparsers = next(
+        action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction)
+    )
     summaries = {choice.dest: choice.help for choice in subparsers._choices_actions}
     assert sorted(summaries) == sorted(MODULES)
     flat = " ".join(text.split())
@@ -56,10 +61,22 @@ def test_help_still_lists_every_command_with_its_summary():
 
 
 def test_check_imports_what_validating_a_race_file_needs_and_no_more(tmp_path, repo):
-    race = write_race(tmp_path / "race.toml", repo, '\n[[candidates]]\nkey = "a"\nagent = "command"\n'
-                      'brief = "b"\ncommand = ["true"]\n')
+    race = write_race(
+        tmp_path / "race.toml",
+        repo,
+        '\n[[candidates]]\nkey = "a"\nagent = "command"\nbrief = "b"\ncommand = ["true"]\n',
+    )
     modules, text = imported("check", str(race))
     assert ": ok" in text
     assert "outpost_tui.engine.racefile" in modules  # it did validate
-    assert heavy(modules, ("outpost_tui.engine.racing.coordinator", "outpost_tui.engine.sandbox.container",
-                           "outpost_tui.ui")) == []
+    assert (
+        heavy(
+            modules,
+            (
+                "outpost_tui.engine.racing.coordinator",
+                "outpost_tui.engine.sandbox.container",
+                "outpost_tui.ui",
+            ),
+        )
+        == []
+    )

@@ -33,8 +33,13 @@ def test_a_tampered_worktree_is_listed_and_marked_and_the_others_still_inspected
 
     races = json.loads(done.stdout)["races"]
     rows = {row["key"]: row for row in races[0]["attempts"]}
-    assert rows["good"]["holds"] == {"uncommitted": 0, "untracked": 0, "ignored": 0, "ignored_bytes": 0,
-                                     "hidden": 0}
+    assert rows["good"]["holds"] == {
+        "uncommitted": 0,
+        "untracked": 0,
+        "ignored": 0,
+        "ignored_bytes": 0,
+        "hidden": 0,
+    }
     assert rows["bad"]["link_changed"] is True and rows["bad"]["holds"] is None
 
     text = run_cli("worktrees", repo)
@@ -142,13 +147,21 @@ def assert_nothing_lost(repo: Path, before: dict[Path, dict]) -> tuple[int, int]
             assert tree_of(path) == tree, path
             intact += 1
             continue
-        branch = git(path.parent.parent.parent, "for-each-ref", "--format=%(refname:short)",
-                     "refs/heads/outpost/")  # the branch of each attempt is still there
+        branch = git(
+            path.parent.parent.parent, "for-each-ref", "--format=%(refname:short)", "refs/heads/outpost/"
+        )  # the branch of each attempt is still there
         assert branch
-        ident = next(r["id"] for race in json.loads(run_cli("worktrees", repo, "--json").stdout)["races"]
-                     for r in race["attempts"] if r["path"] is None and r["archive"]
-                     and json.loads(run_cli("worktrees", repo, "--restore", r["id"], "--dry-run", "--json")
-                                    .stdout)["directory"] == str(path))
+        ident = next(
+            r["id"]
+            for race in json.loads(run_cli("worktrees", repo, "--json").stdout)["races"]
+            for r in race["attempts"]
+            if r["path"] is None
+            and r["archive"]
+            and json.loads(run_cli("worktrees", repo, "--restore", r["id"], "--dry-run", "--json").stdout)[
+                "directory"
+            ]
+            == str(path)
+        )
         done = run_cli("worktrees", repo, "--restore", ident)
         assert done.returncode == 0, done.stderr
         assert tree_of(path) == tree, path
@@ -158,8 +171,13 @@ def assert_nothing_lost(repo: Path, before: dict[Path, dict]) -> tuple[int, int]
 
 def start_prune(repo: Path) -> subprocess.Popen:
     # its own process group, as a terminal's foreground job: Ctrl-C reaches git's children too
-    return subprocess.Popen([*CLI, "worktrees", str(repo), "--prune", "--yes"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        [*CLI, "worktrees", str(repo), "--prune", "--yes"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def test_double_ctrl_c_during_prune_loses_nothing(tmp_path: Path):
@@ -185,7 +203,9 @@ def test_prune_killed_outright_loses_nothing_and_the_next_prune_finishes(tmp_pat
     before = many_worktrees(repo, 3)
     prune = start_prune(repo)
     assert prune.stderr.readline().startswith("archiving ")
-    os.killpg(prune.pid, signal.SIGKILL)  # no handler can run: the order of the steps alone must keep the work
+    os.killpg(
+        prune.pid, signal.SIGKILL
+    )  # no handler can run: the order of the steps alone must keep the work
     prune.communicate(timeout=60)
     assert_nothing_lost(repo, before)
     again = run_cli("worktrees", repo, "--prune", "--yes", "--json")

@@ -15,12 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from outpost_tui.engine.core.spec import DEFAULT_IMAGE
-from outpost_tui.engine.sandbox.images import build_sample_image
+from outpost_tui.engine.core.spec import DEFAULT_IMAGE, SandboxSpec
 from outpost_tui.engine.sandbox.base import SandboxContext, SandboxError
-from outpost_tui.engine.sandbox.container_engine import LABEL_RACE, connect
 from outpost_tui.engine.sandbox.container import ContainerProvider
-from outpost_tui.engine.core.spec import SandboxSpec
+from outpost_tui.engine.sandbox.container_engine import LABEL_RACE, connect
+from outpost_tui.engine.sandbox.images import build_sample_image
 from tests.conftest import git, make_repo
 
 IMAGE = os.environ.get("OUTPOST_TEST_IMAGE", DEFAULT_IMAGE)
@@ -90,8 +89,14 @@ def attempt(tmp_path, race_id):
     """A real repository with a worktree, and the SandboxContext of one attempt on it."""
     repo = make_repo(tmp_path / "repo")
     directory = worktree(repo)
-    return SandboxContext(repository=repo, directory=directory, git_common_dir=repo / ".git",
-                          race_id=race_id, key="alpha", attempt=1)
+    return SandboxContext(
+        repository=repo,
+        directory=directory,
+        git_common_dir=repo / ".git",
+        race_id=race_id,
+        key="alpha",
+        attempt=1,
+    )
 
 
 CALC = Path(__file__).resolve().parents[2] / "sample-races" / "projects" / "calc"

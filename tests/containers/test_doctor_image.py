@@ -73,8 +73,13 @@ brief = "Fix add()."
     env = {key: value for key, value in os.environ.items() if not key.endswith("_API_KEY")}
     env.update(PATH=path_with(bin_dir), HOME=str(tmp_path), DOCKER_HOST=endpoint)
     before = {c.id for c in probes_left(client)}
-    done = subprocess.run([sys.executable, "-m", "outpost_tui.cli", "doctor", str(race), "--json"],
-                          env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "outpost_tui.cli", "doctor", str(race), "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == exitcodes.MISSING_REQUIREMENT, done.stderr
     report = json.loads(done.stdout)
     checks = {check["name"]: check for check in report["checks"]}
@@ -83,7 +88,8 @@ brief = "Fix add()."
     assert f"image {IMAGE} present" in checks["container engine"]["detail"]
     assert checks["agent claude in image"]["detail"] == (
         f"`claude` not found on the PATH of image {IMAGE} "
-        "(install it in the image: npm install -g @anthropic-ai/claude-code)")
+        "(install it in the image: npm install -g @anthropic-ai/claude-code)"
+    )
     assert checks["command tool in image"]["ok"] is True
     assert checks["command tool in image"]["detail"].endswith(f"/python3 in {IMAGE}")
     # The host's programs and logins are reported, not needed.

@@ -41,14 +41,21 @@ subprocess.run(["git", "commit", "-qam", f"fix add ({key})"], check=True)
 
 
 def durability_available() -> bool:
-    return (importlib.util.find_spec("outpost_tui.engine.durable.run") is not None
-            and importlib.util.find_spec("outpost_tui.commands.recover") is not None)
+    return (
+        importlib.util.find_spec("outpost_tui.engine.durable.run") is not None
+        and importlib.util.find_spec("outpost_tui.commands.recover") is not None
+    )
 
 
 def outpost(*args: str, **options) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "outpost_tui.cli", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, **options)
+    return subprocess.Popen(
+        [sys.executable, "-m", "outpost_tui.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        **options,
+    )
 
 
 def wait_for(condition, timeout: float, what: str):
@@ -61,21 +68,26 @@ def wait_for(condition, timeout: float, what: str):
     pytest.fail(f"timed out waiting for {what}")
 
 
-@pytest.mark.skipif(not durability_available(),
-                    reason="durable races (engine/durable/run.py, `outpost-tui recover`) not built yet")
+@pytest.mark.skipif(
+    not durability_available(),
+    reason="durable races (engine/durable/run.py, `outpost-tui recover`) not built yet",
+)
 def test_replay_removes_the_containers_a_killed_coordinator_left(engine, calc_repo, tmp_path):
     (calc_repo / "agents" / "crashy.py").write_text(CRASHY)
     git(calc_repo, "add", "-A")
     git(calc_repo, "commit", "-qm", "crashy agent")
     run_id = f"crash-{uuid.uuid4().hex[:8]}"
     race_file = tmp_path / "race.toml"
-    candidates = "".join(f"""
+    candidates = "".join(
+        f"""
 [[candidates]]
 key = "{key}"
 agent = "command"
 brief = "fix add"
 command = ["python3", "agents/crashy.py"]
-""" for key in ("first", "second"))
+"""
+        for key in ("first", "second")
+    )
     race_file.write_text(f"""\
 [race]
 name = "crash in containers"
@@ -104,8 +116,14 @@ version = "1"
 def crash_and_replay(race_file, run_id: str, calc_repo, common) -> None:
     coordinator = outpost("run", str(race_file), "--headless", "--json")
     try:
-        wait_for(lambda: all((common / f"ready-{k}").exists() for k in ("first", "second"))
-                 or coordinator.poll() is not None, 120, "both candidates running in containers")
+        wait_for(
+            lambda: (
+                all((common / f"ready-{k}").exists() for k in ("first", "second"))
+                or coordinator.poll() is not None
+            ),
+            120,
+            "both candidates running in containers",
+        )
         assert coordinator.poll() is None, coordinator.communicate()
         os.killpg(coordinator.pid, signal.SIGKILL)
         coordinator.wait(30)
@@ -123,30 +141,39 @@ def crash_and_replay(race_file, run_id: str, calc_repo, common) -> None:
     left = candidates_of(list_containers(repository=calc_repo))
     assert sorted(c["key"] for c in left) == ["first", "second"]
     assert all(c["status"] == "running" for c in left)
+
     # ... and the listing commands show them as belonging to the run
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "outpost_tui.cli", *args], capture_output=True,
-                              text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "outpost_tui.cli", *args], capture_output=True, text=True, timeout=120
+        )
 
     worktrees = cli("worktrees", str(calc_repo), "--json")
     assert worktrees.returncode == 0, worktrees.stderr
-    assert sorted(c["key"] for c in candidates_of(json.loads(worktrees.stdout)["containers"])) == \
-        ["first", "second"]
+    assert sorted(c["key"] for c in candidates_of(json.loads(worktrees.stdout)["containers"])) == [
+        "first",
+        "second",
+    ]
     elsewhere = cli("worktrees", str(calc_repo), "--json", "--endpoint", "unix:///nonexistent.sock")
     assert elsewhere.returncode == 0  # the worktrees are still listed; the engine is named
     assert "nonexistent.sock" in json.loads(elsewhere.stdout)["container_engine_error"]
     runs = cli("runs", str(calc_repo), "--json")
     assert runs.returncode == 0, runs.stderr
     [run] = [r for r in json.loads(runs.stdout) if r["run_id"] == run_id]
-    assert sorted(n for n in run["containers"]
-                  if not n.endswith(("-baseline-0", "-grading"))) == sorted(c["name"] for c in left)
+    assert sorted(n for n in run["containers"] if not n.endswith(("-baseline-0", "-grading"))) == sorted(
+        c["name"] for c in left
+    )
 
     (common / "release").touch()
+
     # the documented recovery: stop (confirm the coordinator is gone), inspect, release, replay
     def recover(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "outpost_tui.cli", "recover", run_id,
-                               "--repo", str(calc_repo), *args],
-                              capture_output=True, text=True, timeout=300)
+        return subprocess.run(
+            [sys.executable, "-m", "outpost_tui.cli", "recover", run_id, "--repo", str(calc_repo), *args],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
     stopped = recover("--stop")
     assert stopped.returncode == 0, stopped.stderr

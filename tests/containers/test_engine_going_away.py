@@ -25,10 +25,7 @@ from .conftest import IMAGE, unavailable
 pytestmark = pytest.mark.container
 
 CLI = [sys.executable, "-m", "outpost_tui.cli"]
-HANG = ("import time\n"
-        "open('ready', 'w').close()\n"
-        "print('ready', flush=True)\n"
-        "while True: time.sleep(1)\n")
+HANG = "import time\nopen('ready', 'w').close()\nprint('ready', flush=True)\nwhile True: time.sleep(1)\n"
 
 
 class Service:
@@ -40,9 +37,12 @@ class Service:
         self.process: subprocess.Popen | None = None
 
     def start(self) -> None:
-        self.process = subprocess.Popen(["podman", "system", "service", "--time=0", self.endpoint],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                        start_new_session=True)
+        self.process = subprocess.Popen(
+            ["podman", "system", "service", "--time=0", self.endpoint],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -77,7 +77,8 @@ def service(engine):
 
 
 def test_the_engine_going_away_mid_race_is_said_and_its_containers_removed_afterwards(
-        service, calc_repo, tmp_path):
+    service, calc_repo, tmp_path
+):
     race_file = tmp_path / "race.toml"
     race_file.write_text(f"""\
 [race]
@@ -102,8 +103,9 @@ agent = "command"
 brief = "b"
 command = ["python3", "-c", {json.dumps(HANG)}]
 """)
-    race = subprocess.Popen([*CLI, "run", str(race_file), "--json"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    race = subprocess.Popen(
+        [*CLI, "run", str(race_file), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         deadline = time.monotonic() + 120
         while len(list((calc_repo / ".outpost" / "workspaces").glob("*/ready"))) < 2:
@@ -148,12 +150,28 @@ def test_containers_of_a_race_that_has_not_finished_are_kept(service, calc_repo,
     # another: CI runs this directory on Docker Engine too)
     client, _ = connect(service.endpoint, timeout=60)
     race_id = f"test-{uuid.uuid4().hex[:10]}"
-    container = client.containers.create(IMAGE, ["sleep", "300"], name=f"outpost-{race_id}-a-1",
-                                         labels={"outpost.race": race_id,
-                                                 "outpost.repository": str(calc_repo.resolve())})
+    container = client.containers.create(
+        IMAGE,
+        ["sleep", "300"],
+        name=f"outpost-{race_id}-a-1",
+        labels={"outpost.race": race_id, "outpost.repository": str(calc_repo.resolve())},
+    )
     try:
-        done = subprocess.run([*CLI, "worktrees", str(calc_repo), "--remove-containers", "--yes", "--json",
-                               "--endpoint", service.endpoint], capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [
+                *CLI,
+                "worktrees",
+                str(calc_repo),
+                "--remove-containers",
+                "--yes",
+                "--json",
+                "--endpoint",
+                service.endpoint,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0, done.stderr
         plan = json.loads(done.stdout)
         assert plan["removed"] == 0

@@ -17,8 +17,13 @@ pytestmark = pytest.mark.container
 
 
 def outpost(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "outpost_tui.cli", *args], capture_output=True,
-                          text=True, timeout=300, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "outpost_tui.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **(env or {})},
+    )
 
 
 @pytest.fixture
@@ -33,8 +38,9 @@ def tag(engine):
 def run_in(client, image: str, *argv: str) -> str:
     # Not containers.run(): it follows the logs of a container that may already have exited, and
     # Podman sometimes never ends that stream. Wait for the exit, then read the finished logs.
-    container = client.containers.create(image, list(argv), network_mode="none",
-                                         user=f"{os.getuid()}:{os.getgid()}")
+    container = client.containers.create(
+        image, list(argv), network_mode="none", user=f"{os.getuid()}:{os.getgid()}"
+    )
     try:
         container.start()
         status = container.wait(timeout=120)
@@ -51,17 +57,21 @@ def test_default_build_has_python_and_git(engine, tag):
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"built {tag} ")
     assert "python 3." in done.stderr and "git from" in done.stderr
-    out = run_in(client, tag, "sh", "-c",
-                 "python3 -c 'import json, sqlite3, unittest; print(\"py ok\")' && git --version "
-                 "&& cd /tmp && git init -q r && cd r && git -c user.name=a -c user.email=a@b "
-                 "commit -q --allow-empty -m x && git log --format=%s")
+    out = run_in(
+        client,
+        tag,
+        "sh",
+        "-c",
+        "python3 -c 'import json, sqlite3, unittest; print(\"py ok\")' && git --version "
+        "&& cd /tmp && git init -q r && cd r && git -c user.name=a -c user.email=a@b "
+        "commit -q --allow-empty -m x && git log --format=%s",
+    )
     assert "py ok" in out and "git version" in out and out.strip().endswith("x")
 
 
 def test_build_from_a_root_filesystem_archive(engine, tag, tmp_path):
     client, _ = engine
-    rootfs = host_rootfs(tmp_path / "rootfs.tar", with_python=False, with_git=False,
-                         with_tools=False)
+    rootfs = host_rootfs(tmp_path / "rootfs.tar", with_python=False, with_git=False, with_tools=False)
     assert rootfs.bytes < 20_000_000  # a shell and sleep, not a distribution
     done = outpost("image", "build", "--tag", tag, "--from-rootfs", str(rootfs.archive))
     assert done.returncode == 0, done.stderr
@@ -77,8 +87,8 @@ def test_build_from_a_dockerfile_with_a_local_context(engine, tag, tmp_path):
     host_rootfs(context / "rootfs.tar", with_python=False, with_git=False, with_tools=False)
     (context / "marker.txt").write_text("from the local context\n")
     (context / "Dockerfile").write_text(
-        "FROM scratch\nADD rootfs.tar /\nCOPY marker.txt /etc/marker.txt\n"
-        'CMD ["sleep", "2147483647"]\n')
+        'FROM scratch\nADD rootfs.tar /\nCOPY marker.txt /etc/marker.txt\nCMD ["sleep", "2147483647"]\n'
+    )
     done = outpost("image", "build", "--tag", tag, "--dockerfile", str(context))
     assert done.returncode == 0, done.stderr
     assert run_in(client, tag, "cat", "/etc/marker.txt") == "from the local context\n"

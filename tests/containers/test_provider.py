@@ -11,12 +11,16 @@ from dataclasses import replace
 import anyio
 import pytest
 
-from outpost_tui.engine.sandbox.base import SandboxError
-from outpost_tui.engine.sandbox.providers import provider_for
-from outpost_tui.engine.sandbox.container_scripts import WRAPPER
-from outpost_tui.engine.sandbox.container import ContainerProvider
-from outpost_tui.engine.sandbox.container_engine import container_name, list_containers, remove_race_containers
 from outpost_tui.engine.core.spec import SandboxSpec
+from outpost_tui.engine.sandbox.base import SandboxError
+from outpost_tui.engine.sandbox.container import ContainerProvider
+from outpost_tui.engine.sandbox.container_engine import (
+    container_name,
+    list_containers,
+    remove_race_containers,
+)
+from outpost_tui.engine.sandbox.container_scripts import WRAPPER
+from outpost_tui.engine.sandbox.providers import provider_for
 from tests.conftest import git
 
 from .conftest import IMAGE
@@ -24,12 +28,15 @@ from .conftest import IMAGE
 pytestmark = [pytest.mark.container, pytest.mark.anyio]
 
 # Lists the container's processes (pid and command line), without ps in the image.
-PROCESSES = ["python3", "-c",
-             "import os\n"
-             "for p in os.listdir('/proc'):\n"
-             "    if p.isdigit():\n"
-             "        try: print(p, open(f'/proc/{p}/cmdline','rb').read().replace(b'\\0',b' ').decode())\n"
-             "        except OSError: pass"]
+PROCESSES = [
+    "python3",
+    "-c",
+    "import os\n"
+    "for p in os.listdir('/proc'):\n"
+    "    if p.isdigit():\n"
+    "        try: print(p, open(f'/proc/{p}/cmdline','rb').read().replace(b'\\0',b' ').decode())\n"
+    "        except OSError: pass",
+]
 
 
 async def processes(sandbox) -> str:
@@ -37,8 +44,9 @@ async def processes(sandbox) -> str:
 
 
 async def test_container_is_isolated_as_the_race_file_says(provider, attempt, engine, leftovers):
-    provider = ContainerProvider(SandboxSpec(provider="podman", image=IMAGE, memory="256m",
-                                             cpus=1.5, pids=128))
+    provider = ContainerProvider(
+        SandboxSpec(provider="podman", image=IMAGE, memory="256m", cpus=1.5, pids=128)
+    )
     sandbox = await provider.acquire(attempt)
     try:
         client, _ = engine
@@ -53,8 +61,16 @@ async def test_container_is_isolated_as_the_race_file_says(provider, attempt, en
         assert host["NetworkMode"] == "none"
         dropped = {c.upper().removeprefix("CAP_") for c in host["CapDrop"] or []}
         # Docker keeps "ALL"; Podman lists the capabilities it dropped
-        assert "ALL" in dropped or dropped >= {"CHOWN", "DAC_OVERRIDE", "KILL", "SETUID", "SETGID",
-                                               "NET_RAW", "SYS_CHROOT", "NET_BIND_SERVICE"}
+        assert "ALL" in dropped or dropped >= {
+            "CHOWN",
+            "DAC_OVERRIDE",
+            "KILL",
+            "SETUID",
+            "SETGID",
+            "NET_RAW",
+            "SYS_CHROOT",
+            "NET_BIND_SERVICE",
+        }
         assert not host.get("CapAdd")
         assert "no-new-privileges" in (host["SecurityOpt"] or [])
         assert host["Init"] is True
@@ -65,10 +81,12 @@ async def test_container_is_isolated_as_the_race_file_says(provider, attempt, en
         # configuration and hooks read-only; never a Docker socket
         mounts = {m["Destination"]: (m["Source"], m["RW"]) for m in attrs["Mounts"]}
         git_dir = str(attempt.git_common_dir)
-        assert mounts == {str(attempt.directory): (str(attempt.directory), True),
-                          git_dir: (git_dir, True),
-                          f"{git_dir}/config": (f"{git_dir}/config", False),
-                          f"{git_dir}/hooks": (f"{git_dir}/hooks", False)}
+        assert mounts == {
+            str(attempt.directory): (str(attempt.directory), True),
+            git_dir: (git_dir, True),
+            f"{git_dir}/config": (f"{git_dir}/config", False),
+            f"{git_dir}/hooks": (f"{git_dir}/hooks", False),
+        }
         assert not any(m["Source"].endswith(".sock") for m in attrs["Mounts"])
         # and what the process inside actually gets
         status = (await sandbox.run(["cat", "/proc/self/status"])).stdout_tail
@@ -84,10 +102,13 @@ async def test_container_is_isolated_as_the_race_file_says(provider, attempt, en
 
 
 async def test_no_network_unless_asked(provider, attempt, leftovers):
-    probe = ["python3", "-c",
-             "import socket\n"
-             "print(sorted(name for _, name in socket.if_nameindex()))\n"
-             "socket.create_connection(('1.1.1.1', 53), timeout=5)"]
+    probe = [
+        "python3",
+        "-c",
+        "import socket\n"
+        "print(sorted(name for _, name in socket.if_nameindex()))\n"
+        "socket.create_connection(('1.1.1.1', 53), timeout=5)",
+    ]
     sandbox = await provider.acquire(attempt)
     try:
         done = await sandbox.run(probe)
@@ -101,7 +122,9 @@ async def test_no_network_unless_asked(provider, attempt, leftovers):
     networked = ContainerProvider(SandboxSpec(provider="podman", image=IMAGE, network="bridge"))
     sandbox = await networked.acquire(replace(attempt, attempt=2))
     try:
-        interfaces = await sandbox.run(probe[:2] + ["import socket; print(sorted(n for _, n in socket.if_nameindex()))"])
+        interfaces = await sandbox.run(
+            probe[:2] + ["import socket; print(sorted(n for _, n in socket.if_nameindex()))"]
+        )
     finally:
         await sandbox.close()
     assert interfaces.stdout_tail.strip() != "['lo']"
@@ -111,12 +134,14 @@ async def test_no_network_unless_asked(provider, attempt, leftovers):
 async def test_output_streams_live_in_line_batches(provider, attempt, leftovers):
     """The second line is only printed after the test saw the first one: output is live."""
     gate = attempt.directory / "gate"
-    program = ("import os, sys, time\n"
-               "print('first', flush=True)\n"
-               "print('to stderr', file=sys.stderr, flush=True)\n"
-               f"while not os.path.exists({str(gate)!r}): time.sleep(0.01)\n"
-               "print('second')\n"
-               "print('no newline at the end', end='')\n")
+    program = (
+        "import os, sys, time\n"
+        "print('first', flush=True)\n"
+        "print('to stderr', file=sys.stderr, flush=True)\n"
+        f"while not os.path.exists({str(gate)!r}): time.sleep(0.01)\n"
+        "print('second')\n"
+        "print('no newline at the end', end='')\n"
+    )
     seen: list[tuple[str, str]] = []
 
     def on_output(stream: str, lines: list[str]) -> None:
@@ -131,8 +156,11 @@ async def test_output_streams_live_in_line_batches(provider, attempt, leftovers)
     finally:
         await sandbox.close()
     assert done.exit_code == 0
-    assert [line for stream, line in seen if stream == "stdout"] == \
-        ["first", "second", "no newline at the end"]
+    assert [line for stream, line in seen if stream == "stdout"] == [
+        "first",
+        "second",
+        "no newline at the end",
+    ]
     assert ("stderr", "to stderr") in seen
     assert done.stdout_tail == "first\nsecond\nno newline at the end"
     assert leftovers() == []
@@ -155,9 +183,11 @@ async def test_exit_codes_env_and_large_output(provider, attempt, leftovers, mon
         assert pwd.stdout_tail.strip() == str(attempt.directory)
 
         lines: list[str] = []
-        big = await sandbox.run(["python3", "-c", "for i in range(20000): print('line', i)"],
-                                on_output=lambda stream, batch: lines.extend(batch),
-                                tail_bytes=1000)
+        big = await sandbox.run(
+            ["python3", "-c", "for i in range(20000): print('line', i)"],
+            on_output=lambda stream, batch: lines.extend(batch),
+            tail_bytes=1000,
+        )
         assert big.exit_code == 0
         assert lines == [f"line {i}" for i in range(20000)]
         assert len(big.stdout_tail) <= 1000 and big.stdout_tail.endswith("line 19999\n")
@@ -171,10 +201,14 @@ async def test_stdin_bytes_arrive_exactly(provider, attempt, leftovers):
     sandbox = await provider.acquire(attempt)
     try:
         done = await sandbox.run(
-            ["python3", "-c",
-             "import sys, hashlib; d = sys.stdin.buffer.read(); "
-              "print(len(d), hashlib.sha256(d).hexdigest())"],
-            stdin=data)
+            [
+                "python3",
+                "-c",
+                "import sys, hashlib; d = sys.stdin.buffer.read(); "
+                "print(len(d), hashlib.sha256(d).hexdigest())",
+            ],
+            stdin=data,
+        )
         without = await sandbox.run(["python3", "-c", "import sys; print(len(sys.stdin.buffer.read()))"])
         leftover_files = await sandbox.run(["sh", "-c", "ls -a /tmp | grep -c '^.outpost-.*stdin' || true"])
     finally:
@@ -200,11 +234,14 @@ async def test_program_not_found_is_one_clear_error(provider, attempt, leftovers
     assert leftovers() == []
 
 
-HANG = ["python3", "-c",
-        "import subprocess, time\n"
-        "subprocess.Popen(['sleep', '1000'])\n"  # a child in the same group
-        "print('ready', flush=True)\n"
-        "time.sleep(1000)"]
+HANG = [
+    "python3",
+    "-c",
+    "import subprocess, time\n"
+    "subprocess.Popen(['sleep', '1000'])\n"  # a child in the same group
+    "print('ready', flush=True)\n"
+    "time.sleep(1000)",
+]
 
 
 async def test_cancellation_kills_the_process_group_inside(provider, attempt, leftovers):
@@ -213,6 +250,7 @@ async def test_cancellation_kills_the_process_group_inside(provider, attempt, le
         ready = anyio.Event()
         started = time.monotonic()
         async with anyio.create_task_group() as group:
+
             async def agent():
                 await sandbox.run(HANG, on_output=lambda s, lines: "ready" in lines and ready.set())
                 pytest.fail("run returned instead of being cancelled")
@@ -250,16 +288,20 @@ async def test_timeout_stops_the_command_inside(provider, attempt, leftovers):
 
 
 async def test_a_deadline_inside_the_container_stops_a_command_without_its_coordinator(
-        provider, attempt, engine, leftovers):
+    provider, attempt, engine, leftovers
+):
     """The wrapper's own deadline: what stops a command when no coordinator is left to time it."""
     client, _ = engine
     sandbox = await provider.acquire(attempt)
     try:
+
         def run_wrapper() -> tuple[int, float]:
             started = time.monotonic()
             exec_id = client.api.exec_create(
-                sandbox.name, ["sh", "-c", WRAPPER, "outpost-run", "/tmp/.t.pid", "", "1",
-                               "sh", "-c", "sleep 300"], environment=[f"OUTPOST_RUN={WRAPPER}"])["Id"]
+                sandbox.name,
+                ["sh", "-c", WRAPPER, "outpost-run", "/tmp/.t.pid", "", "1", "sh", "-c", "sleep 300"],
+                environment=[f"OUTPOST_RUN={WRAPPER}"],
+            )["Id"]
             client.api.exec_start(exec_id)
             return client.api.exec_inspect(exec_id)["ExitCode"], time.monotonic() - started
 
@@ -286,14 +328,15 @@ async def test_background_processes_do_not_outlive_their_command(provider, attem
     assert leftovers() == []
 
 
-async def test_a_daemon_started_by_the_command_does_not_hang_it(provider, attempt,
-                                                               leftovers):
+async def test_a_daemon_started_by_the_command_does_not_hang_it(provider, attempt, leftovers):
     """A process in its own session escapes the command's group and inherits its output; the run
     still ends when the command does, with its output and status (an agent starting a dev server
     must not hang the race)."""
-    daemon = ("import subprocess\n"
-              "subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
-              "print('started', flush=True)\n")
+    daemon = (
+        "import subprocess\n"
+        "subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
+        "print('started', flush=True)\n"
+    )
     sandbox = await provider.acquire(attempt)
     try:
         started = time.monotonic()
@@ -343,18 +386,28 @@ async def test_files_written_inside_belong_to_the_container_user(provider, attem
     assert leftovers() == []
 
 
-async def test_the_repository_configuration_and_hooks_are_out_of_reach(provider, attempt,
-                                                                      leftovers):
+async def test_the_repository_configuration_and_hooks_are_out_of_reach(provider, attempt, leftovers):
     """An agent inside can commit, but cannot plant a hook or a setting the host's git would run."""
     git_dir = attempt.git_common_dir
     config_before = (git_dir / "config").read_bytes()
     sandbox = await provider.acquire(attempt)
     try:
-        planted = await sandbox.run(["sh", "-c",
-                                     f"echo 'touch /tmp/pwned' > {git_dir}/hooks/post-checkout; "
-                                     f"git config core.fsmonitor 'touch /tmp/pwned'"])
-        committed = await sandbox.run(["sh", "-c", "echo x > inside.txt && git add inside.txt && "
-                                       "git commit -qm inside && git log -1 --format=%s"])
+        planted = await sandbox.run(
+            [
+                "sh",
+                "-c",
+                f"echo 'touch /tmp/pwned' > {git_dir}/hooks/post-checkout; "
+                f"git config core.fsmonitor 'touch /tmp/pwned'",
+            ]
+        )
+        committed = await sandbox.run(
+            [
+                "sh",
+                "-c",
+                "echo x > inside.txt && git add inside.txt && "
+                "git commit -qm inside && git log -1 --format=%s",
+            ]
+        )
     finally:
         await sandbox.close()
     assert planted.exit_code != 0
@@ -370,8 +423,9 @@ async def test_git_works_inside_the_worktree(provider, attempt, leftovers):
     try:
         (attempt.directory / "feature.txt").write_text("made in a container\n")
         status = await sandbox.run(["git", "status", "--porcelain"])
-        commit = await sandbox.run(["sh", "-c",
-                                    "git add feature.txt && git commit -qm 'inside' && git rev-parse HEAD"])
+        commit = await sandbox.run(
+            ["sh", "-c", "git add feature.txt && git commit -qm 'inside' && git rev-parse HEAD"]
+        )
     finally:
         await sandbox.close()
     assert status.exit_code == 0, status.stderr_tail
@@ -385,14 +439,14 @@ async def test_git_works_inside_the_worktree(provider, attempt, leftovers):
     assert leftovers() == []
 
 
-async def test_resource_is_registered_before_the_container_exists(provider, attempt, engine,
-                                                                  leftovers):
+async def test_resource_is_registered_before_the_container_exists(provider, attempt, engine, leftovers):
     client, _ = engine
     registered: list[tuple[str, int]] = []
 
     async def register(resource_id: str) -> None:
-        existing = client.containers.list(all=True, filters={"name": container_name(
-            attempt.race_id, attempt.key, attempt.attempt)})
+        existing = client.containers.list(
+            all=True, filters={"name": container_name(attempt.race_id, attempt.key, attempt.attempt)}
+        )
         registered.append((resource_id, len(existing)))
 
     sandbox = await provider.acquire(replace(attempt, register_resource=register))
@@ -442,8 +496,9 @@ async def test_recover_and_label_sweep_remove_leftovers(attempt, engine, race_id
 async def test_recover_never_removes_a_container_that_is_not_ours(provider, engine, race_id):
     client, _ = engine
     name = f"outpost-{race_id}-foreign-1"
-    stranger = client.containers.run(IMAGE, ["sleep", "300"], name=name, detach=True, init=True,
-                                     network_mode="none")
+    stranger = client.containers.run(
+        IMAGE, ["sleep", "300"], name=name, detach=True, init=True, network_mode="none"
+    )
     try:
         assert await provider.recover(f"container:{name}") is False
         assert client.containers.get(name).status == "running"
@@ -487,4 +542,3 @@ def test_provider_for_picks_the_container_provider():
     for name in ("docker", "podman"):
         provider = provider_for(SandboxSpec(provider=name, image=IMAGE))
         assert isinstance(provider, ContainerProvider) and provider.name == name
-

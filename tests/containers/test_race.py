@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from outpost_tui.engine import CandidateSpec, EventKind, build_spec, run_race
-from outpost_tui.engine.sandbox.container_engine import list_containers
 from outpost_tui.engine.core.spec import SandboxSpec, ValidateSpec
+from outpost_tui.engine.sandbox.container_engine import list_containers
 from tests.conftest import git
 
 from .conftest import IMAGE
@@ -35,8 +35,7 @@ def agent(key: str, script: str, brief: str = "fix add", **env: str) -> Candidat
     return CandidateSpec(key, "command", brief, command=("python3", f"agents/{script}"), env=env)
 
 
-def test_each_candidate_runs_in_its_own_container_and_tests_inside_pick_the_winner(
-        engine, calc_repo):
+def test_each_candidate_runs_in_its_own_container_and_tests_inside_pick_the_winner(engine, calc_repo):
     events = []
     directories: dict[str, str] = {}
 
@@ -48,10 +47,16 @@ def test_each_candidate_runs_in_its_own_container_and_tests_inside_pick_the_winn
         if event.kind is EventKind.SETTLED and event.key == "wrong":
             Path(directories["right"], "gate").touch()
 
-    spec = build_spec(repository=calc_repo, candidates=[
-        agent("wrong", "fix.py", FIX="return a * b"),
-        agent("right", "fix.py", WAIT_FOR="gate"),
-    ], validate=ValidateSpec(command=VALIDATE, timeout=120), sandbox=sandboxed(), name="containers")
+    spec = build_spec(
+        repository=calc_repo,
+        candidates=[
+            agent("wrong", "fix.py", FIX="return a * b"),
+            agent("right", "fix.py", WAIT_FOR="gate"),
+        ],
+        validate=ValidateSpec(command=VALIDATE, timeout=120),
+        sandbox=sandboxed(),
+        name="containers",
+    )
     result = run_race(spec, on_event=on_event)
 
     assert result.status.value == "winner", result.to_json()
@@ -60,9 +65,11 @@ def test_each_candidate_runs_in_its_own_container_and_tests_inside_pick_the_winn
     assert wrong.status.value == "rejected"
     assert right.validation.status == "passed"
     # validation ran inside the container: PID 1 is the engine's init, and the tests found the fix
-    assert right.validation.output.startswith("pid1: /run/podman-init") or \
-        right.validation.output.startswith("pid1: /sbin/docker-init") or \
-        right.validation.output.startswith("pid1: /dev/init"), right.validation.output
+    assert (
+        right.validation.output.startswith("pid1: /run/podman-init")
+        or right.validation.output.startswith("pid1: /sbin/docker-init")
+        or right.validation.output.startswith("pid1: /dev/init")
+    ), right.validation.output
     assert "FAILED" in wrong.validation.output
     # one container per candidate, each its own (the hostname is the container's)
     texts = {e.key: e.text for e in events if e.kind is EventKind.TEXT}
@@ -79,16 +86,18 @@ def test_each_candidate_runs_in_its_own_container_and_tests_inside_pick_the_winn
 
 def test_a_candidate_cannot_reach_the_network(engine, calc_repo):
     events = []
-    spec = build_spec(repository=calc_repo, candidates=[agent("reach", "reach.py")],
-                      validate=ValidateSpec(command=VALIDATE), sandbox=sandboxed())
+    spec = build_spec(
+        repository=calc_repo,
+        candidates=[agent("reach", "reach.py")],
+        validate=ValidateSpec(command=VALIDATE),
+        sandbox=sandboxed(),
+    )
     result = run_race(spec, on_event=events.append)
     [record] = result.candidates
     assert record.status.value == "failed"
-    stderr = [line for e in events if e.kind is EventKind.LOG and e.stream == "stderr"
-              for line in e.lines]
+    stderr = [line for e in events if e.kind is EventKind.LOG and e.stream == "stderr" for line in e.lines]
     assert any(line.startswith("network blocked:") for line in stderr), stderr
-    assert not any("network reached" in line for e in events if e.kind is EventKind.LOG
-                   for line in e.lines)
+    assert not any("network reached" in line for e in events if e.kind is EventKind.LOG for line in e.lines)
     assert list_containers(result.id) == []
 
 
@@ -107,10 +116,15 @@ def test_a_hung_candidate_is_cancelled_and_its_container_removed(engine, calc_re
             hung_running.append(list_containers(race_id[0]))
             Path(directories["winner"], "gate").touch()
 
-    spec = build_spec(repository=calc_repo, candidates=[
-        agent("hung", "hang.py"),
-        agent("winner", "fix.py", WAIT_FOR="gate"),
-    ], validate=ValidateSpec(command=VALIDATE, timeout=120), sandbox=sandboxed())
+    spec = build_spec(
+        repository=calc_repo,
+        candidates=[
+            agent("hung", "hang.py"),
+            agent("winner", "fix.py", WAIT_FOR="gate"),
+        ],
+        validate=ValidateSpec(command=VALIDATE, timeout=120),
+        sandbox=sandboxed(),
+    )
     started = time.monotonic()
     result = run_race(spec, on_event=on_event)
     elapsed = time.monotonic() - started
@@ -146,8 +160,12 @@ agent = "command"
 brief = "fix add"
 command = ["python3", "agents/fix.py"]
 """)
-    done = subprocess.run([sys.executable, "-m", "outpost_tui.cli", "run", str(race_file),
-                           "--headless", "--json"], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "outpost_tui.cli", "run", str(race_file), "--headless", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["status"] == "winner" and result["winner"]["key"] == "right"
@@ -155,9 +173,12 @@ command = ["python3", "agents/fix.py"]
 
 
 def test_a_missing_image_fails_the_candidate_with_one_clear_line(engine, calc_repo):
-    spec = build_spec(repository=calc_repo, candidates=[agent("a", "fix.py")],
-                      validate=ValidateSpec(command=VALIDATE),
-                      sandbox=SandboxSpec(provider="podman", image="local/outpost-absent:0"))
+    spec = build_spec(
+        repository=calc_repo,
+        candidates=[agent("a", "fix.py")],
+        validate=ValidateSpec(command=VALIDATE),
+        sandbox=SandboxSpec(provider="podman", image="local/outpost-absent:0"),
+    )
     result = run_race(spec)
     [record] = result.candidates
     assert record.status.value == "failed"
@@ -166,7 +187,8 @@ def test_a_missing_image_fails_the_candidate_with_one_clear_line(engine, calc_re
 
 
 def test_the_grading_container_starts_while_the_agent_works_and_runs_nothing_before_validation(
-        engine, calc_repo):
+    engine, calc_repo
+):
     """Started ahead (its create and start are off the attempt's path), yet fresh: no command has
     run in it before the result is graded there, and it is a container apart from the agent's."""
     client, _ = engine
@@ -185,9 +207,13 @@ def test_the_grading_container_starts_while_the_agent_works_and_runs_nothing_bef
             def watch() -> None:
                 deadline = time.monotonic() + 120
                 while time.monotonic() < deadline:
-                    grading = [c for c in client.containers.list(
-                        all=True, filters={"label": f"outpost.race={race_id[0]}"})
-                        if c.labels.get("outpost.role") == "grading"]
+                    grading = [
+                        c
+                        for c in client.containers.list(
+                            all=True, filters={"label": f"outpost.race={race_id[0]}"}
+                        )
+                        if c.labels.get("outpost.role") == "grading"
+                    ]
                     if grading and grading[0].status == "running":
                         grading[0].reload()
                         seen.append({"name": grading[0].name, "execs": grading[0].attrs.get("ExecIDs")})
@@ -197,8 +223,12 @@ def test_the_grading_container_starts_while_the_agent_works_and_runs_nothing_bef
 
             threading.Thread(target=watch, daemon=True).start()
 
-    spec = build_spec(repository=calc_repo, candidates=[agent("fixer", "fix.py", WAIT_FOR="gate")],
-                      validate=ValidateSpec(command=VALIDATE, timeout=120), sandbox=sandboxed())
+    spec = build_spec(
+        repository=calc_repo,
+        candidates=[agent("fixer", "fix.py", WAIT_FOR="gate")],
+        validate=ValidateSpec(command=VALIDATE, timeout=120),
+        sandbox=sandboxed(),
+    )
     result = run_race(spec, on_event=on_event)
 
     assert result.winner is not None and result.winner.key == "fixer", result.to_json()

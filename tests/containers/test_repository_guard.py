@@ -21,13 +21,15 @@ pytestmark = pytest.mark.container
 
 def test_refs_moved_from_inside_a_container_are_reported(engine, calc_repo, tmp_path):
     main = git(calc_repo, "rev-parse", "refs/heads/main")
-    agent = ("echo '# fixed' >> calc.py && git commit -qam fix && "
-             # the user's checked-out branch, to a commit with the same tree: the checkout stays clean
-             "git update-ref refs/heads/main \"$(git commit-tree HEAD~1^{tree} -p HEAD~1 -m moved)\" && "
-             "git update-ref refs/tags/planted HEAD && "
-             # the settings are mounted read-only: this must fail, and the race goes on
-             "{ git config core.fsmonitor 'touch /tmp/pwned' 2>/dev/null; true; } && "
-             "env > agent-env")
+    agent = (
+        "echo '# fixed' >> calc.py && git commit -qam fix && "
+        # the user's checked-out branch, to a commit with the same tree: the checkout stays clean
+        'git update-ref refs/heads/main "$(git commit-tree HEAD~1^{tree} -p HEAD~1 -m moved)" && '
+        "git update-ref refs/tags/planted HEAD && "
+        # the settings are mounted read-only: this must fail, and the race goes on
+        "{ git config core.fsmonitor 'touch /tmp/pwned' 2>/dev/null; true; } && "
+        "env > agent-env"
+    )
     race_file = tmp_path / "race.toml"
     race_file.write_text(f"""\
 [race]
@@ -45,8 +47,14 @@ brief = "b"
 command = ["sh", "-c", {json.dumps(agent)}]
 """)
     env = {**os.environ, "GIT_DIR": str(calc_repo / ".git"), "GIT_INDEX_FILE": ".git/index"}
-    done = subprocess.run([sys.executable, "-m", "outpost_tui.cli", "run", str(race_file), "--json"],
-                          cwd=calc_repo, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "outpost_tui.cli", "run", str(race_file), "--json"],
+        cwd=calc_repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["winner"]["key"] == "boxed", done.stderr

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from outpost_tui.engine import CandidateSpec, build_spec, run_race
-from outpost_tui.engine.kept.revalidation import revalidate
 from outpost_tui.engine.core.spec import SandboxSpec, ValidateSpec
+from outpost_tui.engine.kept.revalidation import revalidate
 
 from .conftest import IMAGE
 
@@ -19,13 +19,22 @@ INITS = ("pid1: /run/podman-init", "pid1: /sbin/docker-init", "pid1: /dev/init")
 
 
 def test_revalidation_runs_in_a_container_on_the_worktree_as_it_is_now(engine, calc_repo):
-    spec = build_spec(repository=calc_repo, candidates=[
-        # the untracked note keeps the worktree (validation runs in a checkout of its own, so it
-        # no longer leaves caches behind that would keep it)
-        CandidateSpec("right", "command", "fix add",
-                      command=("sh", "-c", "python3 agents/fix.py && echo n > notes.txt")),
-    ], validate=ValidateSpec(command=VALIDATE, timeout=120),
-        sandbox=SandboxSpec(provider="podman", image=IMAGE), name="revalidate")
+    spec = build_spec(
+        repository=calc_repo,
+        candidates=[
+            # the untracked note keeps the worktree (validation runs in a checkout of its own, so it
+            # no longer leaves caches behind that would keep it)
+            CandidateSpec(
+                "right",
+                "command",
+                "fix add",
+                command=("sh", "-c", "python3 agents/fix.py && echo n > notes.txt"),
+            ),
+        ],
+        validate=ValidateSpec(command=VALIDATE, timeout=120),
+        sandbox=SandboxSpec(provider="podman", image=IMAGE),
+        name="revalidate",
+    )
     result = run_race(spec)
     assert result.status.value == "winner", result.to_json()
     right = result.candidates[0]

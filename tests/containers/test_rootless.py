@@ -38,8 +38,10 @@ IMPORTS = "import outpost_tui, docker, anyio, psutil"
 
 
 # the race's provider -> (its socket under $XDG_RUNTIME_DIR, what discovery calls it)
-ENGINES = {"podman": ("podman/podman.sock", "rootless Podman's socket"),
-           "docker": ("docker.sock", "rootless Docker's socket")}
+ENGINES = {
+    "podman": ("podman/podman.sock", "rootless Podman's socket"),
+    "docker": ("docker.sock", "rootless Docker's socket"),
+}
 
 
 class Rootless:
@@ -47,8 +49,12 @@ class Rootless:
         self.account = account
         self.runtime = f"/run/user/{account.pw_uid}"
         self.python = python
-        self.env = {"HOME": account.pw_dir, "XDG_RUNTIME_DIR": self.runtime, "LANG": "C.UTF-8",
-                    "PATH": "/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+        self.env = {
+            "HOME": account.pw_dir,
+            "XDG_RUNTIME_DIR": self.runtime,
+            "LANG": "C.UTF-8",
+            "PATH": "/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        }
         if pythonpath:
             self.env["PYTHONPATH"] = pythonpath
 
@@ -58,9 +64,22 @@ class Rootless:
 
     def run(self, *argv: str, cwd: Path | str = "/", timeout: float = 300) -> subprocess.CompletedProcess:
         """argv as the user, with nothing of root's environment (no DOCKER_HOST in particular)."""
-        return subprocess.run(["runuser", "-u", self.account.pw_name, "--", "env", "-i",
-                               *(f"{k}={v}" for k, v in self.env.items()), *argv],
-                              cwd=cwd, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(
+            [
+                "runuser",
+                "-u",
+                self.account.pw_name,
+                "--",
+                "env",
+                "-i",
+                *(f"{k}={v}" for k, v in self.env.items()),
+                *argv,
+            ],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
     def outpost(self, *args: str, cwd: Path | str = "/", timeout: float = 300) -> subprocess.CompletedProcess:
         return self.run(self.python, "-m", "outpost_tui.cli", *args, cwd=cwd, timeout=timeout)
@@ -71,12 +90,17 @@ class Rootless:
     def engine(self, provider: str) -> str:
         """The engine's socket, once it answers the user and holds the test image."""
         socket = self.socket(provider)
-        cli = ["podman", "--url", f"unix://{socket}"] if provider == "podman" else \
-            ["docker", "-H", f"unix://{socket}"]
+        cli = (
+            ["podman", "--url", f"unix://{socket}"]
+            if provider == "podman"
+            else ["docker", "-H", f"unix://{socket}"]
+        )
         answer = self.run(*cli, "version")
         if answer.returncode != 0:
-            unavailable(f"no rootless {provider} answers at {socket} for {USER!r} "
-                        f"({(answer.stderr or answer.stdout).strip()[-300:]}): source {SETUP} (as root)")
+            unavailable(
+                f"no rootless {provider} answers at {socket} for {USER!r} "
+                f"({(answer.stderr or answer.stdout).strip()[-300:]}): source {SETUP} (as root)"
+            )
         if self.run(*cli, "image", "inspect", IMAGE).returncode != 0:
             unavailable(f"the rootless {provider} of {USER!r} has no image {IMAGE}: source {SETUP} (as root)")
         return socket
@@ -105,8 +129,10 @@ def rootless() -> Iterator[Rootless]:
         pythonpath = staged.pythonpath
         probe = Rootless(account, python, pythonpath).run(python, "-c", IMPORTS)
         if probe.returncode != 0:
-            unavailable(f"user {USER!r} cannot import outpost_tui ({probe.stderr.strip()[-300:]}): "
-                        "the checkout and its environment must be readable by it")
+            unavailable(
+                f"user {USER!r} cannot import outpost_tui ({probe.stderr.strip()[-300:]}): "
+                "the checkout and its environment must be readable by it"
+            )
     yield Rootless(account, python, pythonpath)
     if staged is not None:
         shutil.rmtree(staged.directory, ignore_errors=True)
@@ -146,7 +172,8 @@ def home(rootless):
 
 def race_file(directory: Path, repo: Path, provider: str) -> Path:
     path = directory / "race.toml"
-    path.write_text(textwrap.dedent(f"""\
+    path.write_text(
+        textwrap.dedent(f"""\
         [race]
         name = "rootless"
         repository = "{repo}"
@@ -167,7 +194,8 @@ def race_file(directory: Path, repo: Path, provider: str) -> Path:
         key = "fixer"
         agent = "command"
         command = ["python3", "agents/fix.py"]
-        """))
+        """)
+    )
     return path
 
 
@@ -190,13 +218,17 @@ def test_discovery_finds_the_users_rootless_engine_and_doctor_says_so(rootless, 
 
     lines = done.stdout.splitlines()
     engine = next((line for line in lines if " container engine " in line), "")
-    assert engine.startswith("ok") and f"at unix://{socket}, chosen by {ENGINES[provider][1]}" \
-        in engine, done.stdout + done.stderr
+    assert engine.startswith("ok") and f"at unix://{socket}, chosen by {ENGINES[provider][1]}" in engine, (
+        done.stdout + done.stderr
+    )
     files = next((line for line in lines if " container files " in line), "")
     uid, gid = rootless.ids
     name = "Podman" if provider == "podman" else "Docker"
-    assert files.startswith("ok") and f"rootless {name}: containers run as their root" in files \
-        and f"a file written in a container belongs to you ({uid}:{gid})" in files, done.stdout
+    assert (
+        files.startswith("ok")
+        and f"rootless {name}: containers run as their root" in files
+        and f"a file written in a container belongs to you ({uid}:{gid})" in files
+    ), done.stdout
 
 
 @pytest.mark.parametrize("provider", sorted(ENGINES))
@@ -228,12 +260,22 @@ def test_doctor_says_files_would_not_be_yours_on_another_users_rootless_engine(r
     socket = rootless.engine("podman")
     race = race_file(tmp_path, calc_repo(tmp_path), "podman")
     env = {**os.environ, "DOCKER_HOST": f"unix://{socket}"}
-    done = subprocess.run([sys.executable, "-m", "outpost_tui.cli", "doctor", str(race)], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "outpost_tui.cli", "doctor", str(race)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
     files = next((line for line in done.stdout.splitlines() if " container files " in line), "")
     uid, gid = rootless.ids
-    assert files.startswith("MISSING") and "rootless Podman: containers run as their root" in files \
-        and f"a file written in a container belongs to {uid}:{gid} on the host, not to you " \
-            f"({os.getuid()}:{os.getgid()})" in files, done.stdout + done.stderr
+    assert (
+        files.startswith("MISSING")
+        and "rootless Podman: containers run as their root" in files
+        and f"a file written in a container belongs to {uid}:{gid} on the host, not to you "
+        f"({os.getuid()}:{os.getgid()})"
+        in files
+    ), done.stdout + done.stderr
     assert done.returncode == 9

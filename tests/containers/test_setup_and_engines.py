@@ -65,13 +65,18 @@ def container_project(tmp_path: Path) -> Path:
 
 def test_setup_runs_in_each_container_with_its_cache_copied_env_and_own_ports(engine, tmp_path):
     repo = container_project(tmp_path)
-    candidates = [CandidateSpec(key, "command", "serve", command=("python3", "serve.py"))
-                  for key in ("a", "b")]
-    setup = SetupSpec(command=("sh", "setup.sh"), cache=(".venv",), cache_key=("requirements.txt",),
-                      ports=2)
-    spec = build_spec(repository=repo, candidates=candidates, score=["echo", "1"],
-                      validate=ValidateSpec(command=(".venv/bin/python", "check.py"), timeout=120),
-                      sandbox=sandboxed(), setup=setup)
+    candidates = [
+        CandidateSpec(key, "command", "serve", command=("python3", "serve.py")) for key in ("a", "b")
+    ]
+    setup = SetupSpec(command=("sh", "setup.sh"), cache=(".venv",), cache_key=("requirements.txt",), ports=2)
+    spec = build_spec(
+        repository=repo,
+        candidates=candidates,
+        score=["echo", "1"],
+        validate=ValidateSpec(command=(".venv/bin/python", "check.py"), timeout=120),
+        sandbox=sandboxed(),
+        setup=setup,
+    )
     events = []
     result = run_race(spec, on_event=events.append)
     assert result.status is RaceStatus.WINNER, [(c.key, c.error) for c in result.candidates]
@@ -90,13 +95,16 @@ def test_setup_runs_in_each_container_with_its_cache_copied_env_and_own_ports(en
         assert git(repo, "show", f"{candidate.commit}:served.txt") == "8000"
 
 
-def test_setup_failure_in_a_container_fails_the_candidate_and_files_it_wrote_are_the_users(
-        engine, tmp_path):
+def test_setup_failure_in_a_container_fails_the_candidate_and_files_it_wrote_are_the_users(engine, tmp_path):
     repo = container_project(tmp_path)
     setup = SetupSpec(command=("sh", "-c", "sh setup.sh && echo 'compiler missing' >&2 && exit 4"))
-    spec = build_spec(repository=repo, candidates=[CandidateSpec("a", "command", "go",
-                                                                 command=("true",))],
-                      validate=["true"], sandbox=sandboxed(), setup=setup)
+    spec = build_spec(
+        repository=repo,
+        candidates=[CandidateSpec("a", "command", "go", command=("true",))],
+        validate=["true"],
+        sandbox=sandboxed(),
+        setup=setup,
+    )
     candidate = run_race(spec).candidates[0]
     assert candidate.status is CandidateStatus.FAILED
     assert candidate.error == "setup failed (exit 4): setup done | compiler missing"
@@ -110,19 +118,28 @@ def test_setup_failure_in_a_container_fails_the_candidate_and_files_it_wrote_are
 
 def test_a_network_the_engine_does_not_have_is_refused_clearly(engine, tmp_path):
     repo = container_project(tmp_path)
-    spec = build_spec(repository=repo, candidates=[CandidateSpec("a", "command", "go",
-                                                                 command=("true",))],
-                      validate=["true"], sandbox=sandboxed(network="outpost-no-such-network"))
+    spec = build_spec(
+        repository=repo,
+        candidates=[CandidateSpec("a", "command", "go", command=("true",))],
+        validate=["true"],
+        sandbox=sandboxed(network="outpost-no-such-network"),
+    )
     candidate = run_race(spec).candidates[0]
     assert candidate.status is CandidateStatus.FAILED
-    assert candidate.error.startswith("[sandbox] network = 'outpost-no-such-network': the engine has "
-                                      "no such network (it has: ")
+    assert candidate.error.startswith(
+        "[sandbox] network = 'outpost-no-such-network': the engine has no such network (it has: "
+    )
     assert "a container would start without any network" in candidate.error
 
 
 def doctor(race_file: Path, env: dict[str, str]) -> tuple[int, dict[str, dict]]:
-    done = subprocess.run([sys.executable, "-m", "outpost_tui.cli", "doctor", str(race_file), "--json"],
-                          capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "outpost_tui.cli", "doctor", str(race_file), "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     return done.returncode, {check["name"]: check for check in json.loads(done.stdout)["checks"]}
 
 
@@ -132,7 +149,8 @@ def test_doctor_follows_the_current_docker_context_and_checks_file_ownership(eng
     config = tmp_path / "docker-config"
     write_context(config, "outpost-ci", endpoint)
     race_file = tmp_path / "race.toml"
-    race_file.write_text(textwrap.dedent(f"""\
+    race_file.write_text(
+        textwrap.dedent(f"""\
         [race]
         repository = "{repo}"
         [sandbox]
@@ -144,14 +162,17 @@ def test_doctor_follows_the_current_docker_context_and_checks_file_ownership(eng
         agent = "command"
         command = ["true"]
         brief = "go"
-        """))
+        """)
+    )
     env = {name: value for name, value in os.environ.items() if name != "DOCKER_HOST"}
     env["DOCKER_CONFIG"] = str(config)
     code, checks = doctor(race_file, env)
     engine_check = checks["container engine"]
     assert engine_check["ok"] is True, checks
-    assert f"at {endpoint}, chosen by Docker context 'outpost-ci', from the current Docker " \
-           f"context in {config / 'config.json'}" in engine_check["detail"]
+    assert (
+        f"at {endpoint}, chosen by Docker context 'outpost-ci', from the current Docker "
+        f"context in {config / 'config.json'}" in engine_check["detail"]
+    )
     files = checks["container files"]
     assert files["ok"] is True, files
     assert f"a file written in a container belongs to you ({os.getuid()}:{os.getgid()})" in files["detail"]
@@ -163,7 +184,8 @@ def test_doctor_follows_the_current_docker_context_and_checks_file_ownership(eng
 def test_doctor_says_when_the_network_is_missing(engine, tmp_path):
     repo = container_project(tmp_path)
     race_file = tmp_path / "race.toml"
-    race_file.write_text(textwrap.dedent(f"""\
+    race_file.write_text(
+        textwrap.dedent(f"""\
         [race]
         repository = "{repo}"
         [sandbox]
@@ -175,7 +197,8 @@ def test_doctor_says_when_the_network_is_missing(engine, tmp_path):
         agent = "command"
         command = ["true"]
         brief = "go"
-        """))
+        """)
+    )
     code, checks = doctor(race_file, dict(os.environ))
     network = checks["container network"]
     assert network["ok"] is False and "has no such network" in network["detail"]

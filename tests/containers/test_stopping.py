@@ -13,8 +13,8 @@ import time
 import anyio
 import pytest
 
-from outpost_tui.engine.sandbox.container_scripts import KILL_GRACE, WRAPPER
 from outpost_tui.engine.sandbox.container_engine import list_containers
+from outpost_tui.engine.sandbox.container_scripts import KILL_GRACE, WRAPPER
 
 from .conftest import IMAGE
 from .test_provider import processes
@@ -22,12 +22,15 @@ from .test_provider import processes
 pytestmark = [pytest.mark.container, pytest.mark.anyio]
 
 # Ignores TERM, and starts a child in a session of its own that ignores TERM too.
-STUBBORN = ["python3", "-c",
-            "import signal, subprocess, time\n"
-            "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-            "subprocess.Popen(['sh', '-c', 'trap \"\" TERM; exec sleep 4343'], start_new_session=True)\n"
-            "print('ready', flush=True)\n"
-            "while True: time.sleep(1)"]
+STUBBORN = [
+    "python3",
+    "-c",
+    "import signal, subprocess, time\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "subprocess.Popen(['sh', '-c', 'trap \"\" TERM; exec sleep 4343'], start_new_session=True)\n"
+    "print('ready', flush=True)\n"
+    "while True: time.sleep(1)",
+]
 
 
 def stubborn_left(listing: str) -> list[str]:
@@ -35,12 +38,12 @@ def stubborn_left(listing: str) -> list[str]:
 
 
 @pytest.mark.alone  # times the grace and the KILL to within seconds
-async def test_a_cancelled_command_that_ignores_term_is_gone_within_the_grace(provider, attempt,
-                                                                            leftovers):
+async def test_a_cancelled_command_that_ignores_term_is_gone_within_the_grace(provider, attempt, leftovers):
     sandbox = await provider.acquire(attempt)
     try:
         ready = anyio.Event()
         async with anyio.create_task_group() as group:
+
             async def agent():
                 await sandbox.run(STUBBORN, on_output=lambda s, lines: "ready" in lines and ready.set())
 
@@ -59,8 +62,9 @@ async def test_a_cancelled_command_that_ignores_term_is_gone_within_the_grace(pr
 
 
 @pytest.mark.alone  # times the timeout, the grace and the KILL to within seconds
-async def test_a_timed_out_command_that_ignores_term_is_killed_and_confirmed_gone(provider, attempt,
-                                                                                 leftovers):
+async def test_a_timed_out_command_that_ignores_term_is_killed_and_confirmed_gone(
+    provider, attempt, leftovers
+):
     sandbox = await provider.acquire(attempt)
     try:
         done = await sandbox.run(STUBBORN, timeout=2)
@@ -77,8 +81,13 @@ async def test_a_daemon_that_left_the_group_does_not_outlive_its_command(provide
     """What an agent leaves running must not be there when validation runs."""
     sandbox = await provider.acquire(attempt)
     try:
-        done = await sandbox.run(["sh", "-c", "setsid sh -c 'trap \"\" TERM; exec sleep 4343' "
-                                              "</dev/null >/dev/null 2>&1 & echo started"])
+        done = await sandbox.run(
+            [
+                "sh",
+                "-c",
+                "setsid sh -c 'trap \"\" TERM; exec sleep 4343' </dev/null >/dev/null 2>&1 & echo started",
+            ]
+        )
         remaining = await processes(sandbox)
         assert (await sandbox.run(["true"])).exit_code == 0  # the keep-alive was spared
     finally:
@@ -88,17 +97,21 @@ async def test_a_daemon_that_left_the_group_does_not_outlive_its_command(provide
     assert leftovers() == []
 
 
-async def test_the_deadline_inside_kills_what_ignores_term_without_a_coordinator(provider, attempt,
-                                                                               engine, leftovers):
+async def test_the_deadline_inside_kills_what_ignores_term_without_a_coordinator(
+    provider, attempt, engine, leftovers
+):
     """The backstop does not die of its own TERM before it sends KILL."""
     client, _ = engine
     sandbox = await provider.acquire(attempt)
     try:
+
         def run_wrapper() -> tuple[int, float]:
             started = time.monotonic()
             exec_id = client.api.exec_create(
-                sandbox.name, ["sh", "-c", WRAPPER, "outpost-run", "/tmp/.t.pid", "", "1", *STUBBORN],
-                environment=[f"OUTPOST_RUN={WRAPPER}"])["Id"]
+                sandbox.name,
+                ["sh", "-c", WRAPPER, "outpost-run", "/tmp/.t.pid", "", "1", *STUBBORN],
+                environment=[f"OUTPOST_RUN={WRAPPER}"],
+            )["Id"]
             client.api.exec_start(exec_id)
             return client.api.exec_inspect(exec_id)["ExitCode"], time.monotonic() - started
 
@@ -117,15 +130,18 @@ def test_an_agents_daemon_is_gone_before_validation_runs(engine, calc_repo, tmp_
     """Through the CLI: the agent leaves a TERM-ignoring daemon in its own session. Its container is
     removed before grading, and validation runs in a fresh one: no process of the agent is there
     (nor its /tmp), and validation passes only if that holds."""
-    agent = ("import os, subprocess\n"
-             "p = subprocess.Popen(['sh', '-c', 'trap \"\" TERM; exec sleep 4343'], start_new_session=True,\n"
-             "                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,\n"
-             "                     stderr=subprocess.DEVNULL)\n"
-             "open('/tmp/daemon.pid', 'w').write(str(p.pid))\n"
-             "open('calc.py', 'a').write('# touched\\n')\n"
-             "subprocess.run(['git', 'commit', '-qam', 'touch'], check=True)\n")
-    validate = ("if [ -e /tmp/daemon.pid ] && [ -d /proc/$(cat /tmp/daemon.pid) ]; "
-                "then echo daemon alive; exit 1; fi")
+    agent = (
+        "import os, subprocess\n"
+        "p = subprocess.Popen(['sh', '-c', 'trap \"\" TERM; exec sleep 4343'], start_new_session=True,\n"
+        "                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,\n"
+        "                     stderr=subprocess.DEVNULL)\n"
+        "open('/tmp/daemon.pid', 'w').write(str(p.pid))\n"
+        "open('calc.py', 'a').write('# touched\\n')\n"
+        "subprocess.run(['git', 'commit', '-qam', 'touch'], check=True)\n"
+    )
+    validate = (
+        "if [ -e /tmp/daemon.pid ] && [ -d /proc/$(cat /tmp/daemon.pid) ]; then echo daemon alive; exit 1; fi"
+    )
     race_file = tmp_path / "race.toml"
     race_file.write_text(f"""\
 [race]
@@ -145,8 +161,12 @@ agent = "command"
 brief = "b"
 command = ["python3", "-c", {json.dumps(agent)}]
 """)
-    done = subprocess.run([sys.executable, "-m", "outpost_tui.cli", "run", str(race_file), "--json"],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "outpost_tui.cli", "run", str(race_file), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["winner"]["key"] == "a", done.stderr

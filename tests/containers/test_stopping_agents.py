@@ -14,8 +14,7 @@ from .conftest import IMAGE
 pytestmark = pytest.mark.container
 
 
-def test_a_cancelled_agent_in_a_container_that_ignores_term_has_its_grace_output_counted(
-        engine, tmp_path):
+def test_a_cancelled_agent_in_a_container_that_ignores_term_has_its_grace_output_counted(engine, tmp_path):
     result, warnings = race(calc_repo(tmp_path), "ignore", SandboxSpec(provider="podman", image=IMAGE))
 
     assert result["winner"]["key"] == "fixer"
@@ -32,8 +31,9 @@ def test_a_cancelled_agent_in_a_container_that_ignores_term_has_its_grace_output
 
 
 def test_a_timed_out_agent_in_a_container_has_what_it_printed_in_the_grace_counted(engine, tmp_path):
-    result, warnings = race(calc_repo(tmp_path), "ignore", SandboxSpec(provider="podman", image=IMAGE),
-                            timeout=8)
+    result, warnings = race(
+        calc_repo(tmp_path), "ignore", SandboxSpec(provider="podman", image=IMAGE), timeout=8
+    )
 
     stubborn = stubborn_record(result)
     assert stubborn["status"] == "failed" and stubborn["error"] == "agent timed out after 8s"

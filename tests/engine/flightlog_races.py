@@ -16,7 +16,7 @@ from outpost_tui.engine import run_race
 from outpost_tui.engine.racefile import load_race
 from outpost_tui.samples import materialise
 
-AGENT = textwrap.dedent('''\
+AGENT = textwrap.dedent("""\
     import json, subprocess, sys
     sys.stdin.read()
     def say(**event):
@@ -31,7 +31,7 @@ AGENT = textwrap.dedent('''\
     subprocess.run(["git", "add", "answer.txt"], check=True)
     subprocess.run(["git", "-c", "user.name=a", "-c", "user.email=a@example.com", "commit", "-qm", "answer"],
                    check=True)
-''')
+""")
 
 
 def command_race(root: Path) -> Path:
@@ -40,13 +40,15 @@ def command_race(root: Path) -> Path:
     (project / "agent.py").write_text(AGENT)
     (project / "score.py").write_text("print(len(open('answer.txt').read()))\n")
     import subprocess
+
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"]
     subprocess.run([*git, "init", "-q", "-b", "main", str(project)], check=True)
     subprocess.run([*git, "-C", str(project), "add", "."], check=True)
     subprocess.run([*git, "-C", str(project), "commit", "-qm", "init"], check=True)
     race = root / "race.toml"
     py = json.dumps(sys.executable)
-    race.write_text(textwrap.dedent(f'''\
+    race.write_text(
+        textwrap.dedent(f"""\
         [race]
         repository = "project"
         select = "best"
@@ -75,7 +77,8 @@ def command_race(root: Path) -> Path:
         key = "missing"
         agent = "command"
         command = ["no-such-program-outpost-test"]
-        '''))
+        """)
+    )
     return race
 
 
@@ -99,5 +102,6 @@ def run_both(root: Path) -> dict[str, dict[str, list[str]]]:
 
 if __name__ == "__main__":
     import tempfile
+
     with tempfile.TemporaryDirectory() as directory:
         json.dump(run_both(Path(directory)), sys.stdout, indent=1, sort_keys=True)

@@ -18,13 +18,19 @@ VALUES = {"model": "some-model", "max_turns": 3, "allowed_tools": ("Read",), "ar
 def test_declared_options_are_the_ones_launch_uses(agent, tmp_path: Path):
     script = tmp_path / "script.toml"
     script.write_text("")
-    base = CandidateSpec(key="k", agent=agent, brief="b", command=("true",) if agent == "command" else None,
-                         script=script if agent == "demo" else None)
+    base = CandidateSpec(
+        key="k",
+        agent=agent,
+        brief="b",
+        command=("true",) if agent == "command" else None,
+        script=script if agent == "demo" else None,
+    )
     adapter = agents.adapter_for(agent)
     context = agents.LaunchContext(directory=tmp_path, git_common_dir=tmp_path)
     plain = adapter.launch(base, "b", context).argv
-    assert {"command", "script"} & set(adapter.options) == ({"command"} if agent == "command" else
-                                                            {"script"} if agent == "demo" else set())
+    assert {"command", "script"} & set(adapter.options) == (
+        {"command"} if agent == "command" else {"script"} if agent == "demo" else set()
+    )
     for option, value in VALUES.items():
         candidate = dataclasses.replace(base, **{option: value})
         try:

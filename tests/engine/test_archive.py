@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from outpost_tui.engine.kept import archive as a
 from outpost_tui.engine import git as g
+from outpost_tui.engine.kept import archive as a
 from tests.conftest import git
 
 
@@ -118,8 +118,9 @@ def test_rearchiving_keeps_the_earlier_archive(repo, busy_worktree):
 
 def test_a_running_process_keeps_its_worktree_and_is_named(repo, busy_worktree):
     attempt, directory = busy_worktree
-    sleeper = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], cwd=directory,
-                               stdin=subprocess.PIPE)
+    sleeper = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], cwd=directory, stdin=subprocess.PIPE
+    )
     try:
         with pytest.raises(a.Occupied, match=rf"in use by .*pid {sleeper.pid}, working directory"):
             a.archive_and_remove(repo, directory, attempt)
@@ -127,9 +128,17 @@ def test_a_running_process_keeps_its_worktree_and_is_named(repo, busy_worktree):
     finally:
         sleeper.stdin.close()
         sleeper.wait()
-    holder = subprocess.Popen([sys.executable, "-c", "import sys; f = open(sys.argv[1]); print('open', flush=True); "
-                               "sys.stdin.read()", str(directory / "tracked.txt")],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; f = open(sys.argv[1]); print('open', flush=True); sys.stdin.read()",
+            str(directory / "tracked.txt"),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline() == "open\n"
         with pytest.raises(a.Occupied, match=r"open file .*tracked.txt"):

@@ -14,12 +14,29 @@ from pathlib import Path
 import pytest
 
 from outpost_tui import exitcodes
+from outpost_tui.engine.core.spec import (
+    BudgetSpec,
+    CandidateSpec,
+    DurabilitySpec,
+    RaceSpec,
+    SandboxSpec,
+    TokenLimits,
+)
 from outpost_tui.engine.durable.checkpoint import (
-    AlreadyOwned, CheckpointError, CheckpointStore, CorruptCheckpoint, IdentityMismatch, RevisionChanged,
-    UnknownRun, checkpoint_key, list_runs, race_identity, read_run, release_run,
+    AlreadyOwned,
+    CheckpointError,
+    CheckpointStore,
+    CorruptCheckpoint,
+    IdentityMismatch,
+    RevisionChanged,
+    UnknownRun,
+    checkpoint_key,
+    list_runs,
+    race_identity,
+    read_run,
+    release_run,
 )
 from outpost_tui.engine.durable.ownership import this_host
-from outpost_tui.engine.core.spec import BudgetSpec, CandidateSpec, DurabilitySpec, RaceSpec, SandboxSpec, TokenLimits
 from outpost_tui.engine.durable.transport import LocalTransport
 
 RUN = "parser-race"
@@ -37,12 +54,28 @@ BASELINE = "b" * 40
 
 def attempt_state(key: str, number: int, phase: str, status: str = "skipped", **record) -> dict:
     branch = f"outpost/speculation/{RACE_ID}/{key}/{number}"
-    return {"key": key, "attempt": number, "branch": branch, "phase": phase,
-            "cleanup": "pending" if phase in ("running", "validated") else "done", "resources": [],
-            "directory": None, "accepted": False,
-            "record": {"key": key, "attempt": number, "agent": "command", "status": status,
-                       "branch": branch if phase != "waiting" else None, "commit": None, "usage": None,
-                       "score": None, "error": None, **record}}
+    return {
+        "key": key,
+        "attempt": number,
+        "branch": branch,
+        "phase": phase,
+        "cleanup": "pending" if phase in ("running", "validated") else "done",
+        "resources": [],
+        "directory": None,
+        "accepted": False,
+        "record": {
+            "key": key,
+            "attempt": number,
+            "agent": "command",
+            "status": status,
+            "branch": branch if phase != "waiting" else None,
+            "commit": None,
+            "usage": None,
+            "score": None,
+            "error": None,
+            **record,
+        },
+    }
 
 
 def initial(attempts: int = 0) -> dict:
@@ -50,17 +83,38 @@ def initial(attempts: int = 0) -> dict:
     (the earlier ones cancelled, the last one running); with none, a#1 is waiting."""
     entries = [attempt_state("a", n, "settled", "cancelled") for n in range(1, attempts)]
     entries.append(attempt_state("a", attempts, "running") if attempts else attempt_state("a", 1, "waiting"))
-    return {"format": 1, "id": RACE_ID, "baseline": BASELINE, "select": "first", "candidates": ["a"],
-            "finished": False, "status": None, "attempts": entries,
-            "usage": {"attempts": attempts, "input": 0, "cached": 0, "cache_write": 0, "output": 0,
-                      "cost_usd": 0.0, "complete": True, "estimated": False}}
+    return {
+        "format": 1,
+        "id": RACE_ID,
+        "baseline": BASELINE,
+        "select": "first",
+        "candidates": ["a"],
+        "finished": False,
+        "status": None,
+        "attempts": entries,
+        "usage": {
+            "attempts": attempts,
+            "input": 0,
+            "cached": 0,
+            "cache_write": 0,
+            "output": 0,
+            "cost_usd": 0.0,
+            "complete": True,
+            "estimated": False,
+        },
+    }
 
 
 def finished_state(status: str = "no-winner") -> dict:
     state = initial(1)
     state["attempts"][-1] = attempt_state("a", 1, "settled", "rejected")
-    result = {"id": RACE_ID, "status": status, "baseline": BASELINE,
-              "candidates": [state["attempts"][-1]["record"]], "previous_attempts": []}
+    result = {
+        "id": RACE_ID,
+        "status": status,
+        "baseline": BASELINE,
+        "candidates": [state["attempts"][-1]["record"]],
+        "previous_attempts": [],
+    }
     return {**state, "finished": True, "status": status, "result": result}
 
 
@@ -162,11 +216,15 @@ def test_identity_mismatch(transport: LocalTransport) -> None:
 
 
 def spec(repository: Path, **changes) -> RaceSpec:
-    base = RaceSpec(repository=repository,
-                    candidates=(CandidateSpec("a", "claude", "fix the parser", model="opus"),
-                                CandidateSpec("b", "command", "fix the parser", command=("./agent",))),
-                    budget=BudgetSpec(attempts=4, tokens=TokenLimits(output=1000), cost_usd=2.0),
-                    durability=DurabilitySpec(enabled=True, version="1"))
+    base = RaceSpec(
+        repository=repository,
+        candidates=(
+            CandidateSpec("a", "claude", "fix the parser", model="opus"),
+            CandidateSpec("b", "command", "fix the parser", command=("./agent",)),
+        ),
+        budget=BudgetSpec(attempts=4, tokens=TokenLimits(output=1000), cost_usd=2.0),
+        durability=DurabilitySpec(enabled=True, version="1"),
+    )
     return dataclasses.replace(base, **changes)
 
 
@@ -183,8 +241,13 @@ def test_race_identity(tmp_path: Path) -> None:
         spec(repo, durability=DurabilitySpec(enabled=True, version="2")),
         spec(repo, sandbox=SandboxSpec(provider="docker")),
         spec(repo, candidates=(CandidateSpec("a", "claude", "fix the lexer", model="opus"),)),
-        spec(repo, candidates=(CandidateSpec("a", "claude", "fix the parser", model="sonnet"),
-                               CandidateSpec("b", "command", "fix the parser"))),
+        spec(
+            repo,
+            candidates=(
+                CandidateSpec("a", "claude", "fix the parser", model="sonnet"),
+                CandidateSpec("b", "command", "fix the parser"),
+            ),
+        ),
         spec(repo, candidates=tuple(reversed(spec(repo).candidates))),
         spec(repo, budget=BudgetSpec(attempts=5, tokens=TokenLimits(output=1000), cost_usd=2.0)),
         spec(repo, budget=BudgetSpec(attempts=4, tokens=TokenLimits(output=999), cost_usd=2.0)),
@@ -222,9 +285,12 @@ def test_corrupt_checkpoint_is_reported_and_left_untouched(transport: LocalTrans
     corrupt(transport, how)
     path = transport.object_path(checkpoint_key(RUN))
     before = path.read_bytes()
-    attempts = [CheckpointStore(transport, RUN).read, lambda: read_run(transport, RUN),
-                lambda: CheckpointStore(transport, RUN).claim(initial(), identity=IDENTITY),
-                lambda: release_run(transport, RUN, "any")]
+    attempts = [
+        CheckpointStore(transport, RUN).read,
+        lambda: read_run(transport, RUN),
+        lambda: CheckpointStore(transport, RUN).claim(initial(), identity=IDENTITY),
+        lambda: release_run(transport, RUN, "any"),
+    ]
     for attempt in attempts:
         with pytest.raises(CorruptCheckpoint) as error:
             attempt()
@@ -248,11 +314,19 @@ BAD_STATES = {
     "bad cleanup": (lambda s: s["attempts"][0].update(cleanup="later"), "cleanup is 'later'"),
     "unknown candidate": (lambda s: s["attempts"][0].update(key="zz"), "'zz' is not a candidate"),
     "candidate without attempts": (lambda s: s["candidates"].append("b"), "candidate 'b' has no attempt"),
-    "attempt gap": (lambda s: s["attempts"][1].update(
-        attempt=3, branch=f"outpost/speculation/{RACE_ID}/a/3",
-        record={**s["attempts"][1]["record"], "attempt": 3, "branch": None}), "expected a#2"),
+    "attempt gap": (
+        lambda s: s["attempts"][1].update(
+            attempt=3,
+            branch=f"outpost/speculation/{RACE_ID}/a/3",
+            record={**s["attempts"][1]["record"], "attempt": 3, "branch": None},
+        ),
+        "expected a#2",
+    ),
     "foreign branch": (lambda s: s["attempts"][0].update(branch="main"), "branch is 'main'"),
-    "record of another attempt": (lambda s: s["attempts"][0]["record"].update(attempt=7), "record.attempt is 7"),
+    "record of another attempt": (
+        lambda s: s["attempts"][0]["record"].update(attempt=7),
+        "record.attempt is 7",
+    ),
     "bad record status": (lambda s: s["attempts"][0]["record"].update(status="won"), "status is 'won'"),
     "usage not an object": (lambda s: s.update(usage=[1, 2]), "usage is list"),
     "usage tokens as text": (lambda s: s["usage"].update(input="12"), "usage.input is '12'"),
@@ -260,18 +334,27 @@ BAD_STATES = {
     "baseline not hex": (lambda s: s.update(baseline="HEAD"), "baseline is 'HEAD'"),
     "race id not a race id": (lambda s: s.update(id="../x"), "id '../x' is not a race id"),
     "two winners": (_winner_twice, "more than one winner"),
-    "finished without result": (lambda s: s.update(finished=True, status="no-winner",
-                                                   attempts=[attempt_state("a", 1, "settled", "rejected")],
-                                                   usage={**s["usage"], "attempts": 1}),
-                                "result is missing"),
-    "unsettled superseded attempt": (lambda s: s["attempts"][0].update(phase="running"),
-                                     "a#1 is running but was superseded"),
+    "finished without result": (
+        lambda s: s.update(
+            finished=True,
+            status="no-winner",
+            attempts=[attempt_state("a", 1, "settled", "rejected")],
+            usage={**s["usage"], "attempts": 1},
+        ),
+        "result is missing",
+    ),
+    "unsettled superseded attempt": (
+        lambda s: s["attempts"][0].update(phase="running"),
+        "a#1 is running but was superseded",
+    ),
     "run id of another file": (lambda s: s.update(run_id="other-run"), "does not belong to this file"),
 }
 
 
 @pytest.mark.parametrize("name", BAD_STATES)
-def test_valid_json_with_a_wrong_state_is_refused_before_any_write(transport: LocalTransport, name: str) -> None:
+def test_valid_json_with_a_wrong_state_is_refused_before_any_write(
+    transport: LocalTransport, name: str
+) -> None:
     store = CheckpointStore(transport, RUN)
     store.claim(initial(2), identity=IDENTITY)
     store.release()
@@ -282,9 +365,11 @@ def test_valid_json_with_a_wrong_state_is_refused_before_any_write(transport: Lo
     transport.write(key, json.dumps(envelope).encode(), if_revision=transport.read(key).revision)
     path = transport.object_path(key)
     before = path.read_bytes()
-    for attempt in (lambda: read_run(transport, RUN),
-                    lambda: CheckpointStore(transport, RUN).claim(initial(), identity=IDENTITY),
-                    lambda: release_run(transport, RUN, transport.read(key).revision)):
+    for attempt in (
+        lambda: read_run(transport, RUN),
+        lambda: CheckpointStore(transport, RUN).claim(initial(), identity=IDENTITY),
+        lambda: release_run(transport, RUN, transport.read(key).revision),
+    ):
         with pytest.raises(CorruptCheckpoint) as error:
             attempt()
         message = str(error.value)
@@ -322,7 +407,10 @@ def test_list_runs(transport: LocalTransport) -> None:
     running = CheckpointStore(transport, "running-run")
     running.claim(initial(), identity=IDENTITY)
     runs = list_runs(transport)
-    assert [(run.run_id, run.status) for run in runs] == [("running-run", "owned"), ("finished-run", "no-winner")]
+    assert [(run.run_id, run.status) for run in runs] == [
+        ("running-run", "owned"),
+        ("finished-run", "no-winner"),
+    ]
     assert runs[0].owner.pid == os.getpid() and runs[1].owner is None
     assert runs[0].revision == running.revision and runs[0].key == checkpoint_key("running-run")
 
@@ -361,9 +449,14 @@ for n in range(runs):
 def test_processes_claiming_at_once_exactly_one_wins(tmp_path: Path) -> None:
     runs, go = 6, tmp_path / "go"
     directory = tmp_path / "storage"
-    children = [subprocess.Popen([sys.executable, "-c", CLAIMER, str(directory), str(go), str(runs),
-                                  json.dumps(initial())],
-                                 stdout=subprocess.PIPE, text=True) for _ in range(3)]
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", CLAIMER, str(directory), str(go), str(runs), json.dumps(initial())],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
     try:
         for child in children:
             assert child.stdout.readline() == "ready\n"
@@ -376,8 +469,12 @@ def test_processes_claiming_at_once_exactly_one_wins(tmp_path: Path) -> None:
     assert all(child.returncode == 0 for child in children)
     transport = LocalTransport(directory)
     for n in range(runs):
-        winners = [child.pid for child, lines in zip(children, outputs, strict=True) if f"won run-{n}" in lines]
-        losers = [child.pid for child, lines in zip(children, outputs, strict=True) if f"owned run-{n}" in lines]
+        winners = [
+            child.pid for child, lines in zip(children, outputs, strict=True) if f"won run-{n}" in lines
+        ]
+        losers = [
+            child.pid for child, lines in zip(children, outputs, strict=True) if f"owned run-{n}" in lines
+        ]
         assert len(winners) == 1 and len(losers) == 2, (n, outputs)
         saved = read_run(transport, f"run-{n}")
         assert saved.owner.pid == winners[0] and saved.state["name"] == str(winners[0])

@@ -36,11 +36,16 @@ def places() -> list[tuple[str, tuple, checkpoint_state.Field]]:
     out = [(name, (), rule) for name, rule in STATE.items()]
     out += [(f"usage.{name}", ("usage",), rule) for name, rule in USAGE.items()]
     attempt = "attempts[0] (a#1)"
-    out += [(f"{attempt}.{name}", ("attempts", 0), rule) for name, rule in ATTEMPT.items()
-            if name not in ("key", "attempt", "branch")]  # these three name the attempt itself
+    out += [
+        (f"{attempt}.{name}", ("attempts", 0), rule)
+        for name, rule in ATTEMPT.items()
+        if name not in ("key", "attempt", "branch")
+    ]  # these three name the attempt itself
     out += [(f"{attempt}.record.{name}", ("attempts", 0, "record"), rule) for name, rule in RECORD.items()]
-    out += [(f"{attempt}.record.usage.{name}", ("attempts", 0, "record", "usage"), rule)
-            for name, rule in USAGE.items()]
+    out += [
+        (f"{attempt}.record.usage.{name}", ("attempts", 0, "record", "usage"), rule)
+        for name, rule in USAGE.items()
+    ]
     out += [(f"result.{name}", ("result",), rule) for name, rule in RESULT.items()]
     return out
 
@@ -60,8 +65,9 @@ def test_every_declared_field_is_checked(name: str, parent: tuple, rule: checkpo
     assert str(refused.value).startswith(f"{name} is "), str(refused.value)
 
 
-@pytest.mark.parametrize("name", [name for name, rule in STATE.items()
-                                  if rule.default is checkpoint_state.REQUIRED])
+@pytest.mark.parametrize(
+    "name", [name for name, rule in STATE.items() if rule.default is checkpoint_state.REQUIRED]
+)
 def test_a_required_field_may_not_be_left_out(name: str):
     state = saved()
     del state[name]

@@ -62,8 +62,9 @@ def test_prune_archives_removes_and_reports_what_it_freed(repo):
 
 def test_prune_keeps_a_worktree_in_use_and_young_ones(repo):
     kept = kept_race(repo)
-    busy = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], cwd=kept["win"],
-                            stdin=subprocess.PIPE)
+    busy = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], cwd=kept["win"], stdin=subprocess.PIPE
+    )
     try:
         steps = {s.attempt.key: s for s in c.plan_prune(retained(repo))}
         assert steps["win"].action == c.KEEP and f"pid {busy.pid}" in steps["win"].why
@@ -130,8 +131,11 @@ def test_revalidation_runs_the_recorded_command_in_the_worktree_now(repo):
     from outpost_tui.engine import race
     from tests.conftest import cmd
 
-    called = race(repository=repo, candidates=[cmd("c", "--write", "c.txt", "--commit", "--dirty")],
-                  validate=lambda context: True)
+    called = race(
+        repository=repo,
+        candidates=[cmd("c", "--write", "c.txt", "--commit", "--dirty")],
+        validate=lambda context: True,
+    )
     with pytest.raises(NotRecorded, match="recorded no validation command"):
         revalidate(repo, called.id, "c", 1, called.candidates[0].retained_directory)
 
@@ -139,14 +143,29 @@ def test_revalidation_runs_the_recorded_command_in_the_worktree_now(repo):
 def test_verdict_counts_and_a_running_container_in_the_review(repo):
     from outpost_tui.engine.kept.retained import _verdict_counts
 
-    graded = {"verdict": {"commit": "c" * 40, "gate": "strict", "accepted": False,
-                          "tests": {"ran": 12, "passed": 10, "failed": 2, "errors": 0, "skipped": 0},
-                          "new_failures": ["test_a", "test_b"], "flaky": []}}
-    assert _verdict_counts(graded) == {"ran": 12, "passed": 10, "failed": 2, "errors": 0, "skipped": 0,
-                                       "new failures": 2}
+    graded = {
+        "verdict": {
+            "commit": "c" * 40,
+            "gate": "strict",
+            "accepted": False,
+            "tests": {"ran": 12, "passed": 10, "failed": 2, "errors": 0, "skipped": 0},
+            "new_failures": ["test_a", "test_b"],
+            "flaky": [],
+        }
+    }
+    assert _verdict_counts(graded) == {
+        "ran": 12,
+        "passed": 10,
+        "failed": 2,
+        "errors": 0,
+        "skipped": 0,
+        "new failures": 2,
+    }
     assert _verdict_counts({"verdict": None}) is None
     kept = kept_race(repo)
-    containers = [{"race": kept["race_id"], "key": "win", "attempt": 1, "name": "outpost-win", "status": "running"}]
+    containers = [
+        {"race": kept["race_id"], "key": "win", "attempt": 1, "name": "outpost-win", "status": "running"}
+    ]
     steps = {s.attempt.key: s for s in c.plan_prune(retained(repo, containers=containers))}
     assert steps["win"].action == c.KEEP and steps["win"].why == "its container outpost-win is running"
     assert steps["lose"].action == c.REMOVE

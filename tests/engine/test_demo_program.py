@@ -21,8 +21,8 @@ import pytest
 from outpost_tui import cli
 from outpost_tui.engine.agents.command import ProtocolDecoder
 from outpost_tui.engine.core.events import EventKind
-from outpost_tui.engine.racefile import load_race
 from outpost_tui.engine.core.spec import CandidateSpec
+from outpost_tui.engine.racefile import load_race
 from outpost_tui.samples import SampleError, list_samples, materialise, samples_root
 from tests.agents.replay import path_with
 
@@ -30,13 +30,17 @@ PROGRAM = (sys.executable, "-m", "outpost_tui.engine.agents.demo_program")
 IDENTITY = ("-c", "user.name=Test Owner", "-c", "user.email=owner@example.invalid")
 TIMEOUT = 60
 # Variables that would give git an identity no matter what its configuration says.
-GIT_IDENTITY_VARIABLES = ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME",
-                          "GIT_COMMITTER_EMAIL", "EMAIL")
+GIT_IDENTITY_VARIABLES = (
+    "GIT_AUTHOR_NAME",
+    "GIT_AUTHOR_EMAIL",
+    "GIT_COMMITTER_NAME",
+    "GIT_COMMITTER_EMAIL",
+    "EMAIL",
+)
 
 
 def git(cwd: Path, *args: str, env: dict | None = None) -> str:
-    result = subprocess.run(("git", *args), cwd=cwd, env=env, capture_output=True, text=True,
-                            timeout=TIMEOUT)
+    result = subprocess.run(("git", *args), cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT)
     assert result.returncode == 0, f"git {' '.join(args)}: {result.stderr}"
     return result.stdout
 
@@ -53,22 +57,27 @@ def repo(tmp_path: Path) -> Path:
 
 
 def base_env(**extra: str) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items()
-           if key not in GIT_IDENTITY_VARIABLES and not key.startswith("OUTPOST_")}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in GIT_IDENTITY_VARIABLES and not key.startswith("OUTPOST_")
+    }
     env["OUTPOST_DEMO_PACE"] = "0"
     env.update(extra)
     return env
 
 
-def play(tmp_path: Path, cwd: Path, script: str, brief: bytes = b"brief",
-         env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def play(
+    tmp_path: Path, cwd: Path, script: str, brief: bytes = b"brief", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     # The script lives outside the repository so `commit` steps never pick it up.
     path = tmp_path / "script.toml"
     path.write_text(script, encoding="utf-8")
     env = dict(env if env is not None else base_env())
     env["OUTPOST_BRIEF"] = brief.decode("utf-8")
-    return subprocess.run((*PROGRAM, str(path)), cwd=cwd, input=brief, env=env,
-                          capture_output=True, timeout=TIMEOUT)
+    return subprocess.run(
+        (*PROGRAM, str(path)), cwd=cwd, input=brief, env=env, capture_output=True, timeout=TIMEOUT
+    )
 
 
 def stdout_lines(result: subprocess.CompletedProcess) -> list[str]:
@@ -84,7 +93,10 @@ def commits(repo: Path) -> list[str]:
 
 
 def test_steps_speak_the_command_agent_protocol(tmp_path, repo):
-    result = play(tmp_path, repo, """
+    result = play(
+        tmp_path,
+        repo,
+        """
 [[steps]]
 say = "Looking at calc.py"
 [[steps]]
@@ -99,7 +111,8 @@ log = "plain three"
 usage = { input = 1200, cached = 300, cache_write = 40, output = 250, cost_usd = 0.0125 }
 [[steps]]
 usage = { output = 50, cost_usd = 0.0025 }
-""")
+""",
+    )
     assert result.returncode == 0, result.stderr
     assert result.stderr == b""
     lines = stdout_lines(result)
@@ -107,24 +120,31 @@ usage = { output = 50, cost_usd = 0.0025 }
         {"kind": "text", "text": "Looking at calc.py"},
         {"kind": "tool", "name": "Read", "input": "calc.py"},
         "Read 2 lines",
-        "plain one", "plain two", "plain three",
-        {"kind": "usage", "input": 1200, "cached": 300, "cache_write": 40, "output": 250,
-         "cost_usd": 0.0125},
-        {"kind": "usage", "input": 0, "cached": 0, "cache_write": 0, "output": 50,
-         "cost_usd": 0.0025},
+        "plain one",
+        "plain two",
+        "plain three",
+        {"kind": "usage", "input": 1200, "cached": 300, "cache_write": 40, "output": 250, "cost_usd": 0.0125},
+        {"kind": "usage", "input": 0, "cached": 0, "cache_write": 0, "output": 50, "cost_usd": 0.0025},
     ]
     # The engine's own decoder reads it as intended: usage lines are deltas that add up.
     decoder = ProtocolDecoder(CandidateSpec(key="demo", agent="demo", brief="b", env={}))
     events = decoder.decode(lines)
     assert [event.kind for event in events] == [EventKind.TEXT, EventKind.TOOL, EventKind.LOG]
     assert events[2].data["lines"] == ["Read 2 lines", "plain one", "plain two", "plain three"]
-    assert (decoder.usage.input, decoder.usage.cached, decoder.usage.cache_write,
-            decoder.usage.output) == (1200, 300, 40, 300)
+    assert (decoder.usage.input, decoder.usage.cached, decoder.usage.cache_write, decoder.usage.output) == (
+        1200,
+        300,
+        40,
+        300,
+    )
     assert decoder.usage.cost_usd == pytest.approx(0.015)
 
 
 def test_write_replace_run_and_commit_change_the_repository(tmp_path, repo):
-    result = play(tmp_path, repo, """
+    result = play(
+        tmp_path,
+        repo,
+        """
 [[steps]]
 write = { path = "notes/todo.txt", content = "fix add\\n" }
 [[steps]]
@@ -136,7 +156,8 @@ check = true
 commit = "Fix add"
 [[steps]]
 say = "done"
-""")
+""",
+    )
     assert result.returncode == 0, result.stderr
     assert (repo / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
     assert (repo / "notes/todo.txt").read_text() == "fix add\n"
@@ -145,38 +166,53 @@ say = "done"
     assert lines[:3] == ["add 5", "w", "[exit 0] python3 -c " + lines[2].split(" -c ", 1)[1]]
     assert commits(repo) == ["Fix add", "initial"]
     assert git(repo, "status", "--porcelain") == ""
-    assert git(repo, "show", "--format=", "--name-only", "HEAD").split() == ["calc.py",
-                                                                               "notes/todo.txt"]
+    assert git(repo, "show", "--format=", "--name-only", "HEAD").split() == ["calc.py", "notes/todo.txt"]
     assert messages(result)[-1] == {"kind": "text", "text": "done"}
 
 
 def test_commit_uses_the_configured_identity_when_there_is_one(tmp_path, repo):
     git(repo, "config", "user.name", "Configured Person")
     git(repo, "config", "user.email", "configured@example.invalid")
-    result = play(tmp_path, repo, """
+    result = play(
+        tmp_path,
+        repo,
+        """
 [[steps]]
 write = { path = "a.txt", content = "a" }
 [[steps]]
 commit = "With identity"
-""")
+""",
+    )
     assert result.returncode == 0, result.stderr
-    assert (git(repo, "log", "-1", "--format=%an <%ae>")
-            == "Configured Person <configured@example.invalid>\n")
+    assert git(repo, "log", "-1", "--format=%an <%ae>") == "Configured Person <configured@example.invalid>\n"
 
 
 def test_commit_works_without_any_git_identity(tmp_path, repo):
     home = tmp_path / "home"
     home.mkdir()
-    env = base_env(GIT_CONFIG_GLOBAL="/dev/null", GIT_CONFIG_NOSYSTEM="1", HOME=str(home),
-                   XDG_CONFIG_HOME=str(home / ".config"))
-    assert subprocess.run(("git", "config", "--get", "user.name"), cwd=repo, env=env,
-                          capture_output=True).returncode != 0
-    result = play(tmp_path, repo, """
+    env = base_env(
+        GIT_CONFIG_GLOBAL="/dev/null",
+        GIT_CONFIG_NOSYSTEM="1",
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / ".config"),
+    )
+    assert (
+        subprocess.run(
+            ("git", "config", "--get", "user.name"), cwd=repo, env=env, capture_output=True
+        ).returncode
+        != 0
+    )
+    result = play(
+        tmp_path,
+        repo,
+        """
 [[steps]]
 write = { path = "a.txt", content = "a" }
 [[steps]]
 commit = "Without identity"
-""", env=env)
+""",
+        env=env,
+    )
     assert result.returncode == 0, result.stderr
     assert commits(repo) == ["Without identity", "initial"]
     assert git(repo, "log", "-1", "--format=%an <%ae>") == "demo-agent <demo@outpost.invalid>\n"
@@ -192,12 +228,16 @@ def test_commit_with_nothing_to_commit_fails_clearly(tmp_path, repo):
 
 
 def test_replace_of_missing_text_exits_3_naming_the_step(tmp_path, repo):
-    result = play(tmp_path, repo, """
+    result = play(
+        tmp_path,
+        repo,
+        """
 [[steps]]
 replace = { path = "calc.py", old = "a * b", new = "a + b" }
 [[steps]]
 say = "not reached"
-""")
+""",
+    )
     assert result.returncode == 3
     stderr = result.stderr.decode().splitlines()
     assert len(stderr) == 1
@@ -214,7 +254,10 @@ def test_replace_of_missing_file_exits_3(tmp_path, repo):
 
 
 def test_run_records_failure_and_check_ends_the_session_with_its_code(tmp_path, repo):
-    result = play(tmp_path, repo, """
+    result = play(
+        tmp_path,
+        repo,
+        """
 [[steps]]
 run = ["python3", "-c", "print('first'); raise SystemExit(4)"]
 [[steps]]
@@ -224,7 +267,8 @@ run = ["python3", "-c", "raise SystemExit(5)"]
 check = true
 [[steps]]
 say = "not reached"
-""")
+""",
+    )
     assert result.returncode == 5
     lines = stdout_lines(result)
     assert lines[0] == "first" and lines[1].startswith("[exit 4] ")
@@ -239,7 +283,10 @@ def test_run_of_a_missing_program_is_exit_127(tmp_path, repo):
 
 def test_quota_prints_a_quota_line_with_a_future_reset_and_exits_1(tmp_path, repo):
     before = datetime.now(UTC)
-    result = play(tmp_path, repo, """
+    result = play(
+        tmp_path,
+        repo,
+        """
 [[steps]]
 say = "working"
 [[steps]]
@@ -247,7 +294,8 @@ quota = "You've hit your usage limit"
 reset_in = 3600
 [[steps]]
 say = "not reached"
-""")
+""",
+    )
     assert result.returncode == 1
     quota = messages(result)[-1]
     assert quota["kind"] == "quota" and quota["message"] == "You've hit your usage limit"
@@ -270,25 +318,29 @@ def test_exit_step_ends_with_its_code(tmp_path, repo):
     assert [m["text"] for m in messages(result)] == ["a"]
 
 
-@pytest.mark.parametrize("script, fragment", [
-    (None, "script not found"),
-    ("[[steps]\nsay = 1", "invalid TOML"),
-    ('[[steps]]\nbogus = 1\n', "steps[1]: a step needs exactly one of"),
-    ('[[steps]]\nsay = "a"\nlog = "b"\n', "found say, log"),
-    ('[[steps]]\nsay = "a"\ncheck = true\n', "steps[1]: unknown key 'check'"),
-    ('[[steps]]\nsay = "ok"\n[[steps]]\npause = "long"\n', "steps[2] (pause): 'pause' must be"),
-    ('[[steps]]\nusage = { output = -1 }\n', "'usage.output' must be a whole number"),
-    ('[[steps]]\nreplace = { path = "a", old = "x" }\n', "'replace' needs 'new'"),
-    ('[[steps]]\nwait = "a while"\n', "'wait' must be \"forever\""),
-    ('[session]\npace = -1\n', "'session.pace' must be a number >= 0"),
-    ('[sessions]\npace = 1\n', "unknown key 'sessions'"),
-])
+@pytest.mark.parametrize(
+    "script, fragment",
+    [
+        (None, "script not found"),
+        ("[[steps]\nsay = 1", "invalid TOML"),
+        ("[[steps]]\nbogus = 1\n", "steps[1]: a step needs exactly one of"),
+        ('[[steps]]\nsay = "a"\nlog = "b"\n', "found say, log"),
+        ('[[steps]]\nsay = "a"\ncheck = true\n', "steps[1]: unknown key 'check'"),
+        ('[[steps]]\nsay = "ok"\n[[steps]]\npause = "long"\n', "steps[2] (pause): 'pause' must be"),
+        ("[[steps]]\nusage = { output = -1 }\n", "'usage.output' must be a whole number"),
+        ('[[steps]]\nreplace = { path = "a", old = "x" }\n', "'replace' needs 'new'"),
+        ('[[steps]]\nwait = "a while"\n', "'wait' must be \"forever\""),
+        ("[session]\npace = -1\n", "'session.pace' must be a number >= 0"),
+        ("[sessions]\npace = 1\n", "unknown key 'sessions'"),
+    ],
+)
 def test_bad_script_is_one_line_on_stderr_and_exit_2(tmp_path, repo, script, fragment):
     path = tmp_path / "bad.toml"
     if script is not None:
         path.write_text(script)
-    result = subprocess.run((*PROGRAM, str(path)), cwd=repo, input=b"brief", env=base_env(),
-                            capture_output=True, timeout=TIMEOUT)
+    result = subprocess.run(
+        (*PROGRAM, str(path)), cwd=repo, input=b"brief", env=base_env(), capture_output=True, timeout=TIMEOUT
+    )
     assert result.returncode == 2
     assert result.stdout == b""
     stderr = result.stderr.decode().splitlines()
@@ -298,18 +350,18 @@ def test_bad_script_is_one_line_on_stderr_and_exit_2(tmp_path, repo, script, fra
 
 
 def test_bad_pace_in_the_environment_is_exit_2(tmp_path, repo):
-    result = play(tmp_path, repo, '[[steps]]\nsay = "a"\n',
-                  env=base_env(OUTPOST_DEMO_PACE="fast"))
+    result = play(tmp_path, repo, '[[steps]]\nsay = "a"\n', env=base_env(OUTPOST_DEMO_PACE="fast"))
     assert result.returncode == 2
     assert result.stderr.decode().count("\n") == 1 and b"OUTPOST_DEMO_PACE" in result.stderr
 
 
 def test_brief_is_echoed_byte_for_byte_and_never_through_a_shell(tmp_path, repo):
-    brief = ('Fix "add" in calc.py; don\'t touch `subtract`.\n'
-             "$(touch pwned) `touch pwned2` $HOME ${PATH} \\n literal\n"
-             "$(rm -rf /)\n\tindented — ünïcödé ✓ 日本語 🚀\r\nlast line without newline").encode()
-    result = play(tmp_path, repo, '[[steps]]\necho_brief = true\nto = "brief-copy.txt"\n',
-                  brief=brief)
+    brief = (
+        'Fix "add" in calc.py; don\'t touch `subtract`.\n'
+        "$(touch pwned) `touch pwned2` $HOME ${PATH} \\n literal\n"
+        "$(rm -rf /)\n\tindented — ünïcödé ✓ 日本語 🚀\r\nlast line without newline"
+    ).encode()
+    result = play(tmp_path, repo, '[[steps]]\necho_brief = true\nto = "brief-copy.txt"\n', brief=brief)
     assert result.returncode == 0, result.stderr
     assert messages(result) == [{"kind": "text", "text": brief.decode("utf-8")}]
     assert (repo / "brief-copy.txt").read_bytes() == brief
@@ -322,7 +374,7 @@ def test_empty_brief_is_echoed_as_empty(tmp_path, repo):
 
 
 def test_pace_scales_pauses_and_the_environment_overrides_the_script(tmp_path, repo):
-    script = "[session]\npace = 100.0\n[[steps]]\npause = 30\n[[steps]]\nsay = \"woke\"\n"
+    script = '[session]\npace = 100.0\n[[steps]]\npause = 30\n[[steps]]\nsay = "woke"\n'
     started = time.monotonic()
     result = play(tmp_path, repo, script, env=base_env(OUTPOST_DEMO_PACE="0.01"))
     elapsed = time.monotonic() - started
@@ -333,7 +385,7 @@ def test_pace_scales_pauses_and_the_environment_overrides_the_script(tmp_path, r
 
 
 def test_spam_prints_numbered_lines_in_order(tmp_path, repo):
-    result = play(tmp_path, repo, "[[steps]]\nspam = 5000\n[[steps]]\nsay = \"end\"\n")
+    result = play(tmp_path, repo, '[[steps]]\nspam = 5000\n[[steps]]\nsay = "end"\n')
     assert result.returncode == 0, result.stderr
     lines = stdout_lines(result)
     assert len(lines) == 5001
@@ -345,9 +397,15 @@ def test_spam_prints_numbered_lines_in_order(tmp_path, repo):
 def _start_hung_agent(tmp_path: Path, repo: Path, **popen) -> subprocess.Popen:
     script = tmp_path / "hang.toml"
     script.write_text('[[steps]]\nsay = "started"\n[[steps]]\nwait = "forever"\n')
-    child = subprocess.Popen((*PROGRAM, str(script)), cwd=repo, stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=base_env(),
-                             **popen)
+    child = subprocess.Popen(
+        (*PROGRAM, str(script)),
+        cwd=repo,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=base_env(),
+        **popen,
+    )
     child.stdin.write(b"brief")
     child.stdin.close()
     first = child.stdout.readline()
@@ -372,8 +430,9 @@ def test_sigterm_stops_a_hung_session_promptly(tmp_path, repo):
 
 def test_sigterm_stops_it_even_when_the_parent_ignored_sigterm(tmp_path, repo):
     # An ignored disposition is inherited across exec; the agent must still be cancellable.
-    child = _start_hung_agent(tmp_path, repo,
-                              preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN))
+    child = _start_hung_agent(
+        tmp_path, repo, preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    )
     try:
         child.send_signal(signal.SIGTERM)
         assert child.wait(timeout=5) == -signal.SIGTERM
@@ -386,6 +445,7 @@ def test_sigterm_stops_it_even_when_the_parent_ignored_sigterm(tmp_path, repo):
 
 
 # --- sample races -----------------------------------------------------------------------------
+
 
 def test_samples_are_listed():
     assert list_samples() == ["claude-vs-codex", "fallback", "race"]
@@ -407,8 +467,9 @@ def test_materialise_writes_a_runnable_race_on_a_fresh_repository(tmp_path, name
     assert git(project, "rev-parse", "--abbrev-ref", "HEAD") == "main\n"
     assert git(project, "status", "--porcelain", "--ignored") == ""
     # The bug is real: the project's own tests fail at the committed baseline.
-    tests = subprocess.run(("python3", "-m", "unittest", "-q"), cwd=project, capture_output=True,
-                           text=True, timeout=TIMEOUT)
+    tests = subprocess.run(
+        ("python3", "-m", "unittest", "-q"), cwd=project, capture_output=True, text=True, timeout=TIMEOUT
+    )
     assert tests.returncode == 1
     assert "FAILED" in tests.stderr and "test_adds_integers" in tests.stderr
     spec = load_race(race_file)
@@ -443,7 +504,9 @@ def test_materialise_into_an_existing_empty_directory(tmp_path):
 
 
 def test_materialise_of_an_unknown_sample_names_the_known_ones(tmp_path):
-    with pytest.raises(SampleError, match=r"unknown sample 'nope' \(available: claude-vs-codex, fallback, race\)"):
+    with pytest.raises(
+        SampleError, match=r"unknown sample 'nope' \(available: claude-vs-codex, fallback, race\)"
+    ):
         materialise("nope", tmp_path / "x")
     assert not (tmp_path / "x").exists()
 
@@ -454,11 +517,17 @@ def _play_candidate(tmp_path: Path, project: Path, candidate, pace: str = "0") -
     worktree = tmp_path / f"wt-{candidate.key}"
     git(project, "worktree", "add", "-q", "-b", f"try/{candidate.key}", str(worktree), "main")
     env = base_env(OUTPOST_DEMO_PACE=pace, OUTPOST_BRIEF=candidate.brief)
-    agent = subprocess.run((*PROGRAM, str(candidate.script)), cwd=worktree,
-                           input=candidate.brief.encode(), env=env, capture_output=True,
-                           timeout=TIMEOUT)
-    validation = subprocess.run(("python3", "-m", "unittest", "-q"), cwd=worktree,
-                                capture_output=True, timeout=TIMEOUT)
+    agent = subprocess.run(
+        (*PROGRAM, str(candidate.script)),
+        cwd=worktree,
+        input=candidate.brief.encode(),
+        env=env,
+        capture_output=True,
+        timeout=TIMEOUT,
+    )
+    validation = subprocess.run(
+        ("python3", "-m", "unittest", "-q"), cwd=worktree, capture_output=True, timeout=TIMEOUT
+    )
     return agent.returncode, validation.returncode
 
 
@@ -473,8 +542,7 @@ def test_race_sample_plays_out_as_described(tmp_path):
     by_key = {candidate.key: candidate for candidate in spec.candidates}
     assert list(by_key) == ["fixer", "breaker", "slow"]
     project = spec.repository
-    outcomes = {key: _play_candidate(tmp_path, project, candidate)
-                for key, candidate in by_key.items()}
+    outcomes = {key: _play_candidate(tmp_path, project, candidate) for key, candidate in by_key.items()}
     assert outcomes["fixer"] == (0, 0)  # accepted
     assert outcomes["breaker"] == (0, 1)  # committed, then rejected by validation
     assert outcomes["slow"] == (0, 0)  # would win too, but only after the fixer
@@ -513,8 +581,14 @@ def test_sample_command_lists_and_writes(tmp_path, capsys):
 
 
 def _outpost(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run((sys.executable, "-m", "outpost_tui.cli", *args), env=env, cwd=cwd,
-                          capture_output=True, text=True, timeout=TIMEOUT)
+    return subprocess.run(
+        (sys.executable, "-m", "outpost_tui.cli", *args),
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
 
 
 def test_the_real_agents_sample_is_written_and_doctor_names_the_missing_agents(tmp_path):
@@ -528,8 +602,13 @@ def test_the_real_agents_sample_is_written_and_doctor_names_the_missing_agents(t
     assert [(c.key, c.agent) for c in spec.candidates] == [("claude", "claude"), ("codex", "codex")]
     assert git(spec.repository, "rev-list", "--count", "HEAD") == "1\n"
     # The project's own tests fail at the baseline: there is a bug for the agents to fix.
-    tests = subprocess.run(("python3", "-m", "unittest", "-q"), cwd=spec.repository,
-                           capture_output=True, text=True, timeout=TIMEOUT)
+    tests = subprocess.run(
+        ("python3", "-m", "unittest", "-q"),
+        cwd=spec.repository,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
     assert tests.returncode == 1 and "test_adds_integers" in tests.stderr
 
     # A machine without either program: doctor exits 9 and names both.

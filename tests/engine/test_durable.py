@@ -15,9 +15,9 @@ import psutil
 import pytest
 
 from outpost_tui.engine import CandidateSpec, build_spec, run_race_async
+from outpost_tui.engine.core.spec import DurabilitySpec
 from outpost_tui.engine.durable import run as durable
 from outpost_tui.engine.durable.checkpoint import checkpoint_key, read_saved
-from outpost_tui.engine.core.spec import DurabilitySpec
 from outpost_tui.engine.durable.transport import LocalTransport
 from tests.conftest import FAKE_AGENT, git
 
@@ -26,10 +26,18 @@ VALIDATE = Path(__file__).parents[1] / "fixtures" / "agents" / "validate.py"
 RUN_ID = "crash-test"
 
 
-def race_file(tmp_path: Path, repo: Path, candidates: list[tuple[str, list[str]]], *,
-              validate: list[str] | None = None, extra: str = "", tables: str = "") -> Path:
+def race_file(
+    tmp_path: Path,
+    repo: Path,
+    candidates: list[tuple[str, list[str]]],
+    *,
+    validate: list[str] | None = None,
+    extra: str = "",
+    tables: str = "",
+) -> Path:
     validate = validate or [sys.executable, str(VALIDATE)]
-    text = textwrap.dedent(f"""\
+    text = (
+        textwrap.dedent(f"""\
         [race]
         name = "durable"
         repository = "{repo}"
@@ -42,7 +50,9 @@ def race_file(tmp_path: Path, repo: Path, candidates: list[tuple[str, list[str]]
         [durability]
         enabled = true
         version = "1"
-        """) + tables
+        """)
+        + tables
+    )
     for key, flags in candidates:
         argv = json.dumps([sys.executable, str(FAKE_AGENT), *flags])
         text += f'\n[[candidates]]\nkey = "{key}"\nagent = "command"\nbrief = "fix {key}"\ncommand = {argv}\n'
@@ -56,8 +66,12 @@ def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 
 def start(path: Path) -> subprocess.Popen:
-    return subprocess.Popen([*CLI, "run", str(path), "--headless", "--json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [*CLI, "run", str(path), "--headless", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def wait_for(condition, what: str, process: subprocess.Popen | None = None, timeout: float = 60) -> None:
@@ -111,14 +125,35 @@ def release_and_replay(repo: Path, path: Path, view: dict) -> dict:
 
 def test_killed_while_agents_run(repo, tmp_path):
     ready = tmp_path / "a-ready"
-    path = race_file(tmp_path, repo, [
-        ("a", ["--ready", str(ready), "--pidfile", str(tmp_path / "a.pid"), "--spawn-child",
-               "--hang-on-attempt", "1", "--write", "fix.txt", "--content", "good", "--commit"]),
-        ("b", ["--write", "fix.txt", "--content", "bad", "--commit"]),
-    ])
+    path = race_file(
+        tmp_path,
+        repo,
+        [
+            (
+                "a",
+                [
+                    "--ready",
+                    str(ready),
+                    "--pidfile",
+                    str(tmp_path / "a.pid"),
+                    "--spawn-child",
+                    "--hang-on-attempt",
+                    "1",
+                    "--write",
+                    "fix.txt",
+                    "--content",
+                    "good",
+                    "--commit",
+                ],
+            ),
+            ("b", ["--write", "fix.txt", "--content", "bad", "--commit"]),
+        ],
+    )
     process = start(path)
+
     def settled_b():
         return any("settled" in p.read_text() for p in repo.glob(".outpost/runs/*/b.1.jsonl"))
+
     wait_for(lambda: ready.exists() and settled_b(), "a running and b settled", process)
     crash(process)
     first_pids = [int(p) for p in (tmp_path / "a.pid").read_text().split()]
@@ -136,7 +171,9 @@ def test_killed_while_agents_run(repo, tmp_path):
     assert result["winner"]["key"] == "a" and result["winner"]["attempt"] == 2
     by_key = {c["key"]: c for c in result["candidates"]}
     assert by_key["b"]["status"] == "rejected" and by_key["b"]["attempt"] == 1  # not rerun
-    assert [(p["key"], p["attempt"], p["status"]) for p in result["previous_attempts"]] == [("a", 1, "cancelled")]
+    assert [(p["key"], p["attempt"], p["status"]) for p in result["previous_attempts"]] == [
+        ("a", 1, "cancelled")
+    ]
     assert "interrupted" in result["previous_attempts"][0]["error"]
     assert result["usage"]["attempts"] == 3
     assert result["usage"]["complete"] is False
@@ -168,9 +205,12 @@ def assert_restarted_once(repo: Path, result: dict, key: str = "a") -> None:
 
 def test_killed_during_validation(repo, tmp_path):
     mark = tmp_path / "validating"
-    path = race_file(tmp_path, repo, [
-        ("a", ["--write", "fix.txt", "--content", "good", "--commit"])],
-        validate=[sys.executable, str(VALIDATE), "--mark", str(mark), "--hang-on-attempt", "1"])
+    path = race_file(
+        tmp_path,
+        repo,
+        [("a", ["--write", "fix.txt", "--content", "good", "--commit"])],
+        validate=[sys.executable, str(VALIDATE), "--mark", str(mark), "--hang-on-attempt", "1"],
+    )
     process = start(path)
     wait_for(mark.exists, "validation to start", process)
     crash(process)
@@ -199,10 +239,25 @@ def test_allocation_runs_no_hook_of_the_repository(repo, tmp_path):
 
 def test_killed_during_cleanup_keeps_the_validated_winner(repo, tmp_path):
     term = tmp_path / "loser-got-term"
-    path = race_file(tmp_path, repo, [
-        ("w", ["--wait-file", str(tmp_path / "l.pid"), "--write", "fix.txt", "--content", "good", "--commit"]),
-        ("l", ["--pidfile", str(tmp_path / "l.pid"), "--ignore-term", str(term), "--hang"]),
-    ])
+    path = race_file(
+        tmp_path,
+        repo,
+        [
+            (
+                "w",
+                [
+                    "--wait-file",
+                    str(tmp_path / "l.pid"),
+                    "--write",
+                    "fix.txt",
+                    "--content",
+                    "good",
+                    "--commit",
+                ],
+            ),
+            ("l", ["--pidfile", str(tmp_path / "l.pid"), "--ignore-term", str(term), "--hang"]),
+        ],
+    )
     process = start(path)
     wait_for(term.exists, "the loser to be told to stop", process)
     crash(process)
@@ -216,7 +271,9 @@ def test_killed_during_cleanup_keeps_the_validated_winner(repo, tmp_path):
     assert result["winner"]["branch"] == f"outpost/speculation/{race_id}/w/1"
     assert result["usage"]["attempts"] == 2 and result["usage"]["complete"] is False
     # The interrupted loser is kept as history; its next attempt never starts, the winner stands.
-    assert [(p["key"], p["attempt"], p["status"]) for p in result["previous_attempts"]] == [("l", 1, "cancelled")]
+    assert [(p["key"], p["attempt"], p["status"]) for p in result["previous_attempts"]] == [
+        ("l", 1, "cancelled")
+    ]
     by_key = {c["key"]: c for c in result["candidates"]}
     assert (by_key["l"]["attempt"], by_key["l"]["status"]) == (2, "skipped")
     for branch in ("w/1", "l/1"):
@@ -227,8 +284,11 @@ def test_killed_during_cleanup_keeps_the_validated_winner(repo, tmp_path):
 
 def test_two_coordinators_at_once_exactly_one_proceeds(repo, tmp_path):
     go = tmp_path / "go"
-    path = race_file(tmp_path, repo, [
-        ("a", ["--wait-file", str(go), "--write", "fix.txt", "--content", "good", "--commit"])])
+    path = race_file(
+        tmp_path,
+        repo,
+        [("a", ["--wait-file", str(go), "--write", "fix.txt", "--content", "good", "--commit"])],
+    )
     first, second = start(path), start(path)
     codes = []
     deadline = time.monotonic() + 60
@@ -260,11 +320,28 @@ def test_damaged_checkpoint_is_reported_and_left_alone(repo, tmp_path, damage):
 
 def test_quota_reruns_only_quota_stopped_candidates_and_tokens_add_up(repo, tmp_path):
     usage = ["--usage", "100", "1000", "10", "20", "--cost", "0.5"]
-    path = race_file(tmp_path, repo, [
-        ("q", ["--quota", "You've hit your usage limit", "--quota-on-attempt", "1", *usage,
-               "--write", "fix.txt", "--content", "good", "--commit"]),
-        ("r", [*usage, "--write", "fix.txt", "--content", "bad", "--commit"]),
-    ])
+    path = race_file(
+        tmp_path,
+        repo,
+        [
+            (
+                "q",
+                [
+                    "--quota",
+                    "You've hit your usage limit",
+                    "--quota-on-attempt",
+                    "1",
+                    *usage,
+                    "--write",
+                    "fix.txt",
+                    "--content",
+                    "good",
+                    "--commit",
+                ],
+            ),
+            ("r", [*usage, "--write", "fix.txt", "--content", "bad", "--commit"]),
+        ],
+    )
     first = cli("run", str(path), "--headless", "--json")
     assert first.returncode == 1 and json.loads(first.stdout)["status"] == "quota"
     first_usage = json.loads(first.stdout)["usage"]
@@ -275,7 +352,12 @@ def test_quota_reruns_only_quota_stopped_candidates_and_tokens_add_up(repo, tmp_
     assert second["usage"]["attempts"] == 3
     # Cumulative across calls: the second call's q#2 adds to what q#1 and r#1 used in the first.
     assert {k: second["usage"][k] for k in ("input", "cached", "cache_write", "output", "cost_usd")} == {
-        "input": 300, "cached": 3000, "cache_write": 30, "output": 60, "cost_usd": 1.5}
+        "input": 300,
+        "cached": 3000,
+        "cache_write": 30,
+        "output": 60,
+        "cost_usd": 1.5,
+    }
     assert second["usage"]["complete"] is True
     assert second["previous_attempts"][0]["status"] == "quota"
     assert second["previous_attempts"][0]["quota"]["message"] == "You've hit your usage limit"
@@ -311,9 +393,28 @@ def test_recover_stop_ends_a_live_coordinator_and_the_run_resumes(repo, tmp_path
     """`recover --stop` TERMs the coordinator: it stops its candidates but leaves the run as a crash
     would (minus the owner), so the next recovery step, replay, restarts the work."""
     ready = tmp_path / "ready"
-    path = race_file(tmp_path, repo, [
-        ("a", ["--ready", str(ready), "--pidfile", str(tmp_path / "a.pid"), "--hang-on-attempt", "1",
-               "--write", "fix.txt", "--content", "good", "--commit"])])
+    path = race_file(
+        tmp_path,
+        repo,
+        [
+            (
+                "a",
+                [
+                    "--ready",
+                    str(ready),
+                    "--pidfile",
+                    str(tmp_path / "a.pid"),
+                    "--hang-on-attempt",
+                    "1",
+                    "--write",
+                    "fix.txt",
+                    "--content",
+                    "good",
+                    "--commit",
+                ],
+            )
+        ],
+    )
     process = start(path)
     wait_for(ready.exists, "the agent to start", process)
     view = inspect(repo)
@@ -338,8 +439,11 @@ def test_ctrl_c_aborts_a_durable_run_for_good(repo, tmp_path):
     """The operator's Ctrl-C is an abort: the run finishes `aborted`, and calling it again returns
     that saved result without running anything."""
     ready = tmp_path / "ready"
-    path = race_file(tmp_path, repo, [
-        ("a", ["--ready", str(ready), "--hang-on-attempt", "1", "--write", "fix.txt", "--commit"])])
+    path = race_file(
+        tmp_path,
+        repo,
+        [("a", ["--ready", str(ready), "--hang-on-attempt", "1", "--write", "fix.txt", "--commit"])],
+    )
     process = start(path)
     wait_for(ready.exists, "the agent to start", process)
     process.send_signal(signal.SIGINT)
@@ -379,8 +483,14 @@ def damage_saved_state(repo: Path, damage) -> Path:
 
 
 def test_valid_json_with_wrong_content_is_reported_and_left_alone(repo, tmp_path):
-    path = race_file(tmp_path, repo, [("a", ["--write", "fix.txt", "--content", "good", "--commit"]),
-                                      ("b", ["--write", "fix.txt", "--content", "bad", "--commit"])])
+    path = race_file(
+        tmp_path,
+        repo,
+        [
+            ("a", ["--write", "fix.txt", "--content", "good", "--commit"]),
+            ("b", ["--write", "fix.txt", "--content", "bad", "--commit"]),
+        ],
+    )
     assert cli("run", str(path), "--headless").returncode == 0
     original = next((repo / ".outpost" / "storage").rglob("*.object")).read_bytes()
     damages = {
@@ -388,15 +498,20 @@ def test_valid_json_with_wrong_content_is_reported_and_left_alone(repo, tmp_path
         "a misspelt phase": (lambda s: s["attempts"][1].update(phase="runnig"), "phase is 'runnig'"),
         "a wrong attempt counter": (lambda s: s["usage"].update(attempts=7), "usage.attempts is 7"),
         "an unknown candidate": (lambda s: s["attempts"][1].update(key="zz"), "not a candidate"),
-        "a second winner": (lambda s: s["attempts"][1]["record"].update(status="winner", commit="f" * 40),
-                            "more than one winner"),
+        "a second winner": (
+            lambda s: s["attempts"][1]["record"].update(status="winner", commit="f" * 40),
+            "more than one winner",
+        ),
     }
     for what, (damage, expected) in damages.items():
         stored = damage_saved_state(repo, damage)
         damaged = stored.read_bytes()
-        for args in (["run", str(path), "--headless"], ["recover", RUN_ID, "--repo", str(repo), "--inspect"],
-                     ["recover", RUN_ID, "--repo", str(repo), "--replay"],
-                     ["recover", RUN_ID, "--repo", str(repo), "--release", "--revision", "x"]):
+        for args in (
+            ["run", str(path), "--headless"],
+            ["recover", RUN_ID, "--repo", str(repo), "--inspect"],
+            ["recover", RUN_ID, "--repo", str(repo), "--replay"],
+            ["recover", RUN_ID, "--repo", str(repo), "--release", "--revision", "x"],
+        ):
             done = cli(*args)
             assert done.returncode == 6, (what, args, done.stderr)
             [line] = done.stderr.strip().splitlines()
@@ -411,9 +526,26 @@ def test_valid_json_with_wrong_content_is_reported_and_left_alone(repo, tmp_path
 
 def test_a_storage_failure_stops_the_race_with_exit_8(repo, tmp_path):
     ready, go = tmp_path / "ready", tmp_path / "go"
-    path = race_file(tmp_path, repo, [
-        ("a", ["--ready", str(ready), "--wait-file", str(go), "--write", "fix.txt", "--content", "good",
-               "--commit"])])
+    path = race_file(
+        tmp_path,
+        repo,
+        [
+            (
+                "a",
+                [
+                    "--ready",
+                    str(ready),
+                    "--wait-file",
+                    str(go),
+                    "--write",
+                    "fix.txt",
+                    "--content",
+                    "good",
+                    "--commit",
+                ],
+            )
+        ],
+    )
     process = start(path)
     wait_for(ready.exists, "the agent to start", process)
     # Replace the objects directory with a file (as root, permissions alone would not stop a write).
@@ -439,21 +571,52 @@ def test_a_storage_failure_stops_the_race_with_exit_8(repo, tmp_path):
 
 def test_a_run_released_under_its_replay_exits_4(repo, tmp_path):
     ready, go = tmp_path / "ready", tmp_path / "go"
-    path = race_file(tmp_path, repo, [
-        ("a", ["--ready", str(ready), "--hang-on-attempt", "1", "--wait-file", str(go),
-               "--write", "fix.txt", "--content", "good", "--commit"])])
+    path = race_file(
+        tmp_path,
+        repo,
+        [
+            (
+                "a",
+                [
+                    "--ready",
+                    str(ready),
+                    "--hang-on-attempt",
+                    "1",
+                    "--wait-file",
+                    str(go),
+                    "--write",
+                    "fix.txt",
+                    "--content",
+                    "good",
+                    "--commit",
+                ],
+            )
+        ],
+    )
     process = start(path)
     wait_for(ready.exists, "the agent to start", process)
     crash(process)
-    assert cli("recover", RUN_ID, "--repo", str(repo), "--release", "--revision",
-               inspect(repo)["revision"]).returncode == 0
+    assert (
+        cli(
+            "recover", RUN_ID, "--repo", str(repo), "--release", "--revision", inspect(repo)["revision"]
+        ).returncode
+        == 0
+    )
     ready.unlink()
-    replay = subprocess.Popen([*CLI, "recover", RUN_ID, "--repo", str(repo), "--replay", "--json"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    replay = subprocess.Popen(
+        [*CLI, "recover", RUN_ID, "--repo", str(repo), "--replay", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     wait_for(ready.exists, "the replayed agent to start", replay)
     # Someone releases the run while the replay still owns it: the replay's next save is refused.
-    assert cli("recover", RUN_ID, "--repo", str(repo), "--release", "--revision",
-               inspect(repo)["revision"]).returncode == 0
+    assert (
+        cli(
+            "recover", RUN_ID, "--repo", str(repo), "--release", "--revision", inspect(repo)["revision"]
+        ).returncode
+        == 0
+    )
     go.touch()
     out, err = replay.communicate(timeout=120)
     assert replay.returncode == 4, err
@@ -478,10 +641,15 @@ def test_heartbeat_stays_fresh_while_agents_report_usage(repo, tmp_path, monkeyp
     monkeypatch.setattr(durable, "HEARTBEAT_EVERY", 0.2)
     agent, stop = tmp_path / "usage_agent.py", tmp_path / "stop"
     agent.write_text(USAGE_AGENT)
-    spec = build_spec(repository=repo, validate=["true"], run_id=RUN_ID,
-                      durability=DurabilitySpec(enabled=True),
-                      candidates=[CandidateSpec("a", "command", "report usage",
-                                                command=(sys.executable, str(agent), str(stop)))])
+    spec = build_spec(
+        repository=repo,
+        validate=["true"],
+        run_id=RUN_ID,
+        durability=DurabilitySpec(enabled=True),
+        candidates=[
+            CandidateSpec("a", "command", "report usage", command=(sys.executable, str(agent), str(stop)))
+        ],
+    )
     transport = LocalTransport(repo / ".outpost" / "storage")
     seen: list = []
 
@@ -492,7 +660,8 @@ def test_heartbeat_stays_fresh_while_agents_report_usage(repo, tmp_path, monkeyp
             try:
                 while True:
                     saved = await anyio.to_thread.run_sync(
-                        lambda: read_saved(transport, checkpoint_key(RUN_ID)))
+                        lambda: read_saved(transport, checkpoint_key(RUN_ID))
+                    )
                     if saved is not None and saved.owner is not None and saved.state["usage"]["input"] > 0:
                         seen.append(saved)
                         if saved.owner.heartbeat_at - saved.owner.started_at > 5 * durable.HEARTBEAT_EVERY:
@@ -515,14 +684,34 @@ BEST_SCORE = ["sh", "-c", 'if [ "$OUTPOST_CANDIDATE" = a ]; then echo 5; else ec
 @pytest.mark.parametrize("crashed_while", ["settled", "validated"])
 def test_best_mode_keeps_a_scored_attempt_through_a_crash(repo, tmp_path, crashed_while):
     ready = tmp_path / "b-ready"
-    path = race_file(tmp_path, repo, [
-        ("a", ["--write", "fix.txt", "--content", "good", "--commit"]),
-        ("b", ["--ready", str(ready), "--hang-on-attempt", "1", "--write", "fix.txt", "--content", "good",
-               "--commit"]),
-    ], extra='select = "best"', tables=f"\n[score]\ncommand = {json.dumps(BEST_SCORE)}\n")
+    path = race_file(
+        tmp_path,
+        repo,
+        [
+            ("a", ["--write", "fix.txt", "--content", "good", "--commit"]),
+            (
+                "b",
+                [
+                    "--ready",
+                    str(ready),
+                    "--hang-on-attempt",
+                    "1",
+                    "--write",
+                    "fix.txt",
+                    "--content",
+                    "good",
+                    "--commit",
+                ],
+            ),
+        ],
+        extra='select = "best"',
+        tables=f"\n[score]\ncommand = {json.dumps(BEST_SCORE)}\n",
+    )
     process = start(path)
+
     def settled_a():
         return any("settled" in p.read_text() for p in repo.glob(".outpost/runs/*/a.1.jsonl"))
+
     wait_for(lambda: ready.exists() and settled_a(), "a scored and settled, b running", process)
     crash(process)
     if crashed_while == "validated":
@@ -543,7 +732,11 @@ def test_best_mode_keeps_a_scored_attempt_through_a_crash(repo, tmp_path, crashe
     winner = result["winner"]
     assert (winner["key"], winner["attempt"], winner["score"], winner["decided_by"]) == ("a", 1, 5, "score")
     candidates = {c["key"]: c for c in result["candidates"]}
-    assert (candidates["b"]["attempt"], candidates["b"]["status"], candidates["b"]["score"]) == (2, "rejected", 3)
+    assert (candidates["b"]["attempt"], candidates["b"]["status"], candidates["b"]["score"]) == (
+        2,
+        "rejected",
+        3,
+    )
     assert [(p["key"], p["attempt"]) for p in result["previous_attempts"]] == [("b", 1)]
     assert result["usage"]["attempts"] == 3
     assert git(repo, "branch", "--list", f"outpost/speculation/{result['id']}/a/2") == ""
@@ -582,9 +775,12 @@ def test_a_finished_run_with_cleanup_pending_is_cleaned_when_called_again(repo, 
 
 def test_a_replay_with_its_attempts_used_up_says_why_and_how_to_go_on(repo, tmp_path):
     ready = tmp_path / "ready"
-    path = race_file(tmp_path, repo, [
-        ("a", ["--ready", str(ready), "--hang-on-attempt", "1", "--write", "fix.txt", "--commit"])],
-        tables="\n[budget]\nattempts = 1\n")
+    path = race_file(
+        tmp_path,
+        repo,
+        [("a", ["--ready", str(ready), "--hang-on-attempt", "1", "--write", "fix.txt", "--commit"])],
+        tables="\n[budget]\nattempts = 1\n",
+    )
     process = start(path)
     wait_for(ready.exists, "the agent to start", process)
     process.send_signal(signal.SIGTERM)  # stopped, resumable
@@ -615,7 +811,9 @@ def test_a_stop_before_the_race_got_going_leaves_nothing_finished(repo, tmp_path
 def test_the_coordinator_checkpoints_only_through_what_it_is_given(repo, tmp_path):
     from outpost_tui.engine import Race, RaceError, RaceStatus, load_race, new_race
 
-    spec = load_race(race_file(tmp_path, repo, [("a", ["--write", "fix.txt", "--content", "good", "--commit"])]))
+    spec = load_race(
+        race_file(tmp_path, repo, [("a", ["--write", "fix.txt", "--content", "good", "--commit"])])
+    )
     with pytest.raises(RaceError, match="no checkpointing"):
         anyio.run(Race(spec).run)  # a durable spec is never run without its checkpoints
     assert not (repo / ".outpost" / "storage").exists()  # refused before anything was claimed

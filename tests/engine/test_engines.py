@@ -41,8 +41,11 @@ def write_context(config_dir: Path, name: str, host: str, *, current: bool = Tru
     digest = hashlib.sha256(name.encode()).hexdigest()
     meta = config_dir / "contexts" / "meta" / digest / "meta.json"
     meta.parent.mkdir(parents=True)
-    meta.write_text(json.dumps({"Name": name, "Metadata": {},
-                                "Endpoints": {"docker": {"Host": host, "SkipTLSVerify": False}}}))
+    meta.write_text(
+        json.dumps(
+            {"Name": name, "Metadata": {}, "Endpoints": {"docker": {"Host": host, "SkipTLSVerify": False}}}
+        )
+    )
     if current:
         (config_dir / "config.json").write_text(json.dumps({"auths": {}, "currentContext": name}))
     return meta
@@ -73,7 +76,9 @@ def test_the_current_docker_context_is_honoured(tmp_path, listening):
     write_context(config, "colima", f"unix://{remote}")
     chosen = discover(None, "docker", env)
     assert chosen.url == f"unix://{remote}"
-    assert chosen.why == f"Docker context 'colima', from the current Docker context in {config / 'config.json'}"
+    assert (
+        chosen.why == f"Docker context 'colima', from the current Docker context in {config / 'config.json'}"
+    )
     # DOCKER_CONTEXT picks another one, DOCKER_CONFIG moves the whole directory
     write_context(config, "other", "tcp://other:2376", current=False)
     assert discover(None, "docker", {**env, "DOCKER_CONTEXT": "other"}).url == "tcp://other:2376"
@@ -109,8 +114,7 @@ def test_rootless_podman_socket_first_when_the_race_asks_for_podman(tmp_path, li
     podman = listening(tmp_path / "run" / "podman" / "podman.sock")
     listening(tmp_path / "run" / "docker.sock")
     chosen = discover(None, "podman", env)
-    assert (chosen.url, chosen.why) == (f"unix://{podman}",
-                                        f"rootless Podman's socket, found at {podman}")
+    assert (chosen.url, chosen.why) == (f"unix://{podman}", f"rootless Podman's socket, found at {podman}")
     # a plain file where a socket would be is not an engine
     assert next(path for path, _ in sockets("podman", env)) == str(podman)
 

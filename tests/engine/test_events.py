@@ -47,16 +47,35 @@ def test_a_payload_that_breaks_its_kind_is_refused_where_it_is_made():
 def test_json_is_the_payload_then_the_envelope_and_leaves_out_what_the_event_does_not_carry():
     settled = Settled(key="a", attempt=2, status="winner", reason=None, commit="c" * 40, at=1.5)
     assert settled.retained_directory is UNSET and not settled.retained_directory
-    assert settled.to_json() == {"status": "winner", "reason": None, "commit": "c" * 40, "at": 1.5,
-                                 "kind": "settled", "key": "a", "attempt": 2}
+    assert settled.to_json() == {
+        "status": "winner",
+        "reason": None,
+        "commit": "c" * 40,
+        "at": 1.5,
+        "kind": "settled",
+        "key": "a",
+        "attempt": 2,
+    }
     assert Text(key="a", attempt=1, text="hm", reasoning=True, at=0).to_json()["reasoning"] is True
-    started = RaceStarted(id="r", name="n", mode="race", select="first", baseline="b", candidates=["a"],
-                          run_id=None, host_dirty=False, validate=None, at=0)
+    started = RaceStarted(
+        id="r",
+        name="n",
+        mode="race",
+        select="first",
+        baseline="b",
+        candidates=["a"],
+        run_id=None,
+        host_dirty=False,
+        validate=None,
+        at=0,
+    )
     assert "key" not in started.to_json() and started.kind == "race-started"
 
 
-@pytest.mark.parametrize("name", sorted(path.name for path in TRANSCRIPTS.iterdir()
-                                        if path.name.split("_")[0] in agents.known_agents()))
+@pytest.mark.parametrize(
+    "name",
+    sorted(path.name for path in TRANSCRIPTS.iterdir() if path.name.split("_")[0] in agents.known_agents()),
+)
 def test_every_event_an_agent_adapter_decodes_is_a_typed_event(name: str):
     """What the adapters decode from the recorded transcripts fits the event classes (the
     coordinator publishes them typed; an adapter adding a payload key fails here, not in a race)."""

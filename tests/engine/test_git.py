@@ -21,8 +21,16 @@ def isolated_git_config(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL",
-                 "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "EMAIL"):
+    for name in (
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_AUTHOR_NAME",
+        "GIT_AUTHOR_EMAIL",
+        "GIT_COMMITTER_NAME",
+        "GIT_COMMITTER_EMAIL",
+        "EMAIL",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -151,8 +159,12 @@ def test_host_snapshot_tracks_content_and_ignores_outpost(repo):
     run(repo, "checkout", "-q", "--detach")
     detached = g.host_snapshot(repo)
     assert detached.branch == "HEAD" and detached.head == clean.head
-    assert detached.to_json() == {"head": clean.head, "branch": "HEAD", "dirty": False,
-                                  "fingerprint": clean.fingerprint}
+    assert detached.to_json() == {
+        "head": clean.head,
+        "branch": "HEAD",
+        "dirty": False,
+        "fingerprint": clean.fingerprint,
+    }
 
 
 # --- branches and worktrees --------------------------------------------------------------------
@@ -362,7 +374,10 @@ def test_has_changes_and_commit_all(repo):
     assert g.has_changes(directory)
     oid = g.commit_all(directory, "outpost: uncommitted work")
     assert oid == g.head(directory)
-    assert run(directory, "log", "-1", "--format=%s|%an|%ae") == "outpost: uncommitted work|Test User|test@example.com"
+    assert (
+        run(directory, "log", "-1", "--format=%s|%an|%ae")
+        == "outpost: uncommitted work|Test User|test@example.com"
+    )
     assert set(run(directory, "show", "--name-only", "--format=", oid).split()) == {"new.txt", "base.txt"}
     assert not g.has_changes(directory)
     assert (directory / "cache.tmp").exists()
@@ -372,8 +387,10 @@ def test_commit_all_uses_its_own_identity_only_when_none_is_configured(tmp_path)
     bare = make_repo(tmp_path / "anon", identity=False)
     (bare / "x.txt").write_text("x\n")
     oid = g.commit_all(bare, "on behalf")
-    assert run(bare, "log", "-1", "--format=%an <%ae>|%cn <%ce>", oid) == \
-        "outpost-tui <outpost-tui@localhost>|outpost-tui <outpost-tui@localhost>"
+    assert (
+        run(bare, "log", "-1", "--format=%an <%ae>|%cn <%ce>", oid)
+        == "outpost-tui <outpost-tui@localhost>|outpost-tui <outpost-tui@localhost>"
+    )
     assert subprocess.run(["git", "config", "user.email"], cwd=bare).returncode == 1  # not persisted
 
     run(bare, "config", "user.email", "only-email@example.com")
@@ -541,9 +558,13 @@ def test_a_rewritten_worktree_link_is_refused_before_git_runs(repo, tmp_path, ho
     else:
         link.unlink()
         link.symlink_to(planted)
-    for operation in (lambda: g.head(directory), lambda: g.commits_since(directory, baseline),
-                      lambda: g.has_changes(directory), lambda: g.is_clean(directory),
-                      lambda: g.commit_all(directory, "on behalf")):
+    for operation in (
+        lambda: g.head(directory),
+        lambda: g.commits_since(directory, baseline),
+        lambda: g.has_changes(directory),
+        lambda: g.is_clean(directory),
+        lambda: g.commit_all(directory, "on behalf"),
+    ):
         with pytest.raises(g.GitError, match=r"refusing to run git in that worktree|git link"):
             operation()
     assert not marker.exists()
@@ -600,16 +621,27 @@ def test_drivers_named_by_attributes_never_run_in_the_engines_git(repo, tmp_path
     _, directory, baseline = new_worktree(repo)
     assert g.is_clean(directory)  # the runner has now read the configuration once
     # planted after that first read: the runner must notice the included file changed
-    extra.write_text(f"[filter \"evil\"]\n\tclean = sh -c 'echo clean >> {marker}; cat'\n"
-                     f"\tsmudge = sh -c 'echo smudge >> {marker}; cat'\n\trequired = true\n"
-                     f"[diff \"evil\"]\n\ttextconv = sh -c 'echo textconv >> {marker}; cat'\n"
-                     f"[merge \"evil\"]\n\tdriver = sh -c 'echo merge >> {marker}; false'\n")
+    extra.write_text(
+        f"[filter \"evil\"]\n\tclean = sh -c 'echo clean >> {marker}; cat'\n"
+        f"\tsmudge = sh -c 'echo smudge >> {marker}; cat'\n\trequired = true\n"
+        f"[diff \"evil\"]\n\ttextconv = sh -c 'echo textconv >> {marker}; cat'\n"
+        f"[merge \"evil\"]\n\tdriver = sh -c 'echo merge >> {marker}; false'\n"
+    )
     (repo / ".git" / "info" / "attributes").write_text("* filter=evil diff=evil merge=evil\n")
     # the candidate's change and a competing change on the host: a real three-way merge
     (directory / "base.txt").write_text("candidate\n")
     run(directory, "-c", "filter.evil.clean=", "-c", "filter.evil.required=false", "add", "base.txt")
-    run(directory, "-c", "filter.evil.clean=", "-c", "filter.evil.required=false",
-        "commit", "-q", "-m", "candidate")
+    run(
+        directory,
+        "-c",
+        "filter.evil.clean=",
+        "-c",
+        "filter.evil.required=false",
+        "commit",
+        "-q",
+        "-m",
+        "candidate",
+    )
     candidate = run(directory, "rev-parse", "HEAD")
     (repo / "base.txt").write_text("host\n")
     os.utime(repo / "base.txt", (1, 1))  # stat data git must re-check by content
@@ -661,7 +693,7 @@ def test_drivers_of_the_users_own_configuration_still_apply(repo, tmp_path):
     """A global filter (Git LFS's smudge is one) is the user's, out of a contained candidate's
     reach: the engine's checkout keeps applying it, while the repository's own are off."""
     home = Path(os.environ["HOME"])
-    (home / ".gitconfig").write_text("[filter \"upper\"]\n\tsmudge = tr a-z A-Z\n\tclean = cat\n")
+    (home / ".gitconfig").write_text('[filter "upper"]\n\tsmudge = tr a-z A-Z\n\tclean = cat\n')
     (repo / ".gitattributes").write_text("*.txt filter=upper\n")
     run(repo, "add", ".gitattributes")
     run(repo, "commit", "-qm", "attributes")

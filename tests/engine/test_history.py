@@ -19,8 +19,15 @@ from outpost_tui.engine import build_spec, run_race
 from outpost_tui.engine.core.events import Event
 from outpost_tui.engine.errors import OutpostError
 from outpost_tui.engine.git.runner import GitError
-from outpost_tui.engine.records.history import (UNFINISHED, UNREADABLE, UnknownRace, load_events,
-                                        load_recording, recorded_races, recorded_result)
+from outpost_tui.engine.records.history import (
+    UNFINISHED,
+    UNREADABLE,
+    UnknownRace,
+    load_events,
+    load_recording,
+    recorded_races,
+    recorded_result,
+)
 from tests.conftest import FAKE_AGENT, cmd, pids
 
 CLI = [sys.executable, "-m", "outpost_tui.cli"]
@@ -31,10 +38,29 @@ def finished_race(repo: Path) -> tuple[object, list[Event]]:
     """A fallback race of two fake agents (the first rejected, the second wins), and every event
     it published, as a subscriber saw them live."""
     seen: list[Event] = []
-    spec = build_spec(repository=repo, mode="fallback", validate=[sys.executable, str(VALIDATE)],
-                      candidates=[cmd("bad", "--write", "fix.txt", "--content", "bad", "--commit",
-                                      "--lines", "30", "--usage", "10", "0", "0", "5"),
-                                  cmd("good", "--write", "fix.txt", "--content", "good", "--commit")])
+    spec = build_spec(
+        repository=repo,
+        mode="fallback",
+        validate=[sys.executable, str(VALIDATE)],
+        candidates=[
+            cmd(
+                "bad",
+                "--write",
+                "fix.txt",
+                "--content",
+                "bad",
+                "--commit",
+                "--lines",
+                "30",
+                "--usage",
+                "10",
+                "0",
+                "0",
+                "5",
+            ),
+            cmd("good", "--write", "fix.txt", "--content", "good", "--commit"),
+        ],
+    )
     result = run_race(spec, on_event=seen.append)
     assert result.winner.key == "good"
     return result, seen
@@ -80,8 +106,9 @@ def test_a_recording_ends_where_the_live_race_ended(repo):
 
 
 def start_coordinator(path: Path) -> subprocess.Popen:
-    return subprocess.Popen([*CLI, "run", str(path), "--headless"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [*CLI, "run", str(path), "--headless"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
 
 
 def wait_for(condition, what: str, process: subprocess.Popen, timeout: float = 60) -> None:
@@ -96,20 +123,27 @@ def wait_for(condition, what: str, process: subprocess.Popen, timeout: float = 6
 def killed_race(repo: Path, tmp_path: Path) -> str:
     """A race whose coordinator was SIGKILLed while one agent ran and another had settled."""
     ready, pidfile = tmp_path / "hang-ready", tmp_path / "hang.pid"
+
     def argv(*flags):
         return json.dumps([sys.executable, str(FAKE_AGENT), *flags])
+
     path = tmp_path / "killed.toml"
-    path.write_text(f'[race]\nname = "killed"\nrepository = "{repo}"\n\n[validate]\ncommand = ["false"]\n'
-                    f'\n[[candidates]]\nkey = "hangs"\nagent = "command"\nbrief = "b"\n'
-                    f'command = {argv("--ready", str(ready), "--pidfile", str(pidfile), "--hang")}\n'
-                    f'\n[[candidates]]\nkey = "fails"\nagent = "command"\nbrief = "b"\n'
-                    f'command = {argv("--exit", "3")}\n')
+    path.write_text(
+        f'[race]\nname = "killed"\nrepository = "{repo}"\n\n[validate]\ncommand = ["false"]\n'
+        f'\n[[candidates]]\nkey = "hangs"\nagent = "command"\nbrief = "b"\n'
+        f"command = {argv('--ready', str(ready), '--pidfile', str(pidfile), '--hang')}\n"
+        f'\n[[candidates]]\nkey = "fails"\nagent = "command"\nbrief = "b"\n'
+        f"command = {argv('--exit', '3')}\n"
+    )
     process = start_coordinator(path)
+
     def settled():
         return any("settled" in p.read_text() for p in runs(repo).glob("*/fails.1.jsonl"))
+
     try:
-        wait_for(lambda: ready.exists() and pidfile.exists() and settled(), "hangs running, fails settled",
-                 process)
+        wait_for(
+            lambda: ready.exists() and pidfile.exists() and settled(), "hangs running, fails settled", process
+        )
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=30)
@@ -118,8 +152,11 @@ def killed_race(repo: Path, tmp_path: Path) -> str:
     for pid in pids(pidfile):
         with contextlib.suppress(psutil.NoSuchProcess):
             psutil.Process(pid).kill()
-    [directory] = [d for d in runs(repo).iterdir()
-                   if json.loads((d / "race.jsonl").read_text().splitlines()[0])["name"] == "killed"]
+    [directory] = [
+        d
+        for d in runs(repo).iterdir()
+        if json.loads((d / "race.jsonl").read_text().splitlines()[0])["name"] == "killed"
+    ]
     return directory.name
 
 
@@ -151,8 +188,12 @@ def test_a_torn_last_line_and_unknown_kinds_are_skipped(repo):
     result, seen = finished_race(repo)
     directory = runs(repo) / result.id
     with open(directory / "good.1.jsonl", "ab") as handle:
-        handle.write(json.dumps({"kind": "from-a-later-version", "at": time.time(), "key": "good",
-                                 "attempt": 1}).encode() + b"\n")
+        handle.write(
+            json.dumps(
+                {"kind": "from-a-later-version", "at": time.time(), "key": "good", "attempt": 1}
+            ).encode()
+            + b"\n"
+        )
         handle.write('{"kind":"log","lines":["caf\u00e9'.encode()[:-1])  # cut inside "é"
     with open(directory / "race.jsonl", "ab") as handle:
         handle.write(b'{"kind":"race-fini')

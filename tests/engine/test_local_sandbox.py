@@ -42,9 +42,16 @@ def anyio_backend():
 
 @pytest.fixture
 def sandbox(tmp_path):
-    sandbox = LocalSandbox(SandboxContext(repository=tmp_path, directory=tmp_path,
-                                          git_common_dir=tmp_path, race_id="r", key="alpha",
-                                          attempt=1))
+    sandbox = LocalSandbox(
+        SandboxContext(
+            repository=tmp_path,
+            directory=tmp_path,
+            git_common_dir=tmp_path,
+            race_id="r",
+            key="alpha",
+            attempt=1,
+        )
+    )
     yield sandbox
     anyio.run(sandbox.close)  # removes the attempt's cgroup
 
@@ -70,9 +77,10 @@ async def test_a_daemon_holding_the_output_is_killed_and_the_run_ends(sandbox, t
     pids_file = tmp_path / "pids"
     seen: list[tuple[str, str]] = []
     with anyio.fail_after(30):  # the daemon would hold the output for 300 s
-        done = await sandbox.run([sys.executable, "-c", DAEMON, shape, str(pids_file)],
-                                 on_output=lambda stream, lines: seen.extend(
-                                     (stream, line) for line in lines))
+        done = await sandbox.run(
+            [sys.executable, "-c", DAEMON, shape, str(pids_file)],
+            on_output=lambda stream, lines: seen.extend((stream, line) for line in lines),
+        )
     # (a nested daemon's own child may be killed before it could say so: fewer pids, not more)
     pids = await wait_for_pids(pids_file, 1)
     assert done.exit_code == 0 and done.stdout_tail == "started\n"
@@ -87,8 +95,7 @@ async def test_a_daemon_does_not_stretch_a_timeout(sandbox, tmp_path):
     pids_file = tmp_path / "pids"
     program = DAEMON + "import time\ntime.sleep(300)\n"
     with anyio.fail_after(30):
-        done = await sandbox.run([sys.executable, "-c", program, "single", str(pids_file)],
-                                 timeout=1)
+        done = await sandbox.run([sys.executable, "-c", program, "single", str(pids_file)], timeout=1)
     assert done.timed_out
     assert not [pid for pid in await wait_for_pids(pids_file, 1) if alive(pid)]
 
@@ -116,6 +123,7 @@ async def test_a_cancelled_command_takes_its_daemon_with_it(sandbox, tmp_path):
     pids_file = tmp_path / "pids"
     program = DAEMON + "import time\ntime.sleep(300)\n"
     async with anyio.create_task_group() as group:
+
         async def run() -> None:
             await sandbox.run([sys.executable, "-c", program, "single", str(pids_file)])
 

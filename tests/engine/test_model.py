@@ -9,11 +9,22 @@ from outpost_tui.engine.core.model import RaceModel
 def test_an_agent_ending_shows_its_exit_and_its_final_message():
     model = RaceModel([("a", "claude")])
     model(Retry(key="a", attempt=1, message="rate limited, retrying in 4s", retry=1))
-    model(AgentExited(key="a", attempt=1, exit_code=0, reason=None, duration=3.2,
-                      result="Fixed add() in calc.py.\nAll 12 tests pass."))
+    model(
+        AgentExited(
+            key="a",
+            attempt=1,
+            exit_code=0,
+            reason=None,
+            duration=3.2,
+            result="Fixed add() in calc.py.\nAll 12 tests pass.",
+        )
+    )
     candidate = model.candidates["a"]
-    assert list(candidate.log)[-3:] == ["── agent ended (exit 0)", "   Fixed add() in calc.py.",
-                                        "   All 12 tests pass."]
+    assert list(candidate.log)[-3:] == [
+        "── agent ended (exit 0)",
+        "   Fixed add() in calc.py.",
+        "   All 12 tests pass.",
+    ]
     assert candidate.retrying is None  # a retry notice does not outlive the agent
 
 

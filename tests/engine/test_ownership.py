@@ -6,19 +6,26 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import psutil
 import pytest
 
 from outpost_tui.engine.durable.ownership import (
-    Owner, StopRefused, coordinator_status, process_start, stop_coordinator, this_host,
+    Owner,
+    StopRefused,
+    coordinator_status,
+    process_start,
+    stop_coordinator,
+    this_host,
 )
 
-IGNORES_TERM = ("import signal, sys, time\n"
-                "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-                "print('ready', flush=True)\n"
-                "time.sleep(60)\n")
+IGNORES_TERM = (
+    "import signal, sys, time\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(60)\n"
+)
 
 
 @pytest.fixture
@@ -29,10 +36,18 @@ def child() -> Iterator[subprocess.Popen]:
     process.wait()
 
 
-def owner_of(pid: int, *, host: str | None = None, start: float | None = None, heartbeat_age: float = 5.0) -> Owner:
+def owner_of(
+    pid: int, *, host: str | None = None, start: float | None = None, heartbeat_age: float = 5.0
+) -> Owner:
     now = time.time()
-    return Owner("0" * 32, pid, host or this_host(), process_start(pid) if start is None else start,
-                 now - 60, now - heartbeat_age)
+    return Owner(
+        "0" * 32,
+        pid,
+        host or this_host(),
+        process_start(pid) if start is None else start,
+        now - 60,
+        now - heartbeat_age,
+    )
 
 
 def wait_for(condition, timeout: float = 10.0) -> None:

@@ -11,8 +11,18 @@ import anyio
 import psutil
 import pytest
 
-from outpost_tui.engine import (BudgetSpec, CandidateSpec, CandidateStatus, EventKind, RaceError,
-                                RaceStatus, TokenLimits, build_spec, run_race, run_race_async)
+from outpost_tui.engine import (
+    BudgetSpec,
+    CandidateSpec,
+    CandidateStatus,
+    EventKind,
+    RaceError,
+    RaceStatus,
+    TokenLimits,
+    build_spec,
+    run_race,
+    run_race_async,
+)
 from outpost_tui.engine.core.spec import ValidateSpec
 from tests.conftest import alive, cmd, git, pids
 
@@ -33,10 +43,16 @@ def no_orphan_or_zombie_after_a_race():
 def test_first_acceptable_wins_and_losers_are_gone_at_once(repo, tmp_path):
     signal_file = tmp_path / "loser-started"
     loser_pids = tmp_path / "loser.pid"
-    spec = build_spec(repository=repo, candidates=[
-        cmd("loser", "--pidfile", str(loser_pids), "--spawn-child", "--touch", str(signal_file), "--hang"),
-        cmd("winner", "--wait-file", str(signal_file), "--write", "fix.txt", "--commit"),
-    ], validate=["git", "diff", "--quiet", "HEAD"])
+    spec = build_spec(
+        repository=repo,
+        candidates=[
+            cmd(
+                "loser", "--pidfile", str(loser_pids), "--spawn-child", "--touch", str(signal_file), "--hang"
+            ),
+            cmd("winner", "--wait-file", str(signal_file), "--write", "fix.txt", "--commit"),
+        ],
+        validate=["git", "diff", "--quiet", "HEAD"],
+    )
     started = time.monotonic()
     result = run_race(spec)
     elapsed = time.monotonic() - started
@@ -53,8 +69,9 @@ def test_first_acceptable_wins_and_losers_are_gone_at_once(repo, tmp_path):
 
 
 def test_result_records_branch_commit_commits_and_integration(repo):
-    spec = build_spec(repository=repo, candidates=[cmd("a", "--write", "a.txt", "--commit")],
-                      validate=["true"])
+    spec = build_spec(
+        repository=repo, candidates=[cmd("a", "--write", "a.txt", "--commit")], validate=["true"]
+    )
     result = run_race(spec)
     winner = result.candidates[0]
     assert winner.branch == f"outpost/speculation/{result.id}/a/1"
@@ -63,21 +80,45 @@ def test_result_records_branch_commit_commits_and_integration(repo):
     assert result.baseline == git(repo, "rev-parse", "HEAD")
     assert result.integration["status"] == "clean"
     data = result.to_json()
-    for field in ("id", "status", "baseline", "winner", "candidates", "previous_attempts", "usage",
-                  "integration"):
+    for field in (
+        "id",
+        "status",
+        "baseline",
+        "winner",
+        "candidates",
+        "previous_attempts",
+        "usage",
+        "integration",
+    ):
         assert field in data
-    for field in ("key", "attempt", "status", "branch", "commit", "commits", "usage", "validation",
-                  "retained_directory", "cleanup", "error", "quota"):
+    for field in (
+        "key",
+        "attempt",
+        "status",
+        "branch",
+        "commit",
+        "commits",
+        "usage",
+        "validation",
+        "retained_directory",
+        "cleanup",
+        "error",
+        "quota",
+    ):
         assert field in data["candidates"][0]
     json.dumps(data)  # serialisable as it is
 
 
 def test_no_winner_keeps_every_attempt_and_reason(repo):
-    spec = build_spec(repository=repo, candidates=[
-        cmd("crashes", "--exit", "3"),
-        cmd("no-commit", "--write", "x.txt"),
-        cmd("bad", "--write", "x.txt", "--commit"),
-    ], validate=["false"])
+    spec = build_spec(
+        repository=repo,
+        candidates=[
+            cmd("crashes", "--exit", "3"),
+            cmd("no-commit", "--write", "x.txt"),
+            cmd("bad", "--write", "x.txt", "--commit"),
+        ],
+        validate=["false"],
+    )
     result = run_race(spec)
     assert result.status is RaceStatus.NO_WINNER
     assert result.winner is None
@@ -105,10 +146,15 @@ def test_earlier_declared_slot_wins_a_tie(repo, tmp_path):
         await gate.wait()
         return True
 
-    spec = build_spec(repository=repo, concurrency=2, candidates=[
-        cmd("first", "--wait-file", str(tmp_path / "go"), "--write", "a.txt", "--commit"),
-        cmd("second", "--write", "b.txt", "--commit"),
-    ], validate=check)
+    spec = build_spec(
+        repository=repo,
+        concurrency=2,
+        candidates=[
+            cmd("first", "--wait-file", str(tmp_path / "go"), "--write", "a.txt", "--commit"),
+            cmd("second", "--write", "b.txt", "--commit"),
+        ],
+        validate=check,
+    )
     result = run_race(spec)
     assert arrived == ["second", "first"]  # the later slot was accepted first...
     assert result.winner.key == "first"  # ...but the tie goes to the earlier slot
@@ -117,11 +163,18 @@ def test_earlier_declared_slot_wins_a_tie(repo, tmp_path):
 
 
 def test_never_started_candidates_are_skipped(repo):
-    spec = build_spec(repository=repo, concurrency=1, candidates=[
-        cmd("a", "--write", "a.txt", "--commit"), cmd("b"), cmd("c")], validate=["true"])
+    spec = build_spec(
+        repository=repo,
+        concurrency=1,
+        candidates=[cmd("a", "--write", "a.txt", "--commit"), cmd("b"), cmd("c")],
+        validate=["true"],
+    )
     result = run_race(spec)
     assert [c.status for c in result.candidates] == [
-        CandidateStatus.WINNER, CandidateStatus.SKIPPED, CandidateStatus.SKIPPED]
+        CandidateStatus.WINNER,
+        CandidateStatus.SKIPPED,
+        CandidateStatus.SKIPPED,
+    ]
     assert result.candidates[1].branch is None
     assert "a won" in result.candidates[1].error
     assert result.attempts == 1
@@ -130,12 +183,18 @@ def test_never_started_candidates_are_skipped(repo):
 
 def test_brief_reaches_the_agent_byte_for_byte(repo):
     brief = "fix it: 'quotes' \"double\" $(rm -rf /) `id` ; && | > \n\tnewline\n émoji 🚀 \\ %s\n"
-    spec = build_spec(repository=repo, candidates=[
-        cmd("a", "--write", "brief.txt", "--commit", brief=brief)], validate=["true"])
+    spec = build_spec(
+        repository=repo,
+        candidates=[cmd("a", "--write", "brief.txt", "--commit", brief=brief)],
+        validate=["true"],
+    )
     result = run_race(spec)
     assert git(repo, "show", f"{result.winner.commit}:brief.txt") + "\n" == brief.rstrip("\n") + "\n"
-    raw = subprocess.run(["git", "-C", str(repo), "cat-file", "blob", f"{result.winner.commit}:brief.txt"],
-                         capture_output=True, check=True).stdout
+    raw = subprocess.run(
+        ["git", "-C", str(repo), "cat-file", "blob", f"{result.winner.commit}:brief.txt"],
+        capture_output=True,
+        check=True,
+    ).stdout
     assert raw == brief.encode()
 
 
@@ -153,13 +212,20 @@ def test_commits_made_during_validation_do_not_count_nor_do_uncommitted_edits(re
 
     async def check(context):
         seen["directory"] = context.directory
-        done = await context.run(["sh", "-c", "echo v > during.txt && git add during.txt && "
-                                  "git -c user.name=v -c user.email=v@x commit -qm during-validation "
-                                  "&& echo dirty > uncommitted.txt"])
+        done = await context.run(
+            [
+                "sh",
+                "-c",
+                "echo v > during.txt && git add during.txt && "
+                "git -c user.name=v -c user.email=v@x commit -qm during-validation "
+                "&& echo dirty > uncommitted.txt",
+            ]
+        )
         return done.exit_code == 0
 
-    spec = build_spec(repository=repo, candidates=[cmd("a", "--write", "a.txt", "--commit",
-                                                       "--dirty")], validate=check)
+    spec = build_spec(
+        repository=repo, candidates=[cmd("a", "--write", "a.txt", "--commit", "--dirty")], validate=check
+    )
     result = run_race(spec)
     winner = result.winner
     # graded in a checkout of its own: the commit fixed when the agent ended is the one that won
@@ -173,10 +239,14 @@ def test_commits_made_during_validation_do_not_count_nor_do_uncommitted_edits(re
 
 
 def test_clean_worktrees_are_removed_dirty_ones_kept_branches_always_kept(repo):
-    spec = build_spec(repository=repo, candidates=[
-        cmd("clean", "--write", "a.txt", "--commit"),
-        cmd("dirty", "--write", "b.txt", "--commit", "--dirty"),
-    ], validate=["false"])
+    spec = build_spec(
+        repository=repo,
+        candidates=[
+            cmd("clean", "--write", "a.txt", "--commit"),
+            cmd("dirty", "--write", "b.txt", "--commit", "--dirty"),
+        ],
+        validate=["false"],
+    )
     result = run_race(spec)
     clean, dirty = result.candidates
     assert clean.retained_directory is None and not Path(clean.directory).exists()
@@ -194,10 +264,23 @@ def test_token_budget_reached_exactly_cancels_everyone(repo, tmp_path):
         repository=repo,
         budget=BudgetSpec(tokens=TokenLimits(output=30)),
         candidates=[
-            cmd("spender", "--wait-file", str(tmp_path / "b.pid"), "--usage", "1", "0", "0", "10",
-                "--usage-times", "3", "--hang"),
+            cmd(
+                "spender",
+                "--wait-file",
+                str(tmp_path / "b.pid"),
+                "--usage",
+                "1",
+                "0",
+                "0",
+                "10",
+                "--usage-times",
+                "3",
+                "--hang",
+            ),
             cmd("bystander", "--pidfile", str(tmp_path / "b.pid"), "--hang"),
-        ], validate=["true"])
+        ],
+        validate=["true"],
+    )
     result = run_race(spec)
     assert result.status is RaceStatus.BUDGET_EXHAUSTED
     assert "output 30 >= 30" in result.error
@@ -215,9 +298,13 @@ def test_zero_attempts_is_budget_exhausted_at_once(repo):
 
 
 def test_attempt_budget_stops_admissions_only(repo):
-    spec = build_spec(repository=repo, concurrency=1, budget=BudgetSpec(attempts=1),
-                      candidates=[cmd("a", "--exit", "1"), cmd("b", "--write", "b", "--commit")],
-                      validate=["true"])
+    spec = build_spec(
+        repository=repo,
+        concurrency=1,
+        budget=BudgetSpec(attempts=1),
+        candidates=[cmd("a", "--exit", "1"), cmd("b", "--write", "b", "--commit")],
+        validate=["true"],
+    )
     result = run_race(spec)
     assert result.status is RaceStatus.BUDGET_EXHAUSTED
     assert [c.status for c in result.candidates] == [CandidateStatus.FAILED, CandidateStatus.SKIPPED]
@@ -225,10 +312,14 @@ def test_attempt_budget_stops_admissions_only(repo):
 
 
 def test_quota_ends_candidate_and_race_with_reset_time(repo):
-    spec = build_spec(repository=repo, candidates=[
-        cmd("a", "--quota", "You've hit your usage limit", "--reset-at", "2030-01-01T05:00:00+00:00"),
-        cmd("b", "--exit", "2"),
-    ], validate=["true"])
+    spec = build_spec(
+        repository=repo,
+        candidates=[
+            cmd("a", "--quota", "You've hit your usage limit", "--reset-at", "2030-01-01T05:00:00+00:00"),
+            cmd("b", "--exit", "2"),
+        ],
+        validate=["true"],
+    )
     result = run_race(spec)
     assert result.status is RaceStatus.QUOTA
     assert result.candidates[0].status is CandidateStatus.QUOTA
@@ -236,16 +327,22 @@ def test_quota_ends_candidate_and_race_with_reset_time(repo):
 
 
 def test_winner_beats_quota(repo):
-    spec = build_spec(repository=repo, candidates=[
-        cmd("a", "--quota", "limit"), cmd("b", "--write", "b", "--commit")], validate=["true"])
+    spec = build_spec(
+        repository=repo,
+        candidates=[cmd("a", "--quota", "limit"), cmd("b", "--write", "b", "--commit")],
+        validate=["true"],
+    )
     result = run_race(spec)
     assert result.status is RaceStatus.WINNER
     assert result.quota is None
 
 
 def test_candidate_timeout_fails_the_attempt_and_kills_it(repo, tmp_path):
-    spec = build_spec(repository=repo, candidates=[
-        cmd("slow", "--pidfile", str(tmp_path / "p"), "--hang", timeout=1.0)], validate=["true"])
+    spec = build_spec(
+        repository=repo,
+        candidates=[cmd("slow", "--pidfile", str(tmp_path / "p"), "--hang", timeout=1.0)],
+        validate=["true"],
+    )
     result = run_race(spec)
     record = result.candidates[0]
     assert record.status is CandidateStatus.FAILED
@@ -254,36 +351,57 @@ def test_candidate_timeout_fails_the_attempt_and_kills_it(repo, tmp_path):
 
 
 def test_fallback_chain_tries_in_order_and_stops_at_first_success(repo):
-    spec = build_spec(repository=repo, mode="fallback", candidates=[
-        CandidateSpec("missing", "command", "b", command=("no-such-agent-program-xyz",)),
-        cmd("rejected", "--write", "a.txt", "--content", "bad", "--commit"),
-        cmd("wins", "--write", "a.txt", "--content", "good", "--commit"),
-        cmd("never", "--write", "a.txt", "--commit"),
-    ], validate=["sh", "-c", "grep -q good a.txt"])
+    spec = build_spec(
+        repository=repo,
+        mode="fallback",
+        candidates=[
+            CandidateSpec("missing", "command", "b", command=("no-such-agent-program-xyz",)),
+            cmd("rejected", "--write", "a.txt", "--content", "bad", "--commit"),
+            cmd("wins", "--write", "a.txt", "--content", "good", "--commit"),
+            cmd("never", "--write", "a.txt", "--commit"),
+        ],
+        validate=["sh", "-c", "grep -q good a.txt"],
+    )
     events = []
     result = run_race(spec, on_event=events.append)
     assert [c.status for c in result.candidates] == [
-        CandidateStatus.FAILED, CandidateStatus.REJECTED, CandidateStatus.WINNER, CandidateStatus.SKIPPED]
+        CandidateStatus.FAILED,
+        CandidateStatus.REJECTED,
+        CandidateStatus.WINNER,
+        CandidateStatus.SKIPPED,
+    ]
     assert "not found on PATH" in result.candidates[0].error
     assert "validation failed" in result.candidates[1].error
     admitted = [e.key for e in events if e.kind is EventKind.ADMITTED]
     assert admitted == ["missing", "rejected", "wins"]
     # One at a time: each candidate settled before the next was admitted.
     order = [(e.kind, e.key) for e in events if e.kind in (EventKind.ADMITTED, EventKind.SETTLED)]
-    assert order == [(EventKind.ADMITTED, "missing"), (EventKind.SETTLED, "missing"),
-                     (EventKind.ADMITTED, "rejected"), (EventKind.SETTLED, "rejected"),
-                     (EventKind.ADMITTED, "wins"), (EventKind.SETTLED, "wins"),
-                     (EventKind.SETTLED, "never")]  # never admitted: it ends skipped
+    assert order == [
+        (EventKind.ADMITTED, "missing"),
+        (EventKind.SETTLED, "missing"),
+        (EventKind.ADMITTED, "rejected"),
+        (EventKind.SETTLED, "rejected"),
+        (EventKind.ADMITTED, "wins"),
+        (EventKind.SETTLED, "wins"),
+        (EventKind.SETTLED, "never"),
+    ]  # never admitted: it ends skipped
 
 
 def test_best_of_n_highest_score_wins_ties_to_earliest(repo):
     scores = {"a": 2.0, "b": 5.0, "c": 5.0, "d": float("nan")}
-    spec = build_spec(repository=repo, candidates=[
-        cmd(k, "--write", f"{k}.txt", "--commit") for k in "abcd"],
-        validate=["true"], score=lambda context: scores[context.key])
+    spec = build_spec(
+        repository=repo,
+        candidates=[cmd(k, "--write", f"{k}.txt", "--commit") for k in "abcd"],
+        validate=["true"],
+        score=lambda context: scores[context.key],
+    )
     settled = []
-    result = run_race(spec, on_event=lambda e: settled.append((e.key, e.status, e.reason))
-                      if e.kind is EventKind.SETTLED else None)
+    result = run_race(
+        spec,
+        on_event=lambda e: (
+            settled.append((e.key, e.status, e.reason)) if e.kind is EventKind.SETTLED else None
+        ),
+    )
     assert result.status is RaceStatus.WINNER
     assert result.winner.key == "b"
     assert result.winner.decided_by == "score"
@@ -301,10 +419,15 @@ def test_best_of_n_highest_score_wins_ties_to_earliest(repo):
 
 
 def test_best_of_n_score_command(repo):
-    spec = build_spec(repository=repo, candidates=[
-        cmd("short", "--write", "out.txt", "--content", "ab", "--commit"),
-        cmd("long", "--write", "out.txt", "--content", "abcdef", "--commit")],
-        validate=["true"], score=["sh", "-c", "wc -c < out.txt"])
+    spec = build_spec(
+        repository=repo,
+        candidates=[
+            cmd("short", "--write", "out.txt", "--content", "ab", "--commit"),
+            cmd("long", "--write", "out.txt", "--content", "abcdef", "--commit"),
+        ],
+        validate=["true"],
+        score=["sh", "-c", "wc -c < out.txt"],
+    )
     result = run_race(spec)
     assert result.winner.key == "long"
     assert result.winner.score == 6
@@ -327,10 +450,26 @@ def test_operator_cancel_accept_and_abort(repo, tmp_path):
 
         async with anyio.create_task_group() as group:
             group.start_soon(accept_when_committed)
-            result = await run_race_async(build_spec(repository=repo, candidates=[
-                cmd("keep", "--write", "k.txt", "--commit", "--touch", str(tmp_path / "keep-done"), "--hang"),
-                cmd("drop", "--hang"),
-            ], validate=["false"]), on_event=on_event, on_start=lambda r: holder.setdefault("race", r))
+            result = await run_race_async(
+                build_spec(
+                    repository=repo,
+                    candidates=[
+                        cmd(
+                            "keep",
+                            "--write",
+                            "k.txt",
+                            "--commit",
+                            "--touch",
+                            str(tmp_path / "keep-done"),
+                            "--hang",
+                        ),
+                        cmd("drop", "--hang"),
+                    ],
+                    validate=["false"],
+                ),
+                on_event=on_event,
+                on_start=lambda r: holder.setdefault("race", r),
+            )
         return result, holder, events
 
     result, holder, events = anyio.run(scenario)
@@ -358,9 +497,15 @@ def test_abort_stops_everything(repo, tmp_path):
 
         async with anyio.create_task_group() as group:
             group.start_soon(abort_soon)
-            return await run_race_async(build_spec(repository=repo, concurrency=1, candidates=[
-                cmd("a", "--pidfile", str(tmp_path / "a.pid"), "--hang"), cmd("b")]),
-                on_event=on_event, on_start=lambda r: holder.setdefault("race", r))
+            return await run_race_async(
+                build_spec(
+                    repository=repo,
+                    concurrency=1,
+                    candidates=[cmd("a", "--pidfile", str(tmp_path / "a.pid"), "--hang"), cmd("b")],
+                ),
+                on_event=on_event,
+                on_start=lambda r: holder.setdefault("race", r),
+            )
 
     result = anyio.run(scenario)
     assert result.status is RaceStatus.ABORTED
@@ -369,15 +514,27 @@ def test_abort_stops_everything(repo, tmp_path):
 
 
 def test_flight_log_has_every_attempt_event(repo):
-    spec = build_spec(repository=repo, candidates=[
-        cmd("a", "--usage", "5", "1", "0", "7", "--lines", "3", "--write", "a", "--commit")],
-        validate=["true"])
+    spec = build_spec(
+        repository=repo,
+        candidates=[cmd("a", "--usage", "5", "1", "0", "7", "--lines", "3", "--write", "a", "--commit")],
+        validate=["true"],
+    )
     result = run_race(spec)
     run_dir = repo / ".outpost" / "runs" / result.id
     lines = [json.loads(line) for line in (run_dir / "a.1.jsonl").read_text().splitlines()]
     kinds = [line["kind"] for line in lines]
-    for kind in ("admitted", "worktree-ready", "agent-started", "log", "usage", "tool",
-                 "agent-exited", "validation-started", "validation-finished", "settled"):
+    for kind in (
+        "admitted",
+        "worktree-ready",
+        "agent-started",
+        "log",
+        "usage",
+        "tool",
+        "agent-exited",
+        "validation-started",
+        "validation-finished",
+        "settled",
+    ):
         assert kind in kinds
     logged = [text for line in lines if line["kind"] == "log" for text in line["lines"]]
     assert "log line 2" in logged
@@ -399,9 +556,24 @@ def test_baseline_stays_pinned_while_the_host_moves(repo, tmp_path):
 
         async with anyio.create_task_group() as group:
             group.start_soon(move_host)
-            return await run_race_async(build_spec(repository=repo, candidates=[
-                cmd("a", "--ready", str(tmp_path / "started"), "--wait-file", str(tmp_path / "go"),
-                    "--write", "a.txt", "--commit")], validate=["true"]))
+            return await run_race_async(
+                build_spec(
+                    repository=repo,
+                    candidates=[
+                        cmd(
+                            "a",
+                            "--ready",
+                            str(tmp_path / "started"),
+                            "--wait-file",
+                            str(tmp_path / "go"),
+                            "--write",
+                            "a.txt",
+                            "--commit",
+                        )
+                    ],
+                    validate=["true"],
+                )
+            )
 
     baseline = git(repo, "rev-parse", "HEAD")
     result = anyio.run(scenario)
@@ -419,8 +591,9 @@ def test_baseline_stays_pinned_while_the_host_moves(repo, tmp_path):
 def test_no_validation_configured_accepts_a_committing_agent(repo):
     spec = build_spec(repository=repo, candidates=[cmd("a", "--write", "a", "--commit")])
     assert run_race(spec).status is RaceStatus.WINNER
-    spec = build_spec(repository=repo, candidates=[cmd("a", "--write", "a")],
-                      validate=ValidateSpec(require_commits=False))
+    spec = build_spec(
+        repository=repo, candidates=[cmd("a", "--write", "a")], validate=ValidateSpec(require_commits=False)
+    )
     assert run_race(spec).status is RaceStatus.WINNER
 
 
@@ -440,9 +613,14 @@ def test_a_failing_event_consumer_does_not_fail_the_race(repo):
 
 
 def test_cost_budget_reached_exactly_stops_the_race(repo):
-    spec = build_spec(repository=repo, budget=BudgetSpec(cost_usd=0.5), candidates=[
-        cmd("a", "--usage", "1", "0", "0", "1", "--cost", "0.25", "--usage-times", "2", "--hang")],
-        validate=["true"])
+    spec = build_spec(
+        repository=repo,
+        budget=BudgetSpec(cost_usd=0.5),
+        candidates=[
+            cmd("a", "--usage", "1", "0", "0", "1", "--cost", "0.25", "--usage-times", "2", "--hang")
+        ],
+        validate=["true"],
+    )
     result = run_race(spec)
     assert result.status is RaceStatus.BUDGET_EXHAUSTED
     assert "cost budget" in result.error
@@ -464,10 +642,18 @@ def test_operator_accepts_a_rejected_candidate_while_others_run(repo, tmp_path):
         holder["settled"] = anyio.Event()
         async with anyio.create_task_group() as group:
             group.start_soon(accept_after_rejection)
-            return await run_race_async(build_spec(repository=repo, candidates=[
-                cmd("rejected", "--write", "r.txt", "--commit"),
-                cmd("running", "--pidfile", str(tmp_path / "p"), "--hang"),
-            ], validate=["false"]), on_event=on_event, on_start=lambda r: holder.setdefault("race", r)), holder
+            return await run_race_async(
+                build_spec(
+                    repository=repo,
+                    candidates=[
+                        cmd("rejected", "--write", "r.txt", "--commit"),
+                        cmd("running", "--pidfile", str(tmp_path / "p"), "--hang"),
+                    ],
+                    validate=["false"],
+                ),
+                on_event=on_event,
+                on_start=lambda r: holder.setdefault("race", r),
+            ), holder
 
     result, holder = anyio.run(scenario)
     assert holder["answer"] is None
@@ -487,9 +673,18 @@ def test_never_started_candidates_end_in_the_event_stream_and_the_model(repo):
             settled.append((event.key, event.status))
 
     holder = {}
-    result = anyio.run(lambda: run_race_async(build_spec(repository=repo, concurrency=1, candidates=[
-        cmd("a", "--write", "a.txt", "--commit"), cmd("b"), cmd("c")], validate=["true"]),
-        on_event=on_event, on_start=lambda race: holder.setdefault("race", race)))
+    result = anyio.run(
+        lambda: run_race_async(
+            build_spec(
+                repository=repo,
+                concurrency=1,
+                candidates=[cmd("a", "--write", "a.txt", "--commit"), cmd("b"), cmd("c")],
+                validate=["true"],
+            ),
+            on_event=on_event,
+            on_start=lambda race: holder.setdefault("race", race),
+        )
+    )
     assert result.status is RaceStatus.WINNER
     assert settled == [("a", "winner"), ("b", "skipped"), ("c", "skipped")]
     model = holder["race"].model
@@ -498,6 +693,7 @@ def test_never_started_candidates_end_in_the_event_stream_and_the_model(repo):
 
 def test_an_accept_while_the_outcome_is_being_written_is_refused(repo):
     """A hand accept arriving as the race settles would contradict its recorded status."""
+
     async def scenario():
         holder = {"settling": anyio.Event()}
 
@@ -512,17 +708,23 @@ def test_an_accept_while_the_outcome_is_being_written_is_refused(repo):
 
         async with anyio.create_task_group() as group:
             group.start_soon(accept_while_settling)
-            result = await run_race_async(build_spec(
-                repository=repo, concurrency=1, budget=BudgetSpec(attempts=1), candidates=[
-                    cmd("a", "--write", "a.txt", "--commit"), cmd("b")], validate=["false"]),
-                on_event=on_event, on_start=lambda race: holder.setdefault("race", race))
+            result = await run_race_async(
+                build_spec(
+                    repository=repo,
+                    concurrency=1,
+                    budget=BudgetSpec(attempts=1),
+                    candidates=[cmd("a", "--write", "a.txt", "--commit"), cmd("b")],
+                    validate=["false"],
+                ),
+                on_event=on_event,
+                on_start=lambda race: holder.setdefault("race", race),
+            )
         return result, holder
 
     result, holder = anyio.run(scenario)
     assert holder["answer"] == "the race is over"
     assert result.status is RaceStatus.BUDGET_EXHAUSTED and result.winner is None
-    assert [c.status for c in result.candidates] == [CandidateStatus.REJECTED,
-                                                     CandidateStatus.SKIPPED]
+    assert [c.status for c in result.candidates] == [CandidateStatus.REJECTED, CandidateStatus.SKIPPED]
 
 
 def test_a_candidate_cancelled_while_validating_says_so(repo, tmp_path):
@@ -539,10 +741,14 @@ def test_a_candidate_cancelled_while_validating_says_so(repo, tmp_path):
 
         async with anyio.create_task_group() as group:
             group.start_soon(cancel_once_validating)
-            return await run_race_async(build_spec(repository=repo, candidates=[
-                cmd("a", "--write", "a.txt", "--commit")],
-                validate=["sh", "-c", f'test -z "$OUTPOST_CANDIDATE" || touch {started}; sleep 300']),
-                on_start=lambda race: holder.setdefault("race", race))
+            return await run_race_async(
+                build_spec(
+                    repository=repo,
+                    candidates=[cmd("a", "--write", "a.txt", "--commit")],
+                    validate=["sh", "-c", f'test -z "$OUTPOST_CANDIDATE" || touch {started}; sleep 300'],
+                ),
+                on_start=lambda race: holder.setdefault("race", race),
+            )
 
     result = anyio.run(scenario)
     record = result.candidates[0]
@@ -554,10 +760,15 @@ def test_an_agent_that_rewrites_its_git_link_fails_and_runs_nothing_on_the_host(
     marker = tmp_path / "ran-on-host"
     planted = tmp_path / "planted"
     subprocess.run(["git", "init", "-q", str(planted)], check=True)
-    subprocess.run(["git", "-C", str(planted), "config", "core.fsmonitor", f"touch {marker}; false"],
-                   check=True)
-    agent = CandidateSpec("sly", "command", "do the task", command=(
-        "sh", "-c", f"echo 'gitdir: {planted}/.git' > .git; echo work > new.txt"))
+    subprocess.run(
+        ["git", "-C", str(planted), "config", "core.fsmonitor", f"touch {marker}; false"], check=True
+    )
+    agent = CandidateSpec(
+        "sly",
+        "command",
+        "do the task",
+        command=("sh", "-c", f"echo 'gitdir: {planted}/.git' > .git; echo work > new.txt"),
+    )
     result = run_race(build_spec(repository=repo, candidates=[agent], validate=["true"]))
     record = result.candidates[0]
     assert result.status is RaceStatus.NO_WINNER
@@ -569,8 +780,9 @@ def test_an_agent_that_rewrites_its_git_link_fails_and_runs_nothing_on_the_host(
 
 @pytest.mark.parametrize("options", [{"select": "best", "score": ["echo", "1"]}, {"concurrency": 2}])
 def test_the_api_refuses_fallback_options_that_contradict_it(repo, options):
-    spec = build_spec(repository=repo, mode="fallback", candidates=[cmd("a"), cmd("b")],
-                      validate=["true"], **options)
+    spec = build_spec(
+        repository=repo, mode="fallback", candidates=[cmd("a"), cmd("b")], validate=["true"], **options
+    )
     with pytest.raises(RaceError, match="one candidate at a time"):
         run_race(spec)
     assert git(repo, "branch", "--list", "outpost/*") == ""  # refused before anything was made

@@ -25,8 +25,8 @@ from outpost_tui.engine import (
     run_race_async,
 )
 from outpost_tui.engine.agents.command import ProtocolDecoder
-from outpost_tui.engine.racefile import load_race
 from outpost_tui.engine.core.spec import ValidateSpec
+from outpost_tui.engine.racefile import load_race
 from tests.conftest import alive, cmd, git, pids
 
 DEADLINE = 30  # seconds a condition may take on a loaded machine before the test fails
@@ -55,6 +55,7 @@ def no_orphan_or_zombie_after_a_race():
 
 # --- the flight log --------------------------------------------------------------------------
 
+
 def test_flight_log_is_written_while_the_agent_still_runs(repo, tmp_path):
     ready, release = tmp_path / "ready", tmp_path / "release"
     seen: dict[str, list[dict]] = {}
@@ -68,8 +69,7 @@ def test_flight_log_is_written_while_the_agent_still_runs(repo, tmp_path):
             attempt_log = run_dir / "a.1.jsonl"
 
             def has_log_line() -> bool:
-                return any("fake agent started" in event.get("lines", ())
-                           for event in jsonl(attempt_log))
+                return any("fake agent started" in event.get("lines", ()) for event in jsonl(attempt_log))
 
             # The agent printed its line and now sits silent: the line is flushed within a second.
             await until(has_log_line, "the agent's log line in the flight log", seconds=10)
@@ -79,10 +79,25 @@ def test_flight_log_is_written_while_the_agent_still_runs(repo, tmp_path):
 
         async with anyio.create_task_group() as group:
             group.start_soon(inspect_then_release)
-            result = await run_race_async(build_spec(repository=repo, candidates=[
-                cmd("a", "--ready", str(ready), "--wait-file", str(release), "--write", "a.txt",
-                    "--commit")], validate=["true"]),
-                on_start=lambda race: holder.setdefault("race", race))
+            result = await run_race_async(
+                build_spec(
+                    repository=repo,
+                    candidates=[
+                        cmd(
+                            "a",
+                            "--ready",
+                            str(ready),
+                            "--wait-file",
+                            str(release),
+                            "--write",
+                            "a.txt",
+                            "--commit",
+                        )
+                    ],
+                    validate=["true"],
+                ),
+                on_start=lambda race: holder.setdefault("race", race),
+            )
         return result
 
     result = anyio.run(scenario)
@@ -96,8 +111,9 @@ def test_flight_log_is_written_while_the_agent_still_runs(repo, tmp_path):
 def test_every_directory_the_flight_log_creates_is_private(repo):
     old = os.umask(0o022)
     try:
-        result = run_race(build_spec(repository=repo, candidates=[cmd("a", "--write", "a", "--commit")],
-                                     validate=["true"]))
+        result = run_race(
+            build_spec(repository=repo, candidates=[cmd("a", "--write", "a", "--commit")], validate=["true"])
+        )
     finally:
         os.umask(old)
     runs = repo / ".outpost" / "runs"
@@ -107,10 +123,16 @@ def test_every_directory_the_flight_log_creates_is_private(repo):
 
 # --- validation, cancellation, environment ------------------------------------------------------
 
+
 def test_validation_timeout_rejects_the_candidate_with_the_reason(repo, tmp_path):
     started = time.monotonic()
-    result = run_race(build_spec(repository=repo, candidates=[cmd("a", "--write", "a", "--commit")],
-                                 validate=ValidateSpec(command=("sleep", "300"), timeout=1)))
+    result = run_race(
+        build_spec(
+            repository=repo,
+            candidates=[cmd("a", "--write", "a", "--commit")],
+            validate=ValidateSpec(command=("sleep", "300"), timeout=1),
+        )
+    )
     record = result.candidates[0]
     assert result.status is RaceStatus.NO_WINNER
     assert record.status is CandidateStatus.REJECTED
@@ -128,11 +150,27 @@ def test_a_loser_ignoring_term_is_killed(repo, tmp_path):
         if event.kind is EventKind.SETTLED:
             settled_at[event.key] = time.monotonic()
 
-    result = run_race(build_spec(repository=repo, candidates=[
-        cmd("stubborn", "--ignore-term", str(got_term), "--pidfile", str(pidfile), "--spawn-child",
-            "--touch", str(loser_ready), "--hang"),
-        cmd("winner", "--wait-file", str(loser_ready), "--write", "fix.txt", "--commit"),
-    ], validate=["true"]), on_event=on_event)
+    result = run_race(
+        build_spec(
+            repository=repo,
+            candidates=[
+                cmd(
+                    "stubborn",
+                    "--ignore-term",
+                    str(got_term),
+                    "--pidfile",
+                    str(pidfile),
+                    "--spawn-child",
+                    "--touch",
+                    str(loser_ready),
+                    "--hang",
+                ),
+                cmd("winner", "--wait-file", str(loser_ready), "--write", "fix.txt", "--commit"),
+            ],
+            validate=["true"],
+        ),
+        on_event=on_event,
+    )
     assert result.winner.key == "winner"
     loser = result.candidates[0]
     assert loser.status is CandidateStatus.CANCELLED
@@ -144,12 +182,14 @@ def test_a_loser_ignoring_term_is_killed(repo, tmp_path):
 def test_candidate_env_and_tz_reach_the_agent_and_validation(repo, tmp_path, monkeypatch):
     monkeypatch.setenv("TZ", "America/Recife")  # the engine must set UTC, not inherit this
     agent_seen, validation_seen = tmp_path / "agent-env", tmp_path / "validation-env"
-    agent = ("import os, subprocess\n"
-             f"open({str(agent_seen)!r}, 'w').write(os.environ.get('RACE_VAR', '') + '|' + os.environ['TZ'])\n"
-             "open('a.txt', 'w').write('a')\n"
-             "subprocess.run(['git', 'add', '-A'], check=True)\n"
-             "subprocess.run(['git', '-c', 'user.name=t', '-c', 'user.email=t@e.invalid', 'commit', "
-             "'-qm', 'a'], check=True)\n")
+    agent = (
+        "import os, subprocess\n"
+        f"open({str(agent_seen)!r}, 'w').write(os.environ.get('RACE_VAR', '') + '|' + os.environ['TZ'])\n"
+        "open('a.txt', 'w').write('a')\n"
+        "subprocess.run(['git', 'add', '-A'], check=True)\n"
+        "subprocess.run(['git', '-c', 'user.name=t', '-c', 'user.email=t@e.invalid', 'commit', "
+        "'-qm', 'a'], check=True)\n"
+    )
     race_file = tmp_path / "race.toml"
     race_file.write_text(f"""
 [race]
@@ -173,7 +213,7 @@ env = {{ RACE_VAR = "from the race file" }}
 
 def test_cancelling_during_validation_leaves_no_validation_process(repo, tmp_path):
     pidfile = tmp_path / "validation.pid"
-    script = (f"sleep 300 & echo $$ $! > {pidfile}.tmp && mv {pidfile}.tmp {pidfile}; wait")
+    script = f"sleep 300 & echo $$ $! > {pidfile}.tmp && mv {pidfile}.tmp {pidfile}; wait"
 
     async def scenario():
         holder = {}
@@ -184,9 +224,14 @@ def test_cancelling_during_validation_leaves_no_validation_process(repo, tmp_pat
 
         async with anyio.create_task_group() as group:
             group.start_soon(cancel_once_validating)
-            return await run_race_async(build_spec(repository=repo, candidates=[
-                cmd("a", "--write", "a.txt", "--commit")], validate=["sh", "-c", script]),
-                on_start=lambda race: holder.setdefault("race", race))
+            return await run_race_async(
+                build_spec(
+                    repository=repo,
+                    candidates=[cmd("a", "--write", "a.txt", "--commit")],
+                    validate=["sh", "-c", script],
+                ),
+                on_start=lambda race: holder.setdefault("race", race),
+            )
 
     result = anyio.run(scenario)
     assert result.candidates[0].status is CandidateStatus.CANCELLED
@@ -197,13 +242,21 @@ def test_cancelling_during_validation_leaves_no_validation_process(repo, tmp_pat
 
 # --- scoring ---------------------------------------------------------------------------------------
 
+
 def test_score_command_failures_fail_only_that_candidate(repo):
     score = ["sh", "-c", 'if [ "$(cat score.txt)" = crash ]; then exit 3; fi; cat score.txt']
-    result = run_race(build_spec(repository=repo, candidates=[
-        cmd("crash", "--write", "score.txt", "--content", "crash", "--commit"),
-        cmd("words", "--write", "score.txt", "--content", "quite a lot", "--commit"),
-        cmd("number", "--write", "score.txt", "--content", "4", "--commit"),
-    ], validate=["true"], score=score))
+    result = run_race(
+        build_spec(
+            repository=repo,
+            candidates=[
+                cmd("crash", "--write", "score.txt", "--content", "crash", "--commit"),
+                cmd("words", "--write", "score.txt", "--content", "quite a lot", "--commit"),
+                cmd("number", "--write", "score.txt", "--content", "4", "--commit"),
+            ],
+            validate=["true"],
+            score=score,
+        )
+    )
     by_key = {record.key: record for record in result.candidates}
     assert result.status is RaceStatus.WINNER and result.winner.key == "number"
     assert by_key["number"].score == 4
@@ -219,9 +272,17 @@ def test_a_score_callable_that_raises_fails_only_that_candidate(repo):
             raise RuntimeError("boom")
         return 1
 
-    result = run_race(build_spec(repository=repo, candidates=[
-        cmd("raises", "--write", "a.txt", "--commit"), cmd("fine", "--write", "b.txt", "--commit"),
-    ], validate=["true"], score=score))
+    result = run_race(
+        build_spec(
+            repository=repo,
+            candidates=[
+                cmd("raises", "--write", "a.txt", "--commit"),
+                cmd("fine", "--write", "b.txt", "--commit"),
+            ],
+            validate=["true"],
+            score=score,
+        )
+    )
     by_key = {record.key: record for record in result.candidates}
     assert result.winner.key == "fine"
     assert by_key["raises"].status is CandidateStatus.FAILED
@@ -229,6 +290,7 @@ def test_a_score_callable_that_raises_fails_only_that_candidate(repo):
 
 
 # --- admission -------------------------------------------------------------------------------------
+
 
 def test_concurrency_cap_holds_and_admits_in_declared_order(repo, tmp_path):
     release = tmp_path / "release"
@@ -252,20 +314,37 @@ def test_concurrency_cap_holds_and_admits_in_declared_order(repo, tmp_path):
                 release.touch()
 
     hold = ("--wait-file", str(release))
-    result = run_race(build_spec(repository=repo, concurrency=2, candidates=[
-        cmd("a", *hold, "--write", "a", "--commit"), cmd("b", *hold, "--write", "b", "--commit"),
-        cmd("c", "--write", "c", "--commit"), cmd("d", "--write", "d", "--commit"),
-    ], validate=["false"]), on_event=on_event)
+    result = run_race(
+        build_spec(
+            repository=repo,
+            concurrency=2,
+            candidates=[
+                cmd("a", *hold, "--write", "a", "--commit"),
+                cmd("b", *hold, "--write", "b", "--commit"),
+                cmd("c", "--write", "c", "--commit"),
+                cmd("d", "--write", "d", "--commit"),
+            ],
+            validate=["false"],
+        ),
+        on_event=on_event,
+    )
     assert result.status is RaceStatus.NO_WINNER
     assert admitted == ["a", "b", "c", "d"]
     assert most[0] == 2
 
 
 def test_fallback_attempts_start_from_the_baseline(repo):
-    result = run_race(build_spec(repository=repo, mode="fallback", candidates=[
-        cmd("first", "--write", "first.txt", "--content", "x", "--commit"),
-        cmd("second", "--write", "second.txt", "--content", "y", "--commit"),
-    ], validate=["sh", "-c", "test -f second.txt"]))
+    result = run_race(
+        build_spec(
+            repository=repo,
+            mode="fallback",
+            candidates=[
+                cmd("first", "--write", "first.txt", "--content", "x", "--commit"),
+                cmd("second", "--write", "second.txt", "--content", "y", "--commit"),
+            ],
+            validate=["sh", "-c", "test -f second.txt"],
+        )
+    )
     first, second = result.candidates
     assert first.status is CandidateStatus.REJECTED and second.status is CandidateStatus.WINNER
     assert len(second.commits) == 1
@@ -276,18 +355,26 @@ def test_fallback_attempts_start_from_the_baseline(repo):
 
 # --- quota reset times from the command protocol -------------------------------------------------
 
+
 def test_command_quota_reset_time_is_made_absolute_utc(repo):
-    result = run_race(build_spec(repository=repo, candidates=[
-        cmd("a", "--quota", "limit reached", "--reset-at", "2030-01-01T07:00:00+02:00")]))
+    result = run_race(
+        build_spec(
+            repository=repo,
+            candidates=[cmd("a", "--quota", "limit reached", "--reset-at", "2030-01-01T07:00:00+02:00")],
+        )
+    )
     assert result.status is RaceStatus.QUOTA
     assert result.candidates[0].quota == {"message": "limit reached", "reset_at": "2030-01-01T05:00:00Z"}
 
 
-@pytest.mark.parametrize("reset_at, expected", [
-    (1893474000, "2030-01-01T05:00:00Z"),
-    ("2030-01-01T05:00:00Z", "2030-01-01T05:00:00Z"),
-    ("2030-01-01 05:00", "2030-01-01T05:00:00Z"),
-])
+@pytest.mark.parametrize(
+    "reset_at, expected",
+    [
+        (1893474000, "2030-01-01T05:00:00Z"),
+        ("2030-01-01T05:00:00Z", "2030-01-01T05:00:00Z"),
+        ("2030-01-01 05:00", "2030-01-01T05:00:00Z"),
+    ],
+)
 def test_command_quota_reset_time_forms(reset_at, expected):
     decoder = ProtocolDecoder(CandidateSpec("a", "command", "b", command=("x",), env={}))
     decoder.decode([json.dumps({"kind": "quota", "message": "limit", "reset_at": reset_at})])
@@ -307,21 +394,23 @@ def test_an_unreadable_quota_reset_time_is_dropped_and_kept_as_text(reset_at):
 def test_a_file_where_the_race_writes_is_refused_before_anything_starts(repo, in_the_way):
     (repo / ".outpost").mkdir(mode=0o700)
     (repo / ".outpost" / in_the_way).write_text("not a directory\n")
-    spec = build_spec(repository=repo, candidates=[cmd("a", "--write", "a.txt", "--commit")],
-                      validate=["true"])
+    spec = build_spec(
+        repository=repo, candidates=[cmd("a", "--write", "a.txt", "--commit")], validate=["true"]
+    )
     with pytest.raises(RaceError, match=f"cannot use .*{in_the_way}: exists and is not a directory"):
         run_race(spec)
     assert git(repo, "branch", "--list", "outpost/*") == ""
 
 
 @pytest.mark.parametrize("where", ["validate", "score"])
-def test_a_missing_validation_or_score_program_is_refused_before_any_agent_runs(repo, tmp_path,
-                                                                                where):
+def test_a_missing_validation_or_score_program_is_refused_before_any_agent_runs(repo, tmp_path, where):
     started = tmp_path / "agent-ran"
-    options = ({"validate": ["no-such-test-runner-xyz"]} if where == "validate" else
-               {"validate": ["true"], "select": "best", "score": ["no-such-scorer-xyz"]})
-    spec = build_spec(repository=repo, candidates=[cmd("a", "--touch", str(started), "--commit")],
-                      **options)
+    options = (
+        {"validate": ["no-such-test-runner-xyz"]}
+        if where == "validate"
+        else {"validate": ["true"], "select": "best", "score": ["no-such-scorer-xyz"]}
+    )
+    spec = build_spec(repository=repo, candidates=[cmd("a", "--touch", str(started), "--commit")], **options)
     refused = rf"{where}.command: program 'no-such-[a-z-]+-xyz' not found"
     with pytest.raises(RaceError, match=refused):
         run_race(spec)
@@ -330,8 +419,9 @@ def test_a_missing_validation_or_score_program_is_refused_before_any_agent_runs(
 
 def test_a_validation_program_missing_in_the_sandbox_is_not_called_an_agent(repo):
     """A program that vanishes from the sandbox is reported as the validation's, not an agent's."""
-    spec = build_spec(repository=repo, candidates=[cmd("a", "--write", "a.txt", "--commit")],
-                      validate=["./run-tests.sh"])
+    spec = build_spec(
+        repository=repo, candidates=[cmd("a", "--write", "a.txt", "--commit")], validate=["./run-tests.sh"]
+    )
     record = run_race(spec).candidates[0]
     assert record.validation.status == "error"
     assert "program './run-tests.sh' not found" in record.validation.reason
@@ -342,13 +432,19 @@ def test_a_validation_that_breaks_its_checkout_cannot_change_the_graded_result(r
     """`a`'s validation rewrites the git link of the checkout it runs in. Its result was fixed
     before grading, in a checkout of the engine's own: `a` still wins with the commit it was
     graded on, its own worktree is intact, and the grading checkout is gone."""
-    breaks_it = ('if [ "$OUTPOST_CANDIDATE" = a ]; then echo "gitdir: /nonexistent" > .git; fi')
-    spec = build_spec(repository=repo, candidates=[cmd("a", "--write", "a.txt", "--commit")],
-                      validate=["sh", "-c", breaks_it])
+    breaks_it = 'if [ "$OUTPOST_CANDIDATE" = a ]; then echo "gitdir: /nonexistent" > .git; fi'
+    spec = build_spec(
+        repository=repo,
+        candidates=[cmd("a", "--write", "a.txt", "--commit")],
+        validate=["sh", "-c", breaks_it],
+    )
     result = run_race(spec)
     a = result.candidates[0]
     assert a.status is CandidateStatus.WINNER and a.error is None
     assert a.commit == a.verdict["commit"] == git(repo, "rev-parse", a.branch)
-    assert "gitdir:" in (Path(a.directory) / ".git").read_text() if Path(a.directory).exists() \
+    assert (
+        "gitdir:" in (Path(a.directory) / ".git").read_text()
+        if Path(a.directory).exists()
         else a.retained_directory is None
+    )
     assert not list((repo / ".outpost" / "workspaces").glob("*.grading"))

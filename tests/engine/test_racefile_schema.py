@@ -35,7 +35,8 @@ def test_the_docs_key_table_is_the_declarations(heading: str):
     expected = schema.key_tables()[heading]
     assert documented_tables().get(heading) == expected, (
         f"docs/race-file.md's table under '## {heading}' differs from the declarations in "
-        f"outpost_tui/engine/core/spec.py; it should read:\n\n{expected}\n")
+        f"outpost_tui/engine/core/spec.py; it should read:\n\n{expected}\n"
+    )
 
 
 def test_every_documented_table_is_declared():
@@ -44,19 +45,29 @@ def test_every_documented_table_is_declared():
 
 def test_the_docs_name_every_top_level_key_and_price_dimension():
     text = DOCS.read_text()
-    general = text[text.index("General rules"):text.index("## ")]
+    general = text[text.index("General rules") : text.index("## ")]
     listed = re.findall(r"`\[\[?([a-z]+)\]\]?`", general)
     assert listed == schema.top_keys()
-    prices = text[text.index("## `[prices]`"):]
-    prices = prices[:prices.index("\n## ")]
+    prices = text[text.index("## `[prices]`") :]
+    prices = prices[: prices.index("\n## ")]
     assert re.findall(r"`([a-z_]+)`", prices.split("\n\n")[1])[:4] == schema.names(spec.Price)
 
 
 def test_every_setting_has_a_kind_and_words_for_the_docs():
     for cls in [*schema.sections().values(), spec.CandidateSpec, spec.Price, spec.TokenLimits]:
         for option in schema.options(cls):
-            assert option.kind in ("string", "choice", "integer", "number", "boolean", "strings", "argv",
-                                   "env", "file", "table"), (cls.__name__, option.name)
+            assert option.kind in (
+                "string",
+                "choice",
+                "integer",
+                "number",
+                "boolean",
+                "strings",
+                "argv",
+                "env",
+                "file",
+                "table",
+            ), (cls.__name__, option.name)
             if cls not in (spec.Price, spec.TokenLimits) and option.name not in ("cpus", "pids"):
                 assert option.key.rules, f"{cls.__name__}.{option.name} has no rules for the docs"
 
@@ -65,6 +76,9 @@ def test_a_field_without_a_declaration_is_not_a_key():
     """Python-only fields (callables, the file's own path) are neither read nor written."""
     assert "check" not in schema.names(spec.ValidateSpec) and "check" not in schema.names(spec.ScoreSpec)
     assert "path" not in schema.names(spec.RaceSpec)
-    declared = {field.name for field in dataclasses.fields(spec.RaceSpec)
-                if "key" in field.metadata or "table" in field.metadata}
+    declared = {
+        field.name
+        for field in dataclasses.fields(spec.RaceSpec)
+        if "key" in field.metadata or "table" in field.metadata
+    }
     assert declared | {"path"} == {field.name for field in dataclasses.fields(spec.RaceSpec)}

@@ -16,9 +16,12 @@ def shell_agent(script: str) -> CandidateSpec:
 
 def race(repo, script: str):
     holder = {}
-    result = anyio.run(lambda: run_race_async(
-        build_spec(repository=repo, candidates=[shell_agent(script)], validate=["true"]),
-        on_start=lambda r: holder.setdefault("race", r)))
+    result = anyio.run(
+        lambda: run_race_async(
+            build_spec(repository=repo, candidates=[shell_agent(script)], validate=["true"]),
+            on_start=lambda r: holder.setdefault("race", r),
+        )
+    )
     assert result.candidates[0].status is CandidateStatus.WINNER, result.candidates[0].error
     return result, holder["race"].model
 
@@ -36,11 +39,15 @@ def test_weakened_tests_ci_and_an_escaping_symlink_are_flagged(repo):
     (repo / "tests" / "test_old.py").write_text("assert True\n")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "tests")
-    result, model = race(repo, (
-        "echo 'assert True' > tests/test_calc.py && git rm -q tests/test_old.py && "
-        "mkdir -p .github/workflows && echo 'on: push' > .github/workflows/ci.yml && "
-        "ln -s /etc/passwd secrets && ln -s ../../outside up && ln -s fix.txt inside && "
-        "echo fix > fix.txt && git add -A && git commit -qm 'fix (trust me)'"))
+    result, model = race(
+        repo,
+        (
+            "echo 'assert True' > tests/test_calc.py && git rm -q tests/test_old.py && "
+            "mkdir -p .github/workflows && echo 'on: push' > .github/workflows/ci.yml && "
+            "ln -s /etc/passwd secrets && ln -s ../../outside up && ln -s fix.txt inside && "
+            "echo fix > fix.txt && git add -A && git commit -qm 'fix (trust me)'"
+        ),
+    )
     flags = result.candidates[0].review
     assert flags == [
         "changed tests (deleted 1): tests/test_calc.py, tests/test_old.py",
@@ -51,7 +58,8 @@ def test_weakened_tests_ci_and_an_escaping_symlink_are_flagged(repo):
     ]
     lines = finish_lines(result.to_json())
     assert [line for line in lines if line.startswith("review before merging")] == [
-        f"review before merging: {flag}" for flag in flags]
+        f"review before merging: {flag}" for flag in flags
+    ]
     assert lines[-1].startswith("merge it with:")  # the flags come before the merge hint
     assert model.candidates["w"].review == flags
     assert f"⚑ review before merging: {flags[0]}" in model.candidates["w"].log
@@ -59,11 +67,16 @@ def test_weakened_tests_ci_and_an_escaping_symlink_are_flagged(repo):
 
 def test_a_branch_that_no_longer_descends_from_the_baseline_is_flagged(repo):
     baseline = git(repo, "rev-parse", "HEAD")
-    result, _ = race(repo, (
-        "git reset -q --soft $(git commit-tree 'HEAD^{tree}' -m 'history rewritten') && "
-        "echo fix > fix.txt && git add fix.txt && git commit -qm fix"))
+    result, _ = race(
+        repo,
+        (
+            "git reset -q --soft $(git commit-tree 'HEAD^{tree}' -m 'history rewritten') && "
+            "echo fix > fix.txt && git add fix.txt && git commit -qm fix"
+        ),
+    )
     assert result.candidates[0].review[0] == (
-        f"does not descend from the baseline {baseline[:12]}: history was rewritten")
+        f"does not descend from the baseline {baseline[:12]}: history was rewritten"
+    )
 
 
 def test_review_reads_renames_and_paths_with_spaces(repo):
@@ -75,9 +88,11 @@ def test_review_reads_renames_and_paths_with_spaces(repo):
     git(repo, "mv", "tests/test a.py", "tests/test b.py")
     git(repo, "commit", "-qm", "rename")
     assert review(repo, baseline, git(repo, "rev-parse", "HEAD")) == [
-        "changed tests: tests/test a.py -> tests/test b.py"]
+        "changed tests: tests/test a.py -> tests/test b.py"
+    ]
     # moving a test out of the test paths disables it: flagged from its old name
     git(repo, "mv", "tests/test b.py", "notes.txt")
     git(repo, "commit", "-qm", "hide the test")
     assert review(repo, baseline, git(repo, "rev-parse", "HEAD")) == [
-        "changed tests: tests/test a.py -> notes.txt"]
+        "changed tests: tests/test a.py -> notes.txt"
+    ]

@@ -15,14 +15,15 @@ import psutil
 import pytest
 
 from outpost_tui.engine import CandidateStatus, EventKind, RaceStatus, build_spec, run_race
-from outpost_tui.engine.racing import setup as setups
 from outpost_tui.engine.core.spec import CandidateSpec, SetupSpec
+from outpost_tui.engine.racing import setup as setups
 from tests.agents.replay import path_with, write_fake
 from tests.conftest import cmd, git
 from tests.projects import bump_dependency, python_project
 
-VENV_SETUP = SetupSpec(command=("sh", "setup.sh"), cache=(".venv",),
-                       cache_key=("requirements*.txt", "wheels/*.whl"))
+VENV_SETUP = SetupSpec(
+    command=("sh", "setup.sh"), cache=(".venv",), cache_key=("requirements*.txt", "wheels/*.whl")
+)
 CHECK = (".venv/bin/python", "check.py")
 
 
@@ -36,8 +37,14 @@ def nothing_left_running():
 
 def best_of(repo: Path, *candidates: CandidateSpec, setup: SetupSpec = VENV_SETUP, **options):
     """Every candidate runs to its verdict (select best), so each one's setup can be checked."""
-    return build_spec(repository=repo, candidates=candidates, validate=list(CHECK),
-                      score=["echo", "1"], setup=setup, **options)
+    return build_spec(
+        repository=repo,
+        candidates=candidates,
+        validate=list(CHECK),
+        score=["echo", "1"],
+        setup=setup,
+        **options,
+    )
 
 
 def record(result, key):
@@ -47,8 +54,7 @@ def record(result, key):
 def test_venv_cache_is_built_once_copied_into_each_worktree_and_rebuilt_when_its_key_changes(tmp_path):
     repo = python_project(tmp_path / "project")
     events = []
-    spec = best_of(repo, cmd("a", "--write", "a.txt", "--commit"),
-                   cmd("b", "--write", "b.txt", "--commit"))
+    spec = best_of(repo, cmd("a", "--write", "a.txt", "--commit"), cmd("b", "--write", "b.txt", "--commit"))
 
     first = run_race(spec, on_event=events.append)
     assert first.status is RaceStatus.WINNER, [c.error for c in first.candidates]
@@ -65,8 +71,9 @@ def test_venv_cache_is_built_once_copied_into_each_worktree_and_rebuilt_when_its
     entries = [p for p in (repo / ".outpost" / "cache").iterdir() if not p.name.startswith(".")]
     assert len(entries) == 1 and (entries[0] / ".venv" / "bin").is_dir()
     # the setup command's output is in the candidate's log
-    setup_lines = [line for e in events if e.kind is EventKind.LOG and e.stream == "setup"
-                   for line in e.lines]
+    setup_lines = [
+        line for e in events if e.kind is EventKind.LOG and e.stream == "setup" for line in e.lines
+    ]
     assert any(line.startswith("setup done in ") for line in setup_lines)
     # nothing setup put there was committed, and the worktrees holding only setup's files went
     for candidate in (a, b):
@@ -82,11 +89,11 @@ def test_venv_cache_is_built_once_copied_into_each_worktree_and_rebuilt_when_its
     bump_dependency(repo, "2.0", 7)
     events.clear()
     third = run_race(spec, on_event=events.append)
-    assert len([e for e in events if e.kind is EventKind.SETUP_FINISHED
-                and e.cache == "built"]) == 1
+    assert len([e for e in events if e.kind is EventKind.SETUP_FINISHED and e.cache == "built"]) == 1
     # the copied venv holds the new version: the check (expecting 7) passed in both worktrees
-    assert all(c.validation.status == "passed" for c in third.candidates), \
-        [c.validation.output for c in third.candidates]
+    assert all(c.validation.status == "passed" for c in third.candidates), [
+        c.validation.output for c in third.candidates
+    ]
     entries = [p for p in (repo / ".outpost" / "cache").iterdir() if not p.name.startswith(".")]
     assert len(entries) == 2
     # old keys' caches are pruned: the newest few stay
@@ -94,8 +101,7 @@ def test_venv_cache_is_built_once_copied_into_each_worktree_and_rebuilt_when_its
         bump_dependency(repo, version, value)
         events.clear()
         run_race(spec, on_event=events.append)  # built once, by the baseline's checkout or one of theirs
-        assert [e.cache for e in events
-                if e.kind is EventKind.SETUP_FINISHED].count("built") == 1
+        assert [e.cache for e in events if e.kind is EventKind.SETUP_FINISHED].count("built") == 1
     entries = [p for p in (repo / ".outpost" / "cache").iterdir() if not p.name.startswith(".")]
     assert len(entries) == setups.CACHES_KEPT
 
@@ -104,13 +110,24 @@ def test_a_copied_venv_runs_its_own_scripts_not_the_builders(tmp_path):
     """A venv's scripts name their interpreter by absolute path: the copy must name its own."""
     repo = python_project(tmp_path / "project")
     script = ".venv/bin/where"
-    setup = SetupSpec(command=("sh", "-c", f"sh setup.sh && printf '#!%s/.venv/bin/python\\n"
-                                           f"import sys; print(sys.prefix)\\n' \"$PWD\" > {script} "
-                                           f"&& chmod +x {script}"),
-                      cache=(".venv",), cache_key=("requirements.txt",))
+    setup = SetupSpec(
+        command=(
+            "sh",
+            "-c",
+            f"sh setup.sh && printf '#!%s/.venv/bin/python\\n"
+            f'import sys; print(sys.prefix)\\n\' "$PWD" > {script} '
+            f"&& chmod +x {script}",
+        ),
+        cache=(".venv",),
+        cache_key=("requirements.txt",),
+    )
     # build the cache with one race, then check a copy in another
-    build = build_spec(repository=repo, candidates=[cmd("a", "--write", "a.txt", "--commit")],
-                       validate=["sh", "-c", f'test "$({script})" = "$PWD/.venv"'], setup=setup)
+    build = build_spec(
+        repository=repo,
+        candidates=[cmd("a", "--write", "a.txt", "--commit")],
+        validate=["sh", "-c", f'test "$({script})" = "$PWD/.venv"'],
+        setup=setup,
+    )
     events = []
     run_race(build, on_event=events.append)  # by the baseline's grading checkout or the candidate's
     assert [e.cache for e in events if e.kind is EventKind.SETUP_FINISHED].count("built") == 1
@@ -119,13 +136,13 @@ def test_a_copied_venv_runs_its_own_scripts_not_the_builders(tmp_path):
     assert hit.validation.status == "passed", hit.validation.output
 
 
-def test_setup_failure_fails_the_candidate_with_its_exit_and_output_and_its_agent_never_runs(
-        repo, tmp_path):
+def test_setup_failure_fails_the_candidate_with_its_exit_and_output_and_its_agent_never_runs(repo, tmp_path):
     marker = tmp_path / "agent-ran"
     setup = SetupSpec(command=("sh", "-c", "echo preparing; echo 'cannot find libfoo' >&2; exit 3"))
     events = []
-    spec = build_spec(repository=repo, candidates=[cmd("a", "--touch", str(marker))],
-                      validate=["true"], setup=setup)
+    spec = build_spec(
+        repository=repo, candidates=[cmd("a", "--touch", str(marker))], validate=["true"], setup=setup
+    )
     result = run_race(spec, on_event=events.append)
 
     candidate = result.candidates[0]
@@ -142,8 +159,14 @@ def test_setup_failure_fails_the_candidate_with_its_exit_and_output_and_its_agen
 
 
 def test_setup_timeout_and_missing_program_fail_clearly(repo):
-    timed = run_race(build_spec(repository=repo, candidates=[cmd("a")], validate=["true"],
-                                setup=SetupSpec(command=("sleep", "30"), timeout=0.5)))
+    timed = run_race(
+        build_spec(
+            repository=repo,
+            candidates=[cmd("a")],
+            validate=["true"],
+            setup=SetupSpec(command=("sleep", "30"), timeout=0.5),
+        )
+    )
     assert timed.candidates[0].error == "setup timed out after 0.5s"
     assert timed.candidates[0].setup["status"] == "timeout"
 
@@ -155,11 +178,15 @@ def test_copied_files_are_never_committed_on_the_candidates_behalf(tmp_path):
     (repo / ".gitignore").write_text(".venv/\n")
     git(repo, "commit", "-qam", ".env is not ignored here")
     bin_dir = tmp_path / "bin"
-    write_fake(bin_dir, "codex", record=tmp_path / "codex.json", transcript_name="codex_fix.jsonl",
-               edits={"fix.txt": "fixed\n"})
+    write_fake(
+        bin_dir,
+        "codex",
+        record=tmp_path / "codex.json",
+        transcript_name="codex_fix.jsonl",
+        edits={"fix.txt": "fixed\n"},
+    )
     codex = CandidateSpec("codex", "codex", "Fix it.", env={"PATH": path_with(bin_dir)})
-    spec = build_spec(repository=repo, candidates=[codex], validate=["true"],
-                      setup=SetupSpec(copy=(".env",)))
+    spec = build_spec(repository=repo, candidates=[codex], validate=["true"], setup=SetupSpec(copy=(".env",)))
     result = run_race(spec)
     winner = result.candidates[0]
     assert winner.status is CandidateStatus.WINNER, winner.error
@@ -175,20 +202,31 @@ def test_a_candidate_that_commits_a_copied_file_itself_is_flagged_for_review(tmp
     repo = python_project(tmp_path / "project")
     (repo / ".gitignore").write_text(".venv/\n")
     git(repo, "commit", "-qam", ".env is not ignored here")
-    spec = build_spec(repository=repo, candidates=[cmd("a", "--write", "a.txt", "--commit")],
-                      validate=["true"], setup=SetupSpec(copy=(".env",)))
+    spec = build_spec(
+        repository=repo,
+        candidates=[cmd("a", "--write", "a.txt", "--commit")],
+        validate=["true"],
+        setup=SetupSpec(copy=(".env",)),
+    )
     winner = run_race(spec).candidates[0]
     assert winner.status is CandidateStatus.WINNER
     assert ".env" in git(repo, "show", "--name-only", "--format=", winner.commit).split()
-    assert any(flag.startswith("commits files setup put in its worktree") and ".env" in flag
-               for flag in winner.review), winner.review
+    assert any(
+        flag.startswith("commits files setup put in its worktree") and ".env" in flag
+        for flag in winner.review
+    ), winner.review
 
 
 def test_a_worktree_whose_copied_file_changed_is_kept(tmp_path):
     repo = python_project(tmp_path / "project")
-    spec = build_spec(repository=repo, candidates=[
-        cmd("edits-env", "--write", ".env", "--content", "API_TOKEN=changed\n"),
-    ], validate=["false"], setup=SetupSpec(copy=(".env",)))
+    spec = build_spec(
+        repository=repo,
+        candidates=[
+            cmd("edits-env", "--write", ".env", "--content", "API_TOKEN=changed\n"),
+        ],
+        validate=["false"],
+        setup=SetupSpec(copy=(".env",)),
+    )
     result = run_race(spec)
     candidate = result.candidates[0]
     assert candidate.status is CandidateStatus.REJECTED
@@ -198,7 +236,8 @@ def test_a_worktree_whose_copied_file_changed_is_kept(tmp_path):
 
 def test_two_candidates_servers_listen_on_their_own_ports_at_once(repo, tmp_path):
     server = tmp_path / "server.py"
-    server.write_text(textwrap.dedent("""\
+    server.write_text(
+        textwrap.dedent("""\
         import json, os, socket, subprocess, sys, time
         key = os.environ["OUTPOST_CANDIDATE"]
         ports = [int(os.environ["OUTPOST_PORT"]), int(os.environ["OUTPOST_PORT_1"])]
@@ -224,16 +263,25 @@ def test_two_candidates_servers_listen_on_their_own_ports_at_once(repo, tmp_path
         subprocess.run(["git", "add", "served.txt"], check=True)
         subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"],
                        check=True)
-        """))
+        """)
+    )
     out = tmp_path / "out"
     out.mkdir()
-    candidates = [CandidateSpec(key, "command", "serve", command=(sys.executable, str(server), str(out)))
-                  for key in "ab"]
-    spec = build_spec(repository=repo, candidates=candidates, validate=["true"],
-                      score=["echo", "1"], setup=SetupSpec(ports=2))
+    candidates = [
+        CandidateSpec(key, "command", "serve", command=(sys.executable, str(server), str(out)))
+        for key in "ab"
+    ]
+    spec = build_spec(
+        repository=repo,
+        candidates=candidates,
+        validate=["true"],
+        score=["echo", "1"],
+        setup=SetupSpec(ports=2),
+    )
     result = run_race(spec)
-    assert all(c.validation.status == "passed" for c in result.candidates), \
-        [(c.key, c.error) for c in result.candidates]
+    assert all(c.validation.status == "passed" for c in result.candidates), [
+        (c.key, c.error) for c in result.candidates
+    ]
     a, b = (json.loads((out / f"{key}.json").read_text()) for key in "ab")
     assert len(set(a + b)) == 4
     assert record(result, "a").setup["ports"] == a and record(result, "b").setup["ports"] == b
@@ -250,8 +298,10 @@ def test_ports_are_distinct_across_reservations_while_held():
     try:
         assert len(set(first.ports + second.ports)) == 6
         assert setups.port_environment(first.ports) == {
-            "OUTPOST_PORT": str(first.ports[0]), "OUTPOST_PORT_1": str(first.ports[1]),
-            "OUTPOST_PORT_2": str(first.ports[2])}
+            "OUTPOST_PORT": str(first.ports[0]),
+            "OUTPOST_PORT_1": str(first.ports[1]),
+            "OUTPOST_PORT_2": str(first.ports[2]),
+        }
     finally:
         first.release()
         second.release()
@@ -289,13 +339,18 @@ def test_setup_runs_concurrently_across_candidates(repo, tmp_path):
     """Each candidate's setup waits for the other's to have started: only concurrent setups pass."""
     barrier = tmp_path / "barrier"
     barrier.mkdir()
-    wait_for_both = (f'touch {barrier}/$OUTPOST_CANDIDATE; i=0; '
-                     f'while [ "$(ls {barrier} | wc -l)" -lt 2 ]; do i=$((i+1)); '
-                     f'[ $i -gt 3000 ] && exit 9; sleep 0.01; done')
-    spec = build_spec(repository=repo, candidates=[cmd("a", "--write", "a", "--commit"),
-                                                   cmd("b", "--write", "b", "--commit")],
-                      validate=["true"], score=["echo", "1"],
-                      setup=SetupSpec(command=("sh", "-c", wait_for_both)))
+    wait_for_both = (
+        f"touch {barrier}/$OUTPOST_CANDIDATE; i=0; "
+        f'while [ "$(ls {barrier} | wc -l)" -lt 2 ]; do i=$((i+1)); '
+        f"[ $i -gt 3000 ] && exit 9; sleep 0.01; done"
+    )
+    spec = build_spec(
+        repository=repo,
+        candidates=[cmd("a", "--write", "a", "--commit"), cmd("b", "--write", "b", "--commit")],
+        validate=["true"],
+        score=["echo", "1"],
+        setup=SetupSpec(command=("sh", "-c", wait_for_both)),
+    )
     started = time.monotonic()
     result = run_race(spec)
     assert [c.setup["status"] for c in result.candidates] == ["passed", "passed"]
@@ -309,8 +364,12 @@ def test_the_review_of_a_kept_worktree_never_shows_setup_files_as_its_work(tmp_p
     repo = python_project(tmp_path / "project")
     (repo / ".gitignore").write_text(".venv/\n")  # .env is untracked and not ignored here
     git(repo, "commit", "-qam", ".env is not ignored here")
-    spec = build_spec(repository=repo, candidates=[cmd("a", "--write", "notes.txt", "--dirty")],
-                      validate=["true"], setup=SetupSpec(copy=(".env",)))
+    spec = build_spec(
+        repository=repo,
+        candidates=[cmd("a", "--write", "notes.txt", "--dirty")],
+        validate=["true"],
+        setup=SetupSpec(copy=(".env",)),
+    )
     result = run_race(spec)
     candidate = result.candidates[0]
     assert candidate.setup["files"] == [".env"]

@@ -25,9 +25,11 @@ def test_a_cancelled_agent_that_ignores_term_has_what_it_printed_in_the_grace_co
     assert TERM_GRACE <= stop["seconds"] < TERM_GRACE + 5
     assert stop["lines_after_term"] == 4
     assert figures(stop["usage_after_term"]) == IN_GRACE
-    assert warnings == [f"{sys.executable.rsplit('/', 1)[1]} ignored TERM and was killed "
-                        f"{TERM_GRACE:g}s later; 4 lines it printed meanwhile were read "
-                        "(45 tokens, $0.0030 reported then, counted)"]
+    assert warnings == [
+        f"{sys.executable.rsplit('/', 1)[1]} ignored TERM and was killed "
+        f"{TERM_GRACE:g}s later; 4 lines it printed meanwhile were read "
+        "(45 tokens, $0.0030 reported then, counted)"
+    ]
 
 
 def test_an_agent_that_exits_on_term_has_its_last_report_counted_and_no_warning(tmp_path):

@@ -18,8 +18,14 @@ import pytest
 from outpost_tui import exitcodes
 from outpost_tui.engine.durable.ownership import process_start, this_host
 from outpost_tui.engine.durable.transport import (
-    HEADER_SIZE, CorruptObject, InvalidKey, LocalTransport, ObjectTooLarge, StorageUnwritable,
-    TransportConflict, TransportError,
+    HEADER_SIZE,
+    CorruptObject,
+    InvalidKey,
+    LocalTransport,
+    ObjectTooLarge,
+    StorageUnwritable,
+    TransportConflict,
+    TransportError,
 )
 
 KEY = "speculations/abc.json"
@@ -46,7 +52,7 @@ def test_write_then_read_returns_the_bytes_and_revision(storage: LocalTransport)
     assert (stored.data, stored.revision, stored.size) == (b'{"a": 1}', revision, 8)
     assert before - 1 <= stored.modified_at <= time.time() + 1
     raw = storage.object_path(KEY).read_bytes()
-    assert len(raw) == HEADER_SIZE + 8 and raw[HEADER_SIZE - 1:HEADER_SIZE] == b"\n"
+    assert len(raw) == HEADER_SIZE + 8 and raw[HEADER_SIZE - 1 : HEADER_SIZE] == b"\n"
     assert json.loads(raw[:HEADER_SIZE])["revision"] == revision
     assert storage.read("speculations/missing.json") is None
     assert LocalTransport(storage.directory / "nowhere").read(KEY) is None
@@ -99,8 +105,13 @@ def test_permissions_do_not_depend_on_the_umask(tmp_path: Path) -> None:
         storage.write(KEY, b"x", if_revision=None)
     finally:
         os.umask(old)
-    for directory in (tmp_path / "deep", storage.directory, storage.directory / "objects",
-                      storage.directory / "objects" / "speculations", storage.directory / "locks"):
+    for directory in (
+        tmp_path / "deep",
+        storage.directory,
+        storage.directory / "objects",
+        storage.directory / "objects" / "speculations",
+        storage.directory / "locks",
+    ):
         assert mode(directory) == 0o700, directory
     assert mode(storage.object_path(KEY)) == 0o600
     # No temp or lock file is left behind.
@@ -114,14 +125,19 @@ def test_symlinked_objects_directory_is_refused(tmp_path: Path) -> None:
     storage = LocalTransport(tmp_path / "storage")
     storage.directory.mkdir()
     (storage.directory / "objects").symlink_to(elsewhere)
-    for action in (lambda: storage.write(KEY, b"x", if_revision=None), lambda: storage.read(KEY),
-                   lambda: storage.list("")):
+    for action in (
+        lambda: storage.write(KEY, b"x", if_revision=None),
+        lambda: storage.read(KEY),
+        lambda: storage.list(""),
+    ):
         with pytest.raises(TransportError, match=r"refusing symlink .*objects"):
             action()
     assert list(elsewhere.iterdir()) == []
 
 
-def test_symlinked_object_file_is_refused_and_its_target_kept(storage: LocalTransport, tmp_path: Path) -> None:
+def test_symlinked_object_file_is_refused_and_its_target_kept(
+    storage: LocalTransport, tmp_path: Path
+) -> None:
     storage.write("speculations/other.json", b"x", if_revision=None)
     target = tmp_path / "victim"
     target.write_bytes(b"precious")
@@ -173,8 +189,9 @@ def test_corrupt_objects_are_reported_and_left_untouched(storage: LocalTransport
     assert path.read_bytes() == raw
 
 
-@pytest.mark.parametrize("key", ["", "/abs", "../x", "a/../b", "a//b", "a/./b", ".hidden", "a/", "a b",
-                                 "a\\b", "x" * 600])
+@pytest.mark.parametrize(
+    "key", ["", "/abs", "../x", "a/../b", "a//b", "a/./b", ".hidden", "a/", "a b", "a\\b", "x" * 600]
+)
 def test_bad_keys_are_refused(storage: LocalTransport, key: str) -> None:
     with pytest.raises(InvalidKey) as refused:
         storage.write(key, b"x", if_revision=None)
@@ -183,15 +200,21 @@ def test_bad_keys_are_refused(storage: LocalTransport, key: str) -> None:
 
 
 def test_list_by_prefix(storage: LocalTransport) -> None:
-    revisions = {key: storage.write(key, key.encode(), if_revision=None)
-                 for key in ("speculations/b.json", "speculations/a.json", "other/c.json", "top")}
+    revisions = {
+        key: storage.write(key, key.encode(), if_revision=None)
+        for key in ("speculations/b.json", "speculations/a.json", "other/c.json", "top")
+    }
     # A leftover temp file from a crashed writer is not an object.
     (storage.directory / "objects" / "speculations" / ".a.json.object.dead.tmp").write_bytes(b"junk")
     entries = storage.list("speculations/")
     assert [entry.key for entry in entries] == ["speculations/a.json", "speculations/b.json"]
     assert all(entry.revision == revisions[entry.key] and entry.size == len(entry.key) for entry in entries)
-    assert [entry.key for entry in storage.list()] == ["other/c.json", "speculations/a.json",
-                                                        "speculations/b.json", "top"]
+    assert [entry.key for entry in storage.list()] == [
+        "other/c.json",
+        "speculations/a.json",
+        "speculations/b.json",
+        "top",
+    ]
     assert storage.list("nothing/") == []
 
 
@@ -212,7 +235,9 @@ def test_a_live_lock_holder_is_waited_for_then_times_out(tmp_path: Path) -> None
     storage = LocalTransport(tmp_path / "storage", lock_timeout=0.3)
     storage.write("warm/up", b"x", if_revision=None)
     lock = lock_path(storage)
-    lock.write_text(json.dumps({"pid": os.getpid(), "host": this_host(), "start": process_start(os.getpid())}))
+    lock.write_text(
+        json.dumps({"pid": os.getpid(), "host": this_host(), "start": process_start(os.getpid())})
+    )
     with pytest.raises(TransportError, match=f"timed out .*held by pid {os.getpid()}"):
         storage.write(KEY, b"x", if_revision=None)
     assert lock.exists() and storage.read(KEY) is None

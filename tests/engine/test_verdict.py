@@ -13,8 +13,15 @@ from pathlib import Path
 import anyio
 import pytest
 
-from outpost_tui.engine import (CandidateSpec, CandidateStatus, RaceStatus, ValidateSpec, build_spec,
-                                run_race, run_race_async)
+from outpost_tui.engine import (
+    CandidateSpec,
+    CandidateStatus,
+    RaceStatus,
+    ValidateSpec,
+    build_spec,
+    run_race,
+    run_race_async,
+)
 from outpost_tui.engine.core.events import EventKind
 from outpost_tui.progress import finish_lines
 from tests.conftest import git
@@ -28,8 +35,9 @@ COMMIT = "git add -A && git commit -qm"
 def project(path: Path, *, unrelated_failure: bool = False, flaky_dir: Path | None = None) -> Path:
     """A calculator whose add() subtracts: test_add fails on the baseline, test_sub passes."""
     path.mkdir(parents=True)
-    (path / "calc.py").write_text("def add(a, b):\n    return a - b  # add\n\n\n"
-                                  "def sub(a, b):\n    return a - b\n")
+    (path / "calc.py").write_text(
+        "def add(a, b):\n    return a - b  # add\n\n\ndef sub(a, b):\n    return a - b\n"
+    )
     (path / "tests").mkdir()
     (path / "tests" / "__init__.py").write_text("")
     tests = """\
@@ -82,8 +90,11 @@ def agent(key: str, script: str) -> CandidateSpec:
 
 
 def race(repo: Path, *candidates: CandidateSpec, validate=UNITTEST, **validate_options):
-    spec = build_spec(repository=repo, candidates=candidates,
-                      validate=ValidateSpec(command=tuple(validate), timeout=120, **validate_options))
+    spec = build_spec(
+        repository=repo,
+        candidates=candidates,
+        validate=ValidateSpec(command=tuple(validate), timeout=120, **validate_options),
+    )
     return run_race(spec)
 
 
@@ -107,8 +118,7 @@ def test_a_fix_left_uncommitted_beside_an_unrelated_commit_does_not_win(calc):
 
 
 def test_a_test_deleted_only_in_the_worktree_still_runs(calc):
-    result = race(calc, agent("sly", f"echo notes > notes.txt && {COMMIT} notes && "
-                                     "rm tests/test_calc.py"))
+    result = race(calc, agent("sly", f"echo notes > notes.txt && {COMMIT} notes && rm tests/test_calc.py"))
     record = result.candidates[0]
     assert record.status is CandidateStatus.REJECTED
     assert record.verdict["tests"]["ran"] == 2 and record.verdict["tests"]["failed"] == 1
@@ -116,8 +126,9 @@ def test_a_test_deleted_only_in_the_worktree_still_runs(calc):
 
 
 def test_a_committed_pytest_ini_that_deselects_the_failing_test_is_not_graded(calc):
-    deselect = ("printf '[pytest]\\naddopts = --deselect tests/test_calc.py::AddTest::test_add\\n' "
-                "> pytest.ini")
+    deselect = (
+        "printf '[pytest]\\naddopts = --deselect tests/test_calc.py::AddTest::test_add\\n' > pytest.ini"
+    )
     result = race(calc, agent("sly", f"{deselect} && {COMMIT} 'configure pytest'"), validate=PYTEST)
     record = result.candidates[0]
     assert record.status is CandidateStatus.REJECTED
@@ -127,8 +138,11 @@ def test_a_committed_pytest_ini_that_deselects_the_failing_test_is_not_graded(ca
 
 
 def test_a_validation_script_rewritten_to_exit_0_is_restored(calc):
-    result = race(calc, agent("sly", f"echo 'exit 0' > run_tests.sh && {COMMIT} 'simplify'"),
-                  validate=("sh", "run_tests.sh"))
+    result = race(
+        calc,
+        agent("sly", f"echo 'exit 0' > run_tests.sh && {COMMIT} 'simplify'"),
+        validate=("sh", "run_tests.sh"),
+    )
     record = result.candidates[0]
     assert record.status is CandidateStatus.REJECTED
     assert record.verdict["restored"] == ["run_tests.sh (modified)"]
@@ -137,8 +151,10 @@ def test_a_validation_script_rewritten_to_exit_0_is_restored(calc):
 
 
 def test_a_package_that_shadows_the_runner_fails_the_candidate(calc):
-    fake = "mkdir unittest && printf 'import sys\\nsys.exit(0)\\n' > unittest/__main__.py && " \
-           "touch unittest/__init__.py"
+    fake = (
+        "mkdir unittest && printf 'import sys\\nsys.exit(0)\\n' > unittest/__main__.py && "
+        "touch unittest/__init__.py"
+    )
     result = race(calc, agent("sly", f"{fake} && {COMMIT} 'helpers'"))
     record = result.candidates[0]
     assert record.status is CandidateStatus.REJECTED
@@ -147,8 +163,10 @@ def test_a_package_that_shadows_the_runner_fails_the_candidate(calc):
 
 
 def test_a_source_file_that_skips_every_test_fails_the_candidate(calc):
-    skip = ("printf 'import unittest\\nunittest.TestCase.setUp = "
-            "lambda self: self.skipTest(\"later\")\\n' >> calc.py")
+    skip = (
+        "printf 'import unittest\\nunittest.TestCase.setUp = "
+        'lambda self: self.skipTest("later")\\n\' >> calc.py'
+    )
     for validate in (UNITTEST, PYTEST):
         result = race(calc, agent("sly", f"{skip} && {COMMIT} 'tidy'"), validate=validate)
         record = result.candidates[0]
@@ -173,8 +191,9 @@ def test_a_commit_made_by_an_exit_hook_after_the_tests_ran_does_not_win(calc):
             atexit.register(_after)
         """)
     (calc.parent / "hook.py").write_text(hook)
-    result = race(calc, agent("sly", f"{FIX} && cat {calc.parent / 'hook.py'} >> calc.py && "
-                                     f"{COMMIT} 'fix add'"))
+    result = race(
+        calc, agent("sly", f"{FIX} && cat {calc.parent / 'hook.py'} >> calc.py && {COMMIT} 'fix add'")
+    )
     record = result.candidates[0]
     assert record.status is CandidateStatus.WINNER
     graded = record.verdict["commit"]
@@ -194,20 +213,22 @@ def test_a_commit_made_by_an_exit_hook_after_the_tests_ran_does_not_win(calc):
 
 
 def test_a_legitimate_fix_that_adds_tests_wins_under_unittest_and_pytest(calc):
-    more = ("printf '\\n\\nclass MoreTest(unittest.TestCase):\\n    def test_more(self):\\n"
-            "        self.assertEqual(calc.add(1, 1), 2)\\n' >> tests/test_calc.py && "
-            "printf 'import unittest\\n\\nimport calc\\n\\n\\nclass NewTest(unittest.TestCase):\\n"
-            "    def test_new(self):\\n        self.assertEqual(calc.add(0, 4), 4)\\n' "
-            "> tests/test_new.py")
+    more = (
+        "printf '\\n\\nclass MoreTest(unittest.TestCase):\\n    def test_more(self):\\n"
+        "        self.assertEqual(calc.add(1, 1), 2)\\n' >> tests/test_calc.py && "
+        "printf 'import unittest\\n\\nimport calc\\n\\n\\nclass NewTest(unittest.TestCase):\\n"
+        "    def test_new(self):\\n        self.assertEqual(calc.add(0, 4), 4)\\n' "
+        "> tests/test_new.py"
+    )
     # the new test file runs; the test added inside an existing one does not (that file is
     # graded as the baseline's), and the verdict says so
     for validate, ran in ((UNITTEST, 3), (PYTEST, 3)):
-        result = race(calc, agent("good", f"{FIX} && {more} && {COMMIT} 'fix add, add tests'"),
-                      validate=validate)
+        result = race(
+            calc, agent("good", f"{FIX} && {more} && {COMMIT} 'fix add, add tests'"), validate=validate
+        )
         record = result.candidates[0]
         assert record.status is CandidateStatus.WINNER, (validate, record.error)
-        assert record.verdict["tests"] == {"ran": ran, "passed": ran, "failed": 0, "errors": 0,
-                                           "skipped": 0}
+        assert record.verdict["tests"] == {"ran": ran, "passed": ran, "failed": 0, "errors": 0, "skipped": 0}
         assert record.verdict["source"] == "junit"
         # an extended test file is a change to a protected path: graded as the baseline's, and said
         assert record.verdict["restored"] == ["tests/test_calc.py (modified)"]
@@ -227,14 +248,16 @@ def test_unrelated_red_tests_do_not_block_a_correct_fix_with_allow_baseline_fail
     assert record.verdict["reason"].startswith("accepted with 1 failure(s) that already failed")
     assert any(flag.startswith("accepted with 1 failure") for flag in record.review)
     # one that breaks a test the baseline passed is still refused
-    breaks = agent("bad", f"{FIX} && sed -i 's/return a - b$/return b - a/' calc.py && "
-                          f"{COMMIT} 'fix add, change sub'")
+    breaks = agent(
+        "bad", f"{FIX} && sed -i 's/return a - b$/return b - a/' calc.py && {COMMIT} 'fix add, change sub'"
+    )
     refused = race(repo, breaks, allow_baseline_failures=True).candidates[0]
     assert refused.status is CandidateStatus.REJECTED
     assert refused.verdict["new_failures"] == ["tests.test_calc.SubTest::test_sub"]
     # and one that changes nothing fixes none of the baseline's failures
-    idle = race(repo, agent("idle", f"echo x > notes.txt && {COMMIT} notes"),
-                allow_baseline_failures=True).candidates[0]
+    idle = race(
+        repo, agent("idle", f"echo x > notes.txt && {COMMIT} notes"), allow_baseline_failures=True
+    ).candidates[0]
     assert idle.status is CandidateStatus.REJECTED and "fixes none" in idle.error
 
 
@@ -258,8 +281,11 @@ def test_repeat_reruns_a_failing_validation_and_names_flaky_tests(tmp_path):
 
 
 def test_protect_mode_reject_names_the_paths_and_flag_grades_as_written(calc):
-    weaken = agent("w", f"{FIX} && sed -i 's/assertEqual(calc.sub(5, 3), 2)/assertTrue(True)/' "
-                        f"tests/test_calc.py && {COMMIT} 'fix add, relax sub'")
+    weaken = agent(
+        "w",
+        f"{FIX} && sed -i 's/assertEqual(calc.sub(5, 3), 2)/assertTrue(True)/' "
+        f"tests/test_calc.py && {COMMIT} 'fix add, relax sub'",
+    )
     rejected = race(calc, weaken, protect_mode="reject").candidates[0]
     assert rejected.status is CandidateStatus.REJECTED
     assert rejected.verdict["rejected"] == ["tests/test_calc.py (modified)"]
@@ -272,14 +298,18 @@ def test_protect_mode_reject_names_the_paths_and_flag_grades_as_written(calc):
 
 def test_the_baseline_is_validated_beside_the_candidates_and_reported(calc):
     events = []
-    spec = build_spec(repository=calc, candidates=[agent("good", f"{FIX} && {COMMIT} 'fix add'")],
-                      validate=ValidateSpec(command=UNITTEST, timeout=120))
+    spec = build_spec(
+        repository=calc,
+        candidates=[agent("good", f"{FIX} && {COMMIT} 'fix add'")],
+        validate=ValidateSpec(command=UNITTEST, timeout=120),
+    )
     result = anyio.run(lambda: run_race_async(spec, on_event=events.append))
     kinds = [event.kind for event in events]
     assert EventKind.BASELINE_VALIDATED in kinds
     # the candidate's agent was started without waiting for the baseline
-    assert kinds.index(EventKind.AGENT_STARTED) < kinds.index(EventKind.BASELINE_VALIDATED) \
-        or kinds.index(EventKind.ADMITTED) < kinds.index(EventKind.BASELINE_VALIDATED)
+    assert kinds.index(EventKind.AGENT_STARTED) < kinds.index(EventKind.BASELINE_VALIDATED) or kinds.index(
+        EventKind.ADMITTED
+    ) < kinds.index(EventKind.BASELINE_VALIDATED)
     baseline = result.to_json()["baseline_validation"]
     assert baseline["status"] == "failed" and baseline["source"] == "junit"
     assert baseline["tests"] == {"ran": 2, "passed": 1, "failed": 1, "errors": 0, "skipped": 0}
@@ -292,8 +322,10 @@ def test_the_baseline_is_validated_beside_the_candidates_and_reported(calc):
 
 
 def test_the_exit_code_gate_trusts_the_exit_code_but_still_grades_the_commit(calc):
-    skip = ("printf 'import unittest\\nunittest.TestCase.setUp = "
-            "lambda self: self.skipTest(\"later\")\\n' >> calc.py")
+    skip = (
+        "printf 'import unittest\\nunittest.TestCase.setUp = "
+        'lambda self: self.skipTest("later")\\n\' >> calc.py'
+    )
     result = race(calc, agent("sly", f"{skip} && {COMMIT} 'tidy'"), gate="exit-code")
     record = result.candidates[0]
     assert record.status is CandidateStatus.WINNER and record.verdict["gate"] == "exit-code"

@@ -18,7 +18,7 @@ from outpost_tui.engine.verdict.reports import read_junit, read_summary, with_re
 from tests.cli.support import run_cli
 from tests.conftest import git, make_repo
 
-TESTS = '''\
+TESTS = """\
 import unittest
 
 
@@ -40,7 +40,7 @@ class T(unittest.TestCase):
         for n in (1, 2):
             with self.subTest(n=n):
                 self.assertEqual(n, 1)
-'''
+"""
 
 
 @pytest.fixture
@@ -63,17 +63,22 @@ def test_the_engines_report_option_names_every_test_as_the_runner_judged_it(suit
     assert results is not None and results.source == "junit"
     # pytest calls an exception raised by a test a failure; unittest calls it an error
     raised = "error" if runner == "unittest" else "failed"
-    assert results.cases == {"test_it.T::test_pass": "passed", "test_it.T::test_fail": "failed",
-                             "test_it.T::test_error": raised, "test_it.T::test_skip": "skipped",
-                             "test_it.T::test_subtests": "failed"}
+    assert results.cases == {
+        "test_it.T::test_pass": "passed",
+        "test_it.T::test_fail": "failed",
+        "test_it.T::test_error": raised,
+        "test_it.T::test_skip": "skipped",
+        "test_it.T::test_subtests": "failed",
+    }
     assert (results.passed, results.failed + results.errors, results.skipped) == (1, 3, 1)
 
 
 def test_unittest_through_the_engines_writer_keeps_its_exit_codes_and_output(suite):
     report = suite / "r.xml"
     plain = run((sys.executable, "-B", "-m", "unittest", "-q", "test_it.T.test_pass"), suite)
-    wrapped = run(with_report((sys.executable, "-B", "-m", "unittest", "-q", "test_it.T.test_pass"),
-                              str(report)), suite)
+    wrapped = run(
+        with_report((sys.executable, "-B", "-m", "unittest", "-q", "test_it.T.test_pass"), str(report)), suite
+    )
     assert plain.returncode == wrapped.returncode == 0
     assert "Ran 1 test" in wrapped.stderr and "OK" in wrapped.stderr
     empty = suite / "empty"
@@ -85,26 +90,44 @@ def test_unittest_through_the_engines_writer_keeps_its_exit_codes_and_output(sui
 def test_summary_lines_of_real_runs_give_the_counts(suite):
     pytest_out = run((sys.executable, "-B", "-m", "pytest", "-q", "-p", "no:cacheprovider"), suite)
     found = read_summary(pytest_out.stdout)
-    assert (found.source, found.passed, found.failed, found.errors, found.skipped) == \
-        ("summary", 1, 3, 0, 1)  # pytest counts a test's exception as a failure
+    assert (found.source, found.passed, found.failed, found.errors, found.skipped) == (
+        "summary",
+        1,
+        3,
+        0,
+        1,
+    )  # pytest counts a test's exception as a failure
     unittest_out = run((sys.executable, "-B", "-m", "unittest", "-q"), suite)
     found = read_summary(unittest_out.stderr)
     # unittest counts a failing subtest as a failure of its own (5 ran: 1 pass, 2 failures)
     assert (found.passed, found.failed, found.errors, found.skipped) == (1, 2, 1, 1)
 
 
-@pytest.mark.parametrize("output, counts", [
-    ("test result: ok. 5 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.01s\n"
-     "test result: FAILED. 2 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out", (7, 1, 0, 1)),
-    ("Test Suites: 1 failed, 2 passed, 3 total\nTests:       1 failed, 2 skipped, 5 passed, 8 total",
-     (5, 1, 0, 2)),
-    (" Test Files  1 failed | 2 passed (3)\n      Tests  1 failed | 9 passed | 1 skipped (11)",
-     (9, 1, 0, 1)),
-    ("=== RUN   TestA\n--- PASS: TestA (0.00s)\n=== RUN   TestB\n--- FAIL: TestB (0.00s)\n"
-     "--- SKIP: TestC (0.00s)\nFAIL\tcalc\t0.01s", (1, 1, 0, 1)),
-    ("Ran 0 tests in 0.000s\n\nNO TESTS RAN", (0, 0, 0, 0)),
-    ("no tests ran in 0.01s", (0, 0, 0, 0)),
-])
+@pytest.mark.parametrize(
+    "output, counts",
+    [
+        (
+            "test result: ok. 5 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.01s\n"
+            "test result: FAILED. 2 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out",
+            (7, 1, 0, 1),
+        ),
+        (
+            "Test Suites: 1 failed, 2 passed, 3 total\nTests:       1 failed, 2 skipped, 5 passed, 8 total",
+            (5, 1, 0, 2),
+        ),
+        (
+            " Test Files  1 failed | 2 passed (3)\n      Tests  1 failed | 9 passed | 1 skipped (11)",
+            (9, 1, 0, 1),
+        ),
+        (
+            "=== RUN   TestA\n--- PASS: TestA (0.00s)\n=== RUN   TestB\n--- FAIL: TestB (0.00s)\n"
+            "--- SKIP: TestC (0.00s)\nFAIL\tcalc\t0.01s",
+            (1, 1, 0, 1),
+        ),
+        ("Ran 0 tests in 0.000s\n\nNO TESTS RAN", (0, 0, 0, 0)),
+        ("no tests ran in 0.01s", (0, 0, 0, 0)),
+    ],
+)
 def test_summary_lines_of_other_runners(output, counts):
     found = read_summary(output)
     assert found.source == "summary"
@@ -127,38 +150,52 @@ def test_a_report_that_is_not_one_is_not_read(tmp_path):
 
 # --- race file and check -----------------------------------------------------------------------
 
+
 def race_file(tmp_path: Path, validate: str) -> Path:
     repo = make_repo(tmp_path / "repo")
     path = tmp_path / "race.toml"
-    path.write_text(f'[race]\nrepository = "{repo}"\n\n[validate]\ncommand = ["pytest"]\n{validate}'
-                    '\n[[candidates]]\nkey = "a"\nagent = "command"\ncommand = ["true"]\nbrief = "b"\n')
+    path.write_text(
+        f'[race]\nrepository = "{repo}"\n\n[validate]\ncommand = ["pytest"]\n{validate}'
+        '\n[[candidates]]\nkey = "a"\nagent = "command"\ncommand = ["true"]\nbrief = "b"\n'
+    )
     return path
 
 
 def test_the_verdict_keys_are_read_and_written_back(tmp_path):
-    path = race_file(tmp_path, 'junit = "out/junit.xml"\ngate = "exit-code"\n'
-                               'allow_baseline_failures = true\nrepeat = 2\n'
-                               'protect = ["spec/**", "Makefile"]\nprotect_mode = "flag"\n')
+    path = race_file(
+        tmp_path,
+        'junit = "out/junit.xml"\ngate = "exit-code"\n'
+        "allow_baseline_failures = true\nrepeat = 2\n"
+        'protect = ["spec/**", "Makefile"]\nprotect_mode = "flag"\n',
+    )
     spec = load_race(path)
     validate = spec.validate
-    assert (validate.junit, validate.gate, validate.allow_baseline_failures, validate.repeat,
-            validate.protect, validate.protect_mode) == ("out/junit.xml", "exit-code", True, 2,
-                                                          ("spec/**", "Makefile"), "flag")
+    assert (
+        validate.junit,
+        validate.gate,
+        validate.allow_baseline_failures,
+        validate.repeat,
+        validate.protect,
+        validate.protect_mode,
+    ) == ("out/junit.xml", "exit-code", True, 2, ("spec/**", "Makefile"), "flag")
     path.write_text(dump_race(spec))
     assert load_race(path).validate == validate
 
 
-@pytest.mark.parametrize("line, key, message", [
-    ('gate = "loose"', "validate.gate", '"loose" is not one of: strict, exit-code'),
-    ('repeat = -1', "validate.repeat", "must be between 0 and 20"),
-    ('repeat = "2"', "validate.repeat", "expected an integer"),
-    ('allow_baseline_failures = "yes"', "validate.allow_baseline_failures", "expected a boolean"),
-    ('protect = "tests/**"', "validate.protect", "expected a list of globs"),
-    ('protect = ["../outside"]', "validate.protect[0]", "must be a glob relative to the repository"),
-    ('protect_mode = "ignore"', "validate.protect_mode", "is not one of: restore, reject, flag"),
-    ('junit = "/tmp/junit.xml"', "validate.junit", "must be a path inside the checkout"),
-    ('juint = "x.xml"', "validate.juint", "did you mean 'junit'"),
-])
+@pytest.mark.parametrize(
+    "line, key, message",
+    [
+        ('gate = "loose"', "validate.gate", '"loose" is not one of: strict, exit-code'),
+        ("repeat = -1", "validate.repeat", "must be between 0 and 20"),
+        ('repeat = "2"', "validate.repeat", "expected an integer"),
+        ('allow_baseline_failures = "yes"', "validate.allow_baseline_failures", "expected a boolean"),
+        ('protect = "tests/**"', "validate.protect", "expected a list of globs"),
+        ('protect = ["../outside"]', "validate.protect[0]", "must be a glob relative to the repository"),
+        ('protect_mode = "ignore"', "validate.protect_mode", "is not one of: restore, reject, flag"),
+        ('junit = "/tmp/junit.xml"', "validate.junit", "must be a path inside the checkout"),
+        ('juint = "x.xml"', "validate.juint", "did you mean 'junit'"),
+    ],
+)
 def test_bad_verdict_keys_name_file_line_and_key(tmp_path, line, key, message):
     path = race_file(tmp_path, line + "\n")
     with pytest.raises(RaceFileError) as caught:
@@ -168,7 +205,7 @@ def test_bad_verdict_keys_name_file_line_and_key(tmp_path, line, key, message):
 
 
 def test_check_says_how_the_verdict_is_reached(tmp_path):
-    path = race_file(tmp_path, 'allow_baseline_failures = true\nrepeat = 1\n')
+    path = race_file(tmp_path, "allow_baseline_failures = true\nrepeat = 1\n")
     done = run_cli("check", path)
     assert done.returncode == 0, done.stderr
     line = next(line for line in done.stdout.splitlines() if line.strip().startswith("verdict"))
@@ -181,17 +218,20 @@ def test_check_says_how_the_verdict_is_reached(tmp_path):
 
 # --- protected paths and shadows on real trees --------------------------------------------------
 
+
 def trees(repo: Path, before: str, after: str):
     def entries(rev):
         return {p: protect.Entry(m, o) for p, (m, o) in engine_git.tree(repo, rev).items()}
+
     return entries(before), entries(after)
 
 
 def test_only_the_test_sections_of_shared_config_files_are_protected(tmp_path):
     repo = make_repo(tmp_path / "repo")
     (repo / "setup.cfg").write_text("[metadata]\nname = calc\n\n[tool:pytest]\naddopts = -q\n")
-    (repo / "package.json").write_text(json.dumps({"name": "calc", "scripts": {"test": "jest",
-                                                                                "build": "tsc"}}))
+    (repo / "package.json").write_text(
+        json.dumps({"name": "calc", "scripts": {"test": "jest", "build": "tsc"}})
+    )
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "config")
     before = git(repo, "rev-parse", "HEAD")
@@ -208,8 +248,9 @@ def test_only_the_test_sections_of_shared_config_files_are_protected(tmp_path):
     protect.restore(plan, checkout, base, tree, lambda oid: engine_git.blob(repo, oid))
     assert (checkout / "setup.cfg").read_text() == "[metadata]\nname = calc2\n[tool:pytest]\naddopts = -q\n"
 
-    (repo / "package.json").write_text(json.dumps({"name": "calc", "scripts": {"test": "exit 0",
-                                                                                "build": "vite"}}))
+    (repo / "package.json").write_text(
+        json.dumps({"name": "calc", "scripts": {"test": "exit 0", "build": "vite"}})
+    )
     git(repo, "commit", "-qam", "scripts")
     base, tree = trees(repo, renamed, git(repo, "rev-parse", "HEAD"))
     plan = protect.plan(base, tree, None, ("npm", "test"))
@@ -250,8 +291,14 @@ def test_new_modules_named_like_the_stdlib_or_runner_are_shadows_old_ones_are_no
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "project")
     before = git(repo, "rev-parse", "HEAD")
-    for path in ("pytest.py", "tests/random.py", "src/typing/__init__.py", "helpers/os.py",
-                 "calc_utils.py", "test/test_more.py"):
+    for path in (
+        "pytest.py",
+        "tests/random.py",
+        "src/typing/__init__.py",
+        "helpers/os.py",
+        "calc_utils.py",
+        "test/test_more.py",
+    ):
         (repo / path).parent.mkdir(parents=True, exist_ok=True)
         (repo / path).write_text("\n")
     git(repo, "add", "-A")

@@ -20,8 +20,10 @@ from outpost_tui.ui.screens.confirm import ConfirmScreen
 from outpost_tui.ui.screens.settings_form import CandidateForm, SettingsForm
 from tests.cli.support import run_cli
 
-COMMENTS = ["# Sample race: three scripted demo agents race to fix a bug in a small calculator.",
-            "# Every candidate gets this brief (a candidate may give its own instead)."]
+COMMENTS = [
+    "# Sample race: three scripted demo agents race to fix a bug in a small calculator.",
+    "# Every candidate gets this brief (a candidate may give its own instead).",
+]
 
 
 class Host(App):
@@ -104,15 +106,42 @@ async def save(pilot, app: Host) -> None:
 
 
 SECTION_EDITS = {
-    "race": {"name": "renamed race", "concurrency": "2", "cleanup_timeout": "12", "base": "HEAD~0",
-             "select": "best", "score_command": "python3 -c 'print(1)'", "score_timeout": "40"},
-    "validate": {"timeout": "90", "gate": "exit-code", "require_commits": "false", "repeat": "2",
-                 "allow_baseline_failures": "true", "junit": "reports/junit.xml",
-                 "protect": "tests/** 'my file.ini'", "protect_mode": "flag"},
-    "budget": {"attempts": "4", "input": "1000", "cached": "2000", "cache_write": "300", "output": "",
-               "cost_usd": "2.5", "candidate_timeout": "", "unreachable_timeout": "30"},
-    "sandbox": {"network": "bridge", "memory": "2g", "cpus": "1.5", "pids": "256",
-                "endpoint": "unix:///nonexistent/engine.sock"},
+    "race": {
+        "name": "renamed race",
+        "concurrency": "2",
+        "cleanup_timeout": "12",
+        "base": "HEAD~0",
+        "select": "best",
+        "score_command": "python3 -c 'print(1)'",
+        "score_timeout": "40",
+    },
+    "validate": {
+        "timeout": "90",
+        "gate": "exit-code",
+        "require_commits": "false",
+        "repeat": "2",
+        "allow_baseline_failures": "true",
+        "junit": "reports/junit.xml",
+        "protect": "tests/** 'my file.ini'",
+        "protect_mode": "flag",
+    },
+    "budget": {
+        "attempts": "4",
+        "input": "1000",
+        "cached": "2000",
+        "cache_write": "300",
+        "output": "",
+        "cost_usd": "2.5",
+        "candidate_timeout": "",
+        "unreachable_timeout": "30",
+    },
+    "sandbox": {
+        "network": "bridge",
+        "memory": "2g",
+        "cpus": "1.5",
+        "pids": "256",
+        "endpoint": "unix:///nonexistent/engine.sock",
+    },
     "setup": {"command": "sh -c 'touch ready'", "timeout": "30", "copy": ".env local/*.cfg", "ports": "2"},
     "durability": {"enabled": "true", "run_id": "calc-1", "version": "2"},
 }
@@ -131,8 +160,12 @@ async def test_every_section_is_edited_saved_in_place_and_checks(race_file):
             await done(pilot, form)
             assert isinstance(app.screen, ConfigureScreen), section
         assert app.screen.dirty and "unsaved" in status(app)
-        summary = {str(app.screen.query_one("#sections", DataTable).get_row_at(row)[0]):
-                   str(app.screen.query_one("#sections", DataTable).get_row_at(row)[1]) for row in range(7)}
+        summary = {
+            str(app.screen.query_one("#sections", DataTable).get_row_at(row)[0]): str(
+                app.screen.query_one("#sections", DataTable).get_row_at(row)[1]
+            )
+            for row in range(7)
+        }
         assert summary["Durability"] == "on · run id calc-1 · version 2"
         assert summary["Setup"] == "sh -c 'touch ready' (timeout 30s); copy .env, local/*.cfg; 2 port(s) each"
         await save(pilot, app)
@@ -140,20 +173,44 @@ async def test_every_section_is_edited_saved_in_place_and_checks(race_file):
         assert "race.toml.bak" in status(app)
 
     spec = load_race(race_file)
-    assert (spec.name, spec.concurrency, spec.cleanup_timeout, spec.base, spec.select) == \
-        ("renamed race", 2, 12, "HEAD~0", "best")
+    assert (spec.name, spec.concurrency, spec.cleanup_timeout, spec.base, spec.select) == (
+        "renamed race",
+        2,
+        12,
+        "HEAD~0",
+        "best",
+    )
     assert spec.score.command == ("python3", "-c", "print(1)") and spec.score.timeout == 40
     validate = spec.validate
-    assert (validate.timeout, validate.gate, validate.require_commits, validate.repeat,
-            validate.allow_baseline_failures, validate.junit, validate.protect, validate.protect_mode) == \
-        (90, "exit-code", False, 2, True, "reports/junit.xml", ("tests/**", "my file.ini"), "flag")
+    assert (
+        validate.timeout,
+        validate.gate,
+        validate.require_commits,
+        validate.repeat,
+        validate.allow_baseline_failures,
+        validate.junit,
+        validate.protect,
+        validate.protect_mode,
+    ) == (90, "exit-code", False, 2, True, "reports/junit.xml", ("tests/**", "my file.ini"), "flag")
     budget = spec.budget
-    assert (budget.attempts, budget.tokens.input, budget.tokens.cached, budget.tokens.cache_write,
-            budget.tokens.output, budget.cost_usd, budget.candidate_timeout, budget.unreachable_timeout) == \
-        (4, 1000, 2000, 300, None, 2.5, None, 30)
+    assert (
+        budget.attempts,
+        budget.tokens.input,
+        budget.tokens.cached,
+        budget.tokens.cache_write,
+        budget.tokens.output,
+        budget.cost_usd,
+        budget.candidate_timeout,
+        budget.unreachable_timeout,
+    ) == (4, 1000, 2000, 300, None, 2.5, None, 30)
     sandbox = spec.sandbox
-    assert (sandbox.network, sandbox.memory, sandbox.cpus, sandbox.pids, sandbox.endpoint) == \
-        ("bridge", "2g", 1.5, 256, "unix:///nonexistent/engine.sock")
+    assert (sandbox.network, sandbox.memory, sandbox.cpus, sandbox.pids, sandbox.endpoint) == (
+        "bridge",
+        "2g",
+        1.5,
+        256,
+        "unix:///nonexistent/engine.sock",
+    )
     assert spec.setup.command == ("sh", "-c", "touch ready") and spec.setup.copy == (".env", "local/*.cfg")
     assert (spec.setup.timeout, spec.setup.ports) == (30, 2)
     assert spec.durability.enabled and spec.run_id == "calc-1" and spec.durability.version == "2"
@@ -163,14 +220,23 @@ async def test_every_section_is_edited_saved_in_place_and_checks(race_file):
     for comment in COMMENTS:
         assert comment in text
     # untouched lines stay as the user wrote them, in their order; new sections go before the candidates
-    order = ['repository = "project"', "[budget]", "[validate]", "[score]", "[sandbox]", "[setup]",
-             "[durability]", "[[candidates]]"]
+    order = [
+        'repository = "project"',
+        "[budget]",
+        "[validate]",
+        "[score]",
+        "[sandbox]",
+        "[setup]",
+        "[durability]",
+        "[[candidates]]",
+    ]
     assert [text.index(line) for line in order] == sorted(text.index(line) for line in order)
     assert 'brief = """\ncalc.add(2, 3) returns -1.' in text
     assert 'command = ["python3", "-B", "-m", "unittest", "-q"]' in text
     assert "cost_usd = 2.5" in text and "candidate_timeout" not in text
     assert text.rstrip().endswith(
-        '[[candidates]]\nkey = "slow"\nagent = "demo"\nscript = "scripts/slow.toml"')
+        '[[candidates]]\nkey = "slow"\nagent = "demo"\nscript = "scripts/slow.toml"'
+    )
     assert backup_path(race_file).read_text() == before
     check = run_cli("check", race_file)
     assert check.returncode == 0, check.stderr
@@ -223,9 +289,12 @@ async def test_every_wrong_field_shows_its_own_error_and_the_form_stays_open(rac
         assert app.screen is form
         fields = ("attempts", "output", "cost_usd", "candidate_timeout")
         errors = {field: error(form, field) for field in fields}
-        assert errors == {"attempts": "must be at least 1, found -1", "output": "",
-                          "cost_usd": 'expected a number, found a string ("lots")',
-                          "candidate_timeout": "must be greater than 0, found 0"}
+        assert errors == {
+            "attempts": "must be at least 1, found -1",
+            "output": "",
+            "cost_usd": 'expected a number, found a string ("lots")',
+            "candidate_timeout": "must be greater than 0, found 0",
+        }
         assert form.focused is form.query_one("#attempts", Input)
         await pilot.press("escape")
         assert isinstance(app.screen, ConfigureScreen) and not app.screen.dirty
@@ -302,7 +371,7 @@ async def test_a_new_candidate_uses_the_race_brief_unless_given_its_own(race_fil
         assert candidate.command == ("python3", "agent.py", "--note", "two words")
         assert dict(candidate.env) == {"MODE": "fast", "GREETING": "hello world"} and candidate.timeout == 45
     text = race_file.read_text()
-    shared = text[text.index('key = "shared"'):text.index('key = "own"')]
+    shared = text[text.index('key = "shared"') : text.index('key = "own"')]
     assert "brief" not in shared
     assert run_cli("check", race_file).returncode == 0
 
@@ -445,8 +514,11 @@ async def test_setup_is_edited_and_a_cache_needs_its_key(race_file):
         await done(pilot, form)
         await save(pilot, app)
     setup = load_race(race_file).setup
-    assert (setup.command, setup.cache, setup.cache_key) == \
-        (("python3", "-m", "venv", ".venv"), (".venv",), ("requirements*.txt",))
+    assert (setup.command, setup.cache, setup.cache_key) == (
+        ("python3", "-m", "venv", ".venv"),
+        (".venv",),
+        ("requirements*.txt",),
+    )
 
 
 def test_the_forms_cover_every_key_a_race_file_holds():
@@ -463,8 +535,9 @@ def test_the_forms_cover_every_key_a_race_file_holds():
             else:
                 declared.add((table, option.name))
     assert declared - in_forms == set()  # [prices] tables of models are kept as the file has them
-    assert {option.name for option in schema.options(CandidateSpec)} == \
-        {field.key[0] for field in CANDIDATE_FIELDS}
+    assert {option.name for option in schema.options(CandidateSpec)} == {
+        field.key[0] for field in CANDIDATE_FIELDS
+    }
 
 
 @pytest.mark.anyio
@@ -486,8 +559,9 @@ async def test_a_race_file_broken_since_it_was_opened_is_said_not_configured(rac
 @pytest.mark.anyio
 async def test_prices_are_edited_a_line_per_model(race_file):
     text = race_file.read_text()
-    race_file.write_text(text.replace("[[candidates]]", '[prices."kept-model"]\ninput = 1  # my own rate\n\n'
-                                      "[[candidates]]", 1))
+    race_file.write_text(
+        text.replace("[[candidates]]", '[prices."kept-model"]\ninput = 1  # my own rate\n\n[[candidates]]', 1)
+    )
     app = Host(race_file)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()

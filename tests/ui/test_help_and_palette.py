@@ -51,11 +51,18 @@ class Host(App):
         self.push_screen(HelpScreen())
 
     def palette_commands(self):
-        commands = [("Start race", "calc-race, 2 candidates", lambda: self.called.append("start")),
-                    ("Abort race", "cancel every running candidate", lambda: self.called.append("abort"))]
+        commands = [
+            ("Start race", "calc-race, 2 candidates", lambda: self.called.append("start")),
+            ("Abort race", "cancel every running candidate", lambda: self.called.append("abort")),
+        ]
         for key in self.candidates:
-            commands.append((f"Cancel candidate {key}", "stop it now",
-                             lambda key=key: self.called.append(f"cancel {key}")))
+            commands.append(
+                (
+                    f"Cancel candidate {key}",
+                    "stop it now",
+                    lambda key=key: self.called.append(f"cancel {key}"),
+                )
+            )
         commands += theme_commands(["outpost-dark", "outpost-light"], self.switch, current="outpost-dark")
         return commands
 
@@ -90,8 +97,11 @@ async def test_help_lists_the_keys_of_the_screen_below_and_the_app(tmp_path):
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
         listed = rows(app.screen)
-        assert listed[:3] == [("c", "Cancel", "race.cancel"), ("x", "Abort", "race.abort"),
-                              ("y ⏎", "Yes", "race.yes")]
+        assert listed[:3] == [
+            ("c", "Cancel", "race.cancel"),
+            ("x", "Abort", "race.abort"),
+            ("y ⏎", "Yes", "race.yes"),
+        ]
         assert ("?", "Help", "app.help") in listed
         assert ("^q", "Quit", "app.quit") in listed
         # Disabled by check_action: not listed. Help's own keys are not the screen's keys.
@@ -152,6 +162,7 @@ async def test_help_lists_the_focused_widgets_keys_after_the_screens():
 
 # ---------------------------------------------------------------------------- palette
 
+
 async def hits(app: App, query: str) -> list[str]:
     provider = OutpostCommands(app.screen)
     found = [hit async for hit in provider.search(query)]
@@ -170,7 +181,11 @@ async def test_palette_searches_the_apps_commands_and_runs_the_chosen_one():
 
         discovered = [hit async for hit in OutpostCommands(app.screen).discover()]
         assert [str(hit.text) for hit in discovered][:4] == [
-            "Start race", "Abort race", "Cancel candidate fixer", "Cancel candidate breaker"]
+            "Start race",
+            "Abort race",
+            "Cancel candidate fixer",
+            "Cancel candidate breaker",
+        ]
         assert discovered[0].help == "calc-race, 2 candidates"
 
         await pilot.press("ctrl+p")

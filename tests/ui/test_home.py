@@ -33,17 +33,41 @@ async def until(pilot, condition, what: str, timeout: float = 60) -> None:
 async def test_recent_races_a_run_to_recover_and_the_samples(tmp_path, monkeypatch):
     repo = make_repo(tmp_path / "repo")
     (tmp_path / "one").mkdir()
-    finished = race_file(tmp_path / "one", repo, [("good", fake("--write", "fix.txt", "--content", "good",
-                                                                "--commit", "--usage", "1", "2", "3", "4",
-                                                                "--cost", "0.5"))])
-    done = subprocess.run([*CLI, "run", str(finished), "--headless", "--json"], capture_output=True,
-                          text=True, timeout=120)
+    finished = race_file(
+        tmp_path / "one",
+        repo,
+        [
+            (
+                "good",
+                fake(
+                    "--write",
+                    "fix.txt",
+                    "--content",
+                    "good",
+                    "--commit",
+                    "--usage",
+                    "1",
+                    "2",
+                    "3",
+                    "4",
+                    "--cost",
+                    "0.5",
+                ),
+            )
+        ],
+    )
+    done = subprocess.run(
+        [*CLI, "run", str(finished), "--headless", "--json"], capture_output=True, text=True, timeout=120
+    )
     race_id = json.loads(done.stdout)["id"]
 
     (tmp_path / "two").mkdir()
     ready, pidfile = tmp_path / "ready", tmp_path / "a.pid"
-    durable = durable_race_file(tmp_path / "two", repo, [("a", ["--ready", str(ready), "--pidfile",
-                                                                str(pidfile), "--hang-on-attempt", "1"])])
+    durable = durable_race_file(
+        tmp_path / "two",
+        repo,
+        [("a", ["--ready", str(ready), "--pidfile", str(pidfile), "--hang-on-attempt", "1"])],
+    )
     process = start(durable)
     try:
         wait_for(lambda: ready.exists() and pidfile.exists(), "the agent to start", process, timeout=60)

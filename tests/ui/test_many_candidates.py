@@ -41,7 +41,9 @@ async def test_sixteen_candidates_get_the_table_with_the_selected_ones_log_besid
         await pilot.pause()
         shown = [panel for panel in screen.query(CandidatePanel) if panel.display and panel.region.height]
         assert [panel.key for panel in shown] == ["c12"]
-        await until(pilot, lambda: "log line 11" in shown[0].query_one(Log).lines, "c12's log beside the table")
+        await until(
+            pilot, lambda: "log line 11" in shown[0].query_one(Log).lines, "c12's log beside the table"
+        )
         await until(pilot, lambda: str(table.get_cell("c12", "state")) == "running", "the table's refresh")
         assert str(table.get_cell("c12", "last line")) == "log line 11"
 
@@ -53,7 +55,9 @@ async def test_sixteen_candidates_get_the_table_with_the_selected_ones_log_besid
         await pilot.press("n")
 
         await pilot.press("l")  # the operator's choice: panels, even if small
-        await until(pilot, lambda: screen.focused is screen.query_one("#panel-c13"), "c13's panel to take focus")
+        await until(
+            pilot, lambda: screen.focused is screen.query_one("#panel-c13"), "c13's panel to take focus"
+        )
         assert not screen.table_view and screen.focused_key() == "c13"
         await pilot.press("l")
         assert screen.table_view

@@ -40,11 +40,20 @@ def summary(screen) -> str:
     return str(screen.query_one("#summary", Static).render())
 
 
-def race_file(tmp_path: Path, repo: Path, candidates: list[tuple[str, list[str]]], *,
-              validate: str = '["true"]', extra: str = "", tables: str = "") -> Path:
+def race_file(
+    tmp_path: Path,
+    repo: Path,
+    candidates: list[tuple[str, list[str]]],
+    *,
+    validate: str = '["true"]',
+    extra: str = "",
+    tables: str = "",
+) -> Path:
     text = f'[race]\nname = "ui"\nrepository = "{repo}"\n{extra}\n[validate]\ncommand = {validate}\n{tables}'
     for key, argv in candidates:
-        text += f'\n[[candidates]]\nkey = "{key}"\nagent = "command"\nbrief = "b"\ncommand = {json.dumps(argv)}\n'
+        text += (
+            f'\n[[candidates]]\nkey = "{key}"\nagent = "command"\nbrief = "b"\ncommand = {json.dumps(argv)}\n'
+        )
     path = tmp_path / "race.toml"
     path.write_text(text)
     return path
@@ -77,8 +86,11 @@ async def test_saved_in_configure_then_back_the_race_runs_and_shows_the_saved_fi
         await pilot.press("escape")
         screen = app.screen
         assert isinstance(screen, RaceScreen)
-        await until(pilot, lambda: not screen.rebuilding and set(screen._panels) == {"fixer", "breaker"},
-                    "the saved candidates")
+        await until(
+            pilot,
+            lambda: not screen.rebuilding and set(screen._panels) == {"fixer", "breaker"},
+            "the saved candidates",
+        )
         assert "attempts 0/5" in summary(screen)
         await pilot.press("s")
         await until(pilot, lambda: app.session.result, "the race")
@@ -103,8 +115,10 @@ async def test_an_edit_made_elsewhere_before_the_start_is_what_runs(tmp_path):
 # ------------------------------------------------------------------------ logs follow
 
 
-SCRIPT = ('for i in $(seq 80); do echo first $i; done; while [ ! -e "$1" ]; do sleep 0.02; done; '
-          'for i in $(seq 80); do echo second $i; done; touch "$1.done"; sleep 300')
+SCRIPT = (
+    'for i in $(seq 80); do echo first $i; done; while [ ! -e "$1" ]; do sleep 0.02; done; '
+    'for i in $(seq 80); do echo second $i; done; touch "$1.done"; sleep 300'
+)
 
 
 def at_end(log: Log) -> bool:
@@ -170,8 +184,9 @@ async def test_a_race_whose_durable_run_was_interrupted_says_so_and_f4_opens_the
 
     repo = make_repo(tmp_path / "repo")
     ready, pidfile = tmp_path / "ready", tmp_path / "a.pid"
-    path = durable_race_file(tmp_path, repo, [("a", ["--ready", str(ready), "--pidfile", str(pidfile),
-                                                     "--hang-on-attempt", "1"])])
+    path = durable_race_file(
+        tmp_path, repo, [("a", ["--ready", str(ready), "--pidfile", str(pidfile), "--hang-on-attempt", "1"])]
+    )
     process = start(path)
     try:
         wait_for(lambda: ready.exists() and pidfile.exists(), "the agent to start", process, timeout=60)
@@ -205,13 +220,34 @@ async def test_a_replay_shows_candidates_settled_before_the_crash_as_they_ended(
     repo = make_repo(tmp_path / "repo")
     ready = tmp_path / "ready"
     # `quick` fails at once (rejected before the crash); `slow` hangs on attempt 1 and succeeds on 2.
-    path = durable_race_file(tmp_path, repo, [
-        ("quick", ["--exit", "3"]),
-        ("slow", ["--ready", str(ready), "--hang-on-attempt", "1", "--write", "fix.txt",
-                  "--content", "good", "--commit"])])
+    path = durable_race_file(
+        tmp_path,
+        repo,
+        [
+            ("quick", ["--exit", "3"]),
+            (
+                "slow",
+                [
+                    "--ready",
+                    str(ready),
+                    "--hang-on-attempt",
+                    "1",
+                    "--write",
+                    "fix.txt",
+                    "--content",
+                    "good",
+                    "--commit",
+                ],
+            ),
+        ],
+    )
     process = start(path)
-    wait_for(lambda: ready.exists() and recovery.inspect(repo, RUN_ID).attempts[0]["phase"] == "settled",
-             "quick to settle and slow to run", process, timeout=60)
+    wait_for(
+        lambda: ready.exists() and recovery.inspect(repo, RUN_ID).attempts[0]["phase"] == "settled",
+        "quick to settle and slow to run",
+        process,
+        timeout=60,
+    )
     crash(process)
     recovery.release(repo, RUN_ID, recovery.inspect(repo, RUN_ID).revision)
     spec = recovery.replay_spec(repo, RUN_ID)
@@ -278,13 +314,17 @@ async def test_outcomes_are_said_once(tmp_path, monkeypatch):
         assert "cancelled: cancelled:" not in logs["slow"] and "another candidate won" in logs["slow"]
         assert "validation failed: validation failed" not in logs["breaker"]
         # the verdict's reason: which test the baseline passed and breaker's commit fails
-        assert ("1 test(s) that passed on the baseline fail: "
-                "tests.test_calc.DivideTest::test_dividing_by_zero_raises") in logs["breaker"]
+        assert (
+            "1 test(s) that passed on the baseline fail: "
+            "tests.test_calc.DivideTest::test_dividing_by_zero_raises"
+        ) in logs["breaker"]
 
 
 async def test_a_long_question_is_shown_whole(tmp_path):
-    question = ("Remove worktree /tmp/some/long/path/.outpost/workspaces/abcdef/fixer-1? "
-                "Its branch outpost/speculation/20260101-000000-abcdef/fixer/1 is kept.")
+    question = (
+        "Remove worktree /tmp/some/long/path/.outpost/workspaces/abcdef/fixer-1? "
+        "Its branch outpost/speculation/20260101-000000-abcdef/fixer/1 is kept."
+    )
     app = OutpostApp(testing=True, repository=tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
         app.push_screen(ConfirmScreen(question))
@@ -322,8 +362,11 @@ async def test_at_80x24_the_footer_keeps_quit_help_and_the_function_keys(tmp_pat
         footer = app.screen.query_one(Footer)
 
         def shown() -> set[str]:
-            return {key.key for key in footer.query(FooterKey)
-                    if key.region.width and key.region.right <= 80 and key.region.y == 23}
+            return {
+                key.key
+                for key in footer.query(FooterKey)
+                if key.region.width and key.region.right <= 80 and key.region.y == 23
+            }
 
         await until(pilot, lambda: "s" in shown() and "f5" in shown(), "the footer's keys")
         shown = shown()

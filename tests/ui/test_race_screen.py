@@ -29,8 +29,9 @@ async def until(pilot, condition, what: str, timeout: float = 60) -> None:
         await pilot.pause(0.05)
 
 
-def fake_race(tmp_path: Path, repo: Path, candidates: list[tuple[str, list[str]]],
-              validate: str = '["true"]') -> Path:
+def fake_race(
+    tmp_path: Path, repo: Path, candidates: list[tuple[str, list[str]]], validate: str = '["true"]'
+) -> Path:
     text = f'[race]\nname = "ui"\nrepository = "{repo}"\n\n[validate]\ncommand = {validate}\n'
     for key, flags in candidates:
         argv = json.dumps([sys.executable, str(FAKE_AGENT), *flags])
@@ -87,14 +88,22 @@ async def test_ready_until_s_then_keys_focus_zoom_and_back(tmp_path):
 
 
 async def test_cancel_accept_and_confirmation_keys(repo, tmp_path):
-    race_file = fake_race(tmp_path, repo, [
-        ("keep", ["--write", "k.txt", "--commit", "--touch", str(tmp_path / "keep-done"), "--hang"]),
-        ("drop", ["--pidfile", str(tmp_path / "drop.pid"), "--hang"]),
-    ], validate='["false"]')
+    race_file = fake_race(
+        tmp_path,
+        repo,
+        [
+            ("keep", ["--write", "k.txt", "--commit", "--touch", str(tmp_path / "keep-done"), "--hang"]),
+            ("drop", ["--pidfile", str(tmp_path / "drop.pid"), "--hang"]),
+        ],
+        validate='["false"]',
+    )
     app = OutpostApp(race_file, start=True, testing=True)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: (tmp_path / "drop.pid").exists() and (tmp_path / "keep-done").exists(),
-                    "both agents to run")
+        await until(
+            pilot,
+            lambda: (tmp_path / "drop.pid").exists() and (tmp_path / "keep-done").exists(),
+            "both agents to run",
+        )
         await pilot.press("2", "c")
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("n")  # refused: nothing happens
@@ -110,7 +119,9 @@ async def test_cancel_accept_and_confirmation_keys(repo, tmp_path):
 
 
 async def test_abort_and_quit_while_running_leaves_no_process(repo, tmp_path):
-    race_file = fake_race(tmp_path, repo, [("hang", ["--pidfile", str(tmp_path / "p"), "--spawn-child", "--hang"])])
+    race_file = fake_race(
+        tmp_path, repo, [("hang", ["--pidfile", str(tmp_path / "p"), "--spawn-child", "--hang"])]
+    )
     app = OutpostApp(race_file, start=True, testing=True)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: (tmp_path / "p").exists(), "the agent to start")
@@ -124,8 +135,9 @@ async def test_abort_and_quit_while_running_leaves_no_process(repo, tmp_path):
 
 
 async def test_search_filters_the_focused_log_and_diff_shows_the_change(repo, tmp_path):
-    race_file = fake_race(tmp_path, repo, [("a", ["--lines", "30", "--write", "fix.txt", "--content",
-                                                  "fixed\n", "--commit"])])
+    race_file = fake_race(
+        tmp_path, repo, [("a", ["--lines", "30", "--write", "fix.txt", "--content", "fixed\n", "--commit"])]
+    )
     app = OutpostApp(race_file, start=True, testing=True)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.session.result, "the race")
@@ -185,8 +197,10 @@ async def test_quitting_a_durable_race_leaves_it_resumable(repo, tmp_path):
     from outpost_tui.engine.durable import recovery
 
     race_file = fake_race(tmp_path, repo, [("hang", ["--pidfile", str(tmp_path / "p"), "--hang"])])
-    race_file.write_text(race_file.read_text().replace(
-        '[race]\n', '[race]\nrun_id = "ui-durable"\n') + '\n[durability]\nenabled = true\nversion = "1"\n')
+    race_file.write_text(
+        race_file.read_text().replace("[race]\n", '[race]\nrun_id = "ui-durable"\n')
+        + '\n[durability]\nenabled = true\nversion = "1"\n'
+    )
     app = OutpostApp(race_file, start=True, testing=True)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: (tmp_path / "p").exists(), "the agent to start")

@@ -44,10 +44,15 @@ def footer_words(screen) -> set[str]:
 async def test_a_hand_picked_winner_is_announced_marked_and_still_reads_as_the_winner(tmp_path):
     repo = make_repo(tmp_path / "repo")
     done = tmp_path / "keep-done"
-    path = race_file(tmp_path, repo, [
-        ("keep", fake("--write", "k.txt", "--commit", "--touch", str(done), "--hang")),
-        ("other", fake("--pidfile", str(tmp_path / "other.pid"), "--hang"))],
-        tables='\n[budget]\nattempts = 4\n')
+    path = race_file(
+        tmp_path,
+        repo,
+        [
+            ("keep", fake("--write", "k.txt", "--commit", "--touch", str(done), "--hang")),
+            ("other", fake("--pidfile", str(tmp_path / "other.pid"), "--hang")),
+        ],
+        tables="\n[budget]\nattempts = 4\n",
+    )
     app = OutpostApp(path, start=True, testing=True)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         screen = app.screen
@@ -61,8 +66,11 @@ async def test_a_hand_picked_winner_is_announced_marked_and_still_reads_as_the_w
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("y")
         await until(pilot, lambda: app.session.result, "the race to end")
-        await until(pilot, lambda: "accepted by operator" in str(screen.query_one("#panel-keep .reason", Static).render()),
-                    "the accepted line")
+        await until(
+            pilot,
+            lambda: "accepted by operator" in str(screen.query_one("#panel-keep .reason", Static).render()),
+            "the accepted line",
+        )
         assert any(m == "keep won (accepted by operator)" for m in said(app)), said(app)
         assert any(m.startswith("race winner: keep won") for m in said(app))
 
@@ -79,11 +87,16 @@ async def test_a_hand_picked_winner_is_announced_marked_and_still_reads_as_the_w
 
 async def test_quota_and_budget_are_announced_with_when_the_quota_resets(tmp_path):
     repo = make_repo(tmp_path / "repo")
-    path = race_file(tmp_path, repo, [
-        ("limited", fake("--quota", "usage limit reached", "--reset-at", "2030-01-01T00:00:00Z")),
-        # spends past the budget only once the race has seen `limited` hit its quota
-        ("spender", fake("--wait-file", str(tmp_path / "go"), "--usage", "0", "0", "0", "500", "--hang"))],
-        tables='\n[budget]\ntokens = { output = 100 }\n')
+    path = race_file(
+        tmp_path,
+        repo,
+        [
+            ("limited", fake("--quota", "usage limit reached", "--reset-at", "2030-01-01T00:00:00Z")),
+            # spends past the budget only once the race has seen `limited` hit its quota
+            ("spender", fake("--wait-file", str(tmp_path / "go"), "--usage", "0", "0", "0", "500", "--hang")),
+        ],
+        tables="\n[budget]\ntokens = { output = 100 }\n",
+    )
     app = OutpostApp(path, start=True, testing=True)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await until(pilot, lambda: app.session.model.candidates["limited"].state == "quota", "the quota")
@@ -91,8 +104,9 @@ async def test_quota_and_budget_are_announced_with_when_the_quota_resets(tmp_pat
         await until(pilot, lambda: app.session.result, "the race")
         await until(pilot, lambda: any("budget" in m for m in said(app)), "the budget notification")
         messages = said(app)
-        assert any(m.startswith("limited hit its quota") and "resets 2030-01-01T00:00:00Z" in m
-                   for m in messages), messages
+        assert any(
+            m.startswith("limited hit its quota") and "resets 2030-01-01T00:00:00Z" in m for m in messages
+        ), messages
         assert any("token budget exhausted: output" in m for m in messages), messages
 
 

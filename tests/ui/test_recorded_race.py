@@ -36,11 +36,16 @@ async def until(pilot, condition, what: str, timeout: float = 30) -> None:
 @pytest.fixture
 def race_id(repo) -> str:
     """A finished fallback race: `bad` rejected by validation, then `good` the winner."""
-    spec = build_spec(repository=repo, mode="fallback", name="calc",
-                      validate=[sys.executable, str(VALIDATE)],
-                      candidates=[cmd("bad", "--write", "fix.txt", "--content", "bad", "--commit",
-                                      "--lines", "5"),
-                                  cmd("good", "--write", "fix.txt", "--content", "good", "--commit")])
+    spec = build_spec(
+        repository=repo,
+        mode="fallback",
+        name="calc",
+        validate=[sys.executable, str(VALIDATE)],
+        candidates=[
+            cmd("bad", "--write", "fix.txt", "--content", "bad", "--commit", "--lines", "5"),
+            cmd("good", "--write", "fix.txt", "--content", "good", "--commit"),
+        ],
+    )
     result = run_race(spec)
     assert result.winner.key == "good"
     return result.id
@@ -78,8 +83,10 @@ async def test_a_recorded_race_shows_how_it_ended_and_changes_nothing(repo, race
         assert "validation passed" in good_log and "── winner" in good_log
         summary = str(screen.query_one("#summary").render())
         assert summary.startswith("winner good on outpost/speculation/")
+
         def header():
             return "".join(str(title.render()) for title in screen.query(HeaderTitle))
+
         await until(pilot, lambda: "recorded" in header(), "the header")
         assert header().startswith(f"outpost-tui · calc · recorded — race {race_id}, started 20")
         assert app.session is None  # the app's own race (none here) is not replaced
@@ -106,8 +113,10 @@ async def test_a_recorded_race_shows_how_it_ended_and_changes_nothing(repo, race
         assert len(panels["bad"].query_one(Log).lines) == 5
         await pilot.press("2", "d")
         await until(pilot, lambda: isinstance(app.screen, DiffScreen), "the diff")
+
         def diff():
             return [line.text for log in app.screen.query(RichLog) for line in log.lines]
+
         await until(pilot, lambda: "+good" in diff(), "the diff text")
         await pilot.press("escape")
         assert app.screen is screen
@@ -117,8 +126,10 @@ async def test_a_recorded_race_shows_how_it_ended_and_changes_nothing(repo, race
 async def test_the_live_race_screen_is_unchanged_by_it(repo, race_id, tmp_path):
     # The live screen keeps its controls in the footer (a recorded one hides them).
     path = tmp_path / "race.toml"
-    path.write_text(f'[race]\nname = "live"\nrepository = "{repo}"\n\n[validate]\ncommand = ["true"]\n'
-                    f'\n[[candidates]]\nkey = "a"\nagent = "command"\nbrief = "b"\ncommand = ["true"]\n')
+    path.write_text(
+        f'[race]\nname = "live"\nrepository = "{repo}"\n\n[validate]\ncommand = ["true"]\n'
+        f'\n[[candidates]]\nkey = "a"\nagent = "command"\nbrief = "b"\ncommand = ["true"]\n'
+    )
     app = OutpostApp(path, testing=True)
     async with app.run_test(size=SIZE) as pilot:
         assert type(app.screen) is RaceScreen
@@ -137,8 +148,11 @@ async def test_home_h_lists_recorded_races_and_opens_one(repo, race_id, monkeypa
         await pilot.press("h")
         await until(pilot, lambda: isinstance(app.screen, CommandPalette), "the list of races")
         await pilot.press(*race_id[-6:])
-        await until(pilot, lambda: [n.option_count for n in app.screen.query(CommandList)] == [1],
-                    "the race alone in the list")
+        await until(
+            pilot,
+            lambda: [n.option_count for n in app.screen.query(CommandList)] == [1],
+            "the race alone in the list",
+        )
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, RecordedRaceScreen), "the recorded race")
         assert app.screen.recording.race.id == race_id
@@ -148,8 +162,9 @@ async def test_home_h_lists_recorded_races_and_opens_one(repo, race_id, monkeypa
 
 async def test_an_unfinished_race_says_so(repo, race_id):
     race_file = repo / ".outpost" / "runs" / race_id / "race.jsonl"
-    race_file.write_text("".join(line + "\n" for line in race_file.read_text().splitlines()
-                                 if '"race-finished"' not in line))
+    race_file.write_text(
+        "".join(line + "\n" for line in race_file.read_text().splitlines() if '"race-finished"' not in line)
+    )
     app = OutpostApp(recorded=race_id, repository=repo, testing=True)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: isinstance(app.screen, RecordedRaceScreen), "the recorded race")

@@ -48,9 +48,28 @@ class Run:
 def _hanging_run(tmp_path: Path) -> Run:
     repo = make_repo(tmp_path / "repo")
     ready, pidfile = tmp_path / "ready", tmp_path / "a.pid"
-    path = race_file(tmp_path, repo, [
-        ("a", ["--ready", str(ready), "--pidfile", str(pidfile), "--hang-on-attempt", "1",
-               "--write", "fix.txt", "--content", "good", "--commit"])])
+    path = race_file(
+        tmp_path,
+        repo,
+        [
+            (
+                "a",
+                [
+                    "--ready",
+                    str(ready),
+                    "--pidfile",
+                    str(pidfile),
+                    "--hang-on-attempt",
+                    "1",
+                    "--write",
+                    "fix.txt",
+                    "--content",
+                    "good",
+                    "--commit",
+                ],
+            )
+        ],
+    )
     process = start(path)
     wait_for(lambda: ready.exists() and pidfile.exists(), "the agent to start", process, timeout=30)
     return Run(repo, path, process, int(pidfile.read_text().split()[0]))

@@ -36,10 +36,33 @@ def outcome(screen) -> str:
 
 def two_candidates(tmp_path: Path, repo: Path) -> Path:
     # `good` commits fix.txt and passes; `bad` exits 1 (failed); validation checks the file.
-    return race_file(tmp_path, repo, [
-        ("good", fake("--wait-file", str(tmp_path / "bad-ran"), "--write", "fix.txt", "--content", "fixed\n",
-                      "--commit", "--usage", "10", "20", "0", "30", "--cost", "0.25")),
-        ("bad", fake("--touch", str(tmp_path / "bad-ran"), "--exit", "1"))], validate='["test", "-f", "fix.txt"]')
+    return race_file(
+        tmp_path,
+        repo,
+        [
+            (
+                "good",
+                fake(
+                    "--wait-file",
+                    str(tmp_path / "bad-ran"),
+                    "--write",
+                    "fix.txt",
+                    "--content",
+                    "fixed\n",
+                    "--commit",
+                    "--usage",
+                    "10",
+                    "20",
+                    "0",
+                    "30",
+                    "--cost",
+                    "0.25",
+                ),
+            ),
+            ("bad", fake("--touch", str(tmp_path / "bad-ran"), "--exit", "1")),
+        ],
+        validate='["test", "-f", "fix.txt"]',
+    )
 
 
 async def finished(pilot, app) -> RaceScreen:
@@ -127,17 +150,25 @@ async def test_rerun_runs_the_race_file_again(tmp_path):
         await pilot.press("v", "r")
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("y")
-        await until(pilot, lambda: app.session.result is not None and app.session.result.id != first,
-                    "the second race")
+        await until(
+            pilot,
+            lambda: app.session.result is not None and app.session.result.id != first,
+            "the second race",
+        )
         assert isinstance(app.screen, RaceScreen)
 
 
 async def test_a_recorded_race_opens_its_result_and_the_shell_says_where_it_would_go(tmp_path, monkeypatch):
     repo = make_repo(tmp_path / "repo")
-    path = race_file(tmp_path, repo, [("dirty", fake("--write", "fix.txt", "--content", "x", "--commit",
-                                                     "--dirty"))], validate='["false"]')
-    done = subprocess.run([*CLI, "run", str(path), "--headless", "--json"], capture_output=True, text=True,
-                          timeout=120)
+    path = race_file(
+        tmp_path,
+        repo,
+        [("dirty", fake("--write", "fix.txt", "--content", "x", "--commit", "--dirty"))],
+        validate='["false"]',
+    )
+    done = subprocess.run(
+        [*CLI, "run", str(path), "--headless", "--json"], capture_output=True, text=True, timeout=120
+    )
     result = json.loads(done.stdout)
     app = OutpostApp(recorded=result["id"], repository=repo, testing=True)
     async with app.run_test(size=SIZE) as pilot:

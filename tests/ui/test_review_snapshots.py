@@ -50,12 +50,19 @@ def reviewed_repository(root: Path) -> Path:
     git(repo, "commit", "-qm", "calc")
     baseline = git(repo, "rev-parse", "HEAD")
     work = {
-        "fixer": ({"calc.py": CALC.replace("return a - b\n\n\ndef", "return a + b\n\n\ndef", 1)},
-                  {"NOTES.md": "# notes\nadd() fixed\n", "run.log": "ok\n" * 50}),
-        "breaker": ({"calc.py": CALC.replace("def add(a, b):\n    return a - b",
-                                             "def add(a, b):\n    if (a, b) == (2, 2):\n        return 4\n"
-                                             "    return a - b")},
-                    {"scratch.py": "print('try')\n"}),
+        "fixer": (
+            {"calc.py": CALC.replace("return a - b\n\n\ndef", "return a + b\n\n\ndef", 1)},
+            {"NOTES.md": "# notes\nadd() fixed\n", "run.log": "ok\n" * 50},
+        ),
+        "breaker": (
+            {
+                "calc.py": CALC.replace(
+                    "def add(a, b):\n    return a - b",
+                    "def add(a, b):\n    if (a, b) == (2, 2):\n        return 4\n    return a - b",
+                )
+            },
+            {"scratch.py": "print('try')\n"},
+        ),
     }
     for key, (committed, left) in work.items():
         branch = g.branch_name(RACE, key, 1)
@@ -68,16 +75,45 @@ def reviewed_repository(root: Path) -> Path:
             (directory / name).write_text(content)
         os.utime(directory / ".git", (T0, T0))
     log = FlightLog(repo / ".outpost" / "runs" / RACE)
-    log(RaceStarted(id=RACE, name="calc-race", mode="race", select="first", baseline=baseline,
-                    candidates=list(work), run_id=None, host_dirty=False, validate=None, at=T0))
-    result = {"id": RACE, "status": "winner", "baseline": baseline,
-              "winner": {"key": "fixer", "attempt": 1, "branch": g.branch_name(RACE, "fixer", 1)},
-              "candidates": [
-                  {"key": "fixer", "attempt": 1, "status": "winner", "decided_by": "validation",
-                   "validation": {"status": "passed", "exit_code": 0}},
-                  {"key": "breaker", "attempt": 1, "status": "rejected",
-                   "validation": {"status": "failed", "exit_code": 1,
-                                  "reason": "validation failed (exit code 1)"}}]}
+    log(
+        RaceStarted(
+            id=RACE,
+            name="calc-race",
+            mode="race",
+            select="first",
+            baseline=baseline,
+            candidates=list(work),
+            run_id=None,
+            host_dirty=False,
+            validate=None,
+            at=T0,
+        )
+    )
+    result = {
+        "id": RACE,
+        "status": "winner",
+        "baseline": baseline,
+        "winner": {"key": "fixer", "attempt": 1, "branch": g.branch_name(RACE, "fixer", 1)},
+        "candidates": [
+            {
+                "key": "fixer",
+                "attempt": 1,
+                "status": "winner",
+                "decided_by": "validation",
+                "validation": {"status": "passed", "exit_code": 0},
+            },
+            {
+                "key": "breaker",
+                "attempt": 1,
+                "status": "rejected",
+                "validation": {
+                    "status": "failed",
+                    "exit_code": 1,
+                    "reason": "validation failed (exit code 1)",
+                },
+            },
+        ],
+    }
     log(RaceFinished(status="winner", winner="fixer", result=result, at=T0 + 60))
     log.close()
     return repo
@@ -110,8 +146,11 @@ async def on_row(pilot, ident: str) -> WorktreesScreen:
     screen = await listed(pilot)
     table = screen.query_one("#worktrees")
     table.move_cursor(row=table.get_row_index(ident))
-    await until(pilot, lambda: str(screen.query_one("#details").content).startswith(
-        f"branch outpost/speculation/{ident}\n"), ident)
+    await until(
+        pilot,
+        lambda: str(screen.query_one("#details").content).startswith(f"branch outpost/speculation/{ident}\n"),
+        ident,
+    )
     return screen
 
 
@@ -145,6 +184,7 @@ def confirming(*keys: str, row: str = "fixer"):
         await pilot.press(*keys)
         await until(pilot, lambda: isinstance(pilot.app.screen, ConfirmScreen), "the confirmation")
         await pilot.pause()
+
     return run_before
 
 
@@ -167,6 +207,9 @@ def test_review_snapshot(snap_compare, tmp_path, view, size):
         # only a branch with no worktree can go: archive the loser first, then ask about the race
         from outpost_tui.engine.kept import archive
 
-        archive.archive_and_remove(repo, g.worktree_directory(repo, "breaker", g.branch_name(RACE, "breaker", 1)),
-                                   archive.Attempt(RACE, "breaker", 1))
+        archive.archive_and_remove(
+            repo,
+            g.worktree_directory(repo, "breaker", g.branch_name(RACE, "breaker", 1)),
+            archive.Attempt(RACE, "breaker", 1),
+        )
     assert snap_compare(ReviewApp(repo), terminal_size=size, run_before=VIEWS[view])

@@ -93,8 +93,11 @@ async def new_candidate(pilot) -> None:
     await pilot.pause()
 
 
-CONFIGURE_VIEWS = {"configure": configure_view, "budget_error": budget_with_an_error,
-                   "new_candidate": new_candidate}
+CONFIGURE_VIEWS = {
+    "configure": configure_view,
+    "budget_error": budget_with_an_error,
+    "new_candidate": new_candidate,
+}
 
 
 @SIZES
@@ -114,15 +117,33 @@ def saved_run(race_file: Path, monkeypatch) -> None:
         # the revision the inspect step shows is a random name the storage gives each write
         patch.setattr(transport.uuid, "uuid4", lambda: uuid.UUID(int=0x5EED))
         store = checkpoint.CheckpointStore(recovery.transport_for(spec.repository), RUN_ID, spec.repository)
-        attempts = [attempt_state("fixer", 1, "running"),
-                    attempt_state("breaker", 1, "settled", "rejected",
-                                  error="validation failed (exit code 1)"),
-                    attempt_state("slow", 1, "waiting")]
-        state = {"format": 1, "id": RACE_ID, "baseline": "0" * 40, "select": "first", "name": spec.name,
-                 "race_file": "race.toml", "candidates": ["fixer", "breaker", "slow"], "finished": False,
-                 "status": None, "attempts": attempts,
-                 "usage": {"attempts": 2, "input": 1200, "cached": 8000, "cache_write": 0, "output": 300,
-                           "cost_usd": 0.012, "complete": True, "estimated": False}}
+        attempts = [
+            attempt_state("fixer", 1, "running"),
+            attempt_state("breaker", 1, "settled", "rejected", error="validation failed (exit code 1)"),
+            attempt_state("slow", 1, "waiting"),
+        ]
+        state = {
+            "format": 1,
+            "id": RACE_ID,
+            "baseline": "0" * 40,
+            "select": "first",
+            "name": spec.name,
+            "race_file": "race.toml",
+            "candidates": ["fixer", "breaker", "slow"],
+            "finished": False,
+            "status": None,
+            "attempts": attempts,
+            "usage": {
+                "attempts": 2,
+                "input": 1200,
+                "cached": 8000,
+                "cache_write": 0,
+                "output": 300,
+                "cost_usd": 0.012,
+                "complete": True,
+                "estimated": False,
+            },
+        }
         store.claim(state, identity=checkpoint.race_identity(spec))
 
 
@@ -139,8 +160,11 @@ async def recovery_inspect_step(pilot) -> None:
     await recovery_list(pilot)
     screen = pilot.app.screen
     await pilot.press("enter")
-    await until(pilot, lambda: screen.view is not None and screen.step == "stop" and not screen.busy,
-                "the run's owner")
+    await until(
+        pilot,
+        lambda: screen.view is not None and screen.step == "stop" and not screen.busy,
+        "the run's owner",
+    )
     await pilot.press("i")
     await until(pilot, lambda: screen.step == "inspect" and not screen.busy, "the saved attempts")
     await pilot.pause()

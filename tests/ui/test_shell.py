@@ -21,8 +21,10 @@ def worktree(repo):
 def fake_shell(tmp_path, monkeypatch):
     record = tmp_path / "shell-ran"
     script = tmp_path / "myshell"
-    script.write_text(f"#!{sys.executable}\nimport os\nopen({str(record)!r}, 'w').write(os.getcwd() + '|' + "
-                      "os.environ['OUTPOST_WORKTREE'])\nraise SystemExit(3)\n")
+    script.write_text(
+        f"#!{sys.executable}\nimport os\nopen({str(record)!r}, 'w').write(os.getcwd() + '|' + "
+        "os.environ['OUTPOST_WORKTREE'])\nraise SystemExit(3)\n"
+    )
     script.chmod(0o755)
     monkeypatch.setenv("SHELL", str(script))
     return record

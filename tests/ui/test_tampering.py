@@ -23,12 +23,16 @@ async def until(pilot, condition, what: str, timeout: float = 60) -> None:
 
 
 async def test_a_candidate_moving_the_users_branch_is_an_error_notification_and_a_flag(repo, tmp_path):
-    script = ("echo fixed > fix.txt && git add fix.txt && git commit -qm fix && "
-              "git update-ref refs/heads/main \"$(git commit-tree HEAD~1^{tree} -p HEAD~1 -m moved)\"")
+    script = (
+        "echo fixed > fix.txt && git add fix.txt && git commit -qm fix && "
+        'git update-ref refs/heads/main "$(git commit-tree HEAD~1^{tree} -p HEAD~1 -m moved)"'
+    )
     path = tmp_path / "race.toml"
-    path.write_text(f'[race]\nname = "ui"\nrepository = "{repo}"\n[validate]\ncommand = ["true"]\n'
-                    f'\n[[candidates]]\nkey = "mover"\nagent = "command"\nbrief = "b"\n'
-                    f'command = {json.dumps(["sh", "-c", script])}\n')
+    path.write_text(
+        f'[race]\nname = "ui"\nrepository = "{repo}"\n[validate]\ncommand = ["true"]\n'
+        f'\n[[candidates]]\nkey = "mover"\nagent = "command"\nbrief = "b"\n'
+        f"command = {json.dumps(['sh', '-c', script])}\n"
+    )
     app = OutpostApp(path, start=True, testing=True)
     async with app.run_test(size=(120, 36), notifications=True) as pilot:
         await until(pilot, lambda: app.session.result, "the race to finish")
@@ -37,6 +41,7 @@ async def test_a_candidate_moving_the_users_branch_is_an_error_notification_and_
         reason = str(panel.query_one(".reason", Static).render())
         assert reason.startswith("⚠ changed your repository: moved refs/heads/main")
         errors = [n for n in app._notifications if n.severity == "error"]
-        assert any("your repository was changed: mover#1: moved refs/heads/main" in n.message
-                   for n in errors), [n.message for n in app._notifications]
+        assert any(
+            "your repository was changed: mover#1: moved refs/heads/main" in n.message for n in errors
+        ), [n.message for n in app._notifications]
         assert app.session.result.integration["status"] == "blocked"

@@ -40,6 +40,7 @@ status-winner = "rgb(0, 200, 0)"
 
 # ------------------------------------------------------------------------------------ themes
 
+
 def test_shipped_themes_load_without_errors_and_define_every_status_colour(config):
     assert shipped_themes_dir() == REPO / "themes"
     loaded, errors = load_themes()
@@ -100,15 +101,18 @@ def test_a_broken_theme_is_one_error_naming_file_and_key_and_the_others_load(con
     assert mine.variables["status-running"] == "#112233"
 
 
-@pytest.mark.parametrize("text, key", [
-    ('primary = "#123456"\nprimary_colour = "#000000"\n', "primary_colour"),
-    ('dark = true\n', "primary"),
-    ('primary = "#123456"\ndark = "yes"\n', "dark"),
-    ('primary = 12\n', "primary"),
-    ('primary = "#123456"\n[variables]\nstatus-failed = "#12345"\n', "variables.status-failed"),
-    ('primary = "#123456"\n[variables]\nfooter-key-foreground = 3\n', "variables.footer-key-foreground"),
-    ('name = "two words"\nprimary = "#123456"\n', "name"),
-])
+@pytest.mark.parametrize(
+    "text, key",
+    [
+        ('primary = "#123456"\nprimary_colour = "#000000"\n', "primary_colour"),
+        ("dark = true\n", "primary"),
+        ('primary = "#123456"\ndark = "yes"\n', "dark"),
+        ("primary = 12\n", "primary"),
+        ('primary = "#123456"\n[variables]\nstatus-failed = "#12345"\n', "variables.status-failed"),
+        ('primary = "#123456"\n[variables]\nfooter-key-foreground = 3\n', "variables.footer-key-foreground"),
+        ('name = "two words"\nprimary = "#123456"\n', "name"),
+    ],
+)
 def test_theme_errors_name_the_key(tmp_path, text, key):
     (tmp_path / "t.toml").write_text(text)
     loaded, errors = load_themes([tmp_path])
@@ -145,6 +149,7 @@ def test_theme_name_defaults_to_the_file_name(tmp_path):
 
 # ------------------------------------------------------------------------------------ keymap
 
+
 def test_config_dir_follows_the_override_then_xdg(tmp_path, monkeypatch):
     monkeypatch.delenv(keymap.CONFIG_DIR_VARIABLE, raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
@@ -164,10 +169,8 @@ def test_missing_keymap_is_empty_without_errors(config):
 def test_keymap_reads_quoted_and_dotted_ids_and_key_lists(config):
     config.mkdir()
     keymap_path().write_text(
-        '[keys]\n'
-        '"race.cancel" = "k"\n'
-        'race.abort = "ctrl+x, f8"\n'
-        '"configure.save" = ["ctrl+w", "f2"]\n')
+        '[keys]\n"race.cancel" = "k"\nrace.abort = "ctrl+x, f8"\n"configure.save" = ["ctrl+w", "f2"]\n'
+    )
     mapping, errors = load_keymap()
     assert errors == []
     assert mapping == {"race.cancel": "k", "race.abort": "ctrl+x,f8", "configure.save": "ctrl+w,f2"}
@@ -177,24 +180,27 @@ def test_bad_keymap_entries_are_reported_one_line_each_and_the_rest_apply(tmp_pa
     file = tmp_path / "keymap.toml"
     file.write_text(
         'colour = "blue"\n'
-        '[keys]\n'
+        "[keys]\n"
         '"race.cancel" = "k"\n'
         '"race.abort" = ""\n'
         '"race.diff" = 4\n'
         '"race.zoom" = "z,"\n'
-        '"race.search" = "ctrl f"\n')
+        '"race.search" = "ctrl f"\n'
+    )
     mapping, errors = load_keymap(file)
     assert mapping == {"race.cancel": "k"}
     assert len(errors) == 5
     assert all(error.startswith(f"{file}: ") and "\n" not in error for error in errors)
     assert errors[0].startswith(f"{file}: colour: unknown key")
-    for error, binding_id in zip(errors[1:], ("race.abort", "race.diff", "race.zoom", "race.search"), strict=True):
+    for error, binding_id in zip(
+        errors[1:], ("race.abort", "race.diff", "race.zoom", "race.search"), strict=True
+    ):
         assert error.startswith(f"{file}: keys.{binding_id}: expected one or more keys")
 
 
 def test_keymap_that_is_not_toml_or_not_a_table(tmp_path):
     file = tmp_path / "keymap.toml"
-    file.write_text('[keys\n')
+    file.write_text("[keys\n")
     mapping, errors = load_keymap(file)
     assert mapping == {} and len(errors) == 1 and errors[0].startswith(f"{file}: invalid TOML")
     file.write_text('keys = "k"\n')

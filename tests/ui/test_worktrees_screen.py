@@ -56,20 +56,35 @@ def asked(app) -> str:
 
 def cells(screen: WorktreesScreen) -> dict[str, list[str]]:
     table = screen.query_one("#worktrees", DataTable)
-    return {str(table.coordinate_to_cell_key((i, 0)).row_key.value): [str(c) for c in table.get_row_at(i)]
-            for i in range(table.row_count)}
+    return {
+        str(table.coordinate_to_cell_key((i, 0)).row_key.value): [str(c) for c in table.get_row_at(i)]
+        for i in range(table.row_count)
+    }
 
 
 async def listed(pilot, screen: WorktreesScreen, count: int) -> None:
-    await until(pilot, lambda: len(screen.attempts()) == count and screen.query_one("#worktrees", DataTable)
-                .row_count == count + len(screen.races), f"{count} attempts listed")
+    await until(
+        pilot,
+        lambda: (
+            len(screen.attempts()) == count
+            and screen.query_one("#worktrees", DataTable).row_count == count + len(screen.races)
+        ),
+        f"{count} attempts listed",
+    )
 
 
 async def select(pilot, screen: WorktreesScreen, ident: str) -> None:
     table = screen.query_one("#worktrees", DataTable)
     table.move_cursor(row=table.get_row_index(ident))
-    await until(pilot, lambda: screen.selected() is not None and screen.selected().id == ident
-                and text(screen, "#details").startswith(f"branch outpost/speculation/{ident}\n"), ident)
+    await until(
+        pilot,
+        lambda: (
+            screen.selected() is not None
+            and screen.selected().id == ident
+            and text(screen, "#details").startswith(f"branch outpost/speculation/{ident}\n")
+        ),
+        ident,
+    )
 
 
 async def test_rows_grouped_by_race_with_outcome_holdings_and_details(kept):
@@ -96,8 +111,9 @@ async def test_whole_work_diff_with_file_navigation_and_fold(kept):
         await select(pilot, screen, f"{kept['race_id']}/win/1")
         await pilot.press("d")
         # pushed is not yet composed: wait for its parts, not only for the screen
-        await until(pilot, lambda: isinstance(app.screen, WorkDiffScreen) and app.screen.query("#body-0"),
-                    "the diff")
+        await until(
+            pilot, lambda: isinstance(app.screen, WorkDiffScreen) and app.screen.query("#body-0"), "the diff"
+        )
         diff = app.screen
         # the committed file and the untracked one the agent left
         assert [f.path for f in diff.files] == ["a.txt", "untracked-notes.txt"]
@@ -132,8 +148,11 @@ async def test_compare_two_candidates(kept):
         await select(pilot, screen, f"{race}/lose/1")
         (Path(kept["lose"]) / "only-lose.txt").write_text("mine\n")
         await pilot.press("c")
-        await until(pilot, lambda: isinstance(app.screen, WorkDiffScreen) and app.screen.query("#body-0"),
-                    "the comparison")
+        await until(
+            pilot,
+            lambda: isinstance(app.screen, WorkDiffScreen) and app.screen.query("#body-0"),
+            "the comparison",
+        )
         summary = text(app.screen, "#diff-summary")
         assert "only lose#1: only-lose.txt" in summary and "both: a.txt, untracked-notes.txt" in summary
         body = str(app.screen.query_one("#body-0", Static).content)
@@ -169,8 +188,9 @@ async def test_archive_asks_then_keeps_everything_and_restore_brings_it_back(kep
 
 
 async def test_a_worktree_in_use_is_not_archived_and_who_is_named(kept):
-    busy = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], cwd=kept["win"],
-                            stdin=subprocess.PIPE)
+    busy = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], cwd=kept["win"], stdin=subprocess.PIPE
+    )
     try:
         screen = WorktreesScreen(kept["repo"])
         app = HostApp(screen)
@@ -239,9 +259,15 @@ async def test_prune_then_delete_branches_through_their_confirmations(kept):
         assert isinstance(app.screen, ConfirmScreen)
         assert "archive and remove 2 worktree(s) of finished races" in asked(app)
         await pilot.press("y")
-        await until(pilot, lambda: not Path(kept["win"]).exists() and not Path(kept["lose"]).exists()
-                    and [c[2] for k, c in cells(screen).items() if "/" in k] == ["archived", "archived"],
-                    "the pruned rows")
+        await until(
+            pilot,
+            lambda: (
+                not Path(kept["win"]).exists()
+                and not Path(kept["lose"]).exists()
+                and [c[2] for k, c in cells(screen).items() if "/" in k] == ["archived", "archived"]
+            ),
+            "the pruned rows",
+        )
         assert any("pruned 2 worktree(s), freed" in str(n.message) for n in app._notifications)
         await pilot.press("B")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the branch confirmation")
@@ -255,8 +281,11 @@ async def test_an_unreachable_container_engine_is_a_one_line_note(kept, monkeypa
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/outpost-test.sock")
     screen = WorktreesScreen(kept["repo"])
     async with HostApp(screen).run_test(size=(120, 40)) as pilot:
-        await until(pilot, lambda: text(screen, "#containers").startswith("Containers not listed"),
-                    "the container note")
+        await until(
+            pilot,
+            lambda: text(screen, "#containers").startswith("Containers not listed"),
+            "the container note",
+        )
         note = text(screen, "#containers")
         assert len(note.splitlines()) == 1 and "cannot reach the container engine" in note
         assert len(screen.attempts()) == 2  # the worktrees are listed all the same
@@ -308,7 +337,9 @@ async def test_branches_with_unmerged_work_are_kept_unless_archived_first(kept):
         assert [c[2] for k, c in cells(screen).items() if "/" in k] == ["branch", "branch"]
         await pilot.press("B")
         await until(pilot, lambda: "no branch of race" in text(screen, "#error"), "the refusal")
-        assert "reachable from nothing else" in text(screen, "#error") and "D archives" in text(screen, "#error")
+        assert "reachable from nothing else" in text(screen, "#error") and "D archives" in text(
+            screen, "#error"
+        )
         assert app.screen is screen
         await pilot.press("D")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .base import AgentAdapter, AgentEvent, AgentOutcome, Decoder, Launch, LaunchContext, Quota
 from .aider import AiderAgent
+from .base import AgentAdapter, AgentEvent, AgentOutcome, Decoder, Launch, LaunchContext, Quota
 from .claude import ClaudeAgent
 from .codex import CodexAgent
 from .command import CommandAgent
@@ -37,5 +37,15 @@ def adapter_for(kind: str) -> AgentAdapter:
         raise ValueError(f"unknown agent {kind!r} (known: {', '.join(known_agents())})") from None
 
 
-__all__ = ["AgentAdapter", "AgentEvent", "AgentOutcome", "Decoder", "Launch", "LaunchContext",
-           "Quota", "adapter_for", "known_agents", "register"]
+__all__ = [
+    "AgentAdapter",
+    "AgentEvent",
+    "AgentOutcome",
+    "Decoder",
+    "Launch",
+    "LaunchContext",
+    "Quota",
+    "adapter_for",
+    "known_agents",
+    "register",
+]

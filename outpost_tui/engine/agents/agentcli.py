@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from datetime import datetime, timezone
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 from ..core.events import EventKind
 from ..core.spec import CandidateSpec, Price
@@ -130,7 +131,7 @@ class CliDecoder(Decoder):
         # The agent said its run failed (failed result, turn.failed, error event), whatever its exit code.
         self.failed = False
         # "Now" for reset times written relative to it ("resets 4pm"); replaceable in tests.
-        self.clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)
+        self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
     # -- lines ---------------------------------------------------------------------------------
     def decode_line(self, line: str) -> list[AgentEvent] | None:
@@ -228,4 +229,4 @@ class CliDecoder(Decoder):
 def _line_around(text: str, index: int) -> str:
     start = text.rfind("\n", 0, index) + 1
     end = text.find("\n", index)
-    return text[start:end if end >= 0 else None].strip()[:300]
+    return text[start : end if end >= 0 else None].strip()[:300]

@@ -26,17 +26,25 @@ reason (a rate limit is a quota), even though aider exits 0.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from ..core.events import EventKind
-from .reachability import NETWORK, RATE_LIMITED, SERVER_ERROR
 from ..core.spec import CandidateSpec, Price
 from ..core.usage import Usage
 from .agentcli import CliDecoder, as_dict, count, log, money
-from .base import (AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext, as_argument, brief_fits_inline,
-                   parse_json_object)
+from .base import (
+    AgentAdapter,
+    AgentEvent,
+    Decoder,
+    Launch,
+    LaunchContext,
+    as_argument,
+    brief_fits_inline,
+    parse_json_object,
+)
 from .prices import with_estimated_cost
+from .reachability import NETWORK, RATE_LIMITED, SERVER_ERROR
 
 _TOKENS = re.compile(
     r"Tokens: ([\d.]+[kKmM]?) sent(?:, ([\d.]+[kKmM]?) cache write)?(?:, ([\d.]+[kKmM]?) cache hit)?,"
@@ -48,24 +56,46 @@ _APPLIED = re.compile(r"^Applied edit to (.+?)\s*$")
 _RATE_LIMITED = re.compile(r"rate limited you|RateLimitError", re.IGNORECASE)
 # litellm's exception line, printed before aider's explanation and its "Retrying in" line.
 _API_ERROR = re.compile(r"^litellm\.(\w+): (.*)")
-_BROWSER_SIGN_IN = re.compile(r"No LLM model was specified and no API keys were provided"
-                              r"|Waiting up to \d+ minutes for you to finish in the browser"
-                              r"|connect Aider with OpenRouter", re.IGNORECASE)
-_CONNECTION = re.compile(r"APIConnectionError|Connection error|connect(?:ion)? (?:refused|timed out)"
-                         r"|Name or service not known|Temporary failure in name resolution", re.IGNORECASE)
+_BROWSER_SIGN_IN = re.compile(
+    r"No LLM model was specified and no API keys were provided"
+    r"|Waiting up to \d+ minutes for you to finish in the browser"
+    r"|connect Aider with OpenRouter",
+    re.IGNORECASE,
+)
+_CONNECTION = re.compile(
+    r"APIConnectionError|Connection error|connect(?:ion)? (?:refused|timed out)"
+    r"|Name or service not known|Temporary failure in name resolution",
+    re.IGNORECASE,
+)
 # Wide enough that no line aider prints is wrapped.
 COLUMNS = "10000"
-APPROXIMATE = ("aider usage is estimated: cost is aider's own figure, its commit-message calls "
-               "are not counted and cached tokens of OpenAI models are not reported")
+APPROXIMATE = (
+    "aider usage is estimated: cost is aider's own figure, its commit-message calls "
+    "are not counted and cached tokens of OpenAI models are not reported"
+)
 _RETRYING = re.compile(r"^Retrying in ([\d.]+) seconds", re.IGNORECASE)
-_QUOTA_TEXT = re.compile(r"exceeded your current quota|insufficient_quota|credit balance is too low"
-                         r"|quota exceeded|usage limit", re.IGNORECASE)
+_QUOTA_TEXT = re.compile(
+    r"exceeded your current quota|insufficient_quota|credit balance is too low"
+    r"|quota exceeded|usage limit",
+    re.IGNORECASE,
+)
 # aider prints the model's prose on stdout too: quota phrases count only on error lines.
 _ERROR_LINE = re.compile(r"litellm\.\w+|\w+(?:Exception|Error)\b")
-_FATAL = re.compile(r"AuthenticationError|Missing these environment variables|has hit a token limit"
-                    r"|NotFoundError|BadRequestError|PermissionDeniedError", re.IGNORECASE)
-_API_KEYS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "DEEPSEEK_API_KEY",
-             "OPENROUTER_API_KEY", "GROQ_API_KEY", "MISTRAL_API_KEY", "XAI_API_KEY")
+_FATAL = re.compile(
+    r"AuthenticationError|Missing these environment variables|has hit a token limit"
+    r"|NotFoundError|BadRequestError|PermissionDeniedError",
+    re.IGNORECASE,
+)
+_API_KEYS = (
+    "ANTHROPIC_API_KEY",
+    "OPENAI_API_KEY",
+    "GEMINI_API_KEY",
+    "DEEPSEEK_API_KEY",
+    "OPENROUTER_API_KEY",
+    "GROQ_API_KEY",
+    "MISTRAL_API_KEY",
+    "XAI_API_KEY",
+)
 
 
 def tokens(text: str | None) -> int:
@@ -115,19 +145,34 @@ class AiderDecoder(CliDecoder):
             change = {"path": applied.group(1), "change": "update"}
             return [log(line), AgentEvent(EventKind.FILE_CHANGE, change)]
         if _BROWSER_SIGN_IN.search(line) and self.stop is None:
-            self.stop = ("not logged in: aider found no model and no API key and started a browser "
-                         f"sign-in (OpenRouter), which a race cannot finish; {self.login_hint} "
-                         "or give the candidate a model")
+            self.stop = (
+                "not logged in: aider found no model and no API key and started a browser "
+                f"sign-in (OpenRouter), which a race cannot finish; {self.login_hint} "
+                "or give the candidate a model"
+            )
             return [log(line)]
         retrying = _RETRYING.match(line)
         pending = self._rate_limited or self._api_error
         if retrying and pending:
             self._retries += 1
-            cause = (RATE_LIMITED if self._rate_limited else
-                     NETWORK if _CONNECTION.search(pending) else SERVER_ERROR)
-            return [AgentEvent(EventKind.RETRY, {"message": f"{pending}; {line.strip()}",
-                                                 "retry": self._retries, "cause": cause,
-                                                 "delay_ms": int(float(retrying.group(1)) * 1000)})]
+            cause = (
+                RATE_LIMITED
+                if self._rate_limited
+                else NETWORK
+                if _CONNECTION.search(pending)
+                else SERVER_ERROR
+            )
+            return [
+                AgentEvent(
+                    EventKind.RETRY,
+                    {
+                        "message": f"{pending}; {line.strip()}",
+                        "retry": self._retries,
+                        "cause": cause,
+                        "delay_ms": int(float(retrying.group(1)) * 1000),
+                    },
+                )
+            ]
         if self.is_quota_text(line) and _ERROR_LINE.search(line):
             # out of credit: aider would retry it for a minute, to no avail
             self.failed = True
@@ -155,8 +200,9 @@ class AiderDecoder(CliDecoder):
         figures = as_dict(entry.get("properties"))
         first = not self._log_seen
         self._log_seen = True
-        self._logged = self._logged + Usage(input=count(figures.get("prompt_tokens")),
-                                            output=count(figures.get("completion_tokens")))
+        self._logged = self._logged + Usage(
+            input=count(figures.get("prompt_tokens")), output=count(figures.get("completion_tokens"))
+        )
         total = money(figures.get("total_cost"))
         if total is not None:
             self._logged_cost = total
@@ -165,8 +211,9 @@ class AiderDecoder(CliDecoder):
 
     def _count(self, match: re.Match[str]) -> None:
         sent, write, hit, received = (tokens(match.group(index)) for index in (1, 2, 3, 4))
-        self._tokens = self._tokens + Usage(input=max(0, sent - write - hit), cached=hit,
-                                            cache_write=write, output=received)
+        self._tokens = self._tokens + Usage(
+            input=max(0, sent - write - hit), cached=hit, cache_write=write, output=received
+        )
         if match.group(6):
             self._session_cost = float(match.group(6))
         self._good_call()
@@ -183,17 +230,23 @@ class AiderDecoder(CliDecoder):
             sent = self._logged.input
             cached = min(split.cached, sent)
             write = min(split.cache_write, sent - cached)
-            tallied = Usage(input=sent - cached - write, cached=cached, cache_write=write,
-                            output=self._logged.output)
+            tallied = Usage(
+                input=sent - cached - write, cached=cached, cache_write=write, output=self._logged.output
+            )
             cost = self._logged_cost if self._logged_cost is not None else self._session_cost
         else:
             tallied, cost = self._tokens, self._session_cost
         if cost is None or (cost == 0 and tallied.tokens):
             self.usage = with_estimated_cost(tallied, self.model, self.prices)
         else:
-            self.usage = Usage(input=tallied.input, cached=tallied.cached,
-                               cache_write=tallied.cache_write, output=tallied.output,
-                               cost_usd=round(cost, 6), estimated=True)
+            self.usage = Usage(
+                input=tallied.input,
+                cached=tallied.cached,
+                cache_write=tallied.cache_write,
+                output=tallied.output,
+                cost_usd=round(cost, 6),
+                estimated=True,
+            )
 
     def finalise_usage(self, exit_code: int) -> None:
         if self._rate_limited and self.quota is None:
@@ -202,8 +255,11 @@ class AiderDecoder(CliDecoder):
             self.note_quota(self._rate_limited)
         elif self._api_error and self.failure is None:
             self.failed = True
-            cause = ("cannot reach the model API" if _CONNECTION.search(self._api_error)
-                     else "the model API call failed")
+            cause = (
+                "cannot reach the model API"
+                if _CONNECTION.search(self._api_error)
+                else "the model API call failed"
+            )
             self.failure = f"{cause} (aider gave up retrying): {self._api_error}"
 
 
@@ -218,12 +274,24 @@ class AiderAgent(AgentAdapter):
         if candidate.allowed_tools is not None:
             raise ValueError(f"candidate {candidate.key!r}: aider takes no tool list; remove allowed_tools")
         # aider reads a large brief from its file (--message-file) rather than from argv
-        message = (["--message", as_argument(brief)]
-                   if brief_fits_inline(brief) or context.brief_file is None
-                   else ["--message-file", str(context.brief_file)])
-        argv = [self.program, *message, "--yes-always", "--no-pretty",
-                "--no-stream", "--no-check-update", "--no-show-model-warnings", "--no-gitignore",
-                "--no-analytics", "--analytics-log", "/dev/stderr"]
+        message = (
+            ["--message", as_argument(brief)]
+            if brief_fits_inline(brief) or context.brief_file is None
+            else ["--message-file", str(context.brief_file)]
+        )
+        argv = [
+            self.program,
+            *message,
+            "--yes-always",
+            "--no-pretty",
+            "--no-stream",
+            "--no-check-update",
+            "--no-show-model-warnings",
+            "--no-gitignore",
+            "--no-analytics",
+            "--analytics-log",
+            "/dev/stderr",
+        ]
         if candidate.model:
             argv += ["--model", candidate.model]
         argv += list(candidate.args)

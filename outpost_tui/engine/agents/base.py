@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ..core.events import EventKind
 from ..core.spec import CandidateSpec, Price
@@ -68,8 +69,10 @@ def brief_argument(brief: str, context: LaunchContext) -> str:
     take the prompt on argv can read files)."""
     if brief_fits_inline(brief) or context.brief_file is None:
         return as_argument(brief)
-    return (f"Your task is written in the file {context.brief_file} ({len(brief.encode())} bytes): "
-            "read all of it first, then carry it out.")
+    return (
+        f"Your task is written in the file {context.brief_file} ({len(brief.encode())} bytes): "
+        "read all of it first, then carry it out."
+    )
 
 
 def refused_usage(problem: str) -> AgentEvent:

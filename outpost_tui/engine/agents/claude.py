@@ -19,28 +19,39 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ..core.events import EventKind
 from ..core.spec import CandidateSpec, Price
 from ..core.usage import Usage
-from .reachability import retry_cause
 from .agentcli import CliDecoder, as_dict, as_list, count, first_line, log, money, short
 from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext, as_argument, brief_fits_inline
 from .prices import cost_of, price_for, price_note, with_estimated_cost
 from .quota_time import from_epoch, iso_utc, parse_reset
+from .reachability import retry_cause
 
 # The tools a candidate may use unless its race file says otherwise: file tools that Claude Code
 # 2.1.328 has (its init event lists "Read", "Edit", "Write", "NotebookEdit", ...; the older "Glob",
 # "Grep", "LS", "MultiEdit" and "TodoWrite" are gone) and the shell commands a fix-and-commit needs.
 # A tool the running claude lacks is named in the log from its init event.
 DEFAULT_ALLOWED_TOOLS = (
-    "Read", "Edit", "Write", "NotebookEdit",
-    "Bash(git add:*)", "Bash(git commit:*)", "Bash(git status:*)", "Bash(git diff:*)",
-    "Bash(git log:*)", "Bash(ls:*)", "Bash(grep:*)", "Bash(python:*)", "Bash(python3:*)",
+    "Read",
+    "Edit",
+    "Write",
+    "NotebookEdit",
+    "Bash(git add:*)",
+    "Bash(git commit:*)",
+    "Bash(git status:*)",
+    "Bash(git diff:*)",
+    "Bash(git log:*)",
+    "Bash(ls:*)",
+    "Bash(grep:*)",
+    "Bash(python:*)",
+    "Bash(python3:*)",
     "Bash(pytest:*)",
 )
 # System lines that only say the CLI is working; every other kind is shown as one readable line.
@@ -68,7 +79,9 @@ class ClaudeDecoder(CliDecoder):
         self._final: Usage | None = None
         self._streaming: str | None = None  # the message id partial events belong to
         self._retry_after_ms: int | None = None  # the delay of the last retry after a 429
-        self.allowed_tools = DEFAULT_ALLOWED_TOOLS if candidate.allowed_tools is None else candidate.allowed_tools
+        self.allowed_tools = (
+            DEFAULT_ALLOWED_TOOLS if candidate.allowed_tools is None else candidate.allowed_tools
+        )
         self.permission_denials: list[str] = []
 
     def decode_line(self, line: str) -> list[AgentEvent] | None:
@@ -111,9 +124,13 @@ class ClaudeDecoder(CliDecoder):
         if subtype == "init":
             if isinstance(message.get("model"), str):
                 self.model = message["model"]
-            events = [log(f"claude {message.get('claude_code_version') or ''} session "
-                          f"{message.get('session_id') or '?'}, model {self.model or '?'}, "
-                          f"permissions {message.get('permissionMode') or '?'}".replace("  ", " "))]
+            events = [
+                log(
+                    f"claude {message.get('claude_code_version') or ''} session "
+                    f"{message.get('session_id') or '?'}, model {self.model or '?'}, "
+                    f"permissions {message.get('permissionMode') or '?'}".replace("  ", " ")
+                )
+            ]
             note = price_note(self.model, self.prices)
             if note:
                 events.append(log(note))
@@ -131,14 +148,26 @@ class ClaudeDecoder(CliDecoder):
             what = f"HTTP {status}" if isinstance(status, int) else "no answer"
             if error and error != "unknown":
                 what += f", {error}"
-            text = (f"{cause} ({what}); retrying in {delay_ms} ms "
-                    f"(attempt {attempt} of {message.get('max_retries') or '?'})")
+            text = (
+                f"{cause} ({what}); retrying in {delay_ms} ms "
+                f"(attempt {attempt} of {message.get('max_retries') or '?'})"
+            )
             if status == 429:
                 # With an API key a 429 carries no reset time; the delay Claude waits is the
                 # API's retry-after, the best reset time there is if the retries run out.
                 self._retry_after_ms = delay_ms
-            return [AgentEvent(EventKind.RETRY, {"message": text, "retry": attempt, "delay_ms": delay_ms,
-                                                 "cause": cause, "status": status})]
+            return [
+                AgentEvent(
+                    EventKind.RETRY,
+                    {
+                        "message": text,
+                        "retry": attempt,
+                        "delay_ms": delay_ms,
+                        "cause": cause,
+                        "status": status,
+                    },
+                )
+            ]
         if isinstance(subtype, str) and subtype in _QUIET_SYSTEM:
             return []
         return [log(_system_line(message))]
@@ -148,8 +177,11 @@ class ClaudeDecoder(CliDecoder):
         content = as_list(body.get("content"))
         error = message.get("error")
         if error:
-            text = " ".join(str(block.get("text") or "") for block in content
-                            if isinstance(block, dict) and block.get("type") == "text").strip()
+            text = " ".join(
+                str(block.get("text") or "")
+                for block in content
+                if isinstance(block, dict) and block.get("type") == "text"
+            ).strip()
             return self._assistant_error(str(error), text)
         self._record_step(body)
         events: list[AgentEvent] = []
@@ -176,8 +208,11 @@ class ClaudeDecoder(CliDecoder):
         return [log(text or error)]
 
     def note_quota(self, message: str, reset_at: str | None = None) -> list[AgentEvent]:
-        if (reset_at is None and self._retry_after_ms is not None
-                and parse_reset(first_line(message), self.clock()) is None):
+        if (
+            reset_at is None
+            and self._retry_after_ms is not None
+            and parse_reset(first_line(message), self.clock()) is None
+        ):
             reset_at = iso_utc(self.clock() + timedelta(milliseconds=self._retry_after_ms))
         return super().note_quota(message, reset_at)
 
@@ -202,16 +237,21 @@ class ClaudeDecoder(CliDecoder):
         message_id, usage = body.get("id"), body.get("usage")
         if not isinstance(message_id, str) or not message_id or not isinstance(usage, dict):
             return
-        step = Usage(input=count(usage.get("input_tokens")),
-                     cached=count(usage.get("cache_read_input_tokens")),
-                     cache_write=count(usage.get("cache_creation_input_tokens")),
-                     output=count(usage.get("output_tokens")))
+        step = Usage(
+            input=count(usage.get("input_tokens")),
+            cached=count(usage.get("cache_read_input_tokens")),
+            cache_write=count(usage.get("cache_creation_input_tokens")),
+            output=count(usage.get("output_tokens")),
+        )
         seen = self._steps.get(message_id)
         if seen is not None:
             before = seen[0]
-            step = Usage(input=max(before.input, step.input), cached=max(before.cached, step.cached),
-                         cache_write=max(before.cache_write, step.cache_write),
-                         output=max(before.output, step.output))
+            step = Usage(
+                input=max(before.input, step.input),
+                cached=max(before.cached, step.cached),
+                cache_write=max(before.cache_write, step.cache_write),
+                output=max(before.output, step.output),
+            )
         model = body.get("model") if isinstance(body.get("model"), str) else None
         self._steps[message_id] = (step, model or (seen[1] if seen else None) or self.model)
         if self._final is None:
@@ -224,8 +264,15 @@ class ClaudeDecoder(CliDecoder):
             price = price_for(model, self.prices) or price_for(self.model, self.prices)
             cost += cost_of(step, price) if price else 0.0
             unknown = unknown or (price is None and step.tokens > 0)
-        return Usage(input=total.input, cached=total.cached, cache_write=total.cache_write,
-                     output=total.output, cost_usd=round(cost, 6), estimated=True, cost_unknown=unknown)
+        return Usage(
+            input=total.input,
+            cached=total.cached,
+            cache_write=total.cache_write,
+            output=total.output,
+            cost_usd=round(cost, 6),
+            estimated=True,
+            cost_unknown=unknown,
+        )
 
     def _tool_results(self, message: dict[str, Any]) -> list[AgentEvent]:
         content = as_dict(message.get("message")).get("content")
@@ -241,8 +288,9 @@ class ClaudeDecoder(CliDecoder):
             if isinstance(output, list):
                 output = "\n".join(part.get("text", "") for part in output if isinstance(part, dict))
             failed = bool(block.get("is_error"))
-            events.append(AgentEvent(EventKind.TOOL_RESULT, {"name": name, "output": short(output),
-                                                             "error": failed}))
+            events.append(
+                AgentEvent(EventKind.TOOL_RESULT, {"name": name, "output": short(output), "error": failed})
+            )
             if edited and not failed:
                 kind = _FILE_TOOLS[name]
                 if name == "Write" and extra.get("type") in ("create", "update"):
@@ -301,24 +349,34 @@ class ClaudeDecoder(CliDecoder):
         if isinstance(per_model, dict) and per_model:
             for figures in per_model.values():
                 if isinstance(figures, dict):
-                    tokens = tokens + Usage(input=count(figures.get("inputTokens")),
-                                            cached=count(figures.get("cacheReadInputTokens")),
-                                            cache_write=count(figures.get("cacheCreationInputTokens")),
-                                            output=count(figures.get("outputTokens")))
+                    tokens = tokens + Usage(
+                        input=count(figures.get("inputTokens")),
+                        cached=count(figures.get("cacheReadInputTokens")),
+                        cache_write=count(figures.get("cacheCreationInputTokens")),
+                        output=count(figures.get("outputTokens")),
+                    )
         elif isinstance(message.get("usage"), dict):
             usage = message["usage"]
-            tokens = Usage(input=count(usage.get("input_tokens")),
-                           cached=count(usage.get("cache_read_input_tokens")),
-                           cache_write=count(usage.get("cache_creation_input_tokens")),
-                           output=count(usage.get("output_tokens")))
+            tokens = Usage(
+                input=count(usage.get("input_tokens")),
+                cached=count(usage.get("cache_read_input_tokens")),
+                cache_write=count(usage.get("cache_creation_input_tokens")),
+                output=count(usage.get("output_tokens")),
+            )
         else:
             tokens = self._live_usage()
         cost = money(message.get("total_cost_usd"))
         if cost is None:
             models = list(per_model) if isinstance(per_model, dict) and per_model else []
             return with_estimated_cost(tokens, models[0] if len(models) == 1 else self.model, self.prices)
-        return Usage(input=tokens.input, cached=tokens.cached, cache_write=tokens.cache_write,
-                     output=tokens.output, cost_usd=round(cost, 6), estimated=False)
+        return Usage(
+            input=tokens.input,
+            cached=tokens.cached,
+            cache_write=tokens.cache_write,
+            output=tokens.output,
+            cost_usd=round(cost, 6),
+            estimated=False,
+        )
 
     def finalise_usage(self, exit_code: int) -> None:
         if self._final is None:
@@ -340,8 +398,14 @@ class ClaudeAgent(AgentAdapter):
             stdin = brief.encode()
         else:
             argv.append(as_argument(brief))
-        argv += ["--output-format", "stream-json", "--verbose", "--include-partial-messages",
-                 "--permission-mode", "acceptEdits"]
+        argv += [
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--include-partial-messages",
+            "--permission-mode",
+            "acceptEdits",
+        ]
         tools = DEFAULT_ALLOWED_TOOLS if candidate.allowed_tools is None else candidate.allowed_tools
         if tools:
             argv += ["--allowedTools", ",".join(tools)]

@@ -18,17 +18,18 @@ import os
 import re
 import shlex
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ..core.events import EventKind
 from ..core.spec import CandidateSpec, Price
 from ..core.usage import Usage
-from .reachability import OVERLOADED, retry_cause
 from .agentcli import CliDecoder, as_dict, as_list, count, first_line, log, short
 from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext
 from .prices import price_note, with_estimated_cost
 from .quota_time import after_minute, has_seconds, parse_reset
+from .reachability import OVERLOADED, retry_cause
 
 _QUOTA_TEXT = re.compile(
     r"hit your usage limit|out of credits|hit your spend cap|quota exceeded|insufficient_quota"
@@ -38,8 +39,9 @@ _QUOTA_TEXT = re.compile(
 # Errors Codex recovers from by itself (it retries the stream or waits for capacity). Checked
 # before quota: "Reconnecting... 1/1 (exceeded retry limit, last status: 429 ...)" is a retry
 # that may still succeed; only a turn that fails with such a text is out of quota.
-_TRANSIENT = re.compile(r"at capacity|reconnecting|retrying|stream disconnected|temporarily unavailable",
-                        re.IGNORECASE)
+_TRANSIENT = re.compile(
+    r"at capacity|reconnecting|retrying|stream disconnected|temporarily unavailable", re.IGNORECASE
+)
 _LAST_STATUS = re.compile(r"(?:last status|unexpected status):?\s*(\d{3})", re.IGNORECASE)
 # The model this Codex version uses when neither the race file nor its config names one
 # (`codex exec --json` never says which model it used, so the engine passes it explicitly).
@@ -56,7 +58,9 @@ def codex_model(candidate: CandidateSpec, env: Mapping[str, str] | None = None) 
     if candidate.model:
         return candidate.model
     env = {**os.environ, **candidate.env, **(env or {})}
-    home = Path(env["CODEX_HOME"]) if env.get("CODEX_HOME") else Path(env.get("HOME") or Path.home()) / ".codex"
+    home = (
+        Path(env["CODEX_HOME"]) if env.get("CODEX_HOME") else Path(env.get("HOME") or Path.home()) / ".codex"
+    )
     try:
         config = (home / "config.toml").read_text(errors="replace")
     except OSError:
@@ -123,21 +127,30 @@ class CodexDecoder(CliDecoder):
         if kind == "file_change":
             if item.get("status") == "failed":
                 return [log(f"file change failed: {short(item.get('changes'), 300)}")]
-            return [AgentEvent(EventKind.FILE_CHANGE, {"path": str(change.get("path")),
-                                                       "change": str(change.get("kind") or "update")})
-                    for change in as_list(item.get("changes")) if isinstance(change, dict)]
+            return [
+                AgentEvent(
+                    EventKind.FILE_CHANGE,
+                    {"path": str(change.get("path")), "change": str(change.get("kind") or "update")},
+                )
+                for change in as_list(item.get("changes"))
+                if isinstance(change, dict)
+            ]
         if kind == "web_search":
             return [AgentEvent(EventKind.TOOL, {"name": "web_search", "input": short(item.get("query"))})]
         if kind == "todo_list":
-            steps = [f"[{'x' if step.get('completed') else ' '}] {step.get('text', '')}"
-                     for step in as_list(item.get("items")) if isinstance(step, dict)]
+            steps = [
+                f"[{'x' if step.get('completed') else ' '}] {step.get('text', '')}"
+                for step in as_list(item.get("items"))
+                if isinstance(step, dict)
+            ]
             return [log("plan: " + "; ".join(steps))]
         if kind == "error":
             return [log(f"warning: {item.get('message') or ''}")]
         return []
 
-    def _tool_item(self, stage: str, item_id: str, name: str, tool_input: object,
-                   item: dict[str, Any]) -> list[AgentEvent]:
+    def _tool_item(
+        self, stage: str, item_id: str, name: str, tool_input: object, item: dict[str, Any]
+    ) -> list[AgentEvent]:
         events: list[AgentEvent] = []
         if item_id not in self._announced:
             self._announced.add(item_id)
@@ -149,12 +162,14 @@ class CodexDecoder(CliDecoder):
                 output = item.get("aggregated_output")
                 exit_code = item.get("exit_code")
                 failed = item.get("status") in ("failed", "declined") or (
-                    isinstance(exit_code, int) and exit_code != 0)
+                    isinstance(exit_code, int) and exit_code != 0
+                )
             else:
                 output = item.get("error") or item.get("result")
                 failed = bool(item.get("error")) or item.get("status") == "failed"
-            events.append(AgentEvent(EventKind.TOOL_RESULT, {"name": name, "output": short(output),
-                                                             "error": failed}))
+            events.append(
+                AgentEvent(EventKind.TOOL_RESULT, {"name": name, "output": short(output), "error": failed})
+            )
         return events
 
     def _turn_completed(self, usage: object) -> list[AgentEvent]:
@@ -164,8 +179,12 @@ class CodexDecoder(CliDecoder):
             total_input, cached = count(usage.get("input_tokens")), count(usage.get("cached_input_tokens"))
             cached = min(cached, total_input)
             written = min(count(usage.get("cache_write_input_tokens")), total_input - cached)
-            tokens = Usage(input=total_input - cached - written, cached=cached, cache_write=written,
-                           output=count(usage.get("output_tokens")))
+            tokens = Usage(
+                input=total_input - cached - written,
+                cached=cached,
+                cache_write=written,
+                output=count(usage.get("output_tokens")),
+            )
             self.usage = with_estimated_cost(tokens, self.model, self.prices)
         return []
 
@@ -180,9 +199,17 @@ class CodexDecoder(CliDecoder):
             cause = retry_cause(int(status.group(1)) if status else None)
             if status is None and re.search(r"at capacity|overloaded", message, re.IGNORECASE):
                 cause = OVERLOADED
-            return [AgentEvent(EventKind.RETRY, {"message": message,
-                                                 "retry": int(attempt.group(1)) if attempt else 0,
-                                                 "delay_ms": delay_ms, "cause": cause})]
+            return [
+                AgentEvent(
+                    EventKind.RETRY,
+                    {
+                        "message": message,
+                        "retry": int(attempt.group(1)) if attempt else 0,
+                        "delay_ms": delay_ms,
+                        "cause": cause,
+                    },
+                )
+            ]
         if self.is_quota_text(message):
             return [log(f"error: {message}"), *self.note_quota(message)]
         self.errors.append(message)
@@ -202,9 +229,15 @@ class CodexDecoder(CliDecoder):
         if not self.turn_completed and self._items_seen:
             # The turn did work but never reported its tokens: what we show is a lower bound.
             usage = self.usage
-            self.usage = Usage(input=usage.input, cached=usage.cached, cache_write=usage.cache_write,
-                               output=usage.output, cost_usd=usage.cost_usd, complete=False,
-                               estimated=True)
+            self.usage = Usage(
+                input=usage.input,
+                cached=usage.cached,
+                cache_write=usage.cache_write,
+                output=usage.output,
+                cost_usd=usage.cost_usd,
+                complete=False,
+                estimated=True,
+            )
 
 
 class CodexAgent(AgentAdapter):
@@ -217,10 +250,19 @@ class CodexAgent(AgentAdapter):
         if candidate.max_turns:
             raise ValueError(f"candidate {candidate.key!r}: codex has no max-turns limit; remove max_turns")
         if candidate.allowed_tools is not None:
-            raise ValueError(f"candidate {candidate.key!r}: codex has no tool allow-list (its --sandbox "
-                             f"decides); remove allowed_tools")
-        argv = [self.program, "exec", "--json", "--sandbox", "workspace-write",
-                "--add-dir", str(context.git_common_dir)]
+            raise ValueError(
+                f"candidate {candidate.key!r}: codex has no tool allow-list (its --sandbox "
+                f"decides); remove allowed_tools"
+            )
+        argv = [
+            self.program,
+            "exec",
+            "--json",
+            "--sandbox",
+            "workspace-write",
+            "--add-dir",
+            str(context.git_common_dir),
+        ]
         # Always named: `--json` never says which model ran, and its price depends on it.
         argv += ["-m", codex_model(candidate)]
         argv += list(candidate.args)
@@ -281,15 +323,17 @@ def commit_message_of(command: str) -> str | None:
         if words[start] != "git" or words[start + 1] != "commit":
             continue
         messages: list[str] = []
-        rest = words[start + 2:]
+        rest = words[start + 2 :]
         for index, word in enumerate(rest):
             if word in _SEPARATORS:
                 break
             following = rest[index + 1] if index + 1 < len(rest) else None
             if word.startswith("--message="):
                 messages.append(word.split("=", 1)[1])
-            elif (word == "--message" or (word.startswith("-") and not word.startswith("--")
-                                          and word.endswith("m"))) and following is not None:
+            elif (
+                word == "--message"
+                or (word.startswith("-") and not word.startswith("--") and word.endswith("m"))
+            ) and following is not None:
                 messages.append(following)
         if messages:
             return "\n\n".join(messages)

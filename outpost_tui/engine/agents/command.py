@@ -8,13 +8,23 @@ a known `kind` are events; usage lines are deltas. Every other line is log text.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..core.events import EventKind
 from ..core.spec import CandidateSpec, Price
 from ..core.usage import FIGURES, Usage, figure_problem
-from .base import (AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext, Quota, brief_env,
-                   parse_json_object, refused_usage)
+from .base import (
+    AgentAdapter,
+    AgentEvent,
+    Decoder,
+    Launch,
+    LaunchContext,
+    Quota,
+    brief_env,
+    parse_json_object,
+    refused_usage,
+)
 from .quota_time import from_epoch, parse_reset
 
 
@@ -26,11 +36,14 @@ class ProtocolDecoder(Decoder):
         kind = message.get("kind")
         if kind == "usage":
             figures = {name: message[name] for name in FIGURES if message.get(name) is not None}
-            problem = next(filter(None, (figure_problem(name, value)
-                                         for name, value in figures.items())), None)
+            problem = next(
+                filter(None, (figure_problem(name, value) for name, value in figures.items())), None
+            )
             if problem is None:
-                reported: dict[str, Any] = {name: float(value) if name == "cost_usd" else int(value)
-                                            for name, value in figures.items()}
+                reported: dict[str, Any] = {
+                    name: float(value) if name == "cost_usd" else int(value)
+                    for name, value in figures.items()
+                }
                 self.usage, problem = self.usage.plus(Usage(**reported))
             if problem is not None:
                 return [refused_usage(problem)]
@@ -40,8 +53,12 @@ class ProtocolDecoder(Decoder):
             self.result = text
             return [AgentEvent(EventKind.TEXT, {"text": text})]
         if kind == "tool":
-            return [AgentEvent(EventKind.TOOL, {"name": str(message.get("name", "?")),
-                                                "input": _short(message.get("input", ""))})]
+            return [
+                AgentEvent(
+                    EventKind.TOOL,
+                    {"name": str(message.get("name", "?")), "input": _short(message.get("input", ""))},
+                )
+            ]
         if kind == "quota":
             text = str(message.get("message") or "quota reached")
             reset_at, unreadable = _reset_time(message.get("reset_at"))
@@ -80,8 +97,7 @@ class CommandAgent(AgentAdapter):
     def launch(self, candidate: CandidateSpec, brief: str, context: LaunchContext) -> Launch:
         if not candidate.command:
             raise ValueError(f"candidate {candidate.key!r}: agent 'command' needs a command")
-        return Launch(argv=tuple(candidate.command), env=brief_env(brief, context),
-                      stdin=brief.encode())
+        return Launch(argv=tuple(candidate.command), env=brief_env(brief, context), stdin=brief.encode())
 
     def decoder(self, candidate: CandidateSpec, prices: Mapping[str, Price] | None = None) -> Decoder:
         return ProtocolDecoder(candidate, prices)

@@ -20,10 +20,11 @@ import subprocess
 import sys
 import time
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 PROG = "demo_program"
 BAD_SCRIPT = 2
@@ -50,6 +51,7 @@ class Ended(Exception):
 
 # --- output -------------------------------------------------------------------------------------
 
+
 def emit(line: str) -> None:
     """One stdout line, flushed at once so the engine sees it live."""
     out = sys.stdout.buffer
@@ -62,6 +64,7 @@ def emit_json(message: dict[str, Any]) -> None:
 
 
 # --- script parsing -----------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Step:
@@ -76,8 +79,7 @@ class Step:
 
 
 def _is_number(value: Any) -> bool:
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value))
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _is_int(value: Any) -> bool:
@@ -99,14 +101,16 @@ def _string_list(where: str, key: str, value: Any, allow_single: bool) -> list[s
     return list(value)
 
 
-def _table(where: str, key: str, value: Any, required: tuple[str, ...],
-           optional: tuple[str, ...] = ()) -> dict[str, Any]:
+def _table(
+    where: str, key: str, value: Any, required: tuple[str, ...], optional: tuple[str, ...] = ()
+) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ScriptError(f"{where}: '{key}' must be a table")
     for name in value:
         if name not in required + optional:
-            raise ScriptError(f"{where}: unknown key '{key}.{name}' "
-                              f"(expected {', '.join(required + optional)})")
+            raise ScriptError(
+                f"{where}: unknown key '{key}.{name}' (expected {', '.join(required + optional)})"
+            )
     for name in required:
         if name not in value:
             raise ScriptError(f"{where}: '{key}' needs '{name}'")
@@ -300,6 +304,7 @@ def load_script(path: Path, environ: dict[str, str]) -> Script:
 
 # --- playing ------------------------------------------------------------------------------------
 
+
 class Session:
     def __init__(self, script: Script, brief: bytes, cwd: Path) -> None:
         self.script = script
@@ -373,8 +378,9 @@ class Session:
     def stream(self, argv: list[str]) -> int:
         """Runs argv in the worktree, relaying its merged output line by line as log text."""
         try:
-            child = subprocess.Popen(argv, cwd=self.cwd, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            child = subprocess.Popen(
+                argv, cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+            )
         except FileNotFoundError:
             emit(f"{argv[0]}: command not found")
             return 127
@@ -392,8 +398,9 @@ class Session:
         # A global commit.gpgsign could block on a pinentry prompt in an unattended agent.
         git = ("git", *identity, "-c", "commit.gpgsign=false")
         for argv in ((*git, "add", "-A"), (*git, "commit", "-m", step.value)):
-            result = subprocess.run(argv, cwd=self.cwd, stdin=subprocess.DEVNULL,
-                                    capture_output=True, text=True, errors="replace")
+            result = subprocess.run(
+                argv, cwd=self.cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace"
+            )
             output = (result.stdout + result.stderr).strip()
             for line in output.splitlines():
                 emit(line)
@@ -403,8 +410,13 @@ class Session:
 
     def has_identity(self) -> bool:
         for key in ("user.name", "user.email"):
-            result = subprocess.run(("git", "config", "--get", key), cwd=self.cwd,
-                                    stdin=subprocess.DEVNULL, capture_output=True, text=True)
+            result = subprocess.run(
+                ("git", "config", "--get", key),
+                cwd=self.cwd,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+            )
             if result.returncode != 0 or not result.stdout.strip():
                 return False
         return True
@@ -412,7 +424,7 @@ class Session:
     def do_quota(self, step: Step) -> None:
         message: dict[str, Any] = {"kind": "quota", "message": step.value}
         if "reset_in" in step.options:
-            reset = datetime.now(timezone.utc) + timedelta(seconds=step.options["reset_in"])
+            reset = datetime.now(UTC) + timedelta(seconds=step.options["reset_in"])
             message["reset_at"] = reset.replace(microsecond=0).isoformat().replace("+00:00", "Z")
         emit_json(message)
         raise Ended(QUOTA)
@@ -426,8 +438,12 @@ class Session:
         out = sys.stdout.buffer
         for start in range(1, total + 1, SPAM_CHUNK):
             stop = min(start + SPAM_CHUNK, total + 1)
-            out.write("".join(f"spam {number}/{total} the quick brown fox jumps over the lazy dog\n"
-                              for number in range(start, stop)).encode())
+            out.write(
+                "".join(
+                    f"spam {number}/{total} the quick brown fox jumps over the lazy dog\n"
+                    for number in range(start, stop)
+                ).encode()
+            )
             out.flush()
 
     def do_wait(self, step: Step) -> None:
@@ -459,8 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        return fail("usage: python -m outpost_tui.engine.agents.demo_program SCRIPT.toml",
-                    BAD_SCRIPT)
+        return fail("usage: python -m outpost_tui.engine.agents.demo_program SCRIPT.toml", BAD_SCRIPT)
     try:
         script = load_script(Path(args[0]), dict(os.environ))
     except ScriptError as error:

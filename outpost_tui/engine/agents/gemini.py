@@ -25,18 +25,18 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
+from .. import git
 from ..core.events import EventKind
 from ..core.spec import CandidateSpec, Price
 from ..core.usage import Usage
-from .. import git
-from .reachability import NETWORK, RATE_LIMITED, retry_cause
 from .agentcli import CliDecoder, as_dict, count, is_login_failure, log, plain, short
-from .base import (AgentAdapter, AgentEvent, AgentOutcome, Decoder, Launch, LaunchContext,
-                   brief_argument)
+from .base import AgentAdapter, AgentEvent, AgentOutcome, Decoder, Launch, LaunchContext, brief_argument
 from .prices import with_estimated_cost
+from .reachability import NETWORK, RATE_LIMITED, retry_cause
 
 _QUOTA_TEXT = re.compile(
     r"\b429\b|RESOURCE_EXHAUSTED|exceeded your current quota|Quota exceeded for quota metric"
@@ -55,8 +55,11 @@ _STDERR_QUOTA_TEXT = re.compile(
 # failed. Retrying with backoff... Error: <network error>" (0.61).
 _RETRY = re.compile(r"Attempt (\d+) failed(?: with status (\d+))?(?:\.\s*Retrying|:)", re.IGNORECASE)
 _RATE_LIMITED = re.compile(r"\b429\b|exhausted|quota|rate limit", re.IGNORECASE)
-_NETWORK = re.compile(r"fetch failed|ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENOTFOUND|EAI_AGAIN|socket hang up"
-                      r"|network", re.IGNORECASE)
+_NETWORK = re.compile(
+    r"fetch failed|ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENOTFOUND|EAI_AGAIN|socket hang up"
+    r"|network",
+    re.IGNORECASE,
+)
 _RETRY_DELAY = re.compile(r"Retrying after (\d+)\s*ms", re.IGNORECASE)
 # The stack dump that follows a retry or an error report: never a quota or a reason of its own.
 _STACK = re.compile(r"^\s+at \S|^\s*[}\]]|^\s+\w+: ")
@@ -65,11 +68,15 @@ _STACK = re.compile(r"^\s+at \S|^\s*[}\]]|^\s+\w+: ")
 _AUTH_EXIT = 41
 _UNTRUSTED = re.compile(r"not running in a trusted directory", re.IGNORECASE)
 _TOOL_WITH_PREFIX = re.compile(r"^(\w+)\((.*)\)$")
-_REPORT = re.compile(r"(?:Error when talking to Gemini API\s*)?Full report available at:\s*\S+\s*",
-                     re.IGNORECASE)
+_REPORT = re.compile(
+    r"(?:Error when talking to Gemini API\s*)?Full report available at:\s*\S+\s*", re.IGNORECASE
+)
 # Lines every run prints on stderr, never a reason.
-_NOTICE = re.compile(r"^(?:YOLO mode is enabled|Warning: 256-color|Ripgrep is not available"
-                     r"|Approval mode overridden|Loaded cached credentials)", re.IGNORECASE)
+_NOTICE = re.compile(
+    r"^(?:YOLO mode is enabled|Warning: 256-color|Ripgrep is not available"
+    r"|Approval mode overridden|Loaded cached credentials)",
+    re.IGNORECASE,
+)
 _FILE_TOOLS = {"write_file": "write", "replace": "update", "edit": "update"}
 # geminicli.com/docs/cli/headless: exit codes of fatal errors
 _EXIT_REASONS = {
@@ -140,11 +147,13 @@ class GeminiDecoder(CliDecoder):
             output = message.get("output")
             if failed and isinstance(error, dict):
                 output = error.get("message") or output
-            events = [AgentEvent(EventKind.TOOL_RESULT, {"name": name, "output": short(output),
-                                                         "error": failed})]
+            events = [
+                AgentEvent(EventKind.TOOL_RESULT, {"name": name, "output": short(output), "error": failed})
+            ]
             if edited and not failed:
-                events.append(AgentEvent(EventKind.FILE_CHANGE, {"path": str(edited),
-                                                                 "change": _FILE_TOOLS[name]}))
+                events.append(
+                    AgentEvent(EventKind.FILE_CHANGE, {"path": str(edited), "change": _FILE_TOOLS[name]})
+                )
             return events
         if kind == "error":
             text = str(message.get("message") or "error")
@@ -164,8 +173,11 @@ class GeminiDecoder(CliDecoder):
     def _result(self, message: dict[str, Any]) -> list[AgentEvent]:
         self._result_seen = True
         stats = as_dict(message.get("stats"))
-        models = {name: as_dict(figures) for name, figures in as_dict(stats.get("models")).items()
-                  if isinstance(name, str) and count(as_dict(figures).get("total_tokens"))}
+        models = {
+            name: as_dict(figures)
+            for name, figures in as_dict(stats.get("models")).items()
+            if isinstance(name, str) and count(as_dict(figures).get("total_tokens"))
+        }
         if models:
             # Each model at its own price: "auto" mixes a router model with the main one.
             self.usage = Usage(estimated=True)
@@ -206,10 +218,17 @@ class GeminiDecoder(CliDecoder):
         retry = _RETRY.search(line)
         if retry:
             delay = _RETRY_DELAY.search(line)
-            return [AgentEvent(EventKind.RETRY, {"message": plain(line).strip()[:300],
-                                                 "retry": int(retry.group(1)),
-                                                 "delay_ms": int(delay.group(1)) if delay else 0,
-                                                 "cause": _retry_cause(line, retry.group(2))})]
+            return [
+                AgentEvent(
+                    EventKind.RETRY,
+                    {
+                        "message": plain(line).strip()[:300],
+                        "retry": int(retry.group(1)),
+                        "delay_ms": int(delay.group(1)) if delay else 0,
+                        "cause": _retry_cause(line, retry.group(2)),
+                    },
+                )
+            ]
         if _STACK.search(line):
             return None
         return super().decode_stderr(line)
@@ -223,8 +242,7 @@ class GeminiDecoder(CliDecoder):
         return super().is_quota_text(text) and not _RETRY.search(text)
 
     def is_stderr_quota_text(self, line: str) -> bool:
-        return (super().is_stderr_quota_text(line) and not _RETRY.search(line)
-                and not _STACK.search(line))
+        return super().is_stderr_quota_text(line) and not _RETRY.search(line) and not _STACK.search(line)
 
     def finalise_usage(self, exit_code: int) -> None:
         if not self._result_seen:
@@ -290,8 +308,10 @@ def _toml_string(text: str) -> str:
     return json.dumps(text)  # a JSON string is a valid TOML basic string
 
 
-_IDENTITY_VARIABLES = {"name": ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"),
-                       "email": ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL")}
+_IDENTITY_VARIABLES = {
+    "name": ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"),
+    "email": ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"),
+}
 
 
 def _identity_env(directory: Path, candidate_env: Mapping[str, str]) -> dict[str, str]:
@@ -309,8 +329,7 @@ def _identity_env(directory: Path, candidate_env: Mapping[str, str]) -> dict[str
     return env
 
 
-_AUTH_TYPES = {"gemini-api-key", "oauth-personal", "vertex-ai", "cloud-shell",
-               "compute-default-credentials"}
+_AUTH_TYPES = {"gemini-api-key", "oauth-personal", "vertex-ai", "cloud-shell", "compute-default-credentials"}
 
 
 def _selected_auth(home: Path) -> str | None:
@@ -331,10 +350,18 @@ class GeminiAgent(AgentAdapter):
 
     def launch(self, candidate: CandidateSpec, brief: str, context: LaunchContext) -> Launch:
         if candidate.max_turns:
-            raise ValueError(f"candidate {candidate.key!r}: gemini has no max-turns option "
-                             f"(set model.maxSessionTurns in its settings.json); remove max_turns")
-        argv = [self.program, "-p", brief_argument(brief, context), "--output-format", "stream-json",
-                "--skip-trust"]
+            raise ValueError(
+                f"candidate {candidate.key!r}: gemini has no max-turns option "
+                f"(set model.maxSessionTurns in its settings.json); remove max_turns"
+            )
+        argv = [
+            self.program,
+            "-p",
+            brief_argument(brief, context),
+            "--output-format",
+            "stream-json",
+            "--skip-trust",
+        ]
         files: dict[str, str] = {}
         if candidate.allowed_tools is None:
             argv += ["--approval-mode", "yolo"]
@@ -366,8 +393,10 @@ class GeminiAgent(AgentAdapter):
         selected = _selected_auth(home)
         if selected is not None and selected not in _AUTH_TYPES:
             # gemini exits 41 with "Invalid auth method selected." whatever key is set
-            return False, (f"~/.gemini/settings.json selects auth type {selected!r}, which gemini "
-                           f"refuses (expected one of {', '.join(sorted(_AUTH_TYPES))})")
+            return False, (
+                f"~/.gemini/settings.json selects auth type {selected!r}, which gemini "
+                f"refuses (expected one of {', '.join(sorted(_AUTH_TYPES))})"
+            )
         for name in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
             if env.get(name):
                 return True, f"{name} is set"

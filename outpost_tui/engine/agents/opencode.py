@@ -17,29 +17,35 @@ is then marked estimated.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ..core.events import EventKind
-from .reachability import NETWORK, RATE_LIMITED
 from ..core.spec import CandidateSpec, Price
 from ..core.usage import Usage
 from .agentcli import CliDecoder, as_dict, count, log, money, short
 from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext, brief_argument
 from .prices import price_for, with_estimated_cost
 from .quota_time import iso_utc, parse_reset
+from .reachability import NETWORK, RATE_LIMITED
 
-_QUOTA_TEXT = re.compile(r"\b429\b|quota|rate limit|usage limit|insufficient_quota|credit balance",
-                         re.IGNORECASE)
+_QUOTA_TEXT = re.compile(
+    r"\b429\b|quota|rate limit|usage limit|insufficient_quota|credit balance", re.IGNORECASE
+)
 _FILE_TOOLS = {"edit": "update", "write": "write", "patch": "update", "multiedit": "update"}
 # `--print-logs` lines: timestamp=… level=ERROR … message="stream error" … error.error="AI_APICallError: …"
 _STREAM_ERROR = re.compile(r'message="stream error".*?\berror\.error="(?P<error>(?:[^"\\]|\\.)*)"')
-_RATE_LIMIT = re.compile(r"\b429\b|rate limit|too many requests|quota|usage limit|insufficient_quota",
-                         re.IGNORECASE)
-_NETWORK = re.compile(r"Unable to connect|ECONNREFUSED|ECONNRESET|fetch failed|ETIMEDOUT|ENOTFOUND"
-                      r"|Cannot connect|socket", re.IGNORECASE)
+_RATE_LIMIT = re.compile(
+    r"\b429\b|rate limit|too many requests|quota|usage limit|insufficient_quota", re.IGNORECASE
+)
+_NETWORK = re.compile(
+    r"Unable to connect|ECONNREFUSED|ECONNRESET|fetch failed|ETIMEDOUT|ENOTFOUND"
+    r"|Cannot connect|socket",
+    re.IGNORECASE,
+)
 # A retry the error message says is further away than this is not waited for: the agent is
 # stopped and the candidate ends on the quota, with its reset time.
 RETRY_PATIENCE = timedelta(minutes=10)
@@ -52,7 +58,7 @@ def retry_after(headers: object, now: datetime | None = None) -> str | None:
     value = next((str(v) for k, v in headers.items() if str(k).lower() == "retry-after"), None)
     if not value:
         return None
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     try:
         return iso_utc(now + timedelta(seconds=float(value)))
     except ValueError:
@@ -64,7 +70,7 @@ def retry_after(headers: object, now: datetime | None = None) -> str | None:
 
 
 def _after(moment: str, limit: datetime) -> bool:
-    return datetime.strptime(moment, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc) > limit
+    return datetime.strptime(moment, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC) > limit
 
 
 class OpencodeDecoder(CliDecoder):
@@ -84,10 +90,16 @@ class OpencodeDecoder(CliDecoder):
             return super().decode_stderr(line)
         error = failed.group("error").replace('\\"', '"').removeprefix("AI_APICallError: ")
         self._retries += 1
-        cause = (RATE_LIMITED if _RATE_LIMIT.search(error) else
-                 NETWORK if _NETWORK.search(error) else "API error")
-        events = [log(line, "stderr"), AgentEvent(EventKind.RETRY, {
-            "message": error[:300], "retry": self._retries, "delay_ms": 0, "cause": cause})]
+        cause = (
+            RATE_LIMITED if _RATE_LIMIT.search(error) else NETWORK if _NETWORK.search(error) else "API error"
+        )
+        events = [
+            log(line, "stderr"),
+            AgentEvent(
+                EventKind.RETRY,
+                {"message": error[:300], "retry": self._retries, "delay_ms": 0, "cause": cause},
+            ),
+        ]
         if _RATE_LIMIT.search(error):
             self._rate_limited = error
             reset_at = parse_reset(error, self.clock())
@@ -128,27 +140,37 @@ class OpencodeDecoder(CliDecoder):
         if status in ("completed", "error"):
             failed = status == "error"
             output = state.get("error") if failed else state.get("output")
-            events.append(AgentEvent(EventKind.TOOL_RESULT, {"name": name, "output": short(output),
-                                                             "error": failed}))
+            events.append(
+                AgentEvent(EventKind.TOOL_RESULT, {"name": name, "output": short(output), "error": failed})
+            )
             edited = tool_input.get("filePath") or tool_input.get("file_path")
             if edited and not failed and name in _FILE_TOOLS:
-                events.append(AgentEvent(EventKind.FILE_CHANGE, {"path": str(edited),
-                                                                 "change": _FILE_TOOLS[name]}))
+                events.append(
+                    AgentEvent(EventKind.FILE_CHANGE, {"path": str(edited), "change": _FILE_TOOLS[name]})
+                )
         return events
 
     def _step_finish(self, part: dict[str, Any]) -> list[AgentEvent]:
         figures = as_dict(part.get("tokens"))
         cache = as_dict(figures.get("cache"))
-        step = Usage(input=count(figures.get("input")), cached=count(cache.get("read")),
-                     cache_write=count(cache.get("write")),
-                     output=count(figures.get("output")) + count(figures.get("reasoning")))
+        step = Usage(
+            input=count(figures.get("input")),
+            cached=count(cache.get("read")),
+            cache_write=count(cache.get("write")),
+            output=count(figures.get("output")) + count(figures.get("reasoning")),
+        )
         self._rate_limited = None
         cost = money(part.get("cost"))
         if cost is None or (cost == 0 and step.tokens and price_for(self.model, self.prices)):
             step = with_estimated_cost(step, self.model, self.prices)
         else:
-            step = Usage(input=step.input, cached=step.cached, cache_write=step.cache_write,
-                         output=step.output, cost_usd=cost)
+            step = Usage(
+                input=step.input,
+                cached=step.cached,
+                cache_write=step.cache_write,
+                output=step.output,
+                cost_usd=cost,
+            )
         self.usage = self.usage + step
         return []
 
@@ -183,16 +205,25 @@ class OpencodeAgent(AgentAdapter):
 
     def launch(self, candidate: CandidateSpec, brief: str, context: LaunchContext) -> Launch:
         if candidate.max_turns:
-            raise ValueError(f"candidate {candidate.key!r}: opencode has no max-turns option; "
-                             f"remove max_turns")
+            raise ValueError(
+                f"candidate {candidate.key!r}: opencode has no max-turns option; remove max_turns"
+            )
         if candidate.allowed_tools is not None:
-            raise ValueError(f"candidate {candidate.key!r}: opencode takes no tool list on its command "
-                             f"line (configure permissions in opencode.json); remove allowed_tools")
+            raise ValueError(
+                f"candidate {candidate.key!r}: opencode takes no tool list on its command "
+                f"line (configure permissions in opencode.json); remove allowed_tools"
+            )
         argv = [self.program, "run", "--format", "json"]
         if candidate.model:
             argv += ["-m", candidate.model]
-        argv += ["--auto", "--print-logs", "--log-level", "ERROR", *candidate.args,
-                 brief_argument(brief, context)]
+        argv += [
+            "--auto",
+            "--print-logs",
+            "--log-level",
+            "ERROR",
+            *candidate.args,
+            brief_argument(brief, context),
+        ]
         return Launch(argv=tuple(argv), env={"TZ": "UTC"}, stdin=None)
 
     def decoder(self, candidate: CandidateSpec, prices: Mapping[str, Price] | None = None) -> Decoder:
@@ -203,8 +234,11 @@ class OpencodeAgent(AgentAdapter):
         data = Path(env["XDG_DATA_HOME"]) if env.get("XDG_DATA_HOME") else home / ".local" / "share"
         if (data / "opencode" / "auth.json").is_file():
             return True, f"credentials in {data / 'opencode' / 'auth.json'}"
-        present = [name for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY",
-                                     "OPENROUTER_API_KEY") if env.get(name)]
+        present = [
+            name
+            for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY")
+            if env.get(name)
+        ]
         if present:
             return True, f"{', '.join(present)} set"
         return None, "no ~/.local/share/opencode/auth.json and no provider key (free models need none)"

@@ -13,7 +13,7 @@ List prices as published by the providers in late 2025 (standard tier, prompts u
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from ..core.spec import Price
 from ..core.usage import Usage
@@ -58,13 +58,20 @@ DEFAULT_PRICES: Mapping[str, Price] = {
 
 # (name pattern, table entry): the first family whose words all occur in the model's name.
 _FAMILIES: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("claude", "opus"), "claude-opus-4-5"), (("opus",), "claude-opus-4-5"),
-    (("claude", "sonnet"), "claude-sonnet-4"), (("sonnet",), "claude-sonnet-4"),
-    (("claude", "haiku"), "claude-haiku-4-5"), (("haiku",), "claude-haiku-4-5"),
-    (("gemini", "flash-lite"), "gemini-2.5-flash-lite"), (("gemini", "flash"), "gemini-2.5-flash"),
+    (("claude", "opus"), "claude-opus-4-5"),
+    (("opus",), "claude-opus-4-5"),
+    (("claude", "sonnet"), "claude-sonnet-4"),
+    (("sonnet",), "claude-sonnet-4"),
+    (("claude", "haiku"), "claude-haiku-4-5"),
+    (("haiku",), "claude-haiku-4-5"),
+    (("gemini", "flash-lite"), "gemini-2.5-flash-lite"),
+    (("gemini", "flash"), "gemini-2.5-flash"),
     (("gemini", "pro"), "gemini-3-pro"),
-    (("gpt", "nano"), "gpt-5-nano"), (("gpt", "mini"), "gpt-5-mini"), (("codex", "mini"), "gpt-5-mini"),
-    (("gpt",), "gpt-5"), (("codex",), "gpt-5"),
+    (("gpt", "nano"), "gpt-5-nano"),
+    (("gpt", "mini"), "gpt-5-mini"),
+    (("codex", "mini"), "gpt-5-mini"),
+    (("gpt",), "gpt-5"),
+    (("codex",), "gpt-5"),
 )
 
 
@@ -87,7 +94,7 @@ def price_note(model: str | None, overrides: Mapping[str, Price] | None = None) 
         return None
     family = family_of(model)
     if family is None:
-        return f"model {model} has no price (add [prices.\"{model}\"] to the race file): cost unknown"
+        return f'model {model} has no price (add [prices."{model}"] to the race file): cost unknown'
     return f"model {model} is not in the price table: priced as {family} (estimated)"
 
 
@@ -126,16 +133,28 @@ def _listed(model: str, overrides: Mapping[str, Price] | None) -> Price | None:
 
 
 def cost_of(usage: Usage, price: Price) -> float:
-    total = (usage.input * price.input + usage.cached * price.cached
-             + usage.cache_write * price.cache_write + usage.output * price.output) / 1_000_000
+    total = (
+        usage.input * price.input
+        + usage.cached * price.cached
+        + usage.cache_write * price.cache_write
+        + usage.output * price.output
+    ) / 1_000_000
     return round(total, 6)
 
 
-def with_estimated_cost(usage: Usage, model: str | None,
-                        overrides: Mapping[str, Price] | None = None) -> Usage:
+def with_estimated_cost(
+    usage: Usage, model: str | None, overrides: Mapping[str, Price] | None = None
+) -> Usage:
     """`usage` with cost_usd from the price table, marked estimated (cost unknown when no price applies)."""
     price = price_for(model, overrides)
     cost = cost_of(usage, price) if price is not None else 0.0
-    return Usage(input=usage.input, cached=usage.cached, cache_write=usage.cache_write,
-                 output=usage.output, cost_usd=cost, complete=usage.complete, estimated=True,
-                 cost_unknown=price is None and usage.tokens > 0)
+    return Usage(
+        input=usage.input,
+        cached=usage.cached,
+        cache_write=usage.cache_write,
+        output=usage.output,
+        cost_usd=cost,
+        complete=usage.complete,
+        estimated=True,
+        cost_unknown=price is None and usage.tokens > 0,
+    )

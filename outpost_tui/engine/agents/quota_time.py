@@ -11,11 +11,15 @@ occurrence too.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone, tzinfo
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-_MONTHS = {name: number for number, name in enumerate(
-    ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), start=1)}
+_MONTHS = {
+    name: number
+    for number, name in enumerate(
+        ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), start=1
+    )
+}
 
 # Phrases that introduce the reset time in a longer message; the time is what follows.
 _LEAD_INS = re.compile(
@@ -58,12 +62,12 @@ _ZONE = re.compile(r"\(([^)]+)\)|\b(UTC|GMT|Z)\b")
 
 
 def iso_utc(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def from_epoch(seconds: float) -> str | None:
     try:
-        return iso_utc(datetime.fromtimestamp(float(seconds), timezone.utc))
+        return iso_utc(datetime.fromtimestamp(float(seconds), UTC))
     except (OverflowError, OSError, ValueError):
         return None
 
@@ -72,9 +76,9 @@ def parse_reset(text: str, now: datetime | None = None, default_zone: str = "UTC
     """The reset time in `text` (a whole message or just the time) as ISO-8601 UTC, or None."""
     if not text:
         return None
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     if now.tzinfo is None:
-        now = now.replace(tzinfo=timezone.utc)
+        now = now.replace(tzinfo=UTC)
     text = " ".join(_PATH_OR_URL.sub(" ", text).split())
     bar = _EPOCH_AFTER_BAR.search(text)
     if bar:
@@ -110,7 +114,7 @@ def _after_duration(fragment: str, now: datetime) -> str | None:
 def _zone(name: str | None, default_zone: str) -> ZoneInfo | timezone | None:
     name = (name or default_zone).strip().strip("()").strip()
     if name.upper() in ("UTC", "GMT", "Z"):
-        return timezone.utc
+        return UTC
     offset = re.fullmatch(r"([+-])(\d{2}):?(\d{2})", name)
     if offset:
         sign = 1 if offset.group(1) == "+" else -1
@@ -126,9 +130,15 @@ def _from_iso(match: re.Match[str], now: datetime, default_zone: str) -> str | N
     if zone is None:
         return None
     try:
-        moment = datetime(int(match.group("y")), int(match.group("mo")), int(match.group("d")),
-                          int(match.group("h") or 0), int(match.group("mi") or 0),
-                          int(match.group("s") or 0), tzinfo=zone)
+        moment = datetime(
+            int(match.group("y")),
+            int(match.group("mo")),
+            int(match.group("d")),
+            int(match.group("h") or 0),
+            int(match.group("mi") or 0),
+            int(match.group("s") or 0),
+            tzinfo=zone,
+        )
     except ValueError:
         return None
     return iso_utc(moment)
@@ -138,7 +148,7 @@ def _from_clock(fragment: str, now: datetime, default_zone: str) -> str | None:
     clock = _CLOCK.search(fragment)
     if clock is None:
         return None
-    zone_match = _ZONE.search(fragment[clock.end():]) or _ZONE.search(fragment)
+    zone_match = _ZONE.search(fragment[clock.end() :]) or _ZONE.search(fragment)
     zone_name = (zone_match.group(1) or zone_match.group(2)) if zone_match else None
     zone = _zone(zone_name, default_zone)
     if zone is None:
@@ -172,7 +182,9 @@ def _from_clock(fragment: str, now: datetime, default_zone: str) -> str | None:
     return None
 
 
-def _at(year: int, month: int, day: int, hour: int, minute: int, zone: tzinfo, second: int = 0) -> datetime | None:
+def _at(
+    year: int, month: int, day: int, hour: int, minute: int, zone: tzinfo, second: int = 0
+) -> datetime | None:
     try:
         return datetime(year, month, day, hour, minute, second, tzinfo=zone)
     except ValueError:
@@ -193,5 +205,5 @@ def has_seconds(text: str) -> bool:
 def after_minute(reset_at: str) -> str:
     """The end of the minute `reset_at` names: for a time printed cut to the minute, the first
     moment that is surely not before the real reset."""
-    moment = datetime.strptime(reset_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    moment = datetime.strptime(reset_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
     return iso_utc(moment.replace(second=0) + timedelta(minutes=1))

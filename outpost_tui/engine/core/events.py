@@ -102,10 +102,12 @@ def _kind(kind: EventKind) -> Callable[[type[_E]], type[_E]]:
         typed = dataclass(frozen=True, kw_only=True, slots=True)(cls)
         typed.fields_ = tuple(f.name for f in dataclasses.fields(typed) if f.name not in _ENVELOPE)
         return typed
+
     return register
 
 
 # --- the race --------------------------------------------------------------------------------------
+
 
 @_kind(EventKind.RACE_STARTED)
 class RaceStarted(Event):
@@ -170,6 +172,7 @@ class RaceFinished(Event):
 
 
 # --- an attempt ------------------------------------------------------------------------------------
+
 
 @_kind(EventKind.ADMITTED)
 class Admitted(Event):
@@ -257,6 +260,7 @@ class Cleanup(Event):
 
 # --- what an agent says (engine/agents/ decode these from its output) -----------------------------
 
+
 @_kind(EventKind.LOG)
 class Log(Event):
     """A batch of output lines."""
@@ -319,8 +323,13 @@ class Quota(Event):
 EVENT_TYPES: dict[EventKind, type[Event]] = {cls.kind: cls for cls in Event.__subclasses__()}
 
 
-def event_of(kind: EventKind | str, key: str | None = None, attempt: int | None = None,
-          data: Mapping[str, Any] | None = None, at: float | None = None) -> Event:
+def event_of(
+    kind: EventKind | str,
+    key: str | None = None,
+    attempt: int | None = None,
+    data: Mapping[str, Any] | None = None,
+    at: float | None = None,
+) -> Event:
     """The typed event of a kind with this payload; TypeError names a field it lacks or cannot
     have (a payload that breaks its kind's shape is a bug where it was made)."""
     cls = EVENT_TYPES[EventKind(kind)]
@@ -328,8 +337,9 @@ def event_of(kind: EventKind | str, key: str | None = None, attempt: int | None 
     return cls(key=key, attempt=attempt, **timing, **dict(data or {}))
 
 
-def event_from_payload(kind: EventKind | str, key: str | None, attempt: int | None,
-                       data: Mapping[str, Any], at: float) -> Event:
+def event_from_payload(
+    kind: EventKind | str, key: str | None, attempt: int | None, data: Mapping[str, Any], at: float
+) -> Event:
     """Leniently, an event as another version may have written it: unknown payload keys are
     dropped, missing ones are None (the flight-log reader; consumers read what is there)."""
     cls = EVENT_TYPES[EventKind(kind)]
@@ -368,5 +378,7 @@ class EventBus:
                 subscriber(event)
             except Exception as error:
                 if len(self.errors) < self.MAX_ERRORS:
-                    self.errors.append(f"{getattr(subscriber, '__qualname__', subscriber)!s}: "
-                                       f"{type(error).__name__}: {error}")
+                    self.errors.append(
+                        f"{getattr(subscriber, '__qualname__', subscriber)!s}: "
+                        f"{type(error).__name__}: {error}"
+                    )

@@ -8,11 +8,10 @@ own): every update holds `lock`, and a reader that needs a consistent view holds
 
 from __future__ import annotations
 
-from typing import Any
-
 import threading
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 from .events import (
     Admitted,
@@ -98,7 +97,7 @@ class CandidateModel:
         fresh = self.log_count - seen
         if fresh <= 0:
             return []
-        return list(self.log)[-min(fresh, len(self.log)):]
+        return list(self.log)[-min(fresh, len(self.log)) :]
 
 
 class RaceModel:
@@ -154,8 +153,10 @@ class RaceModel:
             case CommittedOnBehalf():
                 subject = str(event.message or "").split("\n", 1)[0]
                 candidate.committed_on_behalf = subject
-                candidate.add_log(f"── committed on its behalf (it could not commit in its sandbox): "
-                                  f"{str(event.commit)[:12]} {subject}")
+                candidate.add_log(
+                    f"── committed on its behalf (it could not commit in its sandbox): "
+                    f"{str(event.commit)[:12]} {subject}"
+                )
             case Operator(action="accept"):
                 candidate.accepted = True
                 candidate.add_log("── accepted by the operator")
@@ -185,20 +186,24 @@ class RaceModel:
                 candidate.add_log(f"── setup ({command}{ports})")
             case SetupFinished():
                 copied = f", copied {len(event.copied)} file(s)" if event.copied else ""
-                candidate.add_log(f"── setup {event.status} (cache {event.cache}{copied})"
-                                  + (f": {event.reason}" if event.reason else ""))
+                candidate.add_log(
+                    f"── setup {event.status} (cache {event.cache}{copied})"
+                    + (f": {event.reason}" if event.reason else "")
+                )
             case AgentStarted():
                 candidate.state = "running"
                 candidate.timeout = event.timeout
                 candidate.agent_started_at = event.at
                 limit = f", timeout {candidate.timeout:g}s" if candidate.timeout else ""
-                candidate.add_log(f"── attempt {event.attempt or candidate.attempt}: agent started "
-                                  f"({event.program}{limit})")
+                candidate.add_log(
+                    f"── attempt {event.attempt or candidate.attempt}: agent started ({event.program}{limit})"
+                )
             case AgentExited():
                 candidate.retrying = None
                 candidate.agent_ended_at = event.at
                 how = ("stopped" if event.exit_code is None else f"exit {event.exit_code}") + (
-                    f": {event.reason}" if event.reason else "")
+                    f": {event.reason}" if event.reason else ""
+                )
                 candidate.add_log(f"── agent ended ({how})")
                 if event.result:
                     # the agent's own summary of what it did: the line an operator looks for first
@@ -235,8 +240,9 @@ class RaceModel:
 
     def _restore(self, record: CandidateRecord, *, attempts: int, usage: Usage) -> None:
         candidate = self.candidates.get(record.key)
-        if candidate is None or (candidate.attempt == record.attempt
-                                 and candidate.state == str(record.status)):
+        if candidate is None or (
+            candidate.attempt == record.attempt and candidate.state == str(record.status)
+        ):
             return  # unknown, or restored already
         self.version += 1
         candidate.version += 1
@@ -251,8 +257,10 @@ class RaceModel:
         candidate.review = list(record.review or [])
         candidate.started_at = record.started_at
         candidate.finished_at = record.finished_at
-        candidate.add_log(f"── attempt {record.attempt}, before the coordinator stopped: "
-                          f"{said(candidate.state, candidate.reason)}")
+        candidate.add_log(
+            f"── attempt {record.attempt}, before the coordinator stopped: "
+            f"{said(candidate.state, candidate.reason)}"
+        )
         self.attempts = attempts
         self.usage = usage
 

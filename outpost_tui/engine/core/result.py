@@ -20,14 +20,19 @@ class Validation:
     reason: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"status": self.status, "exit_code": self.exit_code, "output": self.output,
-                "reason": self.reason}
+        return {
+            "status": self.status,
+            "exit_code": self.exit_code,
+            "output": self.output,
+            "reason": self.reason,
+        }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any] | None) -> "Validation":
+    def from_json(cls, data: dict[str, Any] | None) -> Validation:
         data = data or {}
-        return cls(data.get("status", "not-run"), data.get("exit_code"), data.get("output", ""),
-                   data.get("reason"))
+        return cls(
+            data.get("status", "not-run"), data.get("exit_code"), data.get("output", ""), data.get("reason")
+        )
 
 
 @dataclass
@@ -85,8 +90,9 @@ class CandidateRecord:
             "resources": list(self.resources),
             "started_at": self.started_at,
             "finished_at": self.finished_at,
-            "duration": (round(self.finished_at - self.started_at, 3)
-                         if self.started_at and self.finished_at else None),
+            "duration": (
+                round(self.finished_at - self.started_at, 3) if self.started_at and self.finished_at else None
+            ),
             "result": self.result,
             "review": None if self.review is None else list(self.review),
             "setup": None if self.setup is None else dict(self.setup),
@@ -95,19 +101,29 @@ class CandidateRecord:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "CandidateRecord":
+    def from_json(cls, data: dict[str, Any]) -> CandidateRecord:
         return cls(
-            key=data["key"], attempt=data["attempt"], agent=data.get("agent", "?"),
-            status=CandidateStatus(data["status"]), branch=data.get("branch"),
-            commit=data.get("commit"), commits=list(data.get("commits") or []),
+            key=data["key"],
+            attempt=data["attempt"],
+            agent=data.get("agent", "?"),
+            status=CandidateStatus(data["status"]),
+            branch=data.get("branch"),
+            commit=data.get("commit"),
+            commits=list(data.get("commits") or []),
             usage=Usage.from_json(data.get("usage")),
-            validation=Validation.from_json(data.get("validation")), score=data.get("score"),
-            directory=data.get("directory"), retained_directory=data.get("retained_directory"),
-            cleanup=data.get("cleanup", "done"), error=data.get("error"), quota=data.get("quota"),
+            validation=Validation.from_json(data.get("validation")),
+            score=data.get("score"),
+            directory=data.get("directory"),
+            retained_directory=data.get("retained_directory"),
+            cleanup=data.get("cleanup", "done"),
+            error=data.get("error"),
+            quota=data.get("quota"),
             decided_by=data.get("decided_by"),
             committed_on_behalf=bool(data.get("committed_on_behalf")),
-            resources=list(data.get("resources") or []), started_at=data.get("started_at"),
-            finished_at=data.get("finished_at"), result=data.get("result"),
+            resources=list(data.get("resources") or []),
+            started_at=data.get("started_at"),
+            finished_at=data.get("finished_at"),
+            result=data.get("result"),
             review=None if data.get("review") is None else list(data["review"]),
             setup=data.get("setup"),
             verdict=data.get("verdict"),
@@ -156,17 +172,29 @@ class RaceResult:
             "repository": self.repository,
             "baseline": self.baseline,
             "baseline_validation": self.baseline_validation,
-            "winner": None if winner is None else {
-                "key": winner.key, "attempt": winner.attempt, "branch": winner.branch,
-                "commit": winner.commit, "decided_by": winner.decided_by, "score": winner.score,
+            "winner": None
+            if winner is None
+            else {
+                "key": winner.key,
+                "attempt": winner.attempt,
+                "branch": winner.branch,
+                "commit": winner.commit,
+                "decided_by": winner.decided_by,
+                "score": winner.score,
             },
             "candidates": [c.to_json() for c in self.candidates],
             "previous_attempts": [c.to_json() for c in self.previous_attempts],
-            "usage": {"attempts": self.attempts, "input": self.usage.input,
-                      "cached": self.usage.cached, "cache_write": self.usage.cache_write,
-                      "output": self.usage.output, "cost_usd": self.usage.cost_usd,
-                      "complete": self.usage.complete, "estimated": self.usage.estimated,
-                      "cost_unknown": self.usage.cost_unknown},
+            "usage": {
+                "attempts": self.attempts,
+                "input": self.usage.input,
+                "cached": self.usage.cached,
+                "cache_write": self.usage.cache_write,
+                "output": self.usage.output,
+                "cost_usd": self.usage.cost_usd,
+                "complete": self.usage.complete,
+                "estimated": self.usage.estimated,
+                "cost_unknown": self.usage.cost_unknown,
+            },
             "integration": self.integration,
             "host": self.host,
             "tampering": [dict(entry) for entry in self.tampering],
@@ -174,8 +202,9 @@ class RaceResult:
             "quota": self.quota,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
-            "duration": (round(self.finished_at - self.started_at, 3)
-                         if self.started_at and self.finished_at else None),
+            "duration": (
+                round(self.finished_at - self.started_at, 3) if self.started_at and self.finished_at else None
+            ),
         }
 
 
@@ -183,15 +212,24 @@ def race_result_from_json(data: dict[str, Any]) -> RaceResult:
     """A saved result back as a RaceResult (a finished durable race returns it unchanged)."""
     usage = data.get("usage") or {}
     return RaceResult(
-        id=data["id"], status=RaceStatus(data["status"]), baseline=data["baseline"],
-        name=data.get("name", "race"), mode=data.get("mode", "race"),
+        id=data["id"],
+        status=RaceStatus(data["status"]),
+        baseline=data["baseline"],
+        name=data.get("name", "race"),
+        mode=data.get("mode", "race"),
         select=data.get("select", "first"),
         candidates=[CandidateRecord.from_json(c) for c in data.get("candidates", [])],
         previous_attempts=[CandidateRecord.from_json(c) for c in data.get("previous_attempts", [])],
-        attempts=int(usage.get("attempts", 0)), usage=Usage.from_json(usage),
-        integration=data.get("integration"), host=data.get("host"), error=data.get("error"),
-        quota=data.get("quota"), run_id=data.get("run_id"), repository=data.get("repository"),
-        started_at=data.get("started_at"), finished_at=data.get("finished_at"),
+        attempts=int(usage.get("attempts", 0)),
+        usage=Usage.from_json(usage),
+        integration=data.get("integration"),
+        host=data.get("host"),
+        error=data.get("error"),
+        quota=data.get("quota"),
+        run_id=data.get("run_id"),
+        repository=data.get("repository"),
+        started_at=data.get("started_at"),
+        finished_at=data.get("finished_at"),
         tampering=list(data.get("tampering") or []),
         baseline_validation=data.get("baseline_validation"),
     )

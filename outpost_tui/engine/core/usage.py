@@ -6,11 +6,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import json
 import math
 from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 TOKEN_DIMENSIONS = ("input", "cached", "cache_write", "output")
 FIGURES = (*TOKEN_DIMENSIONS, "cost_usd")
@@ -48,7 +47,7 @@ class Usage:
     # them out, so a cost of 0 is "unknown", never "free".
     cost_unknown: bool = False
 
-    def __add__(self, other: "Usage") -> "Usage":
+    def __add__(self, other: Usage) -> Usage:
         return Usage(
             input=self.input + other.input,
             cached=self.cached + other.cached,
@@ -60,7 +59,7 @@ class Usage:
             cost_unknown=self.cost_unknown or other.cost_unknown,
         )
 
-    def __sub__(self, other: "Usage") -> "Usage":
+    def __sub__(self, other: Usage) -> Usage:
         """The delta from `other` to self, never negative in any dimension."""
         return Usage(
             input=max(0, self.input - other.input),
@@ -88,7 +87,7 @@ class Usage:
                 return problem
         return None
 
-    def plus(self, other: "Usage") -> tuple["Usage", str | None]:
+    def plus(self, other: Usage) -> tuple[Usage, str | None]:
         """self + other, or self and the reason when other or the sum cannot be counted: a report
         that is refused is never summed."""
         problem = other.problem()
@@ -107,7 +106,7 @@ class Usage:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any] | None) -> "Usage":
+    def from_json(cls, data: dict[str, Any] | None) -> Usage:
         if not data:
             return cls()
         names = {f.name for f in fields(cls)}

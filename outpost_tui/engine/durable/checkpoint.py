@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from ... import exitcodes
-from .checkpoint_state import InvalidState, check_state, run_status
-from ..errors import OutpostError
-from .ownership import Owner, describe_age
 from ..core.spec import RaceSpec
+from ..errors import OutpostError
+from .checkpoint_state import InvalidState, check_state, run_status
+from .ownership import Owner, describe_age
 from .transport import CorruptObject, Transport, TransportConflict
 
 FORMAT = 1
@@ -47,14 +47,16 @@ class CheckpointError(OutpostError):
 class AlreadyOwned(CheckpointError):
     exit_code = exitcodes.OWNED
 
-    def __init__(self, run_id: str, owner: Owner, *, now: float | None = None,
-                 repository: str | Path | None = None) -> None:
+    def __init__(
+        self, run_id: str, owner: Owner, *, now: float | None = None, repository: str | Path | None = None
+    ) -> None:
         now = time.time() if now is None else now
         self.run_id, self.owner = run_id, owner
         super().__init__(
             f"run {run_id} is already owned by a coordinator (pid {owner.pid} on {owner.host}, last "
             f"heartbeat {describe_age(now - owner.heartbeat_at)} ago): recover it step by step, "
-            f"starting with `{recover_command(run_id, repository, '--stop')}`")
+            f"starting with `{recover_command(run_id, repository, '--stop')}`"
+        )
 
 
 def recover_command(run_id: str, repository: str | Path | None, step: str) -> str:
@@ -72,8 +74,10 @@ class IdentityMismatch(CheckpointError):
 
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
-        super().__init__(f"the race file differs from the saved run {run_id} (agents, briefs, budget "
-                         f"or version changed): use a new run_id")
+        super().__init__(
+            f"the race file differs from the saved run {run_id} (agents, briefs, budget "
+            f"or version changed): use a new run_id"
+        )
 
 
 class CorruptCheckpoint(CheckpointError):
@@ -103,11 +107,19 @@ def race_identity(spec: RaceSpec) -> str:
         "repository": os.path.realpath(spec.repository),
         "version": spec.durability.version,
         "provider": spec.sandbox.provider,
-        "candidates": [{"key": c.key, "brief": c.brief, "agent": c.agent, "model": c.model}
-                       for c in spec.candidates],
-        "budget": {"attempts": budget.attempts, "cost_usd": budget.cost_usd,
-                   "tokens": {"input": tokens.input, "cached": tokens.cached,
-                              "cache_write": tokens.cache_write, "output": tokens.output}},
+        "candidates": [
+            {"key": c.key, "brief": c.brief, "agent": c.agent, "model": c.model} for c in spec.candidates
+        ],
+        "budget": {
+            "attempts": budget.attempts,
+            "cost_usd": budget.cost_usd,
+            "tokens": {
+                "input": tokens.input,
+                "cached": tokens.cached,
+                "cache_write": tokens.cache_write,
+                "output": tokens.output,
+            },
+        },
         "mode": spec.mode,
     }
     # Only present in best mode, so first-mode identities do not depend on this field existing.
@@ -194,7 +206,9 @@ def read_run(transport: Transport, run_id: str) -> Saved:
     """The recovery "inspect" step: the saved run, or UnknownRun."""
     saved = read_saved(transport, checkpoint_key(run_id))
     if saved is None:
-        raise UnknownRun(f"no saved run {run_id} ({transport.describe(checkpoint_key(run_id))} does not exist)")
+        raise UnknownRun(
+            f"no saved run {run_id} ({transport.describe(checkpoint_key(run_id))} does not exist)"
+        )
     return saved
 
 
@@ -207,8 +221,10 @@ def release_run(transport: Transport, run_id: str, revision: str) -> str:
     key = checkpoint_key(run_id)
     saved = read_run(transport, run_id)
     if saved.revision != revision:
-        raise RevisionChanged(f"run {run_id} changed since it was read (revision {revision}, now "
-                              f"{saved.revision}): inspect it again before releasing")
+        raise RevisionChanged(
+            f"run {run_id} changed since it was read (revision {revision}, now "
+            f"{saved.revision}): inspect it again before releasing"
+        )
     state_text = _encode_state(run_id, saved.state)
     try:
         return transport.write(key, _envelope(None, state_text), if_revision=revision)
@@ -221,21 +237,31 @@ def list_runs(transport: Transport) -> list[RunSummary]:
     runs: list[RunSummary] = []
     for entry in transport.list(PREFIX):
         if entry.problem is not None:
-            runs.append(RunSummary(None, entry.key, entry.revision, None, "corrupt", entry.modified_at,
-                                   entry.problem))
+            runs.append(
+                RunSummary(None, entry.key, entry.revision, None, "corrupt", entry.modified_at, entry.problem)
+            )
             continue
         try:
             saved = read_saved(transport, entry.key)
         except CorruptCheckpoint as error:
-            runs.append(RunSummary(None, entry.key, entry.revision, None, "corrupt", entry.modified_at,
-                                   str(error)))
+            runs.append(
+                RunSummary(None, entry.key, entry.revision, None, "corrupt", entry.modified_at, str(error))
+            )
             continue
         if saved is None:
             continue  # removed while listing
         run_id, race_id = saved.state.get("run_id"), saved.state.get("id")
-        runs.append(RunSummary(run_id if isinstance(run_id, str) else None, entry.key, saved.revision,
-                               saved.owner, _status(saved), saved.updated_at,
-                               race_id=race_id if isinstance(race_id, str) else None))
+        runs.append(
+            RunSummary(
+                run_id if isinstance(run_id, str) else None,
+                entry.key,
+                saved.revision,
+                saved.owner,
+                _status(saved),
+                saved.updated_at,
+                race_id=race_id if isinstance(race_id, str) else None,
+            )
+        )
     runs.sort(key=lambda run: run.updated_at, reverse=True)
     return runs
 
@@ -252,8 +278,7 @@ class CheckpointStore:
     so the caller may mutate its dict afterwards, but not during the call.
     """
 
-    def __init__(self, transport: Transport, run_id: str,
-                 repository: str | Path | None = None) -> None:
+    def __init__(self, transport: Transport, run_id: str, repository: str | Path | None = None) -> None:
         self.transport = transport
         self.run_id = run_id
         self.repository = repository  # named in messages, so their commands work from anywhere
@@ -292,8 +317,11 @@ class CheckpointStore:
             state_text = _encode_state(self.run_id, state)
             owner = Owner.current()
             try:
-                revision = self.transport.write(self.key, _envelope(owner, state_text),
-                                                 if_revision=None if saved is None else saved.revision)
+                revision = self.transport.write(
+                    self.key,
+                    _envelope(owner, state_text),
+                    if_revision=None if saved is None else saved.revision,
+                )
             except TransportConflict:
                 raise self._lost_claim() from None
             self.owner, self.revision, self._state_text = owner, revision, state_text
@@ -313,12 +341,14 @@ class CheckpointStore:
         if self.owner is None:
             raise RuntimeError(f"run {self.run_id} is not claimed by this store")
         try:
-            self.revision = self.transport.write(self.key, _envelope(owner, state_text),
-                                                 if_revision=self.revision)
+            self.revision = self.transport.write(
+                self.key, _envelope(owner, state_text), if_revision=self.revision
+            )
         except TransportConflict:
             raise RevisionChanged(
                 f"run {self.run_id} was changed by another process since this coordinator last saved it "
-                f"({self.location}): it was released or taken over, so this coordinator must stop") from None
+                f"({self.location}): it was released or taken over, so this coordinator must stop"
+            ) from None
         self._state_text = state_text
         self.owner = owner
 

@@ -46,6 +46,7 @@ def _is_count(value: Any) -> bool:
 
 # --- the shapes: each saved object's fields, declared once -----------------------------------------
 
+
 @dataclass(frozen=True)
 class Field:
     """What one saved field must be: `test` passes its value, `expected` says what it should be."""
@@ -77,19 +78,27 @@ def _object(shape: Mapping[str, Field] | None = None, default: Any = None) -> Fi
 _LIST = Field(lambda value: isinstance(value, list), "a list")
 _TIME = Field(lambda value: _is_number(value), "a time")
 _FLAG = Field(lambda value: isinstance(value, bool), "true or false", False)
-_RESOURCES = Field(lambda value: isinstance(value, list) and all(isinstance(item, str) for item in value),
-                   "a list of resource ids (text)", [])
-_COMMIT = Field(lambda value: isinstance(value, str) and bool(HEX_COMMIT.fullmatch(value)),
-                "a 40-64 digit hex commit")
+_RESOURCES = Field(
+    lambda value: isinstance(value, list) and all(isinstance(item, str) for item in value),
+    "a list of resource ids (text)",
+    [],
+)
+_COMMIT = Field(
+    lambda value: isinstance(value, str) and bool(HEX_COMMIT.fullmatch(value)), "a 40-64 digit hex commit"
+)
 _ATTEMPT_NUMBER = Field(lambda value: _is_count(value) and value >= 1, "a number >= 1", REQUIRED)
 
 USAGE = {
-    **{name: Field(lambda value: _is_number(value) and value >= 0, "a number >= 0", 0)
-       for name in (*TOKEN_FIELDS, "cost_usd")},
+    **{
+        name: Field(lambda value: _is_number(value) and value >= 0, "a number >= 0", 0)
+        for name in (*TOKEN_FIELDS, "cost_usd")
+    },
     **dict.fromkeys(("complete", "estimated", "cost_unknown"), _FLAG),
 }
-COUNTED_USAGE = {**USAGE, "attempts": Field(lambda value: _is_count(value) and value >= 0,
-                                            "a whole number >= 0", REQUIRED)}
+COUNTED_USAGE = {
+    **USAGE,
+    "attempts": Field(lambda value: _is_count(value) and value >= 0, "a whole number >= 0", REQUIRED),
+}
 RECORD = {
     "key": _text("a candidate key", REQUIRED),
     "attempt": _ATTEMPT_NUMBER,
@@ -98,8 +107,10 @@ RECORD = {
     "score": Field(_is_number, "a number"),
     "usage": _object(USAGE),
     "cleanup": _one_of(CLEANUPS, "done"),
-    **{name: _text() for name in ("agent", "branch", "error", "directory", "retained_directory",
-                                  "decided_by")},
+    **{
+        name: _text()
+        for name in ("agent", "branch", "error", "directory", "retained_directory", "decided_by")
+    },
     "commits": _LIST,
     "review": _LIST,
     "resources": _RESOURCES,
@@ -127,9 +138,16 @@ STATE = {
     "select": _one_of(("first", "best"), "first"),
     **{name: _text() for name in ("race_file", "repository", "name", "mode")},
     "before": _object(),
-    "candidates": Field(lambda value: isinstance(value, list) and bool(value)
-                        and all(isinstance(c, str) and valid_key(c) for c in value)
-                        and len(set(value)) == len(value), "the list of candidate keys", REQUIRED),
+    "candidates": Field(
+        lambda value: (
+            isinstance(value, list)
+            and bool(value)
+            and all(isinstance(c, str) and valid_key(c) for c in value)
+            and len(set(value)) == len(value)
+        ),
+        "the list of candidate keys",
+        REQUIRED,
+    ),
     "attempts": Field(lambda value: isinstance(value, list), "a list", REQUIRED),
     "usage": _object(COUNTED_USAGE, REQUIRED),
     "finished": _FLAG,
@@ -165,8 +183,9 @@ def _at(where: str, name: str) -> str:
     return f"{where}.{name}" if where else name
 
 
-def _check_record(where: str, record: Any, *, key: str | None = None,
-                  number: int | None = None) -> dict[str, Any]:
+def _check_record(
+    where: str, record: Any, *, key: str | None = None, number: int | None = None
+) -> dict[str, Any]:
     _check(where, record, RECORD)
     assert isinstance(record, dict)  # _check proved it an object
     if key is not None and record["key"] != key:
@@ -211,11 +230,17 @@ def check_state(state: dict[str, Any], *, key: str | None = None) -> None:
     _check("", state, {name: STATE[name] for name in ("run_id",)})
     run_id = state["run_id"]
     if key is not None and not key.endswith(f"/{hashlib.sha256(run_id.encode()).hexdigest()}.json"):
-        raise InvalidState(f"run_id {run_id!r} does not belong to this file (the file name is the "
-                           f"sha256 of the run id)")
+        raise InvalidState(
+            f"run_id {run_id!r} does not belong to this file (the file name is the sha256 of the run id)"
+        )
     _check("", state, STATE)
     race_id, select, candidates, attempts, usage = (
-        state["id"], state.get("select", "first"), state["candidates"], state["attempts"], state["usage"])
+        state["id"],
+        state.get("select", "first"),
+        state["candidates"],
+        state["attempts"],
+        state["usage"],
+    )
     try:
         branch_name(race_id, "k", 1)
     except ValueError:
@@ -228,11 +253,15 @@ def check_state(state: dict[str, Any], *, key: str | None = None) -> None:
         previous = latest.get(key_)
         expected = 1 if previous is None else previous["attempt"] + 1
         if number != expected:
-            raise InvalidState(f"attempts[{index}] is {key_}#{number}, expected {key_}#{expected} "
-                               f"(attempt numbers count from 1 without gaps)")
+            raise InvalidState(
+                f"attempts[{index}] is {key_}#{number}, expected {key_}#{expected} "
+                f"(attempt numbers count from 1 without gaps)"
+            )
         if previous is not None and previous["phase"] != Phase.SETTLED:
-            raise InvalidState(f"{key_}#{previous['attempt']} is {previous['phase']} but was "
-                               f"superseded by {key_}#{number} (only the latest attempt may be unsettled)")
+            raise InvalidState(
+                f"{key_}#{previous['attempt']} is {previous['phase']} but was "
+                f"superseded by {key_}#{number} (only the latest attempt may be unsettled)"
+            )
         latest[key_] = attempt
     missing = [c for c in candidates if c not in latest]
     if missing:
@@ -244,8 +273,9 @@ def check_state(state: dict[str, Any], *, key: str | None = None) -> None:
 
     winners = [a for a in attempts if a["record"]["status"] == CandidateStatus.WINNER]
     if len(winners) > 1:
-        raise InvalidState("more than one winner: "
-                           + ", ".join(f"{a['key']}#{a['attempt']}" for a in winners))
+        raise InvalidState(
+            "more than one winner: " + ", ".join(f"{a['key']}#{a['attempt']}" for a in winners)
+        )
     for winner in winners:
         name = f"winner {winner['key']}#{winner['attempt']}"
         if winner["phase"] != Phase.SETTLED:
@@ -258,14 +288,22 @@ def check_state(state: dict[str, Any], *, key: str | None = None) -> None:
         for attempt in attempts:
             record = attempt["record"]
             # An operator's accept or a failed score (which records an error) needs no score.
-            passed = (attempt.get("accepted") and record.get("error") is None
-                      and record.get("decided_by") != "operator")
-            scored = ((passed and (attempt["phase"] == Phase.VALIDATED
-                                  or record["status"] in (CandidateStatus.REJECTED, CandidateStatus.WINNER)))
-                      or (record["status"] == CandidateStatus.WINNER and record.get("decided_by") == "score"))
+            passed = (
+                attempt.get("accepted")
+                and record.get("error") is None
+                and record.get("decided_by") != "operator"
+            )
+            scored = (
+                passed
+                and (
+                    attempt["phase"] == Phase.VALIDATED
+                    or record["status"] in (CandidateStatus.REJECTED, CandidateStatus.WINNER)
+                )
+            ) or (record["status"] == CandidateStatus.WINNER and record.get("decided_by") == "score")
             if scored and record.get("score") is None:
-                raise InvalidState(f"{attempt['key']}#{attempt['attempt']} passed validation in best mode "
-                                   f"but has no score")
+                raise InvalidState(
+                    f"{attempt['key']}#{attempt['attempt']} passed validation in best mode but has no score"
+                )
 
     finished, status = state.get("finished", False), state.get("status")
     if finished:
@@ -273,8 +311,10 @@ def check_state(state: dict[str, Any], *, key: str | None = None) -> None:
             raise InvalidState("the run is finished but has no status")
         unsettled = [a for a in latest.values() if a["phase"] not in (Phase.WAITING, Phase.SETTLED)]
         if unsettled:
-            raise InvalidState(f"the run is finished but {unsettled[0]['key']}#{unsettled[0]['attempt']} "
-                               f"is {unsettled[0]['phase']}")
+            raise InvalidState(
+                f"the run is finished but {unsettled[0]['key']}#{unsettled[0]['attempt']} "
+                f"is {unsettled[0]['phase']}"
+            )
         if (status == RaceStatus.WINNER) != (len(winners) == 1):
             raise InvalidState(f"status is {status} but the attempts hold {len(winners)} winner(s)")
         if "result" not in state:
@@ -289,8 +329,9 @@ def _check_result(result: Any, state: dict[str, Any]) -> None:
             raise InvalidState(f"result.{name} is {result.get(name)!r}, expected {state[name]!r}")
     _check("result", result, RESULT)
     if state.get("status") is not None and result["status"] != state["status"]:
-        raise InvalidState(f"result.status is {result['status']!r} but the run's status is "
-                           f"{state['status']!r}")
+        raise InvalidState(
+            f"result.status is {result['status']!r} but the run's status is {state['status']!r}"
+        )
     for name in ("candidates", "previous_attempts"):
         for index, record in enumerate(result.get(name, [])):
             _check_record(f"result.{name}[{index}]", record)

@@ -100,14 +100,26 @@ class Owner:
         """Raises ValueError naming the first bad field."""
         if not isinstance(data, dict):
             raise ValueError("owner is not an object")
-        types: dict[str, type | tuple[type, ...]] = {"id": str, "pid": int, "host": str, "process_start": (int, float),
-                 "started_at": (int, float), "heartbeat_at": (int, float)}
+        types: dict[str, type | tuple[type, ...]] = {
+            "id": str,
+            "pid": int,
+            "host": str,
+            "process_start": (int, float),
+            "started_at": (int, float),
+            "heartbeat_at": (int, float),
+        }
         for name, kind in types.items():
             value = data.get(name)
             if not isinstance(value, kind) or isinstance(value, bool):
                 raise ValueError(f"owner.{name} is missing or not a {getattr(kind, '__name__', 'number')}")
-        return cls(data["id"], data["pid"], data["host"], float(data["process_start"]),
-                   float(data["started_at"]), float(data["heartbeat_at"]))
+        return cls(
+            data["id"],
+            data["pid"],
+            data["host"],
+            float(data["process_start"]),
+            float(data["started_at"]),
+            float(data["heartbeat_at"]),
+        )
 
 
 def _heartbeat(owner: Owner, now: float) -> str:
@@ -119,9 +131,13 @@ def coordinator_status(owner: Owner, *, now: float | None = None) -> Coordinator
     heartbeat = _heartbeat(owner, now)
     host = this_host()
     if owner.host != host:
-        return CoordinatorStatus(None, (
-            f"the coordinator (pid {owner.pid}) runs on host {owner.host}, not {host}: its process "
-            f"cannot be checked from here, and a missing pid on this host proves nothing; {heartbeat}"))
+        return CoordinatorStatus(
+            None,
+            (
+                f"the coordinator (pid {owner.pid}) runs on host {owner.host}, not {host}: its process "
+                f"cannot be checked from here, and a missing pid on this host proves nothing; {heartbeat}"
+            ),
+        )
     try:
         process = psutil.Process(owner.pid)
         started = process.create_time()
@@ -129,13 +145,18 @@ def coordinator_status(owner: Owner, *, now: float | None = None) -> Coordinator
     except psutil.NoSuchProcess:
         return CoordinatorStatus(False, f"pid {owner.pid} no longer exists on {host}; {heartbeat}")
     except psutil.AccessDenied:
-        return CoordinatorStatus(None, f"pid {owner.pid} on {host} exists but cannot be inspected "
-                                       f"(permission denied); {heartbeat}")
+        return CoordinatorStatus(
+            None, f"pid {owner.pid} on {host} exists but cannot be inspected (permission denied); {heartbeat}"
+        )
     if abs(started - owner.process_start) > START_TOLERANCE:
-        return CoordinatorStatus(False, (
-            f"pid {owner.pid} on {host} is now another process "
-            f"(started {started - owner.process_start:+.0f} s "
-            f"after the coordinator): the coordinator has exited; {heartbeat}"))
+        return CoordinatorStatus(
+            False,
+            (
+                f"pid {owner.pid} on {host} is now another process "
+                f"(started {started - owner.process_start:+.0f} s "
+                f"after the coordinator): the coordinator has exited; {heartbeat}"
+            ),
+        )
     if zombie:
         return CoordinatorStatus(False, f"pid {owner.pid} on {host} has exited (not yet reaped); {heartbeat}")
     return CoordinatorStatus(True, f"pid {owner.pid} on {host} is running; {heartbeat}")
@@ -176,7 +197,9 @@ def stop_coordinator(owner: Owner, *, timeout: float = 10.0, kill_timeout: float
     """
     host = this_host()
     if owner.host != host:
-        raise StopRefused(f"the coordinator runs on host {owner.host}, not {host}: stop pid {owner.pid} there")
+        raise StopRefused(
+            f"the coordinator runs on host {owner.host}, not {host}: stop pid {owner.pid} there"
+        )
     if owner.pid == os.getpid():
         raise StopRefused(f"pid {owner.pid} is this process: refusing to stop itself")
     try:
@@ -187,8 +210,10 @@ def stop_coordinator(owner: Owner, *, timeout: float = 10.0, kill_timeout: float
     except psutil.AccessDenied:
         raise StopRefused(f"no permission to inspect the coordinator (pid {owner.pid})") from None
     if abs(started - owner.process_start) > START_TOLERANCE:
-        raise StopRefused(f"pid {owner.pid} is now another process, not the coordinator (which has "
-                          f"exited): refusing to signal it")
+        raise StopRefused(
+            f"pid {owner.pid} is now another process, not the coordinator (which has "
+            f"exited): refusing to signal it"
+        )
     _signal(process, signal.SIGTERM)
     if _wait_gone(process, timeout):
         return True

@@ -8,12 +8,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from dataclasses import dataclass, replace
 from pathlib import Path
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import git
 from ..core.result import CandidateRecord
@@ -47,12 +44,20 @@ class RunView:
 
     @property
     def attempts(self) -> list[dict[str, Any]]:
-        return [{
-            "key": a["key"], "attempt": a["attempt"], "branch": a["branch"], "phase": a["phase"],
-            "cleanup": a["cleanup"], "resources": a.get("resources", []),
-            "directory": a.get("directory"), "status": self._attempt_status(a),
-            "error": a["record"].get("error"),
-        } for a in self.state.get("attempts", [])]
+        return [
+            {
+                "key": a["key"],
+                "attempt": a["attempt"],
+                "branch": a["branch"],
+                "phase": a["phase"],
+                "cleanup": a["cleanup"],
+                "resources": a.get("resources", []),
+                "directory": a.get("directory"),
+                "status": self._attempt_status(a),
+                "error": a["record"].get("error"),
+            }
+            for a in self.state.get("attempts", [])
+        ]
 
     def _attempt_status(self, attempt: dict[str, Any]) -> str:
         """A settled attempt's outcome; for an unsettled one, what its phase means now (its record
@@ -68,13 +73,19 @@ class RunView:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "run_id": self.run_id, "revision": self.revision, "status": self.status,
+            "run_id": self.run_id,
+            "revision": self.revision,
+            "status": self.status,
             "owner": self.owner,
-            "coordinator": None if self.coordinator is None else {
-                "alive": self.coordinator.alive, "reason": self.coordinator.reason},
-            "race_id": self.state.get("id"), "baseline": self.state.get("baseline"),
-            "race_file": self.state.get("race_file"), "finished": bool(self.state.get("finished")),
-            "usage": self.state.get("usage"), "attempts": self.attempts,
+            "coordinator": None
+            if self.coordinator is None
+            else {"alive": self.coordinator.alive, "reason": self.coordinator.reason},
+            "race_id": self.state.get("id"),
+            "baseline": self.state.get("baseline"),
+            "race_file": self.state.get("race_file"),
+            "finished": bool(self.state.get("finished")),
+            "usage": self.state.get("usage"),
+            "attempts": self.attempts,
         }
 
 
@@ -92,9 +103,14 @@ def inspect(repository: str | Path, run_id: str) -> RunView:
     saved = read_run(LocalTransport(directory), run_id)
     state = saved.state
     status = run_status(state, saved.owner is not None)
-    return RunView(run_id=run_id, revision=saved.revision, status=status,
-                   owner=saved.owner.to_json() if saved.owner else None,
-                   coordinator=coordinator_status(saved.owner) if saved.owner else None, state=state)
+    return RunView(
+        run_id=run_id,
+        revision=saved.revision,
+        status=status,
+        owner=saved.owner.to_json() if saved.owner else None,
+        coordinator=coordinator_status(saved.owner) if saved.owner else None,
+        state=state,
+    )
 
 
 def stop(repository: str | Path, run_id: str, *, timeout: float = 10.0) -> tuple[bool, str]:
@@ -132,8 +148,7 @@ def replay_spec(repository: str | Path, run_id: str, race_file: str | Path | Non
         raise UnknownRun(f"run {run_id} has no race file on record: pass --race-file")
     spec = load_race(path)
     if spec.run_id is None:
-        raise RaceFileError(str(path), None, None,
-                            "has no [race] run_id (a durable race needs one)")
+        raise RaceFileError(str(path), None, None, "has no [race] run_id (a durable race needs one)")
     if spec.run_id != run_id:
         raise UnknownRun(f"{path} is for run {spec.run_id!r}, not {run_id!r}")
     return replace(spec, durability=replace(spec.durability, resume="retry-incomplete"))
@@ -153,6 +168,8 @@ def restore_model(model: RaceModel, repository: str | Path, run_id: str) -> None
     usage = view.state.get("usage") or {}
     for saved in latest.values():
         if saved["phase"] == "settled":
-            model.restore(CandidateRecord.from_json(saved["record"]),
-                          attempts=int(usage.get("attempts", 0)), usage=Usage.from_json(usage))
-
+            model.restore(
+                CandidateRecord.from_json(saved["record"]),
+                attempts=int(usage.get("attempts", 0)),
+                usage=Usage.from_json(usage),
+            )

@@ -20,19 +20,18 @@ import anyio
 
 from ... import exitcodes
 from .. import git
+from ..core.events import Settled
+from ..core.result import CandidateRecord, RaceResult, race_result_from_json
+from ..core.statuses import CandidateStatus, Phase, RaceStatus
+from ..core.usage import Usage
 from ..racing.attempt import Attempt
 from ..racing.budget import Accounting
 from ..racing.coordinator import Race, RaceError, new_race_id
-from .checkpoint import (CheckpointError, CheckpointStore, CorruptCheckpoint, race_identity,
-                         recover_command)
-from .checkpoint_state import interrupted
-from ..core.events import Settled
-from ..core.result import CandidateRecord, RaceResult, race_result_from_json
 from ..sandbox.container_engine import remove_race_containers, resolve_endpoint
 from ..sandbox.local import LocalProvider
-from ..core.statuses import CandidateStatus, Phase, RaceStatus
+from .checkpoint import CheckpointError, CheckpointStore, CorruptCheckpoint, race_identity, recover_command
+from .checkpoint_state import interrupted
 from .transport import LocalTransport, TransportError
-from ..core.usage import Usage
 
 HOST_PROCESSES = LocalProvider()
 
@@ -46,7 +45,7 @@ class ReplayRequired(CheckpointError):
 
 
 class DurableRun:
-    def __init__(self, race: "Race", storage: Path) -> None:
+    def __init__(self, race: Race, storage: Path) -> None:
         self.race = race
         spec = race.spec
         if not spec.run_id:
@@ -73,24 +72,34 @@ class DurableRun:
         race, spec = self.race, self.race.spec
         saved = await anyio.to_thread.run_sync(self.store.read)
         keys = [c.key for c in spec.candidates]
-        if (saved is not None and saved.state.get("identity") == self.identity
-                and saved.state["candidates"] != keys):
+        if (
+            saved is not None
+            and saved.state.get("identity") == self.identity
+            and saved.state["candidates"] != keys
+        ):
             raise CorruptCheckpoint(
                 f"{self.store.location}: invalid saved state: candidates {saved.state['candidates']} "
                 f"differ from the race file's {keys} although the identity matches; the file was left "
-                f"untouched")
-        if (saved is not None and saved.owner is None and interrupted(saved.state)
-                and spec.durability.resume != "retry-incomplete"
-                and saved.state.get("identity") == self.identity):
+                f"untouched"
+            )
+        if (
+            saved is not None
+            and saved.owner is None
+            and interrupted(saved.state)
+            and spec.durability.resume != "retry-incomplete"
+            and saved.state.get("identity") == self.identity
+        ):
             raise ReplayRequired(
                 f"run {spec.run_id} was interrupted: replay it with "
                 f"`{recover_command(self.run_id, race.repository, '--replay')}` (or `run --resume`) "
-                "to restart its unfinished candidates")
+                "to restart its unfinished candidates"
+            )
         race.id = new_race_id()
         for index, candidate in enumerate(spec.candidates):
             race.add_attempt(candidate, index, 1)
         state = await anyio.to_thread.run_sync(
-            lambda: self.store.claim(self._state(), identity=self.identity))
+            lambda: self.store.claim(self._state(), identity=self.identity)
+        )
         if not self.store.resumed:
             return None
         return await self._resume(state)
@@ -100,30 +109,38 @@ class DurableRun:
         race.id = state["id"]
         race.baseline = state["baseline"]  # the original baseline, whatever the host did since
         # the interrupted run's baseline validation may still be running: stopped with the rest
-        self._baseline_leftovers = [r for r in state.get("baseline_resources") or []
-                                    if isinstance(r, str)]
+        self._baseline_leftovers = [r for r in state.get("baseline_resources") or [] if isinstance(r, str)]
         race.attempts.clear()
         race.previous.clear()
         order = {c.key: i for i, c in enumerate(spec.candidates)}
         for saved in state["attempts"]:
             candidate = spec.candidate(saved["key"])
             record = CandidateRecord.from_json(saved["record"])
-            attempt = Attempt(candidate=candidate, index=order[candidate.key], number=saved["attempt"],
-                              branch=saved["branch"], record=record, phase=Phase(saved["phase"]),
-                              cleanup=saved["cleanup"],
-                              directory=Path(saved["directory"]) if saved.get("directory") else None,
-                              accepted=bool(saved.get("accepted")), usage_seen=record.usage)
+            attempt = Attempt(
+                candidate=candidate,
+                index=order[candidate.key],
+                number=saved["attempt"],
+                branch=saved["branch"],
+                record=record,
+                phase=Phase(saved["phase"]),
+                cleanup=saved["cleanup"],
+                directory=Path(saved["directory"]) if saved.get("directory") else None,
+                accepted=bool(saved.get("accepted")),
+                usage_seen=record.usage,
+            )
             latest = race.attempts.get(candidate.key)
             if latest is not None:
                 race.previous.append(latest)
             race.attempts[candidate.key] = attempt
         usage = state.get("usage") or {}
-        race.accounting = Accounting(spec.budget, attempts=int(usage.get("attempts", 0)),
-                                     usage=Usage.from_json(usage))
+        race.accounting = Accounting(
+            spec.budget, attempts=int(usage.get("attempts", 0)), usage=Usage.from_json(usage)
+        )
         for attempt in race.attempts.values():
             if attempt.phase is Phase.SETTLED:
-                race.model.restore(attempt.record, attempts=race.accounting.attempts,
-                                   usage=race.accounting.usage)
+                race.model.restore(
+                    attempt.record, attempts=race.accounting.attempts, usage=race.accounting.usage
+                )
         if state.get("finished"):
             # Only a quota is not final: calling the race again reruns the candidates the quota
             # stopped, as new attempts. Any other finished race (aborted included) is its saved result.
@@ -166,8 +183,9 @@ class DurableRun:
                     if own.owns(resource):
                         await own.recover(resource)
             except Exception as error:  # best effort, as for the candidates' leftovers
-                self.warnings.append(f"could not stop leftover {resource} of the baseline's "
-                                     f"validation: {_one_line(error)}")
+                self.warnings.append(
+                    f"could not stop leftover {resource} of the baseline's validation: {_one_line(error)}"
+                )
         self._baseline_leftovers = []
         for attempt in [*race.previous, *race.attempts.values()]:
             if attempt.cleanup != "pending":
@@ -177,18 +195,23 @@ class DurableRun:
                 for resource in attempt.record.resources:
                     # the engine's own host processes (git allocating a worktree) are process
                     # groups whatever the sandbox
-                    provider = next((p for p in (own, HOST_PROCESSES) if p.owns(resource)),
-                                    None)
+                    provider = next((p for p in (own, HOST_PROCESSES) if p.owns(resource)), None)
                     if provider is not None:
                         try:
                             await provider.recover(resource)
-                        except Exception as error:  # best effort: an unreachable engine must not stop the replay
-                            self.warnings.append(f"could not stop leftover {resource} of "
-                                                 f"{attempt.key}#{attempt.number}: {_one_line(error)}")
+                        except (
+                            Exception
+                        ) as error:  # best effort: an unreachable engine must not stop the replay
+                            self.warnings.append(
+                                f"could not stop leftover {resource} of "
+                                f"{attempt.key}#{attempt.number}: {_one_line(error)}"
+                            )
             if deadline.cancelled_caught:
-                self.warnings.append(f"stopping the leftovers of {attempt.key}#{attempt.number} took "
-                                     f"longer than {race.spec.cleanup_timeout:g}s: some may still "
-                                     f"be running ({', '.join(attempt.record.resources)})")
+                self.warnings.append(
+                    f"stopping the leftovers of {attempt.key}#{attempt.number} took "
+                    f"longer than {race.spec.cleanup_timeout:g}s: some may still "
+                    f"be running ({', '.join(attempt.record.resources)})"
+                )
             attempt.cleanup = attempt.record.cleanup = "done"
         return pending
 
@@ -213,9 +236,15 @@ class DurableRun:
                     record.status = CandidateStatus.WINNER
                 else:
                     record.status = CandidateStatus.REJECTED
-                race.bus.publish(Settled(key=attempt.key, attempt=attempt.number, status=str(record.status),
-                                         reason="validated before the coordinator stopped",
-                                         commit=record.commit))
+                race.bus.publish(
+                    Settled(
+                        key=attempt.key,
+                        attempt=attempt.number,
+                        status=str(record.status),
+                        reason="validated before the coordinator stopped",
+                        commit=record.commit,
+                    )
+                )
             elif attempt.phase is Phase.RUNNING:
                 record.status = CandidateStatus.CANCELLED
                 record.error = INTERRUPTED
@@ -244,33 +273,39 @@ class DurableRun:
         try:
             assert race.id is not None, "the saved run's"
             with anyio.fail_after(race.spec.cleanup_timeout):
-                await anyio.to_thread.run_sync(remove_race_containers, race.id, endpoint,
-                                               abandon_on_cancel=True)
+                await anyio.to_thread.run_sync(
+                    remove_race_containers, race.id, endpoint, abandon_on_cancel=True
+                )
         except TimeoutError:
-            self.warnings.append(f"leftover containers of race {race.id} were not all removed within "
-                                 f"{race.spec.cleanup_timeout:g}s")
+            self.warnings.append(
+                f"leftover containers of race {race.id} were not all removed within "
+                f"{race.spec.cleanup_timeout:g}s"
+            )
         except Exception as error:  # no engine reachable: warn, the replay itself does not need it yet
-            self.warnings.append(f"could not remove leftover containers of race {race.id}: "
-                                 f"{_one_line(error)}")
+            self.warnings.append(
+                f"could not remove leftover containers of race {race.id}: {_one_line(error)}"
+            )
 
     # ---------------------------------------------------------------------------- saving
 
     def _state(self) -> dict[str, Any]:
         race = self.race
         state = race.state()
-        state.update({
-            "format": 1,
-            "candidates": [c.key for c in race.spec.candidates],
-            "race_file": str(race.spec.path) if race.spec.path else None,
-            "repository": str(race.repository),
-            "name": race.spec.name,
-            "mode": race.spec.mode,
-            "select": race.spec.select,
-            "before": race.host_before.to_json() if race.host_before else None,
-            "finished": False,
-            "status": None,
-            "updated_at": time.time(),
-        })
+        state.update(
+            {
+                "format": 1,
+                "candidates": [c.key for c in race.spec.candidates],
+                "race_file": str(race.spec.path) if race.spec.path else None,
+                "repository": str(race.repository),
+                "name": race.spec.name,
+                "mode": race.spec.mode,
+                "select": race.spec.select,
+                "before": race.host_before.to_json() if race.host_before else None,
+                "finished": False,
+                "status": None,
+                "updated_at": time.time(),
+            }
+        )
         state["usage"] = {"attempts": race.accounting.attempts, **race.total_usage().to_json()}
         return state
 
@@ -318,11 +353,16 @@ class DurableRun:
         if isinstance(error, CheckpointError):  # the run was released or taken over meanwhile
             self._failed = f"checkpoint not saved, race stopped: {error}"
         else:
-            self._failed = (f"checkpoint storage failed, race stopped: {error}; run {race.spec.run_id} "
-                            f"stays owned: recover it with "
-                            f"`{recover_command(self.run_id, race.repository, '--inspect')}`")
-        race.abort("cancelled: the run was released or taken over"
-                   if isinstance(error, CheckpointError) else "cancelled: checkpoint storage failed")
+            self._failed = (
+                f"checkpoint storage failed, race stopped: {error}; run {race.spec.run_id} "
+                f"stays owned: recover it with "
+                f"`{recover_command(self.run_id, race.repository, '--inspect')}`"
+            )
+        race.abort(
+            "cancelled: the run was released or taken over"
+            if isinstance(error, CheckpointError)
+            else "cancelled: checkpoint storage failed"
+        )
 
     async def finish(self, result: RaceResult) -> None:
         race = self.race

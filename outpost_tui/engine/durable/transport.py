@@ -25,9 +25,10 @@ import stat
 import time
 import uuid
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Literal, overload
+from typing import Any, Literal, overload
 
 from ... import exitcodes
 from ..errors import OutpostError
@@ -122,8 +123,10 @@ class Transport(ABC):
 
 def check_key(key: str) -> str:
     if not isinstance(key, str) or not KEY_PATTERN.fullmatch(key) or len(key) > MAX_KEY_LENGTH:
-        raise InvalidKey(f"invalid storage key {key!r}: expected letters, digits, '.', '_', '-', '/' "
-                         f"(at most {MAX_KEY_LENGTH} characters, not starting with '/' or '.')")
+        raise InvalidKey(
+            f"invalid storage key {key!r}: expected letters, digits, '.', '_', '-', '/' "
+            f"(at most {MAX_KEY_LENGTH} characters, not starting with '/' or '.')"
+        )
     if any(part in ("", ".", "..") for part in key.split("/")):
         raise InvalidKey(f"invalid storage key {key!r}: empty, '.' or '..' path segment")
     return key
@@ -152,8 +155,13 @@ class _Header:
 
 
 class LocalTransport(Transport):
-    def __init__(self, directory: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYTES,
-                 lock_timeout: float = LOCK_TIMEOUT) -> None:
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        lock_timeout: float = LOCK_TIMEOUT,
+    ) -> None:
         self.directory = Path(os.path.abspath(directory))
         self.max_bytes = max_bytes
         self.lock_timeout = lock_timeout
@@ -183,7 +191,9 @@ class LocalTransport(Transport):
             where = f" ({error.filename})" if os.path.isabs(str(error.filename or "")) else ""
             reason = _one_line(error.strerror or error)
             if isinstance(error, PermissionError) or error.errno in _UNWRITABLE:
-                raise StorageUnwritable(f"storage {self.directory} is not {action}: {reason}{where}") from None
+                raise StorageUnwritable(
+                    f"storage {self.directory} is not {action}: {reason}{where}"
+                ) from None
             raise TransportError(f"storage {self.directory}: {reason}{where}") from None
 
     def _refuse_symlink(self, dir_fd: int, name: str, path: Path, error: OSError) -> None:
@@ -329,22 +339,26 @@ class LocalTransport(Transport):
                 # One fd: a concurrent replace swaps the directory entry, not this file's content.
                 header = self._header(fd, key, path)
                 if header.size > self.max_bytes:
-                    raise ObjectTooLarge(f"{path}: object is {header.size} bytes, over the "
-                                         f"{self.max_bytes}-byte limit")
+                    raise ObjectTooLarge(
+                        f"{path}: object is {header.size} bytes, over the {self.max_bytes}-byte limit"
+                    )
                 data = os.pread(fd, header.size + 1, HEADER_SIZE)
             finally:
                 os.close(fd)
         if len(data) != header.size:
-            raise CorruptObject(f"{path}: corrupt object (payload changed size while reading); "
-                                f"the file was left untouched")
+            raise CorruptObject(
+                f"{path}: corrupt object (payload changed size while reading); the file was left untouched"
+            )
         return Stored(data, header.revision, header.size, header.modified_at)
 
     def write(self, key: str, data: bytes, *, if_revision: str | None) -> str:
         dirs, name = self._parts(key)
         path = self.object_path(key)
         if len(data) > self.max_bytes:
-            raise ObjectTooLarge(f"{path}: {len(data)} bytes exceed the {self.max_bytes}-byte limit "
-                                 f"of storage {self.directory}")
+            raise ObjectTooLarge(
+                f"{path}: {len(data)} bytes exceed the {self.max_bytes}-byte limit "
+                f"of storage {self.directory}"
+            )
         with self._os_errors("writable"):
             dir_fd = self._open_dirs(dirs, create=True)
             try:
@@ -353,8 +367,9 @@ class LocalTransport(Transport):
                     self._expect(path, current, if_revision)
                     revision = uuid.uuid4().hex
                     modified_at = time.time()
-                    header = json.dumps({"key": key, "revision": revision, "size": len(data),
-                                         "modified_at": modified_at}).encode()
+                    header = json.dumps(
+                        {"key": key, "revision": revision, "size": len(data), "modified_at": modified_at}
+                    ).encode()
                     header = header.ljust(HEADER_SIZE - 1) + b"\n"
                     write_atomically(name, header + data, mode=0o600, dir_fd=dir_fd)
                     return revision
@@ -391,7 +406,9 @@ class LocalTransport(Transport):
                     for file in files:
                         if not file.endswith(SUFFIX):
                             continue
-                        key = file[: -len(SUFFIX)] if relative == "." else f"{relative}/{file[: -len(SUFFIX)]}"
+                        key = (
+                            file[: -len(SUFFIX)] if relative == "." else f"{relative}/{file[: -len(SUFFIX)]}"
+                        )
                         if not key.startswith(prefix):
                             continue
                         entry = self._entry(dir_fd, file, key)
@@ -428,8 +445,9 @@ class LocalTransport(Transport):
     def _expect(path: Path, current: _Header | None, if_revision: str | None) -> None:
         found = current.revision if current else None
         if found != if_revision:
-            raise TransportConflict(f"{path}: revision is {found or 'absent'}, "
-                                    f"expected {if_revision or 'absent'}")
+            raise TransportConflict(
+                f"{path}: revision is {found or 'absent'}, expected {if_revision or 'absent'}"
+            )
 
     # ---- per-key lock ----
 
@@ -438,20 +456,27 @@ class LocalTransport(Transport):
         locks_fd = self._open_dirs(["locks"], create=True)
         name = hashlib.sha256(key.encode()).hexdigest()[:40] + ".lock"
         path = self.directory / "locks" / name
-        holder = json.dumps({"pid": os.getpid(), "host": this_host(), "start": _own_start(),
-                             "key": key}).encode()
+        holder = json.dumps(
+            {"pid": os.getpid(), "host": this_host(), "start": _own_start(), "key": key}
+        ).encode()
         try:
             deadline = time.monotonic() + self.lock_timeout
             while True:
                 try:
-                    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                                 0o600, dir_fd=locks_fd)
+                    fd = os.open(
+                        name,
+                        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                        0o600,
+                        dir_fd=locks_fd,
+                    )
                 except FileExistsError:
                     if self._break_if_stale(locks_fd, name):
                         continue
                     if time.monotonic() >= deadline:
-                        raise TransportError(f"timed out after {self.lock_timeout:g} s waiting for the lock "
-                                             f"{path} ({self._holder_text(locks_fd, name)})") from None
+                        raise TransportError(
+                            f"timed out after {self.lock_timeout:g} s waiting for the lock "
+                            f"{path} ({self._holder_text(locks_fd, name)})"
+                        ) from None
                     time.sleep(LOCK_RETRY)
                     continue
                 try:
@@ -481,8 +506,12 @@ class LocalTransport(Transport):
             os.close(fd)
         try:
             holder = json.loads(raw)
-            if not (isinstance(holder, dict) and isinstance(holder.get("pid"), int)
-                    and isinstance(holder.get("start"), (int, float)) and isinstance(holder.get("host"), str)):
+            if not (
+                isinstance(holder, dict)
+                and isinstance(holder.get("pid"), int)
+                and isinstance(holder.get("start"), (int, float))
+                and isinstance(holder.get("host"), str)
+            ):
                 holder = None
         except ValueError:
             holder = None
@@ -500,7 +529,9 @@ class LocalTransport(Transport):
         Breakers serialise on a guard file and re-read the lock under it, so two waiters cannot both
         break the same stale lock and then delete each other's fresh one.
         """
-        guard = os.open(".break", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=locks_fd)
+        guard = os.open(
+            ".break", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=locks_fd
+        )
         try:
             fcntl.flock(guard, fcntl.LOCK_EX)
             found = self._read_holder(locks_fd, name)

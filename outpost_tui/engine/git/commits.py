@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from .layout import check_worktree_link
 from .runner import _STATUS, _check, _failure, _revision, _run
@@ -50,8 +51,17 @@ def commits_since(directory: Path | str, baseline: str) -> list[Commit]:
     _revision(baseline, "baseline")
     check_worktree_link(directory)
     # Topological order puts HEAD last, which head_and_commits relies on.
-    out = _check("listing commits", directory, "log", "--topo-order", "--reverse", "--no-show-signature",
-                 "--format=%H %s", f"{baseline}..HEAD", "--")
+    out = _check(
+        "listing commits",
+        directory,
+        "log",
+        "--topo-order",
+        "--reverse",
+        "--no-show-signature",
+        "--format=%H %s",
+        f"{baseline}..HEAD",
+        "--",
+    )
     commits = []
     for line in str(out).splitlines():
         oid, _, subject = line.partition(" ")
@@ -75,13 +85,26 @@ def _left_out(paths: Sequence[str]) -> list[str]:
 def has_changes(directory: Path | str, leave_out: Sequence[str] = ()) -> bool:
     """Uncommitted tracked changes or untracked files that are not ignored (outside leave_out)."""
     check_worktree_link(directory)
-    out = _check("git status", directory, *_STATUS, "--porcelain", "--untracked-files=normal",
-                 "--", ".", *_left_out(leave_out))
+    out = _check(
+        "git status",
+        directory,
+        *_STATUS,
+        "--porcelain",
+        "--untracked-files=normal",
+        "--",
+        ".",
+        *_left_out(leave_out),
+    )
     return bool(str(out).strip())
 
 
-_IDENTITY_ERRORS = ("Please tell me who you are", "auto-detection is disabled", "empty ident name",
-                    "Author identity unknown", "Committer identity unknown")
+_IDENTITY_ERRORS = (
+    "Please tell me who you are",
+    "auto-detection is disabled",
+    "empty ident name",
+    "Author identity unknown",
+    "Committer identity unknown",
+)
 
 
 def commit_all(directory: Path | str, message: str, leave_out: Sequence[str] = ()) -> str | None:
@@ -116,8 +139,15 @@ def is_clean(directory: Path | str) -> bool:
     """Attached HEAD and no modified, untracked or ignored file, whatever the index's flags say:
     safe to remove."""
     check_worktree_link(directory)
-    out = _check("git status", directory, *_STATUS, "--porcelain=v2", "--branch",
-                 "--untracked-files=normal", "--ignored")
+    out = _check(
+        "git status",
+        directory,
+        *_STATUS,
+        "--porcelain=v2",
+        "--branch",
+        "--untracked-files=normal",
+        "--ignored",
+    )
     for line in str(out).splitlines():
         if line == "# branch.head (detached)":
             return False

@@ -4,9 +4,9 @@ candidate's worktree, and the validated commit pinned under `refs/outpost/valida
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Sequence
 
 from .integration import _candidate
 from .layout import _inside, _workspaces, check_worktree_link
@@ -24,8 +24,9 @@ def grading_directory(repo_root: Path | str, name: str) -> Path:
     return _workspaces(repo_root) / f"{name}{GRADING_SUFFIX}"
 
 
-def add_grading_checkout(repo_root: Path | str, directory: Path | str, commit: str, *,
-                         made_empty: bool = False) -> None:
+def add_grading_checkout(
+    repo_root: Path | str, directory: Path | str, commit: str, *, made_empty: bool = False
+) -> None:
     """A detached, clean checkout of `commit` at `directory` (replacing a stale one there).
 
     `made_empty`: the directory is an empty one `make_grading_directory` made for it (a sandbox
@@ -38,8 +39,16 @@ def add_grading_checkout(repo_root: Path | str, directory: Path | str, commit: s
     if os.path.lexists(target) and not (made_empty and _empty_directory(target)):
         _remove_grading(root, target)
     with _worktree_lock(root).shared():
-        _check(f"creating the grading checkout {target}", root, "worktree", "add", "--quiet",
-               "--detach", str(target), commit)
+        _check(
+            f"creating the grading checkout {target}",
+            root,
+            "worktree",
+            "add",
+            "--quiet",
+            "--detach",
+            str(target),
+            commit,
+        )
 
 
 def make_grading_directory(repo_root: Path | str, directory: Path | str) -> None:
@@ -61,8 +70,7 @@ def reset_grading_checkout(directory: Path | str, commit: str) -> None:
     """Back to exactly `commit`: what a previous validation run changed or left is gone."""
     _revision(commit, "commit")
     check_worktree_link(directory)
-    _check("resetting the grading checkout", directory, "checkout", "--quiet", "--force", "--detach",
-           commit)
+    _check("resetting the grading checkout", directory, "checkout", "--quiet", "--force", "--detach", commit)
     _check("cleaning the grading checkout", directory, "clean", "-ffdxq")
 
 
@@ -101,8 +109,7 @@ def tree(repo_root: Path | str, commit: str) -> dict[str, tuple[str, str]]:
 def _tree(root: str, commit: str) -> tuple[tuple[str, tuple[str, str]], ...]:
     # Every grading reads the baseline's tree: a commit id names one tree for good, so it is
     # listed once per race (the few most recent are kept; a candidate's is read once anyway).
-    out = str(_check("listing files", root, "ls-tree", "-r", "-z", "--full-tree", commit,
-                     strip=False))
+    out = str(_check("listing files", root, "ls-tree", "-r", "-z", "--full-tree", commit, strip=False))
     files = []
     for entry in out.split("\0"):
         meta, _, path = entry.partition("\t")
@@ -137,8 +144,7 @@ def branch_tips(repo_root: Path | str, branches: Sequence[str]) -> dict[str, str
         return {}
     for ref in refs:
         _revision(ref, "branch name")
-    out = _check("listing branches", repo_root, "for-each-ref", "--format=%(objectname) %(refname)",
-                 *refs)
+    out = _check("listing branches", repo_root, "for-each-ref", "--format=%(objectname) %(refname)", *refs)
     tips = {}
     for line in str(out).splitlines():
         oid, _, ref = line.partition(" ")

@@ -13,8 +13,6 @@ does it, since the user may have moved them on purpose meanwhile.
 from __future__ import annotations
 
 import contextlib
-from typing import Any
-
 import hashlib
 import os
 import shlex
@@ -22,6 +20,7 @@ import stat
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .. import git
 from ..files import link_atomically, write_atomically
@@ -93,9 +92,18 @@ class Change:
         return text
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "name": self.name, "change": self.change, "before": self.before,
-                "after": self.after, "undo": self.undo, "restored": self.restored,
-                "evidence": self.evidence, "checkout": self.checkout, "description": self.describe()}
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "change": self.change,
+            "before": self.before,
+            "after": self.after,
+            "undo": self.undo,
+            "restored": self.restored,
+            "evidence": self.evidence,
+            "checkout": self.checkout,
+            "description": self.describe(),
+        }
 
 
 def _short(oid: str | None) -> str:
@@ -129,10 +137,17 @@ def take(root: Path, race_id: str, host: git.HostSnapshot | None) -> Record:
     if dirs is None:
         raise git.GitError(f"cannot read the git directory of {root}")
     git_dir, common = dirs
-    return Record(root=root, common=common, git_dir=git_dir, race_id=race_id,
-                  refs=_refs(root, race_id), head=_read_head(git_dir / "HEAD"),
-                  worktree_heads=_worktree_heads(root, common), settings=_settings(common, git_dir),
-                  host=host)
+    return Record(
+        root=root,
+        common=common,
+        git_dir=git_dir,
+        race_id=race_id,
+        refs=_refs(root, race_id),
+        head=_read_head(git_dir / "HEAD"),
+        worktree_heads=_worktree_heads(root, common),
+        settings=_settings(common, git_dir),
+        host=host,
+    )
 
 
 def compare(record: Record, who: str) -> list[Change]:
@@ -206,14 +221,41 @@ def _compare_refs(record: Record) -> list[Change]:
             if name.startswith(ENGINE_NAMESPACES):
                 continue
             assert after is not None
-            changes.append(Change("ref", name, "created", None, after,
-                                  _undo(record.root, "update-ref", "-d", name, after), checkout=checkout))
+            changes.append(
+                Change(
+                    "ref",
+                    name,
+                    "created",
+                    None,
+                    after,
+                    _undo(record.root, "update-ref", "-d", name, after),
+                    checkout=checkout,
+                )
+            )
         elif after is None:
-            changes.append(Change("ref", name, "deleted", before, None,
-                                  _undo(record.root, "update-ref", name, before, ""), checkout=checkout))
+            changes.append(
+                Change(
+                    "ref",
+                    name,
+                    "deleted",
+                    before,
+                    None,
+                    _undo(record.root, "update-ref", name, before, ""),
+                    checkout=checkout,
+                )
+            )
         else:
-            changes.append(Change("ref", name, "moved", before, after,
-                                  _undo(record.root, "update-ref", name, before, after), checkout=checkout))
+            changes.append(
+                Change(
+                    "ref",
+                    name,
+                    "moved",
+                    before,
+                    after,
+                    _undo(record.root, "update-ref", name, before, after),
+                    checkout=checkout,
+                )
+            )
     return changes
 
 
@@ -228,8 +270,15 @@ def _compare_heads(record: Record) -> list[Change]:
         after = _read_head(Path(path))
         if after != before:
             worktree = Path(path).parent
-            changes.append(Change("head", str(worktree.relative_to(record.common) / "HEAD"), "changed",
-                                  before, after or None))
+            changes.append(
+                Change(
+                    "head",
+                    str(worktree.relative_to(record.common) / "HEAD"),
+                    "changed",
+                    before,
+                    after or None,
+                )
+            )
     return changes
 
 
@@ -257,8 +306,11 @@ def _settings_paths(common: Path, git_dir: Path) -> list[Path]:
         if (base / "objects").is_dir():
             paths += [base / name for name in SETTINGS_FILES]
             for tree in SETTINGS_TREES:
-                paths += [Path(c) / name for c, _, names in os.walk(base / tree, followlinks=False)
-                          for name in names]
+                paths += [
+                    Path(c) / name
+                    for c, _, names in os.walk(base / tree, followlinks=False)
+                    for name in names
+                ]
             dirs[:] = [d for d in dirs if d == "modules"]  # nested submodules only
     for tree in SETTINGS_TREES:
         for current, dirs, files in os.walk(common / tree, followlinks=False):
@@ -297,23 +349,39 @@ def _compare_settings(record: Record, who: str) -> list[Change]:
     changes = []
     for path in sorted(set(record.settings) | set(now)):
         before, after = record.settings.get(path), now.get(path)
-        if before == after or (before and after and before.digest == after.digest
-                               and before.mode == after.mode):
+        if before == after or (
+            before and after and before.digest == after.digest and before.mode == after.mode
+        ):
             continue
         name = os.path.relpath(path, record.common)
         change = "added" if before is None else "removed" if after is None else "changed"
         evidence = _keep(record, who, Path(path), name) if after is not None else None
         restored = _restore(Path(path), before)
-        changes.append(Change("setting", name, change, before.digest[:12] if before else None,
-                              after.digest[:12] if after else None, restored=restored,
-                              evidence=evidence))
+        changes.append(
+            Change(
+                "setting",
+                name,
+                change,
+                before.digest[:12] if before else None,
+                after.digest[:12] if after else None,
+                restored=restored,
+                evidence=evidence,
+            )
+        )
     return changes
 
 
 def _keep(record: Record, who: str, path: Path, name: str) -> str | None:
     """Copy what was found to .outpost/recovery/tampering/<race>/<who>/ before it is put back."""
-    target = (record.root / git.OUTPOST_DIR / git.RECOVERY / TAMPERING / record.race_id / who
-              / f"{name}.{uuid.uuid4().hex[:8]}")
+    target = (
+        record.root
+        / git.OUTPOST_DIR
+        / git.RECOVERY
+        / TAMPERING
+        / record.race_id
+        / who
+        / f"{name}.{uuid.uuid4().hex[:8]}"
+    )
     try:
         target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         info = os.lstat(path)
@@ -362,9 +430,20 @@ def _compare_checkout(record: Record, found: list[Change]) -> list[Change]:
     except git.GitError:
         return []
     moved = before.head != after.head
-    written = (before.fingerprint != after.fingerprint) if not moved else (before.dirty != after.dirty
-                                                                             or after.dirty)
+    written = (
+        (before.fingerprint != after.fingerprint)
+        if not moved
+        else (before.dirty != after.dirty or after.dirty)
+    )
     if not written:
         return []
-    return [Change("working-tree", "working tree", "changed", before.fingerprint[:12],
-                   after.fingerprint[:12], checkout=True)]
+    return [
+        Change(
+            "working-tree",
+            "working tree",
+            "changed",
+            before.fingerprint[:12],
+            after.fingerprint[:12],
+            checkout=True,
+        )
+    ]

@@ -3,15 +3,12 @@ HEAD and working-tree status to compare with afterwards."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from typing import Any
-
 import hashlib
 import os
 import stat
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .layout import OUTPOST_DIR
 from .runner import _STATUS, GitError, _check, _revision, _run
@@ -81,14 +78,27 @@ def host_snapshot(repo_root: Path | str) -> HostSnapshot:
     digest = hashlib.sha256()
     digest.update(head.encode() + b"\0")
     if tracked_changes:
-        patch = _check("git diff", root, "diff", "HEAD", "--binary", "--no-color", "--no-ext-diff",
-                       "--no-textconv", "--", ".", f":(top,exclude){OUTPOST_DIR}",
-                       binary=True, strip=False)
+        patch = _check(
+            "git diff",
+            root,
+            "diff",
+            "HEAD",
+            "--binary",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--",
+            ".",
+            f":(top,exclude){OUTPOST_DIR}",
+            binary=True,
+            strip=False,
+        )
         digest.update(b"diff\0%d\0" % len(patch) + patch)
     for path in sorted(untracked):
         _hash_file(digest, root, path)
-    return HostSnapshot(head=head, branch=branch, dirty=tracked_changes or bool(untracked),
-                        fingerprint=digest.hexdigest())
+    return HostSnapshot(
+        head=head, branch=branch, dirty=tracked_changes or bool(untracked), fingerprint=digest.hexdigest()
+    )
 
 
 def _hash_file(digest: _Hash, root: Path, path: str) -> None:

@@ -3,10 +3,9 @@ what a commit changed for review."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .host import HostSnapshot, host_snapshot
 from .runner import GitError, _check, _first_line, _git_version, _revision, _run
@@ -38,8 +37,13 @@ class Integration:
         }
 
 
-def integration_check(repo_root: Path | str, branch: str, expected_commit: str | None = None, *,
-                      host: HostSnapshot | None = None) -> Integration:
+def integration_check(
+    repo_root: Path | str,
+    branch: str,
+    expected_commit: str | None = None,
+    *,
+    host: HostSnapshot | None = None,
+) -> Integration:
     """Would merging `branch` into the host's current branch conflict? Touches no file and no index.
 
     Not a lock: the host can move right after; re-check immediately before a manual merge.
@@ -60,8 +64,16 @@ def integration_check(repo_root: Path | str, branch: str, expected_commit: str |
     blocked: dict[str, Any] = {"host_head": before.head, "candidate_commit": candidate}
     if expected_commit is not None and expected_commit != candidate:
         return Integration("blocked", reason="Candidate branch changed since validation", **blocked)
-    status, out, err = _run(root, "merge-tree", "--write-tree", "--name-only", "-z", before.head, candidate,
-                            timeout=MERGE_TREE_TIMEOUT)
+    status, out, err = _run(
+        root,
+        "merge-tree",
+        "--write-tree",
+        "--name-only",
+        "-z",
+        before.head,
+        candidate,
+        timeout=MERGE_TREE_TIMEOUT,
+    )
     if status not in (0, 1):
         return Integration("blocked", reason=_merge_tree_failure(status, err), **blocked)
     if len(out) >= MERGE_TREE_MAX_OUTPUT:
@@ -120,8 +132,22 @@ def changes(repo_root: Path | str, baseline: str, commit: str) -> tuple[bool, li
     _revision(baseline, "baseline")
     _revision(commit, "commit")
     descends = _run(repo_root, "merge-base", "--is-ancestor", baseline, commit)[0] == 0
-    out = str(_check("git diff", repo_root, "diff", "--raw", "-z", "--no-abbrev", "-M",
-                     "--no-ext-diff", baseline, commit, "--", strip=False))
+    out = str(
+        _check(
+            "git diff",
+            repo_root,
+            "diff",
+            "--raw",
+            "-z",
+            "--no-abbrev",
+            "-M",
+            "--no-ext-diff",
+            baseline,
+            commit,
+            "--",
+            strip=False,
+        )
+    )
     fields = out.split("\0")
     found: list[Change] = []
     index = 0
@@ -136,8 +162,12 @@ def changes(repo_root: Path | str, baseline: str, commit: str) -> tuple[bool, li
         index += 1 + names
     links = [c for c in found if c.mode == "120000" and c.status != "D"]
     if links:
-        targets = {c.path: str(_check("reading a symlink", repo_root, "cat-file", "blob",
-                                      f"{commit}:{c.path}", strip=False)) for c in links}
+        targets = {
+            c.path: str(
+                _check("reading a symlink", repo_root, "cat-file", "blob", f"{commit}:{c.path}", strip=False)
+            )
+            for c in links
+        }
         found = [Change(c.status, c.path, c.mode, targets.get(c.path), c.old_path) for c in found]
     return descends, found
 
@@ -146,6 +176,17 @@ def diff(repo_root: Path | str, baseline: str, commit: str) -> str:
     """The change a candidate made, as text for the diff view."""
     _revision(baseline, "baseline")
     _revision(commit, "commit")
-    return str(_check("git diff", repo_root, "diff", "--no-color", "--no-ext-diff", "--no-textconv",
-                      baseline, commit, "--",
-                      strip=False))
+    return str(
+        _check(
+            "git diff",
+            repo_root,
+            "diff",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            baseline,
+            commit,
+            "--",
+            strip=False,
+        )
+    )

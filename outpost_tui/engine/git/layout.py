@@ -92,7 +92,7 @@ def check_worktree_link(directory: Path | str) -> None:
     parts = target.parts
     for index in range(len(parts) - 2, 0, -1):
         if parts[index] == WORKSPACES and parts[index - 1] == OUTPOST_DIR:
-            root = Path(*parts[:index - 1])
+            root = Path(*parts[: index - 1])
             break
     else:
         return  # not a candidate worktree: nothing an agent was given
@@ -100,8 +100,9 @@ def check_worktree_link(directory: Path | str) -> None:
     link = target / ".git"
     try:
         if link.is_symlink() or not link.is_file():
-            raise GitError(f"{link} is not the git link file the engine created: "
-                           "refusing to run git in that worktree")
+            raise GitError(
+                f"{link} is not the git link file the engine created: refusing to run git in that worktree"
+            )
         text = link.read_text(encoding="utf-8").strip()
         git_dir = (target / text.removeprefix("gitdir:").strip()).resolve()
         commondir = (git_dir / "commondir").read_text(encoding="utf-8").strip()
@@ -111,14 +112,19 @@ def check_worktree_link(directory: Path | str) -> None:
         owner = Path(back if os.path.isabs(back) else git_dir / back).resolve()
     except (OSError, UnicodeDecodeError) as error:
         raise GitError(f"cannot read the git link of {target}: {error}") from None
-    if (not text.startswith("gitdir:") or git_dir.parent != common / "worktrees"
-            or leads_to != common):
-        raise GitError(f"the git link of {target} was changed to lead to {leads_to} "
-                       f"(expected {common}): refusing to run git in that worktree")
+    if not text.startswith("gitdir:") or git_dir.parent != common / "worktrees" or leads_to != common:
+        raise GitError(
+            f"the git link of {target} was changed to lead to {leads_to} "
+            f"(expected {common}): refusing to run git in that worktree"
+        )
     if owner != (target / ".git").resolve():
-        raise GitError(f"the git link of {target} was changed to another worktree's "
-                       f"({owner.parent}): refusing to run git in that worktree")
+        raise GitError(
+            f"the git link of {target} was changed to another worktree's "
+            f"({owner.parent}): refusing to run git in that worktree"
+        )
     if (git_dir / "config.worktree").exists():
         # the engine never writes one; its settings (filters, fsmonitor) would apply on the host
-        raise GitError(f"{git_dir / 'config.worktree'} appeared in the worktree's git directory: "
-                       "refusing to run git in that worktree")
+        raise GitError(
+            f"{git_dir / 'config.worktree'} appeared in the worktree's git directory: "
+            "refusing to run git in that worktree"
+        )

@@ -4,8 +4,8 @@ matching globs, `.worktreeinclude`, and a commit's tree."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from .layout import OUTPOST_DIR, check_worktree_link
 from .runner import _STATUS, _check, _revision
@@ -20,22 +20,51 @@ def untracked_files(repo_root: Path | str, globs: Sequence[str]) -> list[str]:
     if not globs:
         return []
     specs = [f":(top,glob){pattern}" for pattern in globs]
-    out = _check("git ls-files", repo_root, "ls-files", "-z", "--others", "--", *specs,
-                 f":(top,exclude){OUTPOST_DIR}", strip=False)
+    out = _check(
+        "git ls-files",
+        repo_root,
+        "ls-files",
+        "-z",
+        "--others",
+        "--",
+        *specs,
+        f":(top,exclude){OUTPOST_DIR}",
+        strip=False,
+    )
     return _paths(out)
 
 
 def included_files(repo_root: Path | str, include_file: Path | str) -> list[str]:
     """Files a `.worktreeinclude` names (gitignore syntax) that git ignores, as Claude Code copies."""
-    out = _check("git ls-files", repo_root, "ls-files", "-z", "--others", "--ignored",
-                 f"--exclude-from={include_file}", "--", ".", f":(top,exclude){OUTPOST_DIR}",
-                 strip=False)
+    out = _check(
+        "git ls-files",
+        repo_root,
+        "ls-files",
+        "-z",
+        "--others",
+        "--ignored",
+        f"--exclude-from={include_file}",
+        "--",
+        ".",
+        f":(top,exclude){OUTPOST_DIR}",
+        strip=False,
+    )
     named = _paths(out)
     ignored: list[str] = []
     for start in range(0, len(named), 500):  # bounded command lines
-        chunk = [f":(top,literal){path}" for path in named[start:start + 500]]
-        out = _check("git ls-files", repo_root, "ls-files", "-z", "--others", "--ignored",
-                     "--exclude-standard", "--", *chunk, strip=False)
+        chunk = [f":(top,literal){path}" for path in named[start : start + 500]]
+        out = _check(
+            "git ls-files",
+            repo_root,
+            "ls-files",
+            "-z",
+            "--others",
+            "--ignored",
+            "--exclude-standard",
+            "--",
+            *chunk,
+            strip=False,
+        )
         ignored += _paths(out)
     return sorted(set(ignored))
 
@@ -65,9 +94,9 @@ def _glob_pattern(glob: str) -> re.Pattern[str]:
             out, index = out + "[^/]*", index + 1
         elif glob[index] == "?":
             out, index = out + "[^/]", index + 1
-        elif glob[index] == "[" and "]" in glob[index + 2:]:
+        elif glob[index] == "[" and "]" in glob[index + 2 :]:
             end = glob.index("]", index + 2)
-            body = glob[index + 1:end]
+            body = glob[index + 1 : end]
             body = body.replace("\\", "\\\\")
             out += "[" + ("^" + body[1:] if body[:1] == "!" else body) + "]"
             index = end + 1
@@ -79,6 +108,14 @@ def _glob_pattern(glob: str) -> re.Pattern[str]:
 def untracked_entries(directory: Path | str) -> list[str]:
     """Untracked and ignored entries of a worktree as status shows them (a directory ends in /)."""
     check_worktree_link(directory)
-    out = _check("git status", directory, *_STATUS, "--porcelain", "-z", "--ignored=matching",
-                 "--untracked-files=normal", strip=False)
+    out = _check(
+        "git status",
+        directory,
+        *_STATUS,
+        "--porcelain",
+        "-z",
+        "--ignored=matching",
+        "--untracked-files=normal",
+        strip=False,
+    )
     return [entry[3:] for entry in _paths(out) if entry[:3] in ("?? ", "!! ")]

@@ -10,10 +10,9 @@ aborted so the checkout is back where it was.
 
 from __future__ import annotations
 
-from typing import Any
-
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .. import git
 from .runner import _first_line, _revision, _run
@@ -32,25 +31,33 @@ class MergeOutcome:
     head_after: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"done": self.done, "how": self.how, "message": self.message,
-                "integration": self.integration.to_json(), "head_before": self.head_before,
-                "head_after": self.head_after}
+        return {
+            "done": self.done,
+            "how": self.how,
+            "message": self.message,
+            "integration": self.integration.to_json(),
+            "head_before": self.head_before,
+            "head_after": self.head_after,
+        }
 
 
 def _refusal(how: str, integration: git.Integration) -> MergeOutcome | None:
     if integration.status == "blocked":
-        return MergeOutcome(False, how, f"not merged: {integration.reason}", integration,
-                            integration.host_head)
+        return MergeOutcome(
+            False, how, f"not merged: {integration.reason}", integration, integration.host_head
+        )
     if integration.status == "conflict":
         files = ", ".join(integration.conflicts[:5]) or "unknown files"
         more = f" and {len(integration.conflicts) - 5} more" if len(integration.conflicts) > 5 else ""
-        return MergeOutcome(False, how, f"not merged: it would conflict in {files}{more}", integration,
-                            integration.host_head)
+        return MergeOutcome(
+            False, how, f"not merged: it would conflict in {files}{more}", integration, integration.host_head
+        )
     return None
 
 
-def merge(repo_root: Path | str, commit: str, *, expected_commit: str | None = None,
-          message: str | None = None) -> MergeOutcome:
+def merge(
+    repo_root: Path | str, commit: str, *, expected_commit: str | None = None, message: str | None = None
+) -> MergeOutcome:
     """Merge `commit` (a branch or an object id) into the checkout's current branch.
 
     `expected_commit`: refuse when `commit` no longer resolves to it (the branch moved since the
@@ -68,14 +75,27 @@ def merge(repo_root: Path | str, commit: str, *, expected_commit: str | None = N
     after = _head(root)
     if status != 0:
         _abort(root, "merge")
-        return MergeOutcome(False, MERGE, f"not merged: git merge stopped: {_first_line(str(err))}; "
-                            "the merge was aborted", integration, integration.host_head, _head(root))
-    return MergeOutcome(True, MERGE, f"merged {target[:12]} into {_branch(root)} (now at {str(after)[:12]}); "
-                        "nothing was pushed", integration, integration.host_head, after)
+        return MergeOutcome(
+            False,
+            MERGE,
+            f"not merged: git merge stopped: {_first_line(str(err))}; the merge was aborted",
+            integration,
+            integration.host_head,
+            _head(root),
+        )
+    return MergeOutcome(
+        True,
+        MERGE,
+        f"merged {target[:12]} into {_branch(root)} (now at {str(after)[:12]}); nothing was pushed",
+        integration,
+        integration.host_head,
+        after,
+    )
 
 
-def cherry_pick(repo_root: Path | str, commit: str, baseline: str, *,
-                expected_commit: str | None = None) -> MergeOutcome:
+def cherry_pick(
+    repo_root: Path | str, commit: str, baseline: str, *, expected_commit: str | None = None
+) -> MergeOutcome:
     """Apply the commits between `baseline` and `commit` (oldest first) onto the current branch."""
     root = Path(repo_root)
     _revision(baseline, "baseline")
@@ -87,21 +107,42 @@ def cherry_pick(repo_root: Path | str, commit: str, baseline: str, *,
     status, out, err = _run(root, "rev-list", "--reverse", "--no-merges", f"{baseline}..{target}")
     picks = str(out).split() if status == 0 else []
     if status != 0:
-        return MergeOutcome(False, CHERRY_PICK, f"not cherry-picked: {_first_line(str(err))}",
-                            integration, integration.host_head)
+        return MergeOutcome(
+            False,
+            CHERRY_PICK,
+            f"not cherry-picked: {_first_line(str(err))}",
+            integration,
+            integration.host_head,
+        )
     if not picks:
-        return MergeOutcome(False, CHERRY_PICK, f"not cherry-picked: {target[:12]} has no commits since the "
-                            "baseline", integration, integration.host_head)
+        return MergeOutcome(
+            False,
+            CHERRY_PICK,
+            f"not cherry-picked: {target[:12]} has no commits since the baseline",
+            integration,
+            integration.host_head,
+        )
     status, _, err = _run(root, "cherry-pick", "--allow-empty", *picks, users_own=True)
     if status != 0:
         _abort(root, "cherry-pick")
-        return MergeOutcome(False, CHERRY_PICK, f"not cherry-picked: git cherry-pick stopped: "
-                            f"{_first_line(str(err))}; it was aborted", integration,
-                            integration.host_head, _head(root))
+        return MergeOutcome(
+            False,
+            CHERRY_PICK,
+            f"not cherry-picked: git cherry-pick stopped: {_first_line(str(err))}; it was aborted",
+            integration,
+            integration.host_head,
+            _head(root),
+        )
     after = _head(root)
-    return MergeOutcome(True, CHERRY_PICK, f"cherry-picked {len(picks)} commit(s) of {target[:12]} onto "
-                        f"{_branch(root)} (now at {str(after)[:12]}); nothing was pushed", integration,
-                        integration.host_head, after)
+    return MergeOutcome(
+        True,
+        CHERRY_PICK,
+        f"cherry-picked {len(picks)} commit(s) of {target[:12]} onto "
+        f"{_branch(root)} (now at {str(after)[:12]}); nothing was pushed",
+        integration,
+        integration.host_head,
+        after,
+    )
 
 
 def _abort(root: Path, operation: str) -> None:

@@ -5,18 +5,15 @@ variables removed, a timeout, and its process group stopped with it."""
 from __future__ import annotations
 
 import contextlib
-from typing import Any
-
-from typing import Literal, overload
-
 import os
 import re
 import signal
 import subprocess
 import threading
+from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Literal, overload
 
 from .. import gitenv
 from ..errors import OutpostError
@@ -46,19 +43,33 @@ class GitError(OutpostError):
 # settings keep an edit from hiding behind stat data a candidate forged (core.ignoreStat, ctime).
 # Named drivers (filters, diff and merge drivers) are found and switched off per repository.
 PROGRAM_CONFIG = (
-    "core.hooksPath=/dev/null", "core.fsmonitor=false", "core.editor=false", "sequence.editor=false",
-    "core.pager=cat", "commit.gpgSign=false", "tag.gpgSign=false",
-    "log.showSignature=false", "protocol.allow=never", "credential.helper=", "core.sshCommand=false",
-    "gc.auto=0", "maintenance.auto=false", "core.ignoreStat=false", "core.trustctime=true",
-    "core.checkStat=default", "submodule.recurse=false",
+    "core.hooksPath=/dev/null",
+    "core.fsmonitor=false",
+    "core.editor=false",
+    "sequence.editor=false",
+    "core.pager=cat",
+    "commit.gpgSign=false",
+    "tag.gpgSign=false",
+    "log.showSignature=false",
+    "protocol.allow=never",
+    "credential.helper=",
+    "core.sshCommand=false",
+    "gc.auto=0",
+    "maintenance.auto=false",
+    "core.ignoreStat=false",
+    "core.trustctime=true",
+    "core.checkStat=default",
+    "submodule.recurse=false",
 )
 
 
 # Drivers that git looks up by a name an attribute gives (.gitattributes, info/attributes), each
 # with a program in the config. Emptied, a filter passes content through and a textconv is off; a
 # merge driver cannot be emptied (git tries to run ""), so it becomes `false`: a conflict.
-_DRIVERS = (r"^((filter|diff|merge)\..+\.(clean|smudge|process|textconv|command|driver)"
-            r"|include(if\..+)?\.path)$")
+_DRIVERS = (
+    r"^((filter|diff|merge)\..+\.(clean|smudge|process|textconv|command|driver)"
+    r"|include(if\..+)?\.path)$"
+)
 
 
 GIT_TIMEOUT_STATUS = -9
@@ -66,8 +77,14 @@ GIT_TIMEOUT_STATUS = -9
 
 def _environment() -> dict[str, str]:
     # prompts would hang a worker thread forever; C locale keeps git's messages parseable
-    return {**gitenv.scrubbed(), "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "LANGUAGE": "C",
-            "GIT_PAGER": "cat", "GIT_EDITOR": "false"}
+    return {
+        **gitenv.scrubbed(),
+        "GIT_TERMINAL_PROMPT": "0",
+        "LC_ALL": "C",
+        "LANGUAGE": "C",
+        "GIT_PAGER": "cat",
+        "GIT_EDITOR": "false",
+    }
 
 
 def _command(directory: str, args: Sequence[str]) -> list[str]:
@@ -124,8 +141,9 @@ def _driver_config(directory: str) -> tuple[tuple[str, str], ...]:
         cached = _drivers_seen.get(key)
     if cached is not None and cached[0] == _stat_all(cached[1]):
         return cached[2]
-    command = _command(directory, ["config", "--null", "--show-scope", "--show-origin", "--get-regexp",
-                                   _DRIVERS])
+    command = _command(
+        directory, ["config", "--null", "--show-scope", "--show-origin", "--get-regexp", _DRIVERS]
+    )
     fixed = [_pair(setting) for setting in PROGRAM_CONFIG]
     status, out, _ = _execute(command, timeout=60.0, binary=False, strip=False, settings=fixed)
     settings: list[tuple[str, str]] = []
@@ -142,8 +160,12 @@ def _driver_config(directory: str) -> tuple[tuple[str, str], ...]:
         kind, _, rest = key.partition(".")
         name = rest.rpartition(".")[0]
         if kind == "filter":
-            settings += [(f"filter.{name}.clean", ""), (f"filter.{name}.smudge", ""),
-                         (f"filter.{name}.process", ""), (f"filter.{name}.required", "false")]
+            settings += [
+                (f"filter.{name}.clean", ""),
+                (f"filter.{name}.smudge", ""),
+                (f"filter.{name}.process", ""),
+                (f"filter.{name}.required", "false"),
+            ]
         elif kind == "diff":
             settings.append((f"diff.{name}.textconv", ""))  # external diffs: every diff says --no-ext-diff
         else:
@@ -197,37 +219,67 @@ def _stat_all(paths: Sequence[str]) -> _Stats:
     return tuple(seen)
 
 
-def _execute(command: list[str], *, timeout: float | None, binary: bool, strip: bool,
-             settings: Sequence[tuple[str, str]] = (),
-             on_start: Callable[[int], None] | None = None, new_group: bool = False,
-             input: bytes | None = None, index: Path | None = None) -> tuple[int, str | bytes, str]:
+def _execute(
+    command: list[str],
+    *,
+    timeout: float | None,
+    binary: bool,
+    strip: bool,
+    settings: Sequence[tuple[str, str]] = (),
+    on_start: Callable[[int], None] | None = None,
+    new_group: bool = False,
+    input: bytes | None = None,
+    index: Path | None = None,
+) -> tuple[int, str | bytes, str]:
     """The one place the engine starts git: scrubbed environment, output captured.
 
     `index` is a private index file (object-store plumbing builds trees in one): the only git
     location variable the engine ever sets, and only its own."""
     subcommand = command.index("-C") + 2 if "-C" in command else len(command)
-    worktree_command = command[subcommand:subcommand + 1] == ["worktree"]
+    worktree_command = command[subcommand : subcommand + 1] == ["worktree"]
     for _ in range(METADATA_RETRIES):
-        status, out, err = _execute_once(command, timeout=timeout, binary=binary, strip=strip,
-                                         settings=settings, on_start=on_start, new_group=new_group,
-                                         input=input, index=index)
+        status, out, err = _execute_once(
+            command,
+            timeout=timeout,
+            binary=binary,
+            strip=strip,
+            settings=settings,
+            on_start=on_start,
+            new_group=new_group,
+            input=input,
+            index=index,
+        )
         if not (worktree_command and status != 0 and _METADATA_RACE.search(err)):
             break
     return status, out, err
 
 
-def _execute_once(command: list[str], *, timeout: float | None, binary: bool, strip: bool,
-                  settings: Sequence[tuple[str, str]], on_start: Callable[[int], None] | None,
-                  new_group: bool, input: bytes | None,
-                  index: Path | None) -> tuple[int, str | bytes, str]:
+def _execute_once(
+    command: list[str],
+    *,
+    timeout: float | None,
+    binary: bool,
+    strip: bool,
+    settings: Sequence[tuple[str, str]],
+    on_start: Callable[[int], None] | None,
+    new_group: bool,
+    input: bytes | None,
+    index: Path | None,
+) -> tuple[int, str | bytes, str]:
     where = command[command.index("-C") + 1] if "-C" in command else "/"
     env = {**_environment(), **_config_environment(settings)}
     if index is not None:
         env["GIT_INDEX_FILE"] = str(index)
     try:
-        process = subprocess.Popen(command, stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd="/",
-                                   start_new_session=new_group)
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd="/",
+            start_new_session=new_group,
+        )
     except FileNotFoundError as error:
         raise GitError(f"git is not installed or not on PATH (needed for {where})") from error
     except OSError as error:
@@ -276,8 +328,15 @@ def _run(
     on request (merging a winner), which runs their hooks and drivers as the `git merge` they would
     type; the environment is scrubbed all the same."""
     directory = os.path.abspath(directory)
-    return _execute(_command(directory, args), timeout=timeout, binary=binary, strip=strip,
-                    settings=_settings(directory, config, users_own), input=input, index=index)
+    return _execute(
+        _command(directory, args),
+        timeout=timeout,
+        binary=binary,
+        strip=strip,
+        settings=_settings(directory, config, users_own),
+        input=input,
+        index=index,
+    )
 
 
 def run(directory: Path | str, *args: str, timeout: float | None = 60.0) -> tuple[int, str, str]:
@@ -286,16 +345,26 @@ def run(directory: Path | str, *args: str, timeout: float | None = 60.0) -> tupl
     return status, str(out), err
 
 
-def _run_in_group(directory: Path | str, *args: str, config: Sequence[str] = (),
-                  on_start: Callable[[int], None] | None = None) -> tuple[int, str, str]:
+def _run_in_group(
+    directory: Path | str,
+    *args: str,
+    config: Sequence[str] = (),
+    on_start: Callable[[int], None] | None = None,
+) -> tuple[int, str, str]:
     """Run git in a process group of its own, reported to `on_start` while it runs.
 
     For commands that may run for a while inside an allocation (worktree add): the group lets a
     crashed coordinator's successor stop it, and is swept when git is done."""
     directory = os.path.abspath(directory)
-    status, out, err = _execute(_command(directory, args), timeout=None, binary=False, strip=False,
-                                settings=_settings(directory, config, False), on_start=on_start,
-                                new_group=True)
+    status, out, err = _execute(
+        _command(directory, args),
+        timeout=None,
+        binary=False,
+        strip=False,
+        settings=_settings(directory, config, False),
+        on_start=on_start,
+        new_group=True,
+    )
     return status, str(out).strip(), err
 
 
@@ -314,8 +383,9 @@ def _failure(what: str, directory: Path | str, err: str) -> GitError:
 @overload
 def _check(what: str, directory: Path | str, *args: str, binary: Literal[True], **options: Any) -> bytes: ...
 @overload
-def _check(what: str, directory: Path | str, *args: str, binary: Literal[False] = False,
-           **options: Any) -> str: ...
+def _check(
+    what: str, directory: Path | str, *args: str, binary: Literal[False] = False, **options: Any
+) -> str: ...
 def _check(what: str, directory: Path | str, *args: str, binary: bool = False, **options: Any) -> str | bytes:
     status, out, err = _run(directory, *args, binary=binary, **options)
     if status != 0:

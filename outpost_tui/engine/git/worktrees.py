@@ -9,9 +9,10 @@ import os
 import re
 import threading
 import uuid
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from ..core.spec import KEY_RULE, valid_key
 from .commits import is_clean
@@ -102,8 +103,9 @@ def _registered_worktrees(repo_root: Path | str) -> list[dict[str, Any]]:
     for line in str(out).splitlines():
         word, _, value = line.partition(" ")
         if word == "worktree":
-            worktrees.append({"path": value, "head": None, "branch": None,
-                              "locked": False, "prunable": False})
+            worktrees.append(
+                {"path": value, "head": None, "branch": None, "locked": False, "prunable": False}
+            )
         elif worktrees and word == "HEAD":
             worktrees[-1]["head"] = value
         elif worktrees and word == "branch":
@@ -133,8 +135,15 @@ def make_worktree_directory(repo_root: Path | str, directory: Path | str) -> boo
     return True
 
 
-def add_worktree(repo_root: Path | str, branch: str, directory: Path | str, baseline: str,
-                 on_start: Callable[[int], None] | None = None, *, made_empty: bool = False) -> None:
+def add_worktree(
+    repo_root: Path | str,
+    branch: str,
+    directory: Path | str,
+    baseline: str,
+    on_start: Callable[[int], None] | None = None,
+    *,
+    made_empty: bool = False,
+) -> None:
     """Create `branch` at `baseline`, checked out in `directory`; reuse it when a replay finds it.
 
     `on_start` gets the process group id of each `git worktree add` (which runs the user's
@@ -158,10 +167,18 @@ def add_worktree(repo_root: Path | str, branch: str, directory: Path | str, base
     first_error = ""
     if not present():
         with _worktree_lock(root).shared():
-            status, _, err = _run_in_group(root, "worktree", "add", "--quiet", "-b", branch,
-                                           str(target), baseline,
-                                           config=("branch.autoSetupMerge=false",),
-                                           on_start=on_start)
+            status, _, err = _run_in_group(
+                root,
+                "worktree",
+                "add",
+                "--quiet",
+                "-b",
+                branch,
+                str(target),
+                baseline,
+                config=("branch.autoSetupMerge=false",),
+                on_start=on_start,
+            )
         if status == 0:
             return
         first_error = err
@@ -169,9 +186,15 @@ def add_worktree(repo_root: Path | str, branch: str, directory: Path | str, base
         _add_worktree_again(root, branch, target, baseline, on_start, present, first_error)
 
 
-def _add_worktree_again(root: Path, branch: str, target: Path, baseline: str,
-                        on_start: Callable[[int], None] | None, present: Callable[[], bool],
-                        first_error: str) -> None:
+def _add_worktree_again(
+    root: Path,
+    branch: str,
+    target: Path,
+    baseline: str,
+    on_start: Callable[[int], None] | None,
+    present: Callable[[], bool],
+    first_error: str,
+) -> None:
     """A replay's worktree found, a stale record or a stray directory in the way, a branch that
     exists already: the rarer cases, alone among the repository's worktree commands."""
     registered = [w for w in _registered_worktrees(root) if _same_path(w["path"], target)]
@@ -192,8 +215,7 @@ def _add_worktree_again(root: Path, branch: str, target: Path, baseline: str,
         args = ("worktree", "add", "--quiet", str(target), branch)
     else:
         args = ("worktree", "add", "--quiet", "-b", branch, str(target), baseline)
-    status, _, err = _run_in_group(root, *args, config=("branch.autoSetupMerge=false",),
-                                   on_start=on_start)
+    status, _, err = _run_in_group(root, *args, config=("branch.autoSetupMerge=false",), on_start=on_start)
     if status != 0:
         raise _failure(f"creating worktree {target} for {branch}", root, err or first_error)
 
@@ -205,7 +227,9 @@ def _move_aside(root: Path, target: Path) -> Path:
         recovery.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.rename(target, destination)
     except OSError as error:
-        raise GitError(f"cannot move stray directory {target} aside to {destination}: {error.strerror}") from error
+        raise GitError(
+            f"cannot move stray directory {target} aside to {destination}: {error.strerror}"
+        ) from error
     return destination
 
 
@@ -273,17 +297,19 @@ def list_worktrees(repo_root: Path | str) -> list[dict[str, Any]]:
                     clean = is_clean(entry["path"])
                 except GitError as error:
                     problem = str(error)
-        listed.append({
-            "path": entry["path"],
-            "branch": branch,
-            "head": entry["head"],
-            "clean": clean,
-            "missing": not present,
-            "link_changed": link_changed,
-            "problem": problem,
-            "locked": entry["locked"],
-            "race_id": match.group(1) if match else None,
-            "key": match.group(2) if match else None,
-            "attempt": int(match.group(3)) if match else None,
-        })
+        listed.append(
+            {
+                "path": entry["path"],
+                "branch": branch,
+                "head": entry["head"],
+                "clean": clean,
+                "missing": not present,
+                "link_changed": link_changed,
+                "problem": problem,
+                "locked": entry["locked"],
+                "race_id": match.group(1) if match else None,
+                "key": match.group(2) if match else None,
+                "attempt": int(match.group(3)) if match else None,
+            }
+        )
     return listed

@@ -25,9 +25,10 @@ import shutil
 import stat
 import tempfile
 import uuid
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from .. import git
 from ..git.integration import _candidate
@@ -85,25 +86,36 @@ class Archive:
     empty_dirs: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"race_id": self.attempt.race_id, "key": self.attempt.key, "attempt": self.attempt.attempt,
-                "ref": self.ref, "commit": self.commit, "head": self.head, "directory": self.directory,
-                "files": self.files, "ignored_included": self.ignored_included,
-                "ignored_bytes": self.ignored_bytes, "ignored_files": self.ignored_files,
-                "previous": self.previous}
+        return {
+            "race_id": self.attempt.race_id,
+            "key": self.attempt.key,
+            "attempt": self.attempt.attempt,
+            "ref": self.ref,
+            "commit": self.commit,
+            "head": self.head,
+            "directory": self.directory,
+            "files": self.files,
+            "ignored_included": self.ignored_included,
+            "ignored_bytes": self.ignored_bytes,
+            "ignored_files": self.ignored_files,
+            "previous": self.previous,
+        }
 
 
 # --- plumbing ----------------------------------------------------------------------------------
 
 
-def _plumbing(root: Path, *args: str, input: bytes | None = None, index: Path | None = None,
-              check: str | None = None) -> bytes:
+def _plumbing(
+    root: Path, *args: str, input: bytes | None = None, index: Path | None = None, check: str | None = None
+) -> bytes:
     """Object-store plumbing that needs stdin or a private index, with the engine's git settings.
 
     None of these commands runs a hook, a filter or the fsmonitor (hash-object --no-filters; the
     others never touch a working tree)."""
     try:
-        status, out, err = _run(root, *args, input=input or b"", index=index, timeout=_GIT_TIMEOUT,
-                                    binary=True, strip=False)
+        status, out, err = _run(
+            root, *args, input=input or b"", index=index, timeout=_GIT_TIMEOUT, binary=True, strip=False
+        )
     except git.GitError as error:
         raise ArchiveError(str(error)) from error
     if status == git.GIT_TIMEOUT_STATUS:
@@ -138,8 +150,9 @@ class Entry:
 
 def _ignored_paths(directory: Path) -> set[str]:
     """Ignored paths of the worktree as git reports them (directories end with "/")."""
-    status, out, err = _run(directory, "ls-files", "-z", "--others", "--ignored", "--exclude-standard",
-                                "--directory", strip=False)
+    status, out, err = _run(
+        directory, "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory", strip=False
+    )
     if status != 0:
         raise ArchiveError(f"listing ignored files failed in {directory}: {_first_line(str(err))}")
     return {p for p in str(out).split("\0") if p}
@@ -181,8 +194,10 @@ def scan(directory: Path | str, include_ignored: bool) -> tuple[list[Entry], lis
     empty: list[str] = []
     for current, prefix, dirs, files in _walk(top):
         if prefix and (".git" in dirs or ".git" in files):
-            raise ArchiveError(f"{top / prefix} holds a nested git repository: an archive cannot hold it, "
-                               "so the worktree is not archived (move it out by hand)")
+            raise ArchiveError(
+                f"{top / prefix} holds a nested git repository: an archive cannot hold it, "
+                "so the worktree is not archived (move it out by hand)"
+            )
         for name in list(dirs):
             if not include_ignored and f"{prefix}{name}/" in ignored:
                 # left out whole, with its size, and never walked: node_modules, .venv, build trees
@@ -199,8 +214,9 @@ def scan(directory: Path | str, include_ignored: bool) -> tuple[list[Entry], lis
             elif stat.S_ISREG(info.st_mode):
                 kind = "file"
             else:
-                raise ArchiveError(f"{top / path} is neither a file nor a symlink (a socket or a pipe?): "
-                                   "not archived")
+                raise ArchiveError(
+                    f"{top / path} is neither a file nor a symlink (a socket or a pipe?): not archived"
+                )
             entry = Entry(path, kind, info.st_mode, info.st_blocks * 512)
             (left if not include_ignored and _is_ignored(path, ignored) else kept).append(entry)
     return kept, sorted(empty), left
@@ -250,8 +266,11 @@ def write_tree(root: Path | str, directory: Path | str, entries: list[Entry]) ->
             raise ArchiveError(f"{top} holds a file whose name contains a newline: not archived")
         if files:
             listed = b"".join(os.fsencode(str(top / e.path)) + b"\n" for e in files)
-            oids = _plumbing(root, "hash-object", "-w", "--no-filters", "--stdin-paths",
-                             input=listed).decode().split()
+            oids = (
+                _plumbing(root, "hash-object", "-w", "--no-filters", "--stdin-paths", input=listed)
+                .decode()
+                .split()
+            )
         for entry, oid in zip(files, oids, strict=True):  # hash-object prints one id per path
             records.append(f"{_git_mode(entry)} {oid}\t{entry.path}")
         for entry in (e for e in entries if e.kind == "link"):
@@ -262,49 +281,89 @@ def write_tree(root: Path | str, directory: Path | str, entries: list[Entry]) ->
         if not records:
             return _plumbing(root, "mktree", input=b"").decode().strip()
         index = Path(scratch) / "index"
-        _plumbing(root, "update-index", "-z", "--add", "--index-info",
-                  input=b"".join(os.fsencode(r) + b"\0" for r in records), index=index)
+        _plumbing(
+            root,
+            "update-index",
+            "-z",
+            "--add",
+            "--index-info",
+            input=b"".join(os.fsencode(r) + b"\0" for r in records),
+            index=index,
+        )
         return _plumbing(root, "write-tree", index=index).decode().strip()
 
 
-def snapshot(root: Path | str, directory: Path | str, include_ignored: bool = False,
-             leave_out: Sequence[str] = ()) -> str:
+def snapshot(
+    root: Path | str, directory: Path | str, include_ignored: bool = False, leave_out: Sequence[str] = ()
+) -> str:
     """The tree of the worktree as it is on disk (committed or not), written to the object store.
 
     `leave_out`: paths that are not the candidate's work (what the race's setup put there)."""
     entries, _, _ = scan(directory, include_ignored)
     prefixes = [path.rstrip("/") for path in leave_out]
-    entries = [e for e in entries
-               if not any(e.path == p or e.path.startswith(p + "/") for p in prefixes)]
+    entries = [e for e in entries if not any(e.path == p or e.path.startswith(p + "/") for p in prefixes)]
     return write_tree(root, directory, entries)
 
 
-def archive(root: Path | str, directory: Path | str, attempt: Attempt, *,
-            include_ignored: bool = False) -> Archive:
+def archive(
+    root: Path | str, directory: Path | str, attempt: Attempt, *, include_ignored: bool = False
+) -> Archive:
     """Commit everything in `directory` to the attempt's archive ref, verified; the worktree stays."""
     root, top = Path(root), Path(directory).absolute()
     head = git.head(top)
     entries, empty, left = scan(top, include_ignored)
     tree = write_tree(root, top, entries)
     umask = _umask()
-    modes = {e.path: stat.S_IMODE(e.mode) for e in entries
-             if e.kind == "file" and stat.S_IMODE(e.mode) != _restored_mode(e, umask)}
-    manifest = {"directory": str(top), "head": head, "modes": {p: oct(m) for p, m in modes.items()},
-                "empty_dirs": empty, "ignored_included": include_ignored,
-                "ignored_left_out": {"files": len(left), "bytes": sum(e.size for e in left)}}
+    modes = {
+        e.path: stat.S_IMODE(e.mode)
+        for e in entries
+        if e.kind == "file" and stat.S_IMODE(e.mode) != _restored_mode(e, umask)
+    }
+    manifest = {
+        "directory": str(top),
+        "head": head,
+        "modes": {p: oct(m) for p, m in modes.items()},
+        "empty_dirs": empty,
+        "ignored_included": include_ignored,
+        "ignored_left_out": {"files": len(left), "bytes": sum(e.size for e in left)},
+    }
     previous = archived_commit(root, attempt)
     parents = ["-p", head] + (["-p", previous] if previous else [])
-    message = (f"outpost archive of {attempt.label}\n\n{len(entries)} files from {top}\n\n"
-               f"{MANIFEST_MARKER}{json.dumps(manifest, sort_keys=True)}\n")
+    message = (
+        f"outpost archive of {attempt.label}\n\n{len(entries)} files from {top}\n\n"
+        f"{MANIFEST_MARKER}{json.dumps(manifest, sort_keys=True)}\n"
+    )
     identity = ("-c", f"user.name={git.BOT_NAME}", "-c", f"user.email={git.BOT_EMAIL}")
-    commit = _plumbing(root, *identity, "commit-tree", "--no-gpg-sign", tree, *parents,
-                       input=message.encode()).decode().strip()
+    commit = (
+        _plumbing(root, *identity, "commit-tree", "--no-gpg-sign", tree, *parents, input=message.encode())
+        .decode()
+        .strip()
+    )
     # compare-and-swap: another archive of the same attempt in between must not be overwritten
-    _plumbing(root, "update-ref", "-m", "outpost archive", attempt.ref, commit, previous or _ZERO,
-              check=f"writing {attempt.ref}")
-    done = Archive(attempt, attempt.ref, commit, head, str(top), len(entries), include_ignored,
-                   0 if include_ignored else sum(e.size for e in left), 0 if include_ignored else len(left),
-                   previous, modes, empty)
+    _plumbing(
+        root,
+        "update-ref",
+        "-m",
+        "outpost archive",
+        attempt.ref,
+        commit,
+        previous or _ZERO,
+        check=f"writing {attempt.ref}",
+    )
+    done = Archive(
+        attempt,
+        attempt.ref,
+        commit,
+        head,
+        str(top),
+        len(entries),
+        include_ignored,
+        0 if include_ignored else sum(e.size for e in left),
+        0 if include_ignored else len(left),
+        previous,
+        modes,
+        empty,
+    )
     verify(root, top, done)
     return done
 
@@ -341,8 +400,9 @@ def verify(root: Path | str, directory: Path | str, archived: Archive) -> set[st
     root, top = Path(root), Path(directory)
     resolved = archived_commit(root, archived.attempt)
     if resolved != archived.commit:
-        raise ArchiveError(f"{archived.ref} does not point at the archive {archived.commit[:12]}: "
-                           f"{top} not removed")
+        raise ArchiveError(
+            f"{archived.ref} does not point at the archive {archived.commit[:12]}: {top} not removed"
+        )
     parents = _plumbing(root, "rev-list", "--parents", "-n", "1", archived.commit).decode().split()[1:]
     if not parents or parents[0] != git.head(top):
         raise ArchiveError(f"the HEAD of {top} moved since it was archived: not removed")
@@ -353,13 +413,18 @@ def verify(root: Path | str, directory: Path | str, archived: Archive) -> set[st
     for entry in entries:
         expected = tree.get(entry.path)
         if expected is None:
-            raise ArchiveError(f"{top / entry.path} is not in the archive {archived.commit[:12]}: not removed")
+            raise ArchiveError(
+                f"{top / entry.path} is not in the archive {archived.commit[:12]}: not removed"
+            )
         mode, oid = expected
         if mode != _git_mode(entry) or oid != _blob_id(_content(top, entry), algorithm):
-            raise ArchiveError(f"{top / entry.path} differs from its archived copy (changed while archiving?): "
-                               "not removed")
+            raise ArchiveError(
+                f"{top / entry.path} differs from its archived copy (changed while archiving?): not removed"
+            )
         if archived.modes.get(entry.path, stat.S_IMODE(entry.mode)) != stat.S_IMODE(entry.mode):
-            raise ArchiveError(f"the permissions of {top / entry.path} changed since it was archived: not removed")
+            raise ArchiveError(
+                f"the permissions of {top / entry.path} changed since it was archived: not removed"
+            )
         seen.add(entry.path)
     extra = sorted(set(tree) - seen)
     if extra:
@@ -386,15 +451,20 @@ class Removal:
     occupants: list[Occupant] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"directory": self.directory, "archive": self.archive.to_json(),
-                "freed_bytes": self.freed_bytes}
+        return {
+            "directory": self.directory,
+            "archive": self.archive.to_json(),
+            "freed_bytes": self.freed_bytes,
+        }
 
 
 class Occupied(ArchiveError):
     """A process runs in the worktree: it is not removed."""
 
     def __init__(self, directory: Path, found: list[Occupant]) -> None:
-        named = "; ".join(o.describe() for o in found[:3]) + (f"; and {len(found) - 3} more" if len(found) > 3 else "")
+        named = "; ".join(o.describe() for o in found[:3]) + (
+            f"; and {len(found) - 3} more" if len(found) > 3 else ""
+        )
         super().__init__(f"{directory} is in use by {named}: not removed")
         self.occupants = found
 
@@ -416,8 +486,9 @@ def disk_usage(path: Path | str) -> int:
     return total
 
 
-def archive_and_remove(root: Path | str, directory: Path | str, attempt: Attempt, *,
-                       include_ignored: bool = False) -> Removal:
+def archive_and_remove(
+    root: Path | str, directory: Path | str, attempt: Attempt, *, include_ignored: bool = False
+) -> Removal:
     """Archive the worktree, verify the archive, then remove the worktree (the branch stays)."""
     root, top = Path(root), Path(directory).absolute()
     if not _inside(top, _workspaces(root)):
@@ -445,9 +516,11 @@ def archive_and_remove(root: Path | str, directory: Path | str, attempt: Attempt
         # out of the removing-* names, which a later prune deletes as finished business
         kept = aside.with_name(f"{CHANGED}-{top.name}-{uuid.uuid4().hex[:8]}")
         os.rename(aside, kept)
-        raise ArchiveError(f"{changed} changed while {top} was being removed: nothing was deleted, the "
-                           f"directory is kept whole at {kept} (its archive {archived.commit[:12]} "
-                           "holds what was checked)")
+        raise ArchiveError(
+            f"{changed} changed while {top} was being removed: nothing was deleted, the "
+            f"directory is kept whole at {kept} (its archive {archived.commit[:12]} "
+            "holds what was checked)"
+        )
     shutil.rmtree(aside)
     return Removal(str(top), archived, freed)
 
@@ -465,8 +538,11 @@ def _written_since(root: Path, aside: Path, archived: Archive, left_out: set[str
             kind = "link" if stat.S_ISLNK(info.st_mode) else "file"
             entry = Entry(path, kind, info.st_mode, 0)
             expected = tree.get(path)
-            if (expected is None or not (stat.S_ISLNK(info.st_mode) or stat.S_ISREG(info.st_mode))
-                    or expected != (_git_mode(entry), _blob_id(_content(aside, entry), algorithm))):
+            if (
+                expected is None
+                or not (stat.S_ISLNK(info.st_mode) or stat.S_ISREG(info.st_mode))
+                or expected != (_git_mode(entry), _blob_id(_content(aside, entry), algorithm))
+            ):
                 return path
     return None
 
@@ -503,8 +579,9 @@ def restore(root: Path | str, attempt: Attempt, directory: Path | str | None = N
     manifest = manifest_of(root, commit)
     head = manifest["head"]
     # a branch-only archive names no directory: the attempt's usual place
-    target = Path(directory or manifest.get("directory")
-                  or git.worktree_directory(root, attempt.key, attempt.branch)).absolute()
+    target = Path(
+        directory or manifest.get("directory") or git.worktree_directory(root, attempt.key, attempt.branch)
+    ).absolute()
     if os.path.lexists(target):
         raise ArchiveError(f"{target} already exists: not restored over it")
     if not _inside(target, _workspaces(root)):
@@ -514,8 +591,16 @@ def restore(root: Path | str, attempt: Attempt, directory: Path | str | None = N
     checkout = [attempt.branch] if branch_tip == head else ["--detach", head]
     target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     with _worktree_lock(root).exclusive():
-        _check(f"creating worktree {target}", root, "worktree", "add", "--quiet", "--no-checkout",
-                   str(target), *checkout)
+        _check(
+            f"creating worktree {target}",
+            root,
+            "worktree",
+            "add",
+            "--quiet",
+            "--no-checkout",
+            str(target),
+            *checkout,
+        )
     # The index follows HEAD (as a fresh checkout's would); the files come from the archive itself.
     _check("reading HEAD into the index", target, "read-tree", head)
     tree = _tree_entries(root, commit)
@@ -545,15 +630,22 @@ def _read_blobs(root: Path, oids: list[str]) -> dict[str, bytes]:
         end = out.index(b"\n", position)
         header = out[position:end].decode().split()
         size = int(header[2])
-        blobs[oid] = out[end + 1:end + 1 + size]
+        blobs[oid] = out[end + 1 : end + 1 + size]
         position = end + 1 + size + 1
     return blobs
 
 
 def archives(root: Path | str) -> list[tuple[Attempt, str]]:
     """Every archive ref of the repository: (attempt, commit)."""
-    out = str(_check("listing archives", root, "for-each-ref", "--format=%(refname) %(objectname)",
-                         ARCHIVE_PREFIX + "/"))
+    out = str(
+        _check(
+            "listing archives",
+            root,
+            "for-each-ref",
+            "--format=%(refname) %(objectname)",
+            ARCHIVE_PREFIX + "/",
+        )
+    )
     found = []
     for line in out.splitlines():
         name, _, oid = line.partition(" ")

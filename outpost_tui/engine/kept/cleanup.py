@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from . import archive
 from .. import git
 from ..errors import OutpostError
 from ..git.runner import _check
+from . import archive
 from .retained import RetainedAttempt, RetainedRace
 
 DAY = 86400.0
@@ -41,8 +42,13 @@ class PruneStep:
     why: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.attempt.id, "path": self.attempt.path, "action": self.action, "why": self.why,
-                "size_bytes": self.attempt.size_bytes}
+        return {
+            "id": self.attempt.id,
+            "path": self.attempt.path,
+            "action": self.action,
+            "why": self.why,
+            "size_bytes": self.attempt.size_bytes,
+        }
 
 
 @dataclass
@@ -55,11 +61,14 @@ class PruneReport:
     stopped: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {"removed": [r.to_json() for r in self.removed],
-                "kept": [{"id": ident, "why": why} for ident, why in self.kept],
-                "failed": [{"id": ident, "why": why} for ident, why in self.failed],
-                "freed_bytes": self.freed_bytes, "leftovers_freed_bytes": self.leftovers_freed,
-                "stopped": self.stopped}
+        return {
+            "removed": [r.to_json() for r in self.removed],
+            "kept": [{"id": ident, "why": why} for ident, why in self.kept],
+            "failed": [{"id": ident, "why": why} for ident, why in self.failed],
+            "freed_bytes": self.freed_bytes,
+            "leftovers_freed_bytes": self.leftovers_freed,
+            "stopped": self.stopped,
+        }
 
 
 def plan_prune(races: list[RetainedRace], *, older_than_days: float | None = None) -> list[PruneStep]:
@@ -85,16 +94,26 @@ def plan_prune(races: list[RetainedRace], *, older_than_days: float | None = Non
             elif row.problem:
                 why = f"not inspected: {row.problem}"
             else:
-                steps.append(PruneStep(row, REMOVE, "finished race" if race.finished else
-                                       f"older than {older_than_days:g} days"))
+                steps.append(
+                    PruneStep(
+                        row,
+                        REMOVE,
+                        "finished race" if race.finished else f"older than {older_than_days:g} days",
+                    )
+                )
                 continue
             steps.append(PruneStep(row, KEEP, why))
     return steps
 
 
-def prune(root: Path | str, steps: list[PruneStep], *, include_ignored: bool = False,
-          should_stop: Callable[[], bool] = lambda: False,
-          on_step: Callable[[str, PruneStep, str], None] = lambda phase, step, text: None) -> PruneReport:
+def prune(
+    root: Path | str,
+    steps: list[PruneStep],
+    *,
+    include_ignored: bool = False,
+    should_stop: Callable[[], bool] = lambda: False,
+    on_step: Callable[[str, PruneStep, str], None] = lambda phase, step, text: None,
+) -> PruneReport:
     """Carry out `steps`; `on_step(phase, step, text)` hears "start", "removed" and "kept"."""
     root = Path(root)
     report = PruneReport()
@@ -117,7 +136,9 @@ def prune(root: Path | str, steps: list[PruneStep], *, include_ignored: bool = F
         attempt = archive.Attempt(step.attempt.race_id, step.attempt.key, step.attempt.attempt)
         assert step.attempt.path is not None, "plan_prune plans only worktrees that are there"
         try:
-            removal = archive.archive_and_remove(root, step.attempt.path, attempt, include_ignored=include_ignored)
+            removal = archive.archive_and_remove(
+                root, step.attempt.path, attempt, include_ignored=include_ignored
+            )
         except (git.GitError, OSError) as error:
             report.kept.append((step.attempt.id, str(error)))
             report.failed.append((step.attempt.id, str(error)))
@@ -141,17 +162,31 @@ class BranchCheck:
     unmerged: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"branch": self.branch, "commit": self.commit, "deletable": self.deletable, "why": self.why,
-                "unmerged": self.unmerged}
+        return {
+            "branch": self.branch,
+            "commit": self.commit,
+            "deletable": self.deletable,
+            "why": self.why,
+            "unmerged": self.unmerged,
+        }
 
 
 def race_branches(root: Path | str, race_id: str) -> list[tuple[str, str]]:
     """(branch, commit) of every branch of the race."""
     if not git.RACE_ID_PATTERN.fullmatch(race_id) or ".." in race_id:
         raise OutpostError(f"invalid race id {race_id!r}")
-    out = str(_check("listing branches", root, "for-each-ref", "--format=%(refname:short) %(objectname)",
-                         f"refs/heads/{git.BRANCH_PREFIX}/{race_id}/"))
-    return [(branch, commit) for branch, _, commit in (line.partition(" ") for line in out.splitlines() if line)]
+    out = str(
+        _check(
+            "listing branches",
+            root,
+            "for-each-ref",
+            "--format=%(refname:short) %(objectname)",
+            f"refs/heads/{git.BRANCH_PREFIX}/{race_id}/",
+        )
+    )
+    return [
+        (branch, commit) for branch, _, commit in (line.partition(" ") for line in out.splitlines() if line)
+    ]
 
 
 def check_branches(root: Path | str, race_id: str) -> list[BranchCheck]:
@@ -161,8 +196,14 @@ def check_branches(root: Path | str, race_id: str) -> list[BranchCheck]:
     checks = []
     for branch, commit in race_branches(root, race_id):
         if branch in checked_out:
-            checks.append(BranchCheck(branch, commit, False, f"checked out in {checked_out[branch]} "
-                                      "(archive and remove the worktree first)"))
+            checks.append(
+                BranchCheck(
+                    branch,
+                    commit,
+                    False,
+                    f"checked out in {checked_out[branch]} (archive and remove the worktree first)",
+                )
+            )
             continue
         checks.append(_check_branch(root, branch, commit))
     return checks
@@ -171,34 +212,97 @@ def check_branches(root: Path | str, race_id: str) -> list[BranchCheck]:
 def _check_branch(root: Path, branch: str, commit: str) -> BranchCheck:
     # the verdict's pin of a graded commit (refs/outpost/validated/) is the engine's own keepsake,
     # not a place the operator would look for the work: it does not make a branch's work kept
-    out = archive._plumbing(root, "rev-list", "--reverse", commit, "--not", f"--exclude=refs/heads/{branch}",
-                            f"--exclude={git.VALIDATED_REFS}/*", "--all").decode()
+    out = archive._plumbing(
+        root,
+        "rev-list",
+        "--reverse",
+        commit,
+        "--not",
+        f"--exclude=refs/heads/{branch}",
+        f"--exclude={git.VALIDATED_REFS}/*",
+        "--all",
+    ).decode()
     unmerged = out.split()
     if not unmerged:
-        return BranchCheck(branch, commit, True, "every commit is reachable from another branch, tag or archive")
+        return BranchCheck(
+            branch, commit, True, "every commit is reachable from another branch, tag or archive"
+        )
     base = archive._plumbing(root, "rev-parse", f"{unmerged[0]}^").decode().strip()
     theirs = _patch_ids(root, _user_history(root, base))
-    whole = _patch_id(root, archive._plumbing(root, "diff", "--no-color", "--no-ext-diff", "--no-textconv",
-                                              "--full-index", "--binary", base, commit))
+    whole = _patch_id(
+        root,
+        archive._plumbing(
+            root,
+            "diff",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--full-index",
+            "--binary",
+            base,
+            commit,
+        ),
+    )
     if whole and whole in theirs:
         return BranchCheck(branch, commit, True, f"its change is on {theirs[whole][:12]} (squash-merged)")
-    mine = _patch_ids(root, archive._plumbing(root, "log", "-p", "--no-color", "--no-ext-diff", "--no-textconv",
-                                              "--full-index", "--binary", "--no-walk=unsorted", *unmerged))
+    mine = _patch_ids(
+        root,
+        archive._plumbing(
+            root,
+            "log",
+            "-p",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--full-index",
+            "--binary",
+            "--no-walk=unsorted",
+            *unmerged,
+        ),
+    )
     if mine and all(pid in theirs for pid in mine):
-        return BranchCheck(branch, commit, True, "each of its commits is on your branches (cherry-picked or rebased)")
-    return BranchCheck(branch, commit, False, f"{len(unmerged)} commit(s) reachable from nothing else "
-                       f"(first {unmerged[0][:12]}): archive it first", unmerged)
+        return BranchCheck(
+            branch, commit, True, "each of its commits is on your branches (cherry-picked or rebased)"
+        )
+    return BranchCheck(
+        branch,
+        commit,
+        False,
+        f"{len(unmerged)} commit(s) reachable from nothing else (first {unmerged[0][:12]}): archive it first",
+        unmerged,
+    )
 
 
 def _user_history(root: Path, base: str) -> bytes:
-    refs = str(_check("listing refs", root, "for-each-ref", "--format=%(refname)", "refs/heads/", "refs/tags/",
-                          "refs/remotes/")).split()
+    refs = str(
+        _check(
+            "listing refs",
+            root,
+            "for-each-ref",
+            "--format=%(refname)",
+            "refs/heads/",
+            "refs/tags/",
+            "refs/remotes/",
+        )
+    ).split()
     refs = [r for r in refs if not r.startswith(f"refs/heads/{git.BRANCH_PREFIX}/")]
     if not refs:
         return b""
-    return archive._plumbing(root, "log", "-p", "--no-merges", "--no-color", "--no-ext-diff", "--no-textconv",
-                             "--full-index", "--binary", "--stdin", "--not", base,
-                             input="".join(f"{r}\n" for r in refs).encode())
+    return archive._plumbing(
+        root,
+        "log",
+        "-p",
+        "--no-merges",
+        "--no-color",
+        "--no-ext-diff",
+        "--no-textconv",
+        "--full-index",
+        "--binary",
+        "--stdin",
+        "--not",
+        base,
+        input="".join(f"{r}\n" for r in refs).encode(),
+    )
 
 
 def _patch_ids(root: Path, patches: bytes) -> dict[str, str]:
@@ -216,7 +320,9 @@ def _patch_id(root: Path, patch: bytes) -> str | None:
     if not patch.strip():
         return None
     # patch-id wants a commit header before a bare diff
-    out = archive._plumbing(root, "patch-id", "--stable", input=b"commit " + b"0" * 40 + b"\n" + patch).decode()
+    out = archive._plumbing(
+        root, "patch-id", "--stable", input=b"commit " + b"0" * 40 + b"\n" + patch
+    ).decode()
     return out.split()[0] if out.strip() else None
 
 
@@ -228,16 +334,43 @@ def archive_branch(root: Path | str, branch: str) -> str:
         raise archive.ArchiveError(f"{branch} is not a race's branch: not archived")
     tip = str(_check("reading the branch", root, "rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}"))
     previous = archive.archived_commit(root, attempt)
-    manifest: dict[str, Any] = {"directory": None, "head": tip, "modes": {}, "empty_dirs": [], "ignored_included": False,
-                "ignored_left_out": {"files": 0, "bytes": 0}}
-    message = (f"outpost archive of {attempt.label} (branch only)\n\n"
-               f"{archive.MANIFEST_MARKER}{json.dumps(manifest, sort_keys=True)}\n")
+    manifest: dict[str, Any] = {
+        "directory": None,
+        "head": tip,
+        "modes": {},
+        "empty_dirs": [],
+        "ignored_included": False,
+        "ignored_left_out": {"files": 0, "bytes": 0},
+    }
+    message = (
+        f"outpost archive of {attempt.label} (branch only)\n\n"
+        f"{archive.MANIFEST_MARKER}{json.dumps(manifest, sort_keys=True)}\n"
+    )
     parents = ["-p", tip] + (["-p", previous] if previous else [])
     identity = ("-c", f"user.name={git.BOT_NAME}", "-c", f"user.email={git.BOT_EMAIL}")
-    commit = archive._plumbing(root, *identity, "commit-tree", "--no-gpg-sign", f"{tip}^{{tree}}", *parents,
-                               input=message.encode()).decode().strip()
-    archive._plumbing(root, "update-ref", "-m", "outpost archive", attempt.ref, commit,
-                      previous or archive._ZERO, check=f"writing {attempt.ref}")
+    commit = (
+        archive._plumbing(
+            root,
+            *identity,
+            "commit-tree",
+            "--no-gpg-sign",
+            f"{tip}^{{tree}}",
+            *parents,
+            input=message.encode(),
+        )
+        .decode()
+        .strip()
+    )
+    archive._plumbing(
+        root,
+        "update-ref",
+        "-m",
+        "outpost archive",
+        attempt.ref,
+        commit,
+        previous or archive._ZERO,
+        check=f"writing {attempt.ref}",
+    )
     return commit
 
 
@@ -245,5 +378,13 @@ def delete_branch(root: Path | str, check: BranchCheck) -> None:
     """Delete a branch `check_branches` allowed, only if it still points where it did (compare-and-swap)."""
     if not check.deletable:
         raise archive.ArchiveError(f"{check.branch} not deleted: {check.why}")
-    archive._plumbing(Path(root), "update-ref", "-m", "outpost delete-branches", "-d",
-                      f"refs/heads/{check.branch}", check.commit, check=f"deleting {check.branch}")
+    archive._plumbing(
+        Path(root),
+        "update-ref",
+        "-m",
+        "outpost delete-branches",
+        "-d",
+        f"refs/heads/{check.branch}",
+        check.commit,
+        check=f"deleting {check.branch}",
+    )

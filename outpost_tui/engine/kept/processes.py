@@ -6,10 +6,9 @@ process seen from the host) is never removed under them; they are named instead.
 
 from __future__ import annotations
 
-from typing import Any
-
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import psutil
 

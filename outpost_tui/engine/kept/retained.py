@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import archive
 from .. import git
+from ..core.events import RaceStarted
 from ..errors import OutpostError
 from ..git.integration import _candidate
 from ..git.runner import _check, _first_line, _run
 from ..records import history
-from ..core.events import RaceStarted
+from . import archive
 from .processes import Occupant, occupants_of
 
 INTERRUPTED = "interrupted"
@@ -47,15 +47,27 @@ class Holds:
         return bool(self.uncommitted or self.untracked or self.ignored or self.hidden)
 
     def describe(self) -> str:
-        parts = [f"{n} {what}" for n, what in ((self.uncommitted, "uncommitted"), (self.untracked, "untracked"),
-                                               (self.hidden, "hidden by index flags")) if n]
+        parts = [
+            f"{n} {what}"
+            for n, what in (
+                (self.uncommitted, "uncommitted"),
+                (self.untracked, "untracked"),
+                (self.hidden, "hidden by index flags"),
+            )
+            if n
+        ]
         if self.ignored:
             parts.append(f"{self.ignored} ignored ({human_bytes(self.ignored_bytes)})")
         return ", ".join(parts) or "nothing beyond its last commit"
 
     def to_json(self) -> dict[str, Any]:
-        return {"uncommitted": self.uncommitted, "untracked": self.untracked, "ignored": self.ignored,
-                "ignored_bytes": self.ignored_bytes, "hidden": self.hidden}
+        return {
+            "uncommitted": self.uncommitted,
+            "untracked": self.untracked,
+            "ignored": self.ignored,
+            "ignored_bytes": self.ignored_bytes,
+            "hidden": self.hidden,
+        }
 
 
 @dataclass
@@ -70,7 +82,9 @@ class RetainedAttempt:
     baseline: str | None
     outcome: str  # a candidate status, "interrupted" or "unknown"
     reason: str | None
-    verdict: dict[str, Any] | None = None  # counts by verdict (issue 14's per-candidate verdict), when recorded
+    verdict: dict[str, Any] | None = (
+        None  # counts by verdict (issue 14's per-candidate verdict), when recorded
+    )
     holds: Holds | None = None
     size_bytes: int | None = None
     age_seconds: float | None = None
@@ -89,14 +103,30 @@ class RetainedAttempt:
         return f"{self.race_id}/{self.key}/{self.attempt}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "race_id": self.race_id, "key": self.key, "attempt": self.attempt,
-                "branch": self.branch, "path": self.path, "present": self.present, "head": self.head,
-                "baseline": self.baseline, "outcome": self.outcome, "reason": self.reason,
-                "verdict": self.verdict, "holds": self.holds.to_json() if self.holds else None,
-                "size_bytes": self.size_bytes, "age_seconds": self.age_seconds, "diff_stat": self.diff_stat,
-                "container": self.container, "occupants": [o.to_json() for o in self.occupants],
-                "archive": self.archive, "problem": self.problem, "link_changed": self.link_changed,
-                "locked": self.locked}
+        return {
+            "id": self.id,
+            "race_id": self.race_id,
+            "key": self.key,
+            "attempt": self.attempt,
+            "branch": self.branch,
+            "path": self.path,
+            "present": self.present,
+            "head": self.head,
+            "baseline": self.baseline,
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "verdict": self.verdict,
+            "holds": self.holds.to_json() if self.holds else None,
+            "size_bytes": self.size_bytes,
+            "age_seconds": self.age_seconds,
+            "diff_stat": self.diff_stat,
+            "container": self.container,
+            "occupants": [o.to_json() for o in self.occupants],
+            "archive": self.archive,
+            "problem": self.problem,
+            "link_changed": self.link_changed,
+            "locked": self.locked,
+        }
 
 
 @dataclass
@@ -110,9 +140,15 @@ class RetainedRace:
     attempts: list[RetainedAttempt]
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "status": self.status, "finished": self.finished,
-                "started_at": self.started_at, "finished_at": self.finished_at,
-                "attempts": [a.to_json() for a in self.attempts]}
+        return {
+            "id": self.id,
+            "name": self.name,
+            "status": self.status,
+            "finished": self.finished,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "attempts": [a.to_json() for a in self.attempts],
+        }
 
 
 def human_bytes(count: int | None) -> str:
@@ -142,15 +178,19 @@ def _outcome(record: dict[str, Any]) -> tuple[str, str | None]:
     status = str(record.get("status") or UNKNOWN)
     validation = found if isinstance(found := record.get("validation"), dict) else {}
     if status == "rejected":
-        reason = validation.get("reason") or (f"validation exited {validation.get('exit_code')}"
-                                               if validation.get("exit_code") is not None
-                                               else f"validation {validation.get('status', 'failed')}")
+        reason = validation.get("reason") or (
+            f"validation exited {validation.get('exit_code')}"
+            if validation.get("exit_code") is not None
+            else f"validation {validation.get('status', 'failed')}"
+        )
         return status, str(reason)
     if status == "winner":
         return status, f"decided by {record.get('decided_by') or 'validation'}"
     if status == "quota":
         quota = found if isinstance(found := record.get("quota"), dict) else {}
-        return status, str(quota.get("reason") or quota.get("message") or record.get("error") or "quota reached")
+        return status, str(
+            quota.get("reason") or quota.get("message") or record.get("error") or "quota reached"
+        )
     return status, (str(record["error"]) if record.get("error") else None)
 
 
@@ -192,9 +232,16 @@ def holds(directory: Path | str) -> Holds:
     """Count what the worktree holds beyond HEAD (git status, plus edits index flags hide)."""
     top = Path(directory)
     git.check_worktree_link(top)
-    status, out, err = _run(top, "--no-optional-locks", "status", "--porcelain=v1", "-z",
-                                "--untracked-files=all", "--ignored=matching",
-                                strip=False)
+    status, out, err = _run(
+        top,
+        "--no-optional-locks",
+        "status",
+        "--porcelain=v1",
+        "-z",
+        "--untracked-files=all",
+        "--ignored=matching",
+        strip=False,
+    )
     if status != 0:
         raise git.GitError(f"git status failed in {top}: {_first_line(str(err))}")
     found = Holds()
@@ -212,8 +259,9 @@ def holds(directory: Path | str) -> Holds:
             found.untracked += 1
         elif code == "!!":
             found.ignored += 1
-            found.ignored_bytes += archive.disk_usage(top / path) if (top / path).is_dir() else \
-                _blocks(top / path)
+            found.ignored_bytes += (
+                archive.disk_usage(top / path) if (top / path).is_dir() else _blocks(top / path)
+            )
         else:
             found.uncommitted += 1
     found.hidden = len(hidden_edits(top))
@@ -233,8 +281,22 @@ def hidden_edits(directory: Path | str) -> list[str]:
 
 
 def diff_stat(root: Path | str, baseline: str, tree: str) -> dict[str, Any]:
-    out = str(_check("git diff --numstat", root, "diff", "--numstat", "-z", "--no-renames", "--no-ext-diff",
-                         "--no-textconv", baseline, tree, "--", strip=False))
+    out = str(
+        _check(
+            "git diff --numstat",
+            root,
+            "diff",
+            "--numstat",
+            "-z",
+            "--no-renames",
+            "--no-ext-diff",
+            "--no-textconv",
+            baseline,
+            tree,
+            "--",
+            strip=False,
+        )
+    )
     files = insertions = deletions = 0
     for record in out.split("\0"):
         parts = record.split("\t")
@@ -257,13 +319,38 @@ def whole_work(root: Path | str, attempt: RetainedAttempt) -> str:
 
 def work_diff(root: Path | str, old: str, new: str) -> str:
     """The patch from `old` to `new` (commits or trees), as text for the diff view."""
-    return str(_check("git diff", root, "diff", "--no-color", "--no-ext-diff", "--no-textconv", "-M",
-                          old, new, "--", strip=False))
+    return str(
+        _check(
+            "git diff",
+            root,
+            "diff",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "-M",
+            old,
+            new,
+            "--",
+            strip=False,
+        )
+    )
 
 
 def touched(root: Path | str, old: str, new: str) -> list[str]:
-    out = str(_check("git diff --name-only", root, "diff", "--name-only", "-z", "--no-renames", old, new, "--",
-                         strip=False))
+    out = str(
+        _check(
+            "git diff --name-only",
+            root,
+            "diff",
+            "--name-only",
+            "-z",
+            "--no-renames",
+            old,
+            new,
+            "--",
+            strip=False,
+        )
+    )
     return [p for p in out.split("\0") if p]
 
 
@@ -286,8 +373,15 @@ def _baseline(root: Path, race_id: str, result: dict[str, Any] | None, head: str
 
 
 def _attempt_branches(root: Path) -> list[tuple[archive.Attempt, str]]:
-    out = str(_check("listing branches", root, "for-each-ref", "--format=%(refname:short) %(objectname)",
-                         f"refs/heads/{git.BRANCH_PREFIX}/"))
+    out = str(
+        _check(
+            "listing branches",
+            root,
+            "for-each-ref",
+            "--format=%(refname:short) %(objectname)",
+            f"refs/heads/{git.BRANCH_PREFIX}/",
+        )
+    )
     found = []
     for line in out.splitlines():
         branch, _, oid = line.partition(" ")
@@ -297,8 +391,14 @@ def _attempt_branches(root: Path) -> list[tuple[archive.Attempt, str]]:
     return found
 
 
-def retained(repository: Path | str, *, now: float | None = None, detail: bool = True,
-             containers: list[dict[str, Any]] | None = None, processes: bool = True) -> list[RetainedRace]:
+def retained(
+    repository: Path | str,
+    *,
+    now: float | None = None,
+    detail: bool = True,
+    containers: list[dict[str, Any]] | None = None,
+    processes: bool = True,
+) -> list[RetainedRace]:
     """Every race with a kept worktree or an archive, newest first, one row per attempt.
 
     `detail` False skips the costly columns (size, diff stat, holds); `processes` False skips the
@@ -313,7 +413,9 @@ def retained(repository: Path | str, *, now: float | None = None, detail: bool =
     recorded = {race.id: race for race in history.recorded_races(root)}
     race_ids = {a.race_id for kept in (worktrees, archived, branches) for a, _ in kept.values()}
     busy = occupants_of([w["path"] for _, w in worktrees.values() if not w["missing"]]) if processes else {}
-    by_container = {(str(c.get("race")), str(c.get("key")), str(c.get("attempt"))): c for c in containers or []}
+    by_container = {
+        (str(c.get("race")), str(c.get("key")), str(c.get("attempt"))): c for c in containers or []
+    }
     races = []
     for race_id in race_ids:
         race = recorded.get(race_id)
@@ -323,7 +425,9 @@ def retained(repository: Path | str, *, now: float | None = None, detail: bool =
             result = None
         records = _records(result)
         rows = []
-        labels = sorted({label for label in [*worktrees, *archived, *branches] if label.startswith(race_id + "/")})
+        labels = sorted(
+            {label for label in [*worktrees, *archived, *branches] if label.startswith(race_id + "/")}
+        )
         for label in labels:
             attempt = next(kept[label][0] for kept in (worktrees, archived, branches) if label in kept)
             worktree = worktrees.get(label, (None, None))[1]
@@ -336,15 +440,25 @@ def retained(repository: Path | str, *, now: float | None = None, detail: bool =
                 outcome, reason = UNKNOWN, "no recorded result for this attempt"
             head = (worktree or {}).get("head") or _candidate(root, f"refs/heads/{attempt.branch}")
             row = RetainedAttempt(
-                attempt.race_id, attempt.key, attempt.attempt, attempt.branch,
-                worktree["path"] if worktree else None, bool(worktree and not worktree["missing"]), head,
-                _baseline(root, race_id, result, head), outcome, reason,
+                attempt.race_id,
+                attempt.key,
+                attempt.attempt,
+                attempt.branch,
+                worktree["path"] if worktree else None,
+                bool(worktree and not worktree["missing"]),
+                head,
+                _baseline(root, race_id, result, head),
+                outcome,
+                reason,
                 verdict=_verdict_counts(record) if record else None,
                 container=by_container.get((attempt.race_id, attempt.key, str(attempt.attempt))),
                 occupants=busy.get(worktree["path"], []) if worktree else [],
                 archive=archived[label][1] if label in archived else None,
-                problem=(worktree or {}).get("problem"), link_changed=bool((worktree or {}).get("link_changed")),
-                locked=bool((worktree or {}).get("locked")), setup_files=_setup_files(record))
+                problem=(worktree or {}).get("problem"),
+                link_changed=bool((worktree or {}).get("link_changed")),
+                locked=bool((worktree or {}).get("locked")),
+                setup_files=_setup_files(record),
+            )
             started = race.started_at if race and race.started_at else None
             if row.present and row.path is not None:
                 created: float | None
@@ -358,9 +472,17 @@ def retained(repository: Path | str, *, now: float | None = None, detail: bool =
             if detail:
                 _detail(root, row)
             rows.append(row)
-        races.append(RetainedRace(race_id, race.name if race else None, race.status if race else UNKNOWN,
-                                  bool(race and race.finished), race.started_at if race else None,
-                                  race.finished_at if race else None, rows))
+        races.append(
+            RetainedRace(
+                race_id,
+                race.name if race else None,
+                race.status if race else UNKNOWN,
+                bool(race and race.finished),
+                race.started_at if race else None,
+                race.finished_at if race else None,
+                rows,
+            )
+        )
 
     def newest(race: RetainedRace) -> tuple[float, str]:
         return race.started_at or 0.0, race.id
@@ -391,5 +513,8 @@ def find(races: list[RetainedRace], ident: str) -> RetainedAttempt:
             if row.id == wanted or (real and row.path and os.path.realpath(row.path) == real):
                 return row
     known = [row.id for race in races for row in race.attempts][:5]
-    raise UnknownAttempt(f"no retained attempt {ident!r} (use RACE/KEY/ATTEMPT, its branch or its worktree path"
-                     + (f"; known: {', '.join(known)}" if known else "; nothing is retained") + ")")
+    raise UnknownAttempt(
+        f"no retained attempt {ident!r} (use RACE/KEY/ATTEMPT, its branch or its worktree path"
+        + (f"; known: {', '.join(known)}" if known else "; nothing is retained")
+        + ")"
+    )

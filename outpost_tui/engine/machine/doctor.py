@@ -16,21 +16,28 @@ import shutil
 import stat
 import subprocess
 import tempfile
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from ..agents import adapter_for, known_agents
-from ..sandbox.engines import engine_name
 from ..core.spec import RaceSpec
+from ..sandbox.engines import engine_name
 
 VERSION_TIMEOUT = 10.0
 ENGINE_TIMEOUT = 3.0
 ENDPOINT_TIMEOUT = 5.0
 PROBE_TIMEOUT = 60.0  # a first container from an image can take a while on a loaded machine
 CONTAINER_PROVIDERS = ("docker", "podman")
-GIT_IDENTITY = ("-c", "user.name=outpost-tui doctor", "-c", "user.email=doctor@outpost.invalid",
-                "-c", "commit.gpgsign=false")
+GIT_IDENTITY = (
+    "-c",
+    "user.name=outpost-tui doctor",
+    "-c",
+    "user.email=doctor@outpost.invalid",
+    "-c",
+    "commit.gpgsign=false",
+)
 
 
 @dataclass(frozen=True)
@@ -52,8 +59,13 @@ def missing(checks: list[Check]) -> list[Check]:
     return [check for check in checks if check.missing]
 
 
-def run_checks(spec: RaceSpec | None = None, *, env: Mapping[str, str] | None = None,
-               home: Path | None = None, repository: Path | None = None) -> list[Check]:
+def run_checks(
+    spec: RaceSpec | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    home: Path | None = None,
+    repository: Path | None = None,
+) -> list[Check]:
     env = dict(os.environ if env is None else env)
     home = home or Path(env.get("HOME") or Path.home())
     contained = in_container(spec)
@@ -67,8 +79,11 @@ def run_checks(spec: RaceSpec | None = None, *, env: Mapping[str, str] | None = 
     if spec is not None:
         checks.extend(command_checks(spec, env, contained=contained))
     checks.extend(git_checks(env, required=spec is not None))
-    checks.extend(container_checks(spec, required=contained,
-                                   programs=image_programs(spec) if contained and spec is not None else {}))
+    checks.extend(
+        container_checks(
+            spec, required=contained, programs=image_programs(spec) if contained and spec is not None else {}
+        )
+    )
     repository = spec.repository if spec else (repository or _git_toplevel(Path.cwd()))
     # reported, not required: the engine commits a candidate's edits under its own name when
     # there is no identity, but agents that commit themselves fail
@@ -86,6 +101,7 @@ def containment_check() -> Check:
 
 
 # -- what a race needs --------------------------------------------------------------------------
+
 
 def in_container(spec: RaceSpec | None) -> bool:
     return spec is not None and spec.sandbox.provider in CONTAINER_PROVIDERS
@@ -112,6 +128,7 @@ def image_programs(spec: RaceSpec) -> dict[str, str]:
 
 # -- agents ------------------------------------------------------------------------------------
 
+
 def agent_checks(kind: str, env: Mapping[str, str], home: Path, *, required: bool) -> list[Check]:
     adapter = adapter_for(kind)
     program = adapter.program
@@ -121,8 +138,14 @@ def agent_checks(kind: str, env: Mapping[str, str], home: Path, *, required: boo
         hint = getattr(adapter, "install_hint", None)
         detail = f"`{program}` not found on PATH" + (f" (install: {hint})" if hint else "")
         return [Check(f"agent {kind}", False, detail, required)]
-    checks = [Check(f"agent {kind}", True, f"{version_of(adapter.version_argv() or (program,), env)} "
-                                           f"({location})", required)]
+    checks = [
+        Check(
+            f"agent {kind}",
+            True,
+            f"{version_of(adapter.version_argv() or (program,), env)} ({location})",
+            required,
+        )
+    ]
     auth_status = getattr(adapter, "auth_status", None)
     if auth_status is not None:
         ok, detail = auth_status(env, home)
@@ -133,8 +156,9 @@ def agent_checks(kind: str, env: Mapping[str, str], home: Path, *, required: boo
     return checks
 
 
-def agents_ready(kinds: Iterable[str], env: Mapping[str, str] | None = None,
-                 home: Path | None = None) -> list[Check]:
+def agents_ready(
+    kinds: Iterable[str], env: Mapping[str, str] | None = None, home: Path | None = None
+) -> list[Check]:
     """Installed and logged in, for each agent kind: the local part of `doctor`'s agent checks
     (no network, nothing spent). Only the checks that fail are returned."""
     env = dict(os.environ if env is None else env)
@@ -147,8 +171,14 @@ def agents_ready(kinds: Iterable[str], env: Mapping[str, str] | None = None,
             continue  # demo and command agents need nothing installed
         if shutil.which(program, path=env.get("PATH")) is None:
             hint = getattr(adapter, "install_hint", None)
-            failed.append(Check(f"agent {kind}", False, f"`{program}` not found on PATH"
-                                + (f" (install: {hint})" if hint else ""), True))
+            failed.append(
+                Check(
+                    f"agent {kind}",
+                    False,
+                    f"`{program}` not found on PATH" + (f" (install: {hint})" if hint else ""),
+                    True,
+                )
+            )
             continue
         auth_status = getattr(adapter, "auth_status", None)
         if auth_status is not None:
@@ -158,8 +188,9 @@ def agents_ready(kinds: Iterable[str], env: Mapping[str, str] | None = None,
     return failed
 
 
-def endpoint_check(name: str, url: str, env: Mapping[str, str], *, required: bool,
-                   timeout: float = ENDPOINT_TIMEOUT) -> Check:
+def endpoint_check(
+    name: str, url: str, env: Mapping[str, str], *, required: bool, timeout: float = ENDPOINT_TIMEOUT
+) -> Check:
     """Whether the model API at `url` answers at all: a HEAD request, no credentials sent, so no
     tokens are spent. Any HTTP answer (even 404 or 401) means it is reachable."""
     import urllib.error
@@ -167,8 +198,9 @@ def endpoint_check(name: str, url: str, env: Mapping[str, str], *, required: boo
 
     if not url.startswith(("http://", "https://")):
         return Check(name, False, f"{url} is not an http(s) URL", required)
-    proxies = {scheme: env[key] for scheme, key in (("http", "HTTP_PROXY"), ("https", "HTTPS_PROXY"))
-               if env.get(key)}
+    proxies = {
+        scheme: env[key] for scheme, key in (("http", "HTTP_PROXY"), ("https", "HTTPS_PROXY")) if env.get(key)
+    }
     opener = urllib.request.build_opener(urllib.request.ProxyHandler(proxies))
     try:
         with opener.open(urllib.request.Request(url, method="HEAD"), timeout=timeout) as answer:
@@ -184,8 +216,15 @@ def endpoint_check(name: str, url: str, env: Mapping[str, str], *, required: boo
 
 def version_of(argv: tuple[str, ...], env: Mapping[str, str]) -> str:
     try:
-        done = subprocess.run(list(argv), capture_output=True, text=True, errors="replace",
-                              stdin=subprocess.DEVNULL, timeout=VERSION_TIMEOUT, env=dict(env))
+        done = subprocess.run(
+            list(argv),
+            capture_output=True,
+            text=True,
+            errors="replace",
+            stdin=subprocess.DEVNULL,
+            timeout=VERSION_TIMEOUT,
+            env=dict(env),
+        )
     except subprocess.TimeoutExpired:
         return f"version unknown (`{' '.join(argv)}` did not answer within {VERSION_TIMEOUT:g}s)"
     except OSError as error:
@@ -215,19 +254,26 @@ def command_checks(spec: RaceSpec, env: Mapping[str, str], *, contained: bool = 
         else:
             where = shutil.which(program, path=path)
             ok = where is not None
-        detail = f"{program} ({where})" if ok else f"`{program}` not found" + (
-            "" if os.sep in program else " on PATH")
-        checks.append(Check(f"command {candidate.key}", ok, detail,
-                            not (contained and os.sep not in program)))
+        detail = (
+            f"{program} ({where})"
+            if ok
+            else f"`{program}` not found" + ("" if os.sep in program else " on PATH")
+        )
+        checks.append(
+            Check(f"command {candidate.key}", ok, detail, not (contained and os.sep not in program))
+        )
     return checks
 
 
 # -- git ---------------------------------------------------------------------------------------
 
+
 def git_checks(env: Mapping[str, str], *, required: bool) -> list[Check]:
     if shutil.which("git", path=env.get("PATH")) is None:
-        return [Check("git", False, "git not found on PATH", required),
-                Check("git merge-tree", False, "needs git", required)]
+        return [
+            Check("git", False, "git not found on PATH", required),
+            Check("git merge-tree", False, "needs git", required),
+        ]
     return [Check("git", True, _git_version(), required), merge_tree_check(env, required=required)]
 
 
@@ -256,8 +302,12 @@ def identity_check(repository: Path | None, *, required: bool) -> Check:
     if "name" in found and "email" in found:
         return Check("git identity", True, f"{found['name']} <{found['email']}>", required)
     missing = " and ".join(f"user.{key}" for key in ("name", "email") if key not in found)
-    return Check("git identity", False, f"no {missing}: agents cannot commit themselves "
-                 f"(git config --global user.name …, user.email …)", required)
+    return Check(
+        "git identity",
+        False,
+        f"no {missing}: agents cannot commit themselves (git config --global user.name …, user.email …)",
+        required,
+    )
 
 
 def merge_tree_check(env: Mapping[str, str], *, required: bool) -> Check:
@@ -266,9 +316,11 @@ def merge_tree_check(env: Mapping[str, str], *, required: bool) -> Check:
     from .. import git
 
     with tempfile.TemporaryDirectory(prefix="outpost-doctor-") as scratch:
-        steps = (("init", ("init", "-q")),
-                 ("commit", (*GIT_IDENTITY, "commit", "-q", "--allow-empty", "-m", "probe")),
-                 ("merge-tree", ("merge-tree", "--write-tree", "HEAD", "HEAD")))
+        steps = (
+            ("init", ("init", "-q")),
+            ("commit", (*GIT_IDENTITY, "commit", "-q", "--allow-empty", "-m", "probe")),
+            ("merge-tree", ("merge-tree", "--write-tree", "HEAD", "HEAD")),
+        )
         for name, args in steps:
             try:
                 status, _, err = git.run(scratch, *args, timeout=VERSION_TIMEOUT)
@@ -276,8 +328,12 @@ def merge_tree_check(env: Mapping[str, str], *, required: bool) -> Check:
                 return Check("git merge-tree", False, f"could not run git: {error}", required)
             if status != 0:
                 if name == "merge-tree":
-                    return Check("git merge-tree", False, "`git merge-tree --write-tree` is not supported "
-                                 "(needs git 2.38 or later)", required)
+                    return Check(
+                        "git merge-tree",
+                        False,
+                        "`git merge-tree --write-tree` is not supported (needs git 2.38 or later)",
+                        required,
+                    )
                 detail = (err.strip().splitlines() or [f"exit {status}"])[-1]
                 return Check("git merge-tree", False, f"`git {name}` failed: {detail}", required)
     return Check("git merge-tree", True, "--write-tree supported", required)
@@ -294,8 +350,10 @@ def _git_toplevel(directory: Path) -> Path | None:
 
 # -- container engine --------------------------------------------------------------------------
 
-def container_checks(spec: RaceSpec | None, *, required: bool,
-                     programs: Mapping[str, str] | None = None) -> list[Check]:
+
+def container_checks(
+    spec: RaceSpec | None, *, required: bool, programs: Mapping[str, str] | None = None
+) -> list[Check]:
     """The engine (and the race's image); with `programs`, whether the image has each of them."""
     from ..sandbox.base import SandboxError
     from ..sandbox.container_engine import connect_endpoint
@@ -309,12 +367,15 @@ def container_checks(spec: RaceSpec | None, *, required: bool,
         return [Check(name, None, f"not checked: {why}", required) for name in programs]
 
     try:
-        client, found = connect_endpoint(sandbox.endpoint if sandbox else None, provider,
-                                         timeout=ENGINE_TIMEOUT, pool=1)
+        client, found = connect_endpoint(
+            sandbox.endpoint if sandbox else None, provider, timeout=ENGINE_TIMEOUT, pool=1
+        )
         endpoint = found.url
     except (SandboxError, ImportError) as error:
-        return [Check("container engine", False, str(error), required),
-                *not_checked("no container engine to ask")]
+        return [
+            Check("container engine", False, str(error), required),
+            *not_checked("no container engine to ask"),
+        ]
     # it answered /_ping within ENGINE_TIMEOUT; /version and /info may take seconds on a loaded Podman
     client.api.timeout = max(client.api.timeout or 0, PROBE_TIMEOUT)
     try:
@@ -322,8 +383,10 @@ def container_checks(spec: RaceSpec | None, *, required: bool,
             version = client.version()
         except Exception as error:  # the SDK raises requests/urllib3/docker errors alike
             detail = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
-            return [Check("container engine", False, f"{endpoint} not reachable: {detail}", required),
-                    *not_checked(f"the container engine at {endpoint} is not reachable")]
+            return [
+                Check("container engine", False, f"{endpoint} not reachable: {detail}", required),
+                *not_checked(f"the container engine at {endpoint} is not reachable"),
+            ]
         name = engine_name(version)
         detail = f"{name} {version.get('Version', '?')} at {endpoint}, chosen by {found.why}"
         ok: bool | None = True
@@ -336,9 +399,10 @@ def container_checks(spec: RaceSpec | None, *, required: bool,
             except Exception:
                 ok = False
                 detail += f"; image {image} not found (build it: outpost-tui image build --tag {image})"
-        checks = [Check("container engine", ok, detail, required),
-                  *engine_setting_checks(client, endpoint, spec, image if ok else None,
-                                         required=required)]
+        checks = [
+            Check("container engine", ok, detail, required),
+            *engine_setting_checks(client, endpoint, spec, image if ok else None, required=required),
+        ]
         if not programs:
             return checks
         if image is None:
@@ -351,8 +415,9 @@ def container_checks(spec: RaceSpec | None, *, required: bool,
             client.close()
 
 
-def engine_setting_checks(client: Any, endpoint: str, spec: RaceSpec | None, image: str | None, *,
-                          required: bool) -> list[Check]:
+def engine_setting_checks(
+    client: Any, endpoint: str, spec: RaceSpec | None, image: str | None, *, required: bool
+) -> list[Check]:
     """Whether files containers write will be the user's on the host (checked with a real
     container when there is an image), and whether the network the race asks for exists."""
     from ..sandbox.base import SandboxError
@@ -361,35 +426,60 @@ def engine_setting_checks(client: Any, endpoint: str, spec: RaceSpec | None, ima
     try:
         kind = engine_kind(client, endpoint)
     except Exception as error:  # docker, requests errors alike
-        return [Check("container files", None, f"not checked: the engine did not describe itself "
-                                               f"({str(error)[:200]})", required)]
+        return [
+            Check(
+                "container files",
+                None,
+                f"not checked: the engine did not describe itself ({str(error)[:200]})",
+                required,
+            )
+        ]
     uid, gid = os.getuid(), os.getgid()
     options, how = user_mapping(kind, uid, gid)
     if not endpoint.startswith("unix://"):
-        owner_check = Check("container files", None,
-                            f"{how}; ownership cannot be guaranteed: the engine at {endpoint} is "
-                            "not on this machine (files are written through its filesystem)", required)
+        owner_check = Check(
+            "container files",
+            None,
+            f"{how}; ownership cannot be guaranteed: the engine at {endpoint} is "
+            "not on this machine (files are written through its filesystem)",
+            required,
+        )
     elif image is None:
-        owner_check = Check("container files", None,
-                            f"{how}; ownership cannot be guaranteed until a container has written a "
-                            "file (no image to try it with: name one in the race file)", required)
+        owner_check = Check(
+            "container files",
+            None,
+            f"{how}; ownership cannot be guaranteed until a container has written a "
+            "file (no image to try it with: name one in the race file)",
+            required,
+        )
     else:
         try:
             owner = probe_ownership(client, image, options)
         except Exception as error:  # docker, requests and timeout errors alike
-            owner_check = Check("container files", None,
-                                f"{how}; ownership cannot be guaranteed: the probe failed "
-                                f"({str(error).strip()[:200] or type(error).__name__})", required)
+            owner_check = Check(
+                "container files",
+                None,
+                f"{how}; ownership cannot be guaranteed: the probe failed "
+                f"({str(error).strip()[:200] or type(error).__name__})",
+                required,
+            )
         else:
             if owner == (uid, gid):
-                owner_check = Check("container files", True,
-                                    f"{how}; a file written in a container belongs to you "
-                                    f"({uid}:{gid})", required)
+                owner_check = Check(
+                    "container files",
+                    True,
+                    f"{how}; a file written in a container belongs to you ({uid}:{gid})",
+                    required,
+                )
             else:
-                owner_check = Check("container files", False,
-                                    f"{how}; but a file written in a container belongs to "
-                                    f"{owner[0]}:{owner[1]} on the host, not to you ({uid}:{gid}): "
-                                    "the engine's user namespace maps ids differently", required)
+                owner_check = Check(
+                    "container files",
+                    False,
+                    f"{how}; but a file written in a container belongs to "
+                    f"{owner[0]}:{owner[1]} on the host, not to you ({uid}:{gid}): "
+                    "the engine's user namespace maps ids differently",
+                    required,
+                )
     checks = [owner_check]
     network = spec.sandbox.network if spec is not None and spec.sandbox.provider != "local" else None
     if network and network != "none":
@@ -401,15 +491,21 @@ def engine_setting_checks(client: Any, endpoint: str, spec: RaceSpec | None, ima
     return checks
 
 
-def probe_ownership(client: Any, image: str, options: Mapping[str, Any], *,
-                    timeout: float = PROBE_TIMEOUT) -> tuple[int, int]:
+def probe_ownership(
+    client: Any, image: str, options: Mapping[str, Any], *, timeout: float = PROBE_TIMEOUT
+) -> tuple[int, int]:
     """Who owns, on the host, a file a container run with options writes in a bind mount."""
     with tempfile.TemporaryDirectory(prefix="outpost-doctor-") as directory:
         os.chmod(directory, 0o777)  # whoever the container is mapped to may write here
         container = client.containers.create(
-            image, ["sh", "-c", ": > /probe/written"], network_mode="none",
-            volumes={directory: {"bind": "/probe", "mode": "rw"}}, environment={"HOME": "/tmp"},
-            labels={"outpost.doctor": "probe"}, **options)
+            image,
+            ["sh", "-c", ": > /probe/written"],
+            network_mode="none",
+            volumes={directory: {"bind": "/probe", "mode": "rw"}},
+            environment={"HOME": "/tmp"},
+            labels={"outpost.doctor": "probe"},
+            **options,
+        )
         try:
             container.start()
             status = container.wait(timeout=timeout)
@@ -428,15 +524,18 @@ def container_check(spec: RaceSpec | None, *, required: bool) -> Check:
     return container_checks(spec, required=required)[0]
 
 
-def image_program_checks(client: Any, image: str, programs: Mapping[str, str], *,
-                         required: bool, timeout: float = PROBE_TIMEOUT) -> list[Check]:
+def image_program_checks(
+    client: Any, image: str, programs: Mapping[str, str], *, required: bool, timeout: float = PROBE_TIMEOUT
+) -> list[Check]:
     try:
         found = probe_image(client, image, sorted(set(programs.values())), timeout=timeout)
     except Exception as error:  # docker, requests and timeout errors alike
         text = str(error).strip()
         why = (text.splitlines()[0] if text else type(error).__name__)[:200]
-        return [Check(name, None, f"not checked: probing image {image} failed: {why}", required)
-                for name in programs]
+        return [
+            Check(name, None, f"not checked: probing image {image} failed: {why}", required)
+            for name in programs
+        ]
     checks = []
     for name, program in programs.items():
         where = found.get(program)
@@ -446,8 +545,9 @@ def image_program_checks(client: Any, image: str, programs: Mapping[str, str], *
         detail = f"`{program}` not found on the PATH of image {image}"
         kind = name.removeprefix("agent ").removesuffix(" in image")
         hint = getattr(adapter_for(kind), "install_hint", None) if name.startswith("agent ") else None
-        checks.append(Check(name, False, detail + (f" (install it in the image: {hint})" if hint else ""),
-                            required))
+        checks.append(
+            Check(name, False, detail + (f" (install it in the image: {hint})" if hint else ""), required)
+        )
     return checks
 
 
@@ -455,8 +555,9 @@ def image_program_checks(client: Any, image: str, programs: Mapping[str, str], *
 _PROBE_SCRIPT = 'for p in "$@"; do printf \'%s\\t%s\\n\' "$p" "$(command -v "$p" || true)"; done'
 
 
-def probe_image(client: Any, image: str, programs: Sequence[str], *,
-                timeout: float = PROBE_TIMEOUT) -> dict[str, str | None]:
+def probe_image(
+    client: Any, image: str, programs: Sequence[str], *, timeout: float = PROBE_TIMEOUT
+) -> dict[str, str | None]:
     """Where each program is on the image's PATH (None when absent), asked of a short-lived,
     network-less container that is removed afterwards.
 
@@ -464,9 +565,13 @@ def probe_image(client: Any, image: str, programs: Sequence[str], *,
     that may already have exited, and Podman sometimes never ends that stream.
     """
     container = client.containers.create(
-        image, ["sh", "-c", _PROBE_SCRIPT, "outpost-doctor", *programs], network_mode="none",
-        user=f"{os.getuid()}:{os.getgid()}", environment={"HOME": "/tmp"},
-        labels={"outpost.doctor": "probe"})
+        image,
+        ["sh", "-c", _PROBE_SCRIPT, "outpost-doctor", *programs],
+        network_mode="none",
+        user=f"{os.getuid()}:{os.getgid()}",
+        environment={"HOME": "/tmp"},
+        labels={"outpost.doctor": "probe"},
+    )
     try:
         container.start()
         status = container.wait(timeout=timeout)
@@ -478,7 +583,7 @@ def probe_image(client: Any, image: str, programs: Sequence[str], *,
     if code != 0:
         last = (output.strip().splitlines() or ["no output"])[-1][:200]
         raise RuntimeError(f"the probe exited with code {code}: {last}")
-    found: dict[str, str | None] = {program: None for program in programs}
+    found: dict[str, str | None] = dict.fromkeys(programs)
     for line in output.splitlines():
         program, _, where = line.partition("\t")
         if program in found and where.strip():
@@ -488,6 +593,7 @@ def probe_image(client: Any, image: str, programs: Sequence[str], *,
 
 # -- storage -----------------------------------------------------------------------------------
 
+
 def storage_check(repository: Path | None, *, required: bool) -> Check:
     if repository is None:
         return Check("storage", None, "not in a git repository: nothing to check", required)
@@ -495,8 +601,9 @@ def storage_check(repository: Path | None, *, required: bool) -> Check:
     if not storage.exists():
         parent = next((p for p in (storage.parent, repository) if p.exists()), repository)
         if os.access(parent, os.W_OK | os.X_OK):
-            return Check("storage", True, f"{storage} not created yet (made 0700 on first durable run)",
-                         required)
+            return Check(
+                "storage", True, f"{storage} not created yet (made 0700 on first durable run)", required
+            )
         return Check("storage", False, f"{parent} is not writable: {storage} cannot be created", required)
     if not storage.is_dir():
         return Check("storage", False, f"{storage} is not a directory", required)
@@ -504,6 +611,7 @@ def storage_check(repository: Path | None, *, required: bool) -> Check:
     if not os.access(storage, os.W_OK | os.X_OK):
         return Check("storage", False, f"{storage} is not writable (mode {mode:04o})", required)
     if mode != 0o700:
-        return Check("storage", False, f"{storage} has mode {mode:04o}; expected 0700 "
-                                       f"(chmod 700 {storage})", required)
+        return Check(
+            "storage", False, f"{storage} has mode {mode:04o}; expected 0700 (chmod 700 {storage})", required
+        )
     return Check("storage", True, f"{storage} (mode 0700)", required)

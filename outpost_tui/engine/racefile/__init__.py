@@ -10,5 +10,12 @@ from .locate import RaceFileError
 from .read import MAX_BRIEF_BYTES, check_budget, field_value, load_race, load_race_text
 from .write import dump_race
 
-__all__ = ["MAX_BRIEF_BYTES", "RaceFileError", "check_budget", "dump_race", "field_value", "load_race",
-           "load_race_text"]
+__all__ = [
+    "MAX_BRIEF_BYTES",
+    "RaceFileError",
+    "check_budget",
+    "dump_race",
+    "field_value",
+    "load_race",
+    "load_race_text",
+]

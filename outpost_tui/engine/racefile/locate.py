@@ -21,6 +21,7 @@ _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
 KeyPath = tuple[str | int, ...]
 
+
 class RaceFileError(OutpostError):
     """A race file that cannot be used: where (file, line, dotted key) and what is wrong."""
 
@@ -51,6 +52,7 @@ def dotted(path: Iterable[str | int]) -> str:
 
 
 # --- where keys are -------------------------------------------------------------------------------
+
 
 class Locator:
     """Line numbers of the key paths in a TOML text (tables, `[[arrays]]` by index, dotted keys).
@@ -132,11 +134,11 @@ def _read_key(text: str, pos: int) -> tuple[tuple[str, ...], int]:
             end = pos + 1
             while text[end] != '"':
                 end += 2 if text[end] == "\\" else 1
-            parts.append(_ESCAPE.sub(_unescape, text[pos + 1:end]))
+            parts.append(_ESCAPE.sub(_unescape, text[pos + 1 : end]))
             pos = end + 1
         elif char == "'":
             end = text.index("'", pos + 1)
-            parts.append(text[pos + 1:end])
+            parts.append(text[pos + 1 : end])
             pos = end + 1
         else:
             match = re.compile(r"[A-Za-z0-9_-]+").match(text, pos)
@@ -189,7 +191,7 @@ def _skip_multiline_string(text: str, pos: int, line: int) -> tuple[int, int]:
     while pos < len(text) and not text.startswith(quote, pos):
         if text[pos] == "\n":
             line += 1
-        pos += 2 if quote == '"""' and text[pos] == "\\" and text[pos + 1:pos + 2] != "\n" else 1
+        pos += 2 if quote == '"""' and text[pos] == "\\" and text[pos + 1 : pos + 2] != "\n" else 1
     pos += 3
     # A closing delimiter may be preceded by up to two quotes that belong to the string.
     for _ in range(2):
@@ -199,6 +201,7 @@ def _skip_multiline_string(text: str, pos: int, line: int) -> tuple[int, int]:
 
 
 # --- the file -------------------------------------------------------------------------------------
+
 
 def read_text(path: str | Path, shown: str) -> str:
     """The race file's text; RaceFileError (naming `shown`) for anything that is not a readable,
@@ -215,12 +218,16 @@ def read_text(path: str | Path, shown: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
-        line = data[:error.start].count(b"\n") + 1
+        line = data[: error.start].count(b"\n") + 1
         raise RaceFileError(shown, line, None, "not UTF-8 text") from None
 
 
-_FILE_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"),
-               (stat.S_ISBLK, "a device"))
+_FILE_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a device"),
+    (stat.S_ISBLK, "a device"),
+)
 
 
 def _read_regular_file(file: Path, shown: str) -> bytes:
@@ -234,13 +241,13 @@ def _read_regular_file(file: Path, shown: str) -> bytes:
         raise IsADirectoryError(shown)
     if not stat.S_ISREG(mode):
         kind = next((name for test, name in _FILE_KINDS if test(mode)), "a special file")
-        raise RaceFileError(shown, None, None, f"is {kind}, not a race file (it must be a regular "
-                                               "file)")
+        raise RaceFileError(shown, None, None, f"is {kind}, not a race file (it must be a regular file)")
     descriptor = os.open(file, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     with os.fdopen(descriptor, "rb") as handle:
         if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise RaceFileError(shown, None, None, "changed while it was being read: not a "
-                                                   "regular file any more")
+            raise RaceFileError(
+                shown, None, None, "changed while it was being read: not a regular file any more"
+            )
         return handle.read()
 
 
@@ -248,8 +255,8 @@ def syntax_error(shown: str, text: str, message: str) -> RaceFileError:
     match = re.search(r"\s*\(at line (\d+), column (\d+)\)$", message)
     if match:
         line, column = int(match.group(1)), int(match.group(2))
-        message = f"{message[:match.start()]} (column {column})"
-        word = re.match(r"[A-Za-z_][A-Za-z0-9_.-]*", (text.split("\n")[line - 1:] or [""])[0][column - 1:])
+        message = f"{message[: match.start()]} (column {column})"
+        word = re.match(r"[A-Za-z_][A-Za-z0-9_.-]*", (text.split("\n")[line - 1 :] or [""])[0][column - 1 :])
         if message.startswith("Invalid value") and word:
             message += f': text needs quotes, e.g. "{word.group()}"'
     else:
@@ -257,15 +264,16 @@ def syntax_error(shown: str, text: str, message: str) -> RaceFileError:
         message = re.sub(r"\s*\(at end of document\)$", " (at the end of the file)", message)
     message = message.replace("Cannot overwrite a value", "this key is already defined")
     message = re.sub(r"^Cannot declare \(.*\) twice", "this table is already declared", message)
-    return RaceFileError(shown, max(line, 1), _key_on_line(text, line),
-                         f"invalid TOML: {message[:1].lower()}{message[1:]}")
+    return RaceFileError(
+        shown, max(line, 1), _key_on_line(text, line), f"invalid TOML: {message[:1].lower()}{message[1:]}"
+    )
 
 
 def _key_on_line(text: str, line: int) -> str | None:
     """Best effort: the key a syntax error is on, from the valid text before it."""
     lines = text.split("\n")
     try:
-        locator = Locator("\n".join(lines[:line - 1]) + "\n")
+        locator = Locator("\n".join(lines[: line - 1]) + "\n")
         current = lines[line - 1] if line - 1 < len(lines) else ""
         stripped = current.lstrip(" \t")
         if stripped.startswith("["):
@@ -281,6 +289,7 @@ def _key_on_line(text: str, line: int) -> str | None:
 
 
 # --- the repository -------------------------------------------------------------------------------
+
 
 def repository_problem(directory: Path, base: str, *, explicit_base: bool) -> tuple[str, str] | None:
     """Why `directory` cannot be raced on from `base`, as (the [race] key to blame, the problem), or

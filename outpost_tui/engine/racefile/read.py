@@ -38,6 +38,7 @@ MAX_BRIEF_BYTES = 1024 * 1024
 
 # --- the file -------------------------------------------------------------------------------------
 
+
 def load_race(path: str | Path) -> RaceSpec:
     """Read and check a race file; raise RaceFileError (one line: file, line, key) if it is bad."""
     shown = str(path)
@@ -87,6 +88,7 @@ def field_value(text: str) -> Any:
 
 # --- the tables -----------------------------------------------------------------------------------
 
+
 def _build(reader: _Reader, document: dict[str, Any], file: Path) -> RaceSpec:
     reader.table((), document, schema.top_keys())
     # Misspelt keys first: a misplaced key otherwise shows up as a confusing "missing" error.
@@ -100,24 +102,33 @@ def _build(reader: _Reader, document: dict[str, Any], file: Path) -> RaceSpec:
         # A chain tries one candidate at a time and stops at the first success: it cannot
         # compare candidates, nor run several at once.
         if race.get("select") == "best":
-            raise reader.error(("race", "select"), 'select = "best" cannot be used with mode = '
-                                                   '"fallback" (a fallback chain stops at the first '
-                                                   'success; use mode = "race" to score every candidate)')
+            raise reader.error(
+                ("race", "select"),
+                'select = "best" cannot be used with mode = '
+                '"fallback" (a fallback chain stops at the first '
+                'success; use mode = "race" to score every candidate)',
+            )
         if race.get("concurrency", 1) > 1:
-            raise reader.error(("race", "concurrency"), f"concurrency = {race['concurrency']} cannot be "
-                                                        'used with mode = "fallback" (it runs one '
-                                                        "candidate at a time; remove it or set it to 1)")
+            raise reader.error(
+                ("race", "concurrency"),
+                f"concurrency = {race['concurrency']} cannot be "
+                'used with mode = "fallback" (it runs one '
+                "candidate at a time; remove it or set it to 1)",
+            )
     score = _score(reader, document.get("score", _MISSING))
     best = race.get("select") == "best"
     if best and score is None:
         raise reader.error(("race", "select"), 'select = "best" needs a [score] table with a command')
     if not best and score is not None:
         raise reader.error(("score",), '[score] is only used with select = "best" in [race]')
-    candidates = tuple(_candidate(reader, index, table, race.get("brief"))
-                       for index, table in enumerate(raw_candidates))
-    tables = {name: cls(**reader.settings((name,), _section(reader, name, document.get(name, _MISSING)),
-                                          cls))
-              for name, cls in schema.sections().items() if name not in ("race", "score")}
+    candidates = tuple(
+        _candidate(reader, index, table, race.get("brief")) for index, table in enumerate(raw_candidates)
+    )
+    tables = {
+        name: cls(**reader.settings((name,), _section(reader, name, document.get(name, _MISSING)), cls))
+        for name, cls in schema.sections().items()
+        if name not in ("race", "score")
+    }
     _setup_rules(reader, tables["setup"])
     _sandbox_rules(reader, tables["sandbox"])
     return RaceSpec(
@@ -141,13 +152,19 @@ def _race(reader: _Reader, value: Any) -> dict[str, Any]:
         raise reader.error(("race",), "missing [race] table (it needs at least `repository`)")
     table = _section(reader, "race", value)
     if "repository" not in table:
-        raise reader.error(("race",), "missing key 'repository' (the git repository to race on, "
-                                      "relative to the race file)")
-    race = reader.settings(("race",), table, RaceSpec, {
-        "repository": lambda: _MISSING,  # read last: it needs the base
-        "brief": lambda: _brief(reader, ("race",), table)})
-    race["repository"] = _repository(reader, table["repository"], race.get("base", "HEAD"),
-                                      "base" in table)
+        raise reader.error(
+            ("race",), "missing key 'repository' (the git repository to race on, relative to the race file)"
+        )
+    race = reader.settings(
+        ("race",),
+        table,
+        RaceSpec,
+        {
+            "repository": lambda: _MISSING,  # read last: it needs the base
+            "brief": lambda: _brief(reader, ("race",), table),
+        },
+    )
+    race["repository"] = _repository(reader, table["repository"], race.get("base", "HEAD"), "base" in table)
     return race
 
 
@@ -176,20 +193,28 @@ def _score(reader: _Reader, value: Any) -> ScoreSpec | None:
 
 def _sandbox_rules(reader: _Reader, sandbox: SandboxSpec) -> None:
     if sandbox.provider != "local" and sandbox.image is None:
-        raise reader.error(("sandbox",), f"missing key 'image' (provider = "
-                                         f"{json.dumps(sandbox.provider)} needs a container image)")
+        raise reader.error(
+            ("sandbox",),
+            f"missing key 'image' (provider = {json.dumps(sandbox.provider)} needs a container image)",
+        )
 
 
 def _setup_rules(reader: _Reader, setup: SetupSpec) -> None:
     if setup.cache and not setup.cache_key:
-        raise reader.error(("setup", "cache"), "cache needs cache_key: the files whose content decides "
-                                               'when to rebuild it, e.g. cache_key = ["requirements*.txt"]')
+        raise reader.error(
+            ("setup", "cache"),
+            "cache needs cache_key: the files whose content decides "
+            'when to rebuild it, e.g. cache_key = ["requirements*.txt"]',
+        )
     if setup.cache_key and not setup.cache:
-        raise reader.error(("setup", "cache_key"), 'cache_key is only used with cache (the paths to '
-                                                   'keep, e.g. cache = [".venv"])')
+        raise reader.error(
+            ("setup", "cache_key"),
+            'cache_key is only used with cache (the paths to keep, e.g. cache = [".venv"])',
+        )
     if setup.cache and setup.command is None:
-        raise reader.error(("setup", "cache"), "cache needs a command: the cache holds what the setup "
-                                               "command builds")
+        raise reader.error(
+            ("setup", "cache"), "cache needs a command: the cache holds what the setup command builds"
+        )
 
 
 def _prices(reader: _Reader, value: Any) -> Any:
@@ -207,6 +232,7 @@ def _prices(reader: _Reader, value: Any) -> Any:
 
 # --- the candidates -------------------------------------------------------------------------------
 
+
 def _candidate_tables(reader: _Reader, value: Any) -> list[dict[str, Any]]:
     """The [[candidates]] tables, with their keys checked (before any key reaches a path or ref)."""
     if value is _MISSING or value == []:
@@ -214,8 +240,9 @@ def _candidate_tables(reader: _Reader, value: Any) -> list[dict[str, Any]]:
     if not isinstance(value, list):
         raise reader.expect(("candidates",), value, "an array of tables ([[candidates]])")
     if len(value) > MAX_CANDIDATES:
-        raise reader.error(("candidates", MAX_CANDIDATES),
-                           f"too many candidates ({len(value)}): at most {MAX_CANDIDATES}")
+        raise reader.error(
+            ("candidates", MAX_CANDIDATES), f"too many candidates ({len(value)}): at most {MAX_CANDIDATES}"
+        )
     seen: dict[str, int] = {}
     key_rule = schema.option(CandidateSpec, "key").key.check
     for index, table in enumerate(value):
@@ -232,14 +259,16 @@ def _candidate_tables(reader: _Reader, value: Any) -> list[dict[str, Any]]:
         except Refused as refused:
             raise reader.error(where + ("key",), refused.message) from None
         if key in seen:
-            raise reader.error(where + ("key",), f"duplicate key {json.dumps(key)} "
-                                                 f"(already used by candidates[{seen[key]}])")
+            raise reader.error(
+                where + ("key",), f"duplicate key {json.dumps(key)} (already used by candidates[{seen[key]}])"
+            )
         seen[key] = index
     return value
 
 
-def _candidate(reader: _Reader, index: int, table: dict[str, Any],
-               race_brief: str | None = None) -> CandidateSpec:
+def _candidate(
+    reader: _Reader, index: int, table: dict[str, Any], race_brief: str | None = None
+) -> CandidateSpec:
     where = ("candidates", index)
     if "agent" not in table:
         raise reader.error(where, f"missing key 'agent' (one of: {', '.join(agents.known_agents())})")
@@ -251,18 +280,26 @@ def _candidate(reader: _Reader, index: int, table: dict[str, Any],
             return brief
         if race_brief is not None:
             return race_brief
-        raise reader.error(where, "missing key 'brief' (the task, as text; or brief_file = a path; "
-                                  "or brief / brief_file in [race] for every candidate)")
+        raise reader.error(
+            where,
+            "missing key 'brief' (the task, as text; or brief_file = a path; "
+            "or brief / brief_file in [race] for every candidate)",
+        )
 
     def command() -> Any:
         if agent == "command":
             if "command" not in table:
-                raise reader.error(where, "missing key 'command' (agent = \"command\" needs the argv to "
-                                          'run, e.g. ["python", "agent.py"])')
+                raise reader.error(
+                    where,
+                    "missing key 'command' (agent = \"command\" needs the argv to "
+                    'run, e.g. ["python", "agent.py"])',
+                )
             return reader.argv(where + ("command",), table["command"])
         if "command" in table:
-            raise reader.error(where + ("command",), f'command is only for agent = "command" '
-                                                     f"(this candidate's agent is {json.dumps(agent)})")
+            raise reader.error(
+                where + ("command",),
+                f'command is only for agent = "command" (this candidate\'s agent is {json.dumps(agent)})',
+            )
         return _MISSING
 
     def script() -> Any:
@@ -272,17 +309,37 @@ def _candidate(reader: _Reader, index: int, table: dict[str, Any],
             raise reader.error(where, "missing key 'script' (agent = \"demo\" plays a scripted session file)")
         return _MISSING
 
-    candidate = CandidateSpec(**reader.settings(where, table, CandidateSpec, {
-        "key": lambda: table["key"], "agent": lambda: agent, "brief": brief, "command": command,
-        "script": script}))
+    candidate = CandidateSpec(
+        **reader.settings(
+            where,
+            table,
+            CandidateSpec,
+            {
+                "key": lambda: table["key"],
+                "agent": lambda: agent,
+                "brief": brief,
+                "command": command,
+                "script": script,
+            },
+        )
+    )
     # The adapter refuses options its agent does not have (max_turns for codex, ...): say so now,
     # at the option's line, rather than when the race is already running.
     try:
-        agents.adapter_for(agent).launch(candidate, candidate.brief, agents.LaunchContext(
-            directory=reader.base_dir, git_common_dir=reader.base_dir))
+        agents.adapter_for(agent).launch(
+            candidate,
+            candidate.brief,
+            agents.LaunchContext(directory=reader.base_dir, git_common_dir=reader.base_dir),
+        )
     except ValueError as error:
-        option = next((name for name in ("max_turns", "allowed_tools", "args", "model")
-                       if name in table and name in str(error)), None)
+        option = next(
+            (
+                name
+                for name in ("max_turns", "allowed_tools", "args", "model")
+                if name in table and name in str(error)
+            ),
+            None,
+        )
         message = str(error).split(": ", 1)[-1] if str(error).startswith("candidate ") else str(error)
         raise reader.error(where + (option,) if option else where, message) from None
     return candidate
@@ -302,8 +359,11 @@ def _brief(reader: _Reader, where: KeyPath, table: dict[str, Any]) -> Any:
         return _MISSING
     size = len(brief.encode())
     if size > MAX_BRIEF_BYTES:
-        raise reader.error(at, f"the brief is {size:,} bytes: at most {MAX_BRIEF_BYTES // (1024 * 1024)} "
-                               f"MiB ({MAX_BRIEF_BYTES:,} bytes)")
+        raise reader.error(
+            at,
+            f"the brief is {size:,} bytes: at most {MAX_BRIEF_BYTES // (1024 * 1024)} "
+            f"MiB ({MAX_BRIEF_BYTES:,} bytes)",
+        )
     return brief
 
 

@@ -70,8 +70,12 @@ def sections() -> dict[str, type]:
     for field in dataclasses.fields(RaceSpec):
         declared: Table | None = field.metadata.get("table")
         held = _without_none(hints[field.name])
-        if declared is not None and not declared.array and isinstance(held, type) \
-                and dataclasses.is_dataclass(held):
+        if (
+            declared is not None
+            and not declared.array
+            and isinstance(held, type)
+            and dataclasses.is_dataclass(held)
+        ):
             out[field.name] = held
     return out
 
@@ -79,10 +83,16 @@ def sections() -> dict[str, type]:
 @functools.cache
 def top_keys() -> list[str]:
     """Every top-level key: `[race]` first, the tables in declaration order, arrays of tables last."""
-    tables = [(field.name, field.metadata["table"]) for field in dataclasses.fields(RaceSpec)
-              if "table" in field.metadata]
-    return ["race", *(name for name, table in tables if not table.array),
-            *(name for name, table in tables if table.array)]
+    tables = [
+        (field.name, field.metadata["table"])
+        for field in dataclasses.fields(RaceSpec)
+        if "table" in field.metadata
+    ]
+    return [
+        "race",
+        *(name for name, table in tables if not table.array),
+        *(name for name, table in tables if table.array),
+    ]
 
 
 # The array of tables and the tables of tables, each of one spec dataclass.
@@ -126,6 +136,7 @@ def _default(field: dataclasses.Field[Any]) -> Any:
 
 # --- docs/race-file.md's key tables ---------------------------------------------------------------
 
+
 def _type_text(option: Option) -> str:
     if option.key.type:
         return option.key.type
@@ -138,8 +149,9 @@ def _type_text(option: Option) -> str:
         return f"integer ≥ {key.minimum}" if key.minimum is not None else "integer"
     if option.kind == "number":
         return "number > 0" if key.positive else "number ≥ 0"
-    return {"strings": "list of strings", "env": "table of strings", "file": "path",
-            "table": "table"}.get(option.kind, option.kind)
+    return {"strings": "list of strings", "env": "table of strings", "file": "path", "table": "table"}.get(
+        option.kind, option.kind
+    )
 
 
 def _default_text(option: Option) -> str:
@@ -163,8 +175,10 @@ def key_table(cls: type) -> str:
     """The Markdown table of a race-file table's keys, as docs/race-file.md shows it."""
     rows = ["| key | type | default | rules |", "| --- | --- | --- | --- |"]
     for option in options(cls):
-        rows.append(f"| `{option.name}` | {_type_text(option)} | {_default_text(option)} | "
-                    f"{option.key.rules} |".replace("|  |", "| |"))
+        rows.append(
+            f"| `{option.name}` | {_type_text(option)} | {_default_text(option)} | "
+            f"{option.key.rules} |".replace("|  |", "| |")
+        )
     return "\n".join(rows)
 
 
@@ -173,4 +187,3 @@ def key_tables() -> dict[str, str]:
     tables = {f"`[{name}]`": key_table(cls) for name, cls in sections().items()}
     tables.update({f"`[[{name}]]`": key_table(cls) for name, cls in ARRAYS.items()})
     return tables
-

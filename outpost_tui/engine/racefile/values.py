@@ -33,8 +33,14 @@ def _toml_text(value: Any) -> str:
 
 
 def _describe(value: Any) -> str:
-    for kind, name in ((bool, "a boolean"), (int, "an integer"), (float, "a number"),
-                       (str, "a string"), (list, "an array"), (dict, "a table")):
+    for kind, name in (
+        (bool, "a boolean"),
+        (int, "an integer"),
+        (float, "a number"),
+        (str, "a string"),
+        (list, "an array"),
+        (dict, "a table"),
+    ):
         if isinstance(value, kind):
             shown = _toml_text(value)
             return f"{name} ({shown})" if shown else name
@@ -64,8 +70,9 @@ class Reader:
                 raise self.error(where + (name,), _unknown_key(name, allowed))
         return value
 
-    def integer(self, where: KeyPath, value: Any, minimum: int | None = None,
-                maximum: int | None = None) -> int:
+    def integer(
+        self, where: KeyPath, value: Any, minimum: int | None = None, maximum: int | None = None
+    ) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.expect(where, value, "an integer")
         if minimum is not None and maximum is not None and not minimum <= value <= maximum:
@@ -116,8 +123,9 @@ class Reader:
     def argv(self, where: KeyPath, value: Any) -> tuple[str, ...]:
         argv = self.strings(where, value, 'a list of strings (argv), e.g. ["pytest", "-q"]')
         if not argv:
-            raise self.error(where, 'must not be empty: give the program and its arguments, '
-                                    'e.g. ["pytest", "-q"]')
+            raise self.error(
+                where, 'must not be empty: give the program and its arguments, e.g. ["pytest", "-q"]'
+            )
         if not argv[0].strip():
             raise self.error(where + (0,), "the program name must not be empty")
         return argv
@@ -145,8 +153,9 @@ class Reader:
                 return path, "file"
             return path, "other" if path.exists() else "missing"
         except (OSError, RuntimeError) as error:  # RuntimeError: a symlink loop, or no home for ~
-            raise self.error(where, f"cannot use {text}: {getattr(error, 'strerror', None) or error}") \
-                from None
+            raise self.error(
+                where, f"cannot use {text}: {getattr(error, 'strerror', None) or error}"
+            ) from None
 
     def file(self, where: KeyPath, value: Any, base: Path) -> Path:
         path, kind = self.resolve_path(where, value, base)
@@ -179,8 +188,11 @@ class Reader:
             out = self.file(where, value, self.base_dir)
         elif option.kind == "table" and option.nested is not None:
             hint = " " + key.expected.removeprefix("a table ") if key.expected else ""
-            out = option.nested(**self.settings(where, self.table(where, value, schema.names(option.nested),
-                                                                  hint), option.nested))
+            out = option.nested(
+                **self.settings(
+                    where, self.table(where, value, schema.names(option.nested), hint), option.nested
+                )
+            )
         else:
             raise TypeError(f"{dotted(where)}: no reader for kind {option.kind!r}")
         if key.check is not None:
@@ -190,8 +202,13 @@ class Reader:
                 raise self.error(where + refused.at, refused.message) from None
         return out
 
-    def settings(self, where: KeyPath, table: dict[str, Any], cls: type,
-                 custom: Mapping[str, Callable[[], Any]] | None = None) -> dict[str, Any]:
+    def settings(
+        self,
+        where: KeyPath,
+        table: dict[str, Any],
+        cls: type,
+        custom: Mapping[str, Callable[[], Any]] | None = None,
+    ) -> dict[str, Any]:
         """The declared settings a table gives, in declaration order, checked; a name in `custom` is
         read by its function instead (a value whose rule involves other keys), if it returns one."""
         out: dict[str, Any] = {}

@@ -46,8 +46,9 @@ def dump_race(spec: RaceSpec, relative_to: Path | None = None) -> str:
             table = {"name": spec.name, **table}
         if table:
             chunks.append(_toml({name: table}))
-    prices = {model: _settings(price, f"{schema.PRICES}.{model}", path_text)
-              for model, price in spec.prices.items()}
+    prices = {
+        model: _settings(price, f"{schema.PRICES}.{model}", path_text) for model, price in spec.prices.items()
+    }
     if prices:
         chunks.append(_toml({schema.PRICES: prices}))
     for candidate in spec.candidates:
@@ -58,9 +59,14 @@ def dump_race(spec: RaceSpec, relative_to: Path | None = None) -> str:
         # A table in a candidate (env) is written as a sub-table header after its [[candidates]],
         # which TOML gives to that candidate.
         subtables = {name: table.pop(name) for name, value in list(table.items()) if isinstance(value, dict)}
-        chunks.append("".join([f"[[candidates]]\n{_toml(table)}",
-                               *(f"\n[candidates.{name}]\n{_toml(value)}"
-                                 for name, value in subtables.items())]))
+        chunks.append(
+            "".join(
+                [
+                    f"[[candidates]]\n{_toml(table)}",
+                    *(f"\n[candidates.{name}]\n{_toml(value)}" for name, value in subtables.items()),
+                ]
+            )
+        )
     return "\n".join(chunk.strip("\n") + "\n" for chunk in chunks)
 
 
@@ -110,4 +116,3 @@ def _has_carriage_return(value: Any) -> bool:
     if isinstance(value, (list, tuple)):
         return any(_has_carriage_return(item) for item in value)
     return False
-

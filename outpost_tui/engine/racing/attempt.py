@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import anyio
 
 from ..core.result import CandidateRecord
-from ..sandbox import Sandbox
-from .setup import PortReservation, SetupState
 from ..core.spec import CandidateSpec
 from ..core.statuses import Phase
 from ..core.usage import Usage
+from ..sandbox import Sandbox
+from .setup import PortReservation, SetupState
 
 
 @dataclass(eq=False)

@@ -35,8 +35,10 @@ class Accounting:
         has_usage_limits = bool(self.spec.tokens.items()) or self.spec.cost_usd is not None
         reason: str | None = None
         if not self.usage.complete and self.spec.attempts is None and has_usage_limits:
-            reason = ("token usage is incomplete (an attempt was interrupted); "
-                      "configure budget.attempts to bound further work")
+            reason = (
+                "token usage is incomplete (an attempt was interrupted); "
+                "configure budget.attempts to bound further work"
+            )
         elif self.spec.attempts is not None and self.attempts >= self.spec.attempts:
             reason = f"attempt budget exhausted: {self.attempts} of {self.spec.attempts} used"
         else:

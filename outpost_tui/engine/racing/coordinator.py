@@ -12,31 +12,28 @@ import os
 import secrets
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import anyio
 import anyio.abc
 import anyio.lowlevel
 
 from .. import git
-from ..git import guard
-from . import setup as setups
 from ..agents import adapter_for
-from .attempt import Attempt
-from ..core.events import Admitted, BudgetExhausted, Operator, RaceFinished, RaceStarted, Settled
-from ..errors import OutpostError
-from ..records.flightlog import FlightLog, make_private_directory, runs_directory
+from ..core.events import Admitted, BudgetExhausted, EventBus, Operator, RaceFinished, RaceStarted, Settled
 from ..core.result import CandidateRecord, RaceResult
-from ..kept.revalidation import recorded_validation
-from ..sandbox import EngineGone, SandboxError
-from ..sandbox.providers import provider_for
-from ..sandbox.local import LocalProvider
-from ..core.spec import KEY_RULE, CandidateSpec, valid_key
+from ..core.spec import KEY_RULE, CandidateSpec, RaceSpec, valid_key
 from ..core.statuses import CandidateStatus, Phase
-from ..core.events import EventBus
-from ..core.spec import RaceSpec
-from ..sandbox import SandboxProvider
+from ..errors import OutpostError
+from ..git import guard
+from ..kept.revalidation import recorded_validation
+from ..records.flightlog import FlightLog, make_private_directory, runs_directory
+from ..sandbox import EngineGone, SandboxError, SandboxProvider
+from ..sandbox.local import LocalProvider
+from ..sandbox.providers import provider_for
+from . import setup as setups
+from .attempt import Attempt
 from .baseline import BaselineValidation
 from .checkpointing import Checkpointing
 from .state import _one_line
@@ -61,9 +58,14 @@ class Race(BaselineValidation):
     what saves the race at every transition (`engine.new_race` passes `DurableRun` for a durable
     spec; a durable spec without it is refused)."""
 
-    def __init__(self, spec: RaceSpec, *, bus: EventBus | None = None,
-                 provider: SandboxProvider | None = None,
-                 checkpointing: Callable[[Race, Path], Checkpointing] | None = None) -> None:
+    def __init__(
+        self,
+        spec: RaceSpec,
+        *,
+        bus: EventBus | None = None,
+        provider: SandboxProvider | None = None,
+        checkpointing: Callable[[Race, Path], Checkpointing] | None = None,
+    ) -> None:
         super().__init__(spec, bus=bus, provider=provider)
         self._make_checkpointing = checkpointing
 
@@ -97,8 +99,7 @@ class Race(BaselineValidation):
             commits = [git.Commit(c["oid"], c["subject"]) for c in attempt.record.commits]
         elif directory is not None and directory.exists():
             assert self.baseline is not None, "a started attempt's race has its baseline"
-            commit, commits = await anyio.to_thread.run_sync(git.head_and_commits, directory,
-                                                             self.baseline)
+            commit, commits = await anyio.to_thread.run_sync(git.head_and_commits, directory, self.baseline)
         else:  # a clean worktree already removed: its branch and record still hold the work
             commit = attempt.record.commit
             commits = [git.Commit(c["oid"], c["subject"]) for c in attempt.record.commits]
@@ -115,8 +116,15 @@ class Race(BaselineValidation):
             self.set_winner(attempt, "operator")
             attempt.record.status = CandidateStatus.WINNER
             attempt.record.error = None
-            self.bus.publish(Settled(key=key, attempt=attempt.number, status="winner",
-                                     reason="accepted by operator", commit=attempt.record.commit))
+            self.bus.publish(
+                Settled(
+                    key=key,
+                    attempt=attempt.number,
+                    status="winner",
+                    reason="accepted by operator",
+                    commit=attempt.record.commit,
+                )
+            )
             await self._save()
         else:
             attempt.operator_accept = True
@@ -160,17 +168,21 @@ class Race(BaselineValidation):
         self._check_spec()
         spec = self.spec
         try:
-            self.repository = repository = await anyio.to_thread.run_sync(git.repository_root,
-                                                                          spec.repository)
+            self.repository = repository = await anyio.to_thread.run_sync(
+                git.repository_root, spec.repository
+            )
             outpost_dir = await anyio.to_thread.run_sync(git.ensure_outpost_dir, repository)
             self._git_common_dir = await anyio.to_thread.run_sync(git.git_common_dir, repository)
-            self.baseline = baseline = await anyio.to_thread.run_sync(git.resolve_commit, repository, spec.base)
+            self.baseline = baseline = await anyio.to_thread.run_sync(
+                git.resolve_commit, repository, spec.base
+            )
             self._host_before = await anyio.to_thread.run_sync(git.host_snapshot, repository)
             if spec.setup.cache:
                 self._cache_key = await anyio.to_thread.run_sync(setups.cache_key, spec, repository, baseline)
             # read once: every candidate gets the same files (and a big checkout is walked once)
-            self._copy_paths = await anyio.to_thread.run_sync(setups.files_to_copy, repository,
-                                                              spec.setup.copy)
+            self._copy_paths = await anyio.to_thread.run_sync(
+                setups.files_to_copy, repository, spec.setup.copy
+            )
         except git.GitError as error:
             raise RaceError(_one_line(error)) from None
         if self._provider is None:
@@ -185,9 +197,14 @@ class Race(BaselineValidation):
             if finished is not None:
                 winner = finished.winner
                 # nothing ran: the run had finished before
-                self.bus.publish(RaceFinished(status=str(finished.status),
-                                              winner=winner.key if winner else None,
-                                              result=finished.to_json(), saved=True))
+                self.bus.publish(
+                    RaceFinished(
+                        status=str(finished.status),
+                        winner=winner.key if winner else None,
+                        result=finished.to_json(),
+                        saved=True,
+                    )
+                )
                 return finished
         else:
             self.id = new_race_id()
@@ -197,18 +214,25 @@ class Race(BaselineValidation):
         race_id = self.id
         assert race_id is not None, "a new race's, or its saved run's"
         try:
-            self._record = await anyio.to_thread.run_sync(guard.take, repository, race_id,
-                                                          self._host_before)
+            self._record = await anyio.to_thread.run_sync(guard.take, repository, race_id, self._host_before)
         except git.GitError as error:
             raise RaceError(_one_line(error)) from None
         flight_log = FlightLog(runs_directory(outpost_dir) / race_id)
         unsubscribe = self.bus.subscribe(flight_log)
         try:
-            self.bus.publish(RaceStarted(id=race_id, name=spec.name, mode=spec.mode, select=spec.select,
-                                         baseline=baseline, candidates=[c.key for c in spec.candidates],
-                                         run_id=spec.run_id,
-                                         host_dirty=bool(self._host_before and self._host_before.dirty),
-                                         validate=recorded_validation(spec)))
+            self.bus.publish(
+                RaceStarted(
+                    id=race_id,
+                    name=spec.name,
+                    mode=spec.mode,
+                    select=spec.select,
+                    baseline=baseline,
+                    candidates=[c.key for c in spec.candidates],
+                    run_id=spec.run_id,
+                    host_dirty=bool(self._host_before and self._host_before.dirty),
+                    validate=recorded_validation(spec),
+                )
+            )
             if self._durable is not None:
                 await self._durable.reconcile()
             await self._save()
@@ -234,8 +258,10 @@ class Race(BaselineValidation):
     def _check_spec(self) -> None:
         spec = self.spec
         if spec.durability.enabled and self._make_checkpointing is None:
-            raise RaceError("[durability] is enabled but this race has no checkpointing: build it with "
-                            "outpost_tui.engine.new_race(spec)")
+            raise RaceError(
+                "[durability] is enabled but this race has no checkpointing: build it with "
+                "outpost_tui.engine.new_race(spec)"
+            )
         if not spec.candidates:
             raise RaceError("a race needs at least one candidate")
         seen: set[str] = set()
@@ -249,8 +275,10 @@ class Race(BaselineValidation):
         if (spec.select == "best") != (spec.score is not None):
             raise RaceError("select = 'best' needs a score, and a score needs select = 'best'")
         if spec.mode == "fallback" and (spec.select == "best" or (spec.concurrency or 1) > 1):
-            raise RaceError("mode 'fallback' runs one candidate at a time and stops at the first "
-                            "success: select 'best' and concurrency above 1 do not apply")
+            raise RaceError(
+                "mode 'fallback' runs one candidate at a time and stops at the first "
+                "success: select 'best' and concurrency above 1 do not apply"
+            )
 
     async def _preflight(self, outpost_dir: Path) -> None:
         """Refuse, before anything is claimed or started, what would fail every candidate in turn."""
@@ -259,9 +287,11 @@ class Race(BaselineValidation):
             # A missing validation or score program would fail each candidate only after its agent
             # had done (and paid for) its work.
             own_path = any("PATH" in candidate.env for candidate in spec.candidates)
-            for what, command in (("validate.command", spec.validate.command),
-                                  ("score.command", spec.score.command if spec.score else None),
-                                  ("setup.command", spec.setup.command)):
+            for what, command in (
+                ("validate.command", spec.validate.command),
+                ("score.command", spec.score.command if spec.score else None),
+                ("setup.command", spec.setup.command),
+            ):
                 program = command[0] if command else None
                 if program and os.sep not in program and not own_path and not shutil.which(program):
                     raise RaceError(f"{what}: program {program!r} not found on PATH")
@@ -282,8 +312,12 @@ class Race(BaselineValidation):
         return attempt
 
     def _stopping(self) -> bool:
-        return (self._admissions_closed or self._aborted or self.accounting.stops_race
-                or (self._winner is not None and self.spec.select == "first"))
+        return (
+            self._admissions_closed
+            or self._aborted
+            or self.accounting.stops_race
+            or (self._winner is not None and self.spec.select == "first")
+        )
 
     async def _worker(self) -> None:
         while self._pending and not self._stopping():
@@ -291,17 +325,26 @@ class Race(BaselineValidation):
             if attempt.cancel_reason is not None:
                 attempt.record.error = attempt.cancel_reason + " before it started"
                 attempt.phase = Phase.SETTLED
-                self.bus.publish(Settled(key=attempt.key, attempt=attempt.number, status="skipped",
-                                         reason=attempt.record.error, commit=None))
+                self.bus.publish(
+                    Settled(
+                        key=attempt.key,
+                        attempt=attempt.number,
+                        status="skipped",
+                        reason=attempt.record.error,
+                        commit=None,
+                    )
+                )
                 continue
             reason = self.accounting.admit()
             if reason is not None:
                 if self.previous and reason.startswith("attempt budget exhausted"):
                     # a replay or quota rerun: the attempts of earlier calls count, and raising the
                     # budget changes the run's identity
-                    explained = (f"{reason} (attempts count across every call of run "
-                                 f"{self.spec.run_id}, interrupted ones included; to go on, start "
-                                 "the race under a new run_id with a larger [budget] attempts)")
+                    explained = (
+                        f"{reason} (attempts count across every call of run "
+                        f"{self.spec.run_id}, interrupted ones included; to go on, start "
+                        "the race under a new run_id with a larger [budget] attempts)"
+                    )
                     if self.accounting.exhausted == reason:
                         self.accounting.exhausted = explained
                     reason = explained
@@ -317,8 +360,15 @@ class Race(BaselineValidation):
         attempt.record.started_at = time.time()
         attempt.record.branch = attempt.branch
         await self._save()  # saved before anything is allocated
-        self.bus.publish(Admitted(key=attempt.key, attempt=attempt.number, branch=attempt.branch,
-                                  agent=attempt.candidate.agent, attempts=self.accounting.attempts))
+        self.bus.publish(
+            Admitted(
+                key=attempt.key,
+                attempt=attempt.number,
+                branch=attempt.branch,
+                agent=attempt.candidate.agent,
+                attempts=self.accounting.attempts,
+            )
+        )
         with anyio.CancelScope() as scope:
             attempt.scope = scope
             if attempt.cancel_reason is not None:

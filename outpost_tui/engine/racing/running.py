@@ -7,10 +7,10 @@ from __future__ import annotations
 import os
 import signal
 import time
-from dataclasses import replace
 from collections.abc import Callable, Coroutine, Iterable, Mapping
-from typing import Any
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -21,8 +21,21 @@ from ..agents import LaunchContext, adapter_for
 from ..agents.base import Decoder
 from ..agents.reachability import Reachability
 from ..core.events import (
-    AgentExited, AgentStarted, BudgetExhausted, CommittedOnBehalf, Log, Quota, Scored, SetupFinished,
-    SetupStarted, UsageReported, ValidationFinished, ValidationStarted, Warned, WorktreeReady, event_of,
+    AgentExited,
+    AgentStarted,
+    BudgetExhausted,
+    CommittedOnBehalf,
+    Log,
+    Quota,
+    Scored,
+    SetupFinished,
+    SetupStarted,
+    UsageReported,
+    ValidationFinished,
+    ValidationStarted,
+    Warned,
+    WorktreeReady,
+    event_of,
 )
 from ..core.result import Validation
 from ..core.statuses import Phase
@@ -55,8 +68,13 @@ class Running(Settling):
             if self._durable is not None:
                 anyio.from_thread.run(register, resource_id_for(pid))
 
-        env = {"TZ": "UTC", "OUTPOST_CANDIDATE": candidate.key, "OUTPOST_ATTEMPT": str(attempt.number),
-               "OUTPOST_RACE_ID": self.id, **candidate.env}
+        env = {
+            "TZ": "UTC",
+            "OUTPOST_CANDIDATE": candidate.key,
+            "OUTPOST_ATTEMPT": str(attempt.number),
+            "OUTPOST_RACE_ID": self.id,
+            **candidate.env,
+        }
         if spec.setup.enabled or self._copy_paths:
             attempt.setup = setups.SetupState()
             record.setup = attempt.setup.to_json()
@@ -64,21 +82,30 @@ class Running(Settling):
             assert attempt.setup is not None  # ports are part of [setup]
             attempt.ports, attempt.setup.ports = await self._take_ports()
             env.update(setups.port_environment(attempt.setup.ports))
-        context = SandboxContext(repository=self.repository, directory=directory,
-                                 git_common_dir=self._git_common_dir, race_id=self.id,
-                                 key=candidate.key, attempt=attempt.number, env=env,
-                                 register_resource=register)
+        context = SandboxContext(
+            repository=self.repository,
+            directory=directory,
+            git_common_dir=self._git_common_dir,
+            race_id=self.id,
+            key=candidate.key,
+            attempt=attempt.number,
+            env=env,
+            register_resource=register,
+        )
         # A sandbox that takes a while to start (a container) starts while git checks the
         # worktree out, in the empty directory made for it (a fresh attempt's only: a replay's
         # worktree may be found, or a stray moved aside, at that path).
         ahead = not isinstance(self._provider, LocalProvider)
-        made_empty = ahead and await anyio.to_thread.run_sync(git.make_worktree_directory,
-                                                               self.repository, directory)
+        made_empty = ahead and await anyio.to_thread.run_sync(
+            git.make_worktree_directory, self.repository, directory
+        )
         started = self._start_sandbox(attempt, context) if made_empty else None
         try:
-            await anyio.to_thread.run_sync(lambda: git.add_worktree(
-                repository, attempt.branch, directory, baseline, allocating,
-                made_empty=made_empty))
+            await anyio.to_thread.run_sync(
+                lambda: git.add_worktree(
+                    repository, attempt.branch, directory, baseline, allocating, made_empty=made_empty
+                )
+            )
         finally:
             if started is not None:
                 with anyio.CancelScope(shield=True):  # its sandbox is the attempt's to close
@@ -93,11 +120,15 @@ class Running(Settling):
             raise attempt.sandbox_error or SandboxError("the sandbox did not start")
         # The grading checkout's sandbox starts while the agent works (a fresh one of its own:
         # nothing runs in it before validation), or with its checkout when that is cheap.
-        checkout = Checkout(self.repository, directory.name, None, provider,
-                            replace(context, register_resource=register, role="grading"),
-                            spec.cleanup_timeout,
-                            self._grading_setup(candidate.key, attempt.number,
-                                                attempt.setup.ports if attempt.setup else []))
+        checkout = Checkout(
+            self.repository,
+            directory.name,
+            None,
+            provider,
+            replace(context, register_resource=register, role="grading"),
+            spec.cleanup_timeout,
+            self._grading_setup(candidate.key, attempt.number, attempt.setup.ports if attempt.setup else []),
+        )
         if ahead:
             checkout.start_sandbox(self._background)
         try:
@@ -130,7 +161,9 @@ class Running(Settling):
         """The agent's run, its result fixed as one commit, and that commit graded."""
         spec, candidate, record = self.spec, attempt.candidate, attempt.record
         assert self.repository is not None and self.baseline is not None
-        assert self.id is not None and record.started_at is not None, "set when the race and the attempt start"
+        assert self.id is not None and record.started_at is not None, (
+            "set when the race and the attempt start"
+        )
         assert attempt.sandbox is not None, "acquired before the work"
         if attempt.setup is not None and not await self._set_up(attempt, directory):
             return
@@ -141,16 +174,24 @@ class Running(Settling):
         brief_file = await anyio.to_thread.run_sync(git.worktree_git_dir, directory) / "outpost-brief.md"
         await anyio.to_thread.run_sync(brief_file.write_text, candidate.brief, "utf-8")
         adapter = adapter_for(candidate.agent)
-        launch = adapter.launch(candidate, candidate.brief, LaunchContext(
-            directory=directory, git_common_dir=self._git_common_dir,
-            race_file_dir=spec.path.parent if spec.path else None, brief_file=brief_file))
+        launch = adapter.launch(
+            candidate,
+            candidate.brief,
+            LaunchContext(
+                directory=directory,
+                git_common_dir=self._git_common_dir,
+                race_file_dir=spec.path.parent if spec.path else None,
+                brief_file=brief_file,
+            ),
+        )
         decoder = adapter.decoder(candidate, spec.prices)
         timeout = candidate.timeout or spec.budget.candidate_timeout
         program = Path(launch.argv[0]).name
         if candidate.agent == "demo" and candidate.script is not None:
             program = f"demo {candidate.script.name}"
-        self.bus.publish(AgentStarted(key=candidate.key, attempt=attempt.number, program=program,
-                                      timeout=timeout))
+        self.bus.publish(
+            AgentStarted(key=candidate.key, attempt=attempt.number, program=program, timeout=timeout)
+        )
 
         quota_reported = False
         reachability = Reachability(spec.budget.unreachable_timeout)
@@ -170,14 +211,24 @@ class Running(Settling):
             if stopping is None or stopping.ended_by is None:
                 return
             after = attempt.usage_seen - counted_at_term
-            record.stop = {**stopping.to_json(), "lines_after_term": lines_after_term,
-                           "usage_after_term": after.to_json()}
+            record.stop = {
+                **stopping.to_json(),
+                "lines_after_term": lines_after_term,
+                "usage_after_term": after.to_json(),
+            }
             if stopping.ignored_term:
                 spent = f"{after.tokens:,} tokens" + (f", {after.cost_text()}" if after.cost_usd else "")
-                self.bus.publish(Warned(key=candidate.key, attempt=attempt.number, message=(
-                    f"{program} ignored TERM and was killed {stopping.grace:g}s later; "
-                    f"{lines_after_term} lines it printed meanwhile were read "
-                    f"({spent} reported then, counted)")))
+                self.bus.publish(
+                    Warned(
+                        key=candidate.key,
+                        attempt=attempt.number,
+                        message=(
+                            f"{program} ignored TERM and was killed {stopping.grace:g}s later; "
+                            f"{lines_after_term} lines it printed meanwhile were read "
+                            f"({spent} reported then, counted)"
+                        ),
+                    )
+                )
 
         def on_output(stream: str, lines: list[str]) -> None:
             nonlocal quota_reported, lines_after_term
@@ -210,9 +261,15 @@ class Running(Settling):
                 running = group.cancel_scope
                 group.start_soon(watch_reachability, group.cancel_scope)
                 try:
-                    done = await attempt.sandbox.run(launch.argv, env=launch.env, stdin=launch.stdin,
-                                                     on_output=on_output, timeout=timeout,
-                                                     grace=adapter.term_grace, on_stop=on_stop)
+                    done = await attempt.sandbox.run(
+                        launch.argv,
+                        env=launch.env,
+                        stdin=launch.stdin,
+                        on_output=on_output,
+                        timeout=timeout,
+                        grace=adapter.term_grace,
+                        on_stop=on_stop,
+                    )
                 except SandboxError as error:
                     start_error = error
                 group.cancel_scope.cancel()
@@ -237,16 +294,24 @@ class Running(Settling):
         if done is None and decoder.stop is not None:
             # the decoder gave up on the agent (a browser sign-in, a quota reset hours away):
             # stopped, and the decoder's outcome says why
-            done = Completed(exit_code=-signal.SIGTERM, timed_out=False,
-                             duration=time.time() - record.started_at)
+            done = Completed(
+                exit_code=-signal.SIGTERM, timed_out=False, duration=time.time() - record.started_at
+            )
         if done is None:
             decoder.interrupted()
             self._take_usage(attempt, decoder, final=True)
             note_stop()
             record.error = unreachable
-            self.bus.publish(AgentExited(key=candidate.key, attempt=attempt.number, exit_code=None,
-                                         reason=unreachable,
-                                         duration=round(time.time() - record.started_at, 3), result=None))
+            self.bus.publish(
+                AgentExited(
+                    key=candidate.key,
+                    attempt=attempt.number,
+                    exit_code=None,
+                    reason=unreachable,
+                    duration=round(time.time() - record.started_at, 3),
+                    result=None,
+                )
+            )
             return
         outcome = decoder.finish(done.exit_code, done.stderr_tail)
         if done.timed_out or decoder.stop is not None:
@@ -260,8 +325,16 @@ class Running(Settling):
             if reachability.since is not None:
                 reason += f" (cannot reach the model API: {reachability.message})"
         record.result = outcome.result
-        self.bus.publish(AgentExited(key=candidate.key, attempt=attempt.number, exit_code=done.exit_code,
-                                     reason=reason, duration=round(done.duration, 3), result=outcome.result))
+        self.bus.publish(
+            AgentExited(
+                key=candidate.key,
+                attempt=attempt.number,
+                exit_code=done.exit_code,
+                reason=reason,
+                duration=round(done.duration, 3),
+                result=outcome.result,
+            )
+        )
         if outcome.quota is not None:
             record.quota = outcome.quota.to_json()
             if not quota_reported:
@@ -271,23 +344,35 @@ class Running(Settling):
             return
 
         leave_out = attempt.setup.leave_out if attempt.setup is not None else []
-        if adapter.commits_on_behalf and await anyio.to_thread.run_sync(git.has_changes, directory,
-                                                                        leave_out):
-            message = on_behalf_message(candidate.agent, candidate.key, candidate.brief,
-                                        decoder.commit_message, outcome.result)
+        if adapter.commits_on_behalf and await anyio.to_thread.run_sync(
+            git.has_changes, directory, leave_out
+        ):
+            message = on_behalf_message(
+                candidate.agent, candidate.key, candidate.brief, decoder.commit_message, outcome.result
+            )
             commit = await anyio.to_thread.run_sync(git.commit_all, directory, message, leave_out)
             if commit:
                 record.committed_on_behalf = True
-                self.bus.publish(CommittedOnBehalf(key=candidate.key, attempt=attempt.number, commit=commit,
-                                                   message=message, agent=candidate.agent))
+                self.bus.publish(
+                    CommittedOnBehalf(
+                        key=candidate.key,
+                        attempt=attempt.number,
+                        commit=commit,
+                        message=message,
+                        agent=candidate.agent,
+                    )
+                )
         # The result is fixed here, as one commit: what is graded, and the only commit that can win.
         # Uncommitted edits stay in the worktree, kept, but are not part of it.
-        result_commit, commits = await anyio.to_thread.run_sync(git.head_and_commits, directory, self.baseline)
+        result_commit, commits = await anyio.to_thread.run_sync(
+            git.head_and_commits, directory, self.baseline
+        )
         record.commit = result_commit
         record.commits = [c.to_json() for c in commits]
         attempt.result_fixed = True
-        await anyio.to_thread.run_sync(git.pin_validated, self.repository, self.id, candidate.key,
-                                       attempt.number, result_commit)
+        await anyio.to_thread.run_sync(
+            git.pin_validated, self.repository, self.id, candidate.key, attempt.number, result_commit
+        )
         # Nothing the agent left running may touch the grading: its sandbox goes first.
         if not await self._close_sandbox(attempt):
             return
@@ -295,8 +380,11 @@ class Running(Settling):
         def on_check_output(stream: str, lines: list[str]) -> None:
             self.bus.publish(Log(key=candidate.key, attempt=attempt.number, stream="validation", lines=lines))
 
-        self.bus.publish(ValidationStarted(key=candidate.key, attempt=attempt.number, commits=len(commits),
-                                           commit=record.commit))
+        self.bus.publish(
+            ValidationStarted(
+                key=candidate.key, attempt=attempt.number, commits=len(commits), commit=record.commit
+            )
+        )
         checkout.commit = record.commit
         # what the record says if the attempt is cancelled before validation returns
         record.validation = Validation("cancelled", reason="cancelled while validating")
@@ -304,23 +392,39 @@ class Running(Settling):
         try:
             async with checkout:
                 assert checkout.sandbox is not None, "an entered checkout has its sandbox"
-                check_context = ValidationContext(key=candidate.key, attempt=attempt.number,
-                                                  directory=checkout.directory, branch=attempt.branch,
-                                                  baseline=self.baseline, commits=commits,
-                                                  sandbox=checkout.sandbox)
+                check_context = ValidationContext(
+                    key=candidate.key,
+                    attempt=attempt.number,
+                    directory=checkout.directory,
+                    branch=attempt.branch,
+                    baseline=self.baseline,
+                    commits=commits,
+                    sandbox=checkout.sandbox,
+                )
                 record.validation, verdict = await grade(
-                    spec.validate, checkout, check_context, baseline=self.baseline,
-                    wait_baseline=self._wait_baseline, on_output=on_check_output)
+                    spec.validate,
+                    checkout,
+                    check_context,
+                    baseline=self.baseline,
+                    wait_baseline=self._wait_baseline,
+                    on_output=on_check_output,
+                )
                 record.verdict = verdict.to_json()
                 accepted = verdict.accepted
                 if accepted and spec.select == "first":
                     # Registered as soon as validation passes, so a tie with an earlier slot whose
                     # result became acceptable at the same moment is seen when the winner is chosen.
                     self._accepted_pending.append(attempt)
-                self.bus.publish(ValidationFinished(key=candidate.key, attempt=attempt.number,
-                                                    status=record.validation.status,
-                                                    exit_code=record.validation.exit_code,
-                                                    reason=record.validation.reason, verdict=record.verdict))
+                self.bus.publish(
+                    ValidationFinished(
+                        key=candidate.key,
+                        attempt=attempt.number,
+                        status=record.validation.status,
+                        exit_code=record.validation.exit_code,
+                        reason=record.validation.reason,
+                        verdict=record.verdict,
+                    )
+                )
                 if accepted and spec.select == "best":
                     assert spec.score is not None
                     try:
@@ -329,7 +433,9 @@ class Running(Settling):
                         record.error = _one_line(error)
                         accepted = False
                     else:
-                        self.bus.publish(Scored(key=candidate.key, attempt=attempt.number, score=record.score))
+                        self.bus.publish(
+                            Scored(key=candidate.key, attempt=attempt.number, score=record.score)
+                        )
         finally:
             if checkout.cleanup_error is not None:
                 attempt.cleanup_failed = True
@@ -346,8 +452,9 @@ class Running(Settling):
             return None
 
         async def prepare(directory: Path, sandbox: Sandbox) -> str | None:
-            failure = await self.prepare_directory(key, number, directory, sandbox,
-                                                   setups.SetupState(ports=list(ports)))
+            failure = await self.prepare_directory(
+                key, number, directory, sandbox, setups.SetupState(ports=list(ports))
+            )
             return failure[0] if failure else None
 
         return prepare
@@ -371,16 +478,16 @@ class Running(Settling):
         the reason, and its agent never starts)."""
         state, record = attempt.setup, attempt.record
         assert state is not None and attempt.sandbox is not None
-        failure = await self.prepare_directory(attempt.key, attempt.number, directory,
-                                               attempt.sandbox, state)
+        failure = await self.prepare_directory(attempt.key, attempt.number, directory, attempt.sandbox, state)
         record.setup = state.to_json()
         if failure is not None:
             record.setup["output"] = failure[1]
             record.error = failure[0]
         return failure is None
 
-    async def prepare_directory(self, key: str, number: int, directory: Path, sandbox: Sandbox,
-                                state: setups.SetupState) -> tuple[str, str] | None:
+    async def prepare_directory(
+        self, key: str, number: int, directory: Path, sandbox: Sandbox, state: setups.SetupState
+    ) -> tuple[str, str] | None:
         """Give one checkout what [setup] promises, in its sandbox: the user's files copied in,
         the cache, then the setup command. A candidate's worktree gets it before its agent starts;
         any other checkout of the baseline or a result (where validation runs) can get the same.
@@ -388,12 +495,18 @@ class Running(Settling):
         environment the sandbox was acquired with."""
         setup = self.spec.setup
         assert self.repository is not None and self._outpost_dir is not None
-        self.bus.publish(SetupStarted(key=key, attempt=number,
-                                      command=list(setup.command) if setup.command else None,
-                                      ports=state.ports))
+        self.bus.publish(
+            SetupStarted(
+                key=key,
+                attempt=number,
+                command=list(setup.command) if setup.command else None,
+                ports=state.ports,
+            )
+        )
         started = time.monotonic()
-        state.copied = await anyio.to_thread.run_sync(setups.copy_files, self.repository,
-                                                      directory, self._copy_paths)
+        state.copied = await anyio.to_thread.run_sync(
+            setups.copy_files, self.repository, directory, self._copy_paths
+        )
         failure: tuple[str, str] | None = None
         if setup.command and self._cache_key is not None:
             cache_key, built = self._cache_key, False
@@ -408,26 +521,37 @@ class Running(Settling):
                     failure = await self._setup_command(key, number, sandbox, state)
                     if failure is None and on_baseline:
                         stored = await anyio.to_thread.run_sync(
-                            setups.store_cache, self._outpost_dir, cache_key, directory, setup.cache)
+                            setups.store_cache, self._outpost_dir, cache_key, directory, setup.cache
+                        )
                         state.cache = "built" if stored else "miss"
             if not built:
-                hit = await anyio.to_thread.run_sync(setups.restore_cache, self._outpost_dir,
-                                                     cache_key, directory)
+                hit = await anyio.to_thread.run_sync(
+                    setups.restore_cache, self._outpost_dir, cache_key, directory
+                )
                 state.cache = "hit" if hit else "miss"
                 failure = await self._setup_command(key, number, sandbox, state)
         elif setup.command:
             failure = await self._setup_command(key, number, sandbox, state)
         state.duration = round(time.monotonic() - started, 3)
         if failure is None:
-            state.top_level, state.products = await anyio.to_thread.run_sync(setups.snapshot,
-                                                                              directory)
-        self.bus.publish(SetupFinished(key=key, attempt=number, status=state.status,
-                                       exit_code=state.exit_code, duration=state.duration, cache=state.cache,
-                                       copied=sorted(state.copied), reason=failure[0] if failure else None))
+            state.top_level, state.products = await anyio.to_thread.run_sync(setups.snapshot, directory)
+        self.bus.publish(
+            SetupFinished(
+                key=key,
+                attempt=number,
+                status=state.status,
+                exit_code=state.exit_code,
+                duration=state.duration,
+                cache=state.cache,
+                copied=sorted(state.copied),
+                reason=failure[0] if failure else None,
+            )
+        )
         return failure
 
-    async def _setup_command(self, key: str, number: int, sandbox: Sandbox,
-                             state: setups.SetupState) -> tuple[str, str] | None:
+    async def _setup_command(
+        self, key: str, number: int, sandbox: Sandbox, state: setups.SetupState
+    ) -> tuple[str, str] | None:
         """Run [setup] command in the sandbox; (reason, output tail) when it failed."""
         setup = self.spec.setup
         assert setup.command
@@ -436,8 +560,9 @@ class Running(Settling):
             self.bus.publish(Log(key=key, attempt=number, stream="setup", lines=lines))
 
         try:
-            done = await sandbox.run(setup.command, on_output=on_output, timeout=setup.timeout,
-                                     tail_bytes=4000)
+            done = await sandbox.run(
+                setup.command, on_output=on_output, timeout=setup.timeout, tail_bytes=4000
+            )
         except SandboxError as error:
             state.status = "error"
             return f"setup could not start: {_one_line(error)}", ""
@@ -468,8 +593,9 @@ class Running(Settling):
         if problem is None:
             _, problem = self.accounting.usage.plus(total - attempt.usage_seen)
         if problem is not None:
-            self.bus.publish(Warned(key=attempt.key, attempt=attempt.number,
-                                    message=f"refused a usage report: {problem}"))
+            self.bus.publish(
+                Warned(key=attempt.key, attempt=attempt.number, message=f"refused a usage report: {problem}")
+            )
             decoder.usage = total = attempt.usage_seen
             if not final:
                 return
@@ -483,8 +609,15 @@ class Running(Settling):
             return
         reason = self.accounting.report(delta)
         if not delta.is_zero():
-            self.bus.publish(UsageReported(key=attempt.key, attempt=attempt.number, delta=delta.to_json(),
-                                           total=total.to_json(), race_total=self.accounting.usage.to_json()))
+            self.bus.publish(
+                UsageReported(
+                    key=attempt.key,
+                    attempt=attempt.number,
+                    delta=delta.to_json(),
+                    total=total.to_json(),
+                    race_total=self.accounting.usage.to_json(),
+                )
+            )
         if self._durable is not None:
             self._durable.usage_changed()
         if reason is not None:

@@ -4,11 +4,10 @@ kept or removed, the user's repository checked for tampering, and the race's res
 
 from __future__ import annotations
 
-from typing import Any
-
 import shlex
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -60,8 +59,11 @@ class Settling(RaceState):
         # Let results that became acceptable in the same instant arrive before the choice.
         await anyio.lowlevel.checkpoint()
         # one that passed and then failed (reading its HEAD) or was cancelled is out of the running
-        eligible = [a for a in self._accepted_pending if a.record.error is None
-                    and a.cancel_reason is None and a.phase is not Phase.SETTLED]
+        eligible = [
+            a
+            for a in self._accepted_pending
+            if a.record.error is None and a.cancel_reason is None and a.phase is not Phase.SETTLED
+        ]
         if self._winner is None and eligible:
             self.set_winner(min(eligible, key=lambda a: a.index), "validation")
 
@@ -72,8 +74,9 @@ class Settling(RaceState):
         record = attempt.record
         if not attempt.result_fixed:
             assert self.baseline is not None, "a started attempt's race has its baseline"
-            record.commit, commits = await anyio.to_thread.run_sync(git.head_and_commits, directory,
-                                                                    self.baseline)
+            record.commit, commits = await anyio.to_thread.run_sync(
+                git.head_and_commits, directory, self.baseline
+            )
             record.commits = [c.to_json() for c in commits]
         attempt.accepted = True
         self.set_winner(attempt, "operator")
@@ -104,9 +107,14 @@ class Settling(RaceState):
         command = f"outpost-tui worktrees {shlex.quote(str(self.repository))} --remove-containers"
         if self.spec.sandbox.endpoint:
             command += f" --endpoint {shlex.quote(self.spec.sandbox.endpoint)}"
-        self.bus.publish(Warned(message=(
-            f"{what}: the candidates running on it are settled as failed; their containers are left "
-            f"until `{command}` removes them once the engine is back")))
+        self.bus.publish(
+            Warned(
+                message=(
+                    f"{what}: the candidates running on it are settled as failed; their containers are left "
+                    f"until `{command}` removes them once the engine is back"
+                )
+            )
+        )
 
     async def _settle_attempt(self, attempt: Attempt, *, cancelled: bool) -> None:
         record = attempt.record
@@ -148,8 +156,16 @@ class Settling(RaceState):
         if self._awaits_decision(attempt):
             # Best of N: it passed and waits for the others' scores; the decision settles it.
             shown, why = "passed", f"score {record.score:g}, waiting for the decision"
-        self.bus.publish(Settled(key=attempt.key, attempt=attempt.number, status=shown, reason=why,
-                                 commit=record.commit, retained_directory=record.retained_directory))
+        self.bus.publish(
+            Settled(
+                key=attempt.key,
+                attempt=attempt.number,
+                status=shown,
+                reason=why,
+                commit=record.commit,
+                retained_directory=record.retained_directory,
+            )
+        )
         attempt.settled.set()
 
     async def _check_repository(self, attempt: Attempt | None) -> None:
@@ -164,29 +180,43 @@ class Settling(RaceState):
             try:
                 changes = await anyio.to_thread.run_sync(guard.compare, self._record, who)
             except git.GitError as error:
-                self.bus.publish(Warned(key=attempt.key if attempt else None,
-                                        attempt=attempt.number if attempt else None,
-                                        message="could not check your repository for changes: "
-                                                f"{_one_line(error)}"))
+                self.bus.publish(
+                    Warned(
+                        key=attempt.key if attempt else None,
+                        attempt=attempt.number if attempt else None,
+                        message=f"could not check your repository for changes: {_one_line(error)}",
+                    )
+                )
                 return
         if not changes:
             return
-        running = sorted(a.key for a in self.attempts.values()
-                         if a is not attempt and a.scope is not None)
-        entries = [{"candidate": attempt.key if attempt else None,
-                    "attempt": attempt.number if attempt else None,
-                    "running": running, **change.to_json()} for change in changes]
+        running = sorted(a.key for a in self.attempts.values() if a is not attempt and a.scope is not None)
+        entries = [
+            {
+                "candidate": attempt.key if attempt else None,
+                "attempt": attempt.number if attempt else None,
+                "running": running,
+                **change.to_json(),
+            }
+            for change in changes
+        ]
         self.tampering += entries
-        self.bus.publish(Tampering(key=attempt.key if attempt else None,
-                                   attempt=attempt.number if attempt else None, changes=entries))
+        self.bus.publish(
+            Tampering(
+                key=attempt.key if attempt else None,
+                attempt=attempt.number if attempt else None,
+                changes=entries,
+            )
+        )
 
     async def _retain(self, attempt: Attempt) -> None:
         """Remove the worktree only when it is fully clean; the branch always stays."""
         record, directory = attempt.record, attempt.directory
         if directory is None or not directory.exists():
             return
-        keep = (self.spec.durability.enabled or attempt.cleanup_failed
-                or record.status is CandidateStatus.FAILED)
+        keep = (
+            self.spec.durability.enabled or attempt.cleanup_failed or record.status is CandidateStatus.FAILED
+        )
         if not keep:
             try:
                 await anyio.to_thread.run_sync(self._clear_setup, attempt, directory)
@@ -213,26 +243,43 @@ class Settling(RaceState):
 
     def _awaits_decision(self, attempt: Attempt) -> bool:
         record = attempt.record
-        return (self.spec.select == "best" and attempt.accepted and record.score is not None
-                and record.status is CandidateStatus.REJECTED and record.error is None)
+        return (
+            self.spec.select == "best"
+            and attempt.accepted
+            and record.score is not None
+            and record.status is CandidateStatus.REJECTED
+            and record.error is None
+        )
 
     def _select_best(self) -> None:
         if self.spec.select != "best":
             return
-        waiting = [a for a in sorted(self.attempts.values(), key=lambda a: a.index)
-                   if self._awaits_decision(a)]
+        waiting = [
+            a for a in sorted(self.attempts.values(), key=lambda a: a.index) if self._awaits_decision(a)
+        ]
         best: Attempt | None = None
         if self._winner is None and not self._aborted and not self.accounting.stops_race:
             best_score = 0.0
             for attempt in waiting:
                 score = attempt.record.score
-                if attempt.record.cleanup == "done" and score is not None and (best is None or score > best_score):
+                if (
+                    attempt.record.cleanup == "done"
+                    and score is not None
+                    and (best is None or score > best_score)
+                ):
                     best, best_score = attempt, score
         if best is not None:
             self.set_winner(best, "score")
             best.record.status = CandidateStatus.WINNER
-            self.bus.publish(Settled(key=best.key, attempt=best.number, status="winner",
-                                     reason=f"highest score {best.record.score:g}", commit=best.record.commit))
+            self.bus.publish(
+                Settled(
+                    key=best.key,
+                    attempt=best.number,
+                    status="winner",
+                    reason=f"highest score {best.record.score:g}",
+                    commit=best.record.commit,
+                )
+            )
         for attempt in waiting:
             if attempt is best:
                 continue
@@ -241,8 +288,15 @@ class Settling(RaceState):
                 record.error = f"passed with score {record.score:g}; {best.key} scored {best.record.score:g}"
             else:
                 record.error = f"passed with score {record.score:g}, but no winner was chosen"
-            self.bus.publish(Settled(key=attempt.key, attempt=attempt.number, status=str(record.status),
-                                     reason=record.error, commit=record.commit))
+            self.bus.publish(
+                Settled(
+                    key=attempt.key,
+                    attempt=attempt.number,
+                    status=str(record.status),
+                    reason=record.error,
+                    commit=record.commit,
+                )
+            )
 
     def _race_status(self) -> RaceStatus:
         records = [a.record for a in self.attempts.values()]
@@ -257,8 +311,9 @@ class Settling(RaceState):
         return RaceStatus.NO_WINNER
 
     async def _settle_race(self) -> RaceResult:
-        assert self.id is not None and self.repository is not None and self.baseline is not None, \
+        assert self.id is not None and self.repository is not None and self.baseline is not None, (
             "set when the race starts"
+        )
         # From here the outcome is being written: a hand accept would contradict it.
         self._settling = True
         self._select_best()
@@ -266,8 +321,15 @@ class Settling(RaceState):
             if attempt.record.status is CandidateStatus.SKIPPED and attempt.record.error is None:
                 attempt.record.error = self._skip_reason()
                 # its phase stays waiting (it never took an attempt), but watchers see it end
-                self.bus.publish(Settled(key=attempt.key, attempt=attempt.number, status="skipped",
-                                         reason=attempt.record.error, commit=None))
+                self.bus.publish(
+                    Settled(
+                        key=attempt.key,
+                        attempt=attempt.number,
+                        status="skipped",
+                        reason=attempt.record.error,
+                        commit=None,
+                    )
+                )
         self._pending.clear()
         status = self._race_status()
         records = [self.attempts[c.key].record for c in self.spec.candidates]
@@ -288,60 +350,84 @@ class Settling(RaceState):
             repository, commit, rev = self.repository, winner.commit, winner.commit or winner.branch
             assert rev is not None, "a winner has its commit or its branch"
             check = await anyio.to_thread.run_sync(
-                lambda: git.integration_check(repository, rev, commit, host=host_after))
+                lambda: git.integration_check(repository, rev, commit, host=host_after)
+            )
             integration = check.to_json()
             checkout = [t for t in self.tampering if t["checkout"]]
             if checkout and integration["status"] != "blocked":
                 # merge-tree compared against a HEAD or checkout that changed during the race:
                 # a candidate's doing, or the user's own (the record cannot tell which)
                 who = sorted({t["candidate"] or "no candidate" for t in checkout})
-                integration.update(status="blocked", conflicts=[], reason=(
-                    f"your checkout was changed during the race (while {', '.join(who)} ran): "
-                    f"{checkout[0]['description']}; if that was you, check again with "
-                    f"`git merge-tree --write-tree HEAD {winner.branch}`"))
+                integration.update(
+                    status="blocked",
+                    conflicts=[],
+                    reason=(
+                        f"your checkout was changed during the race (while {', '.join(who)} ran): "
+                        f"{checkout[0]['description']}; if that was you, check again with "
+                        f"`git merge-tree --write-tree HEAD {winner.branch}`"
+                    ),
+                )
             if winner.commit and self.baseline:
                 try:
                     setup = self.attempts[winner.key].setup
                     winner.review = await anyio.to_thread.run_sync(
-                        review, self.repository, self.baseline, winner.commit,
-                        setup.leave_out if setup is not None else ())
+                        review,
+                        self.repository,
+                        self.baseline,
+                        winner.commit,
+                        setup.leave_out if setup is not None else (),
+                    )
                 except git.GitError as error:
                     winner.review = [f"could not be reviewed: {_one_line(error)}"]
                 verdict = Verdict.from_json(winner.verdict)
                 if verdict is not None:
                     winner.review.extend(verdict.review_flags())
         result = RaceResult(
-            id=self.id, status=status, baseline=self.baseline, name=self.spec.name,
-            mode=self.spec.mode, select=self.spec.select, candidates=records,
+            id=self.id,
+            status=status,
+            baseline=self.baseline,
+            name=self.spec.name,
+            mode=self.spec.mode,
+            select=self.spec.select,
+            candidates=records,
             previous_attempts=[a.record for a in self.previous],
-            attempts=self.accounting.attempts, usage=self.total_usage(),
-            integration=integration, host=self._host_json(host_after, host_error),
+            attempts=self.accounting.attempts,
+            usage=self.total_usage(),
+            integration=integration,
+            host=self._host_json(host_after, host_error),
             error=self.accounting.exhausted if status is RaceStatus.BUDGET_EXHAUSTED else None,
             quota=self._race_quota(records) if status is RaceStatus.QUOTA else None,
-            run_id=self.spec.run_id, repository=str(self.repository),
-            started_at=self._started_at, finished_at=time.time(), tampering=list(self.tampering),
+            run_id=self.spec.run_id,
+            repository=str(self.repository),
+            started_at=self._started_at,
+            finished_at=time.time(),
+            tampering=list(self.tampering),
             baseline_validation=self.baseline_outcome.to_json() if self.baseline_outcome else None,
         )
         self._finished = True
         if self._durable is not None:
             await self._durable.finish(result)
-        self.bus.publish(RaceFinished(status=str(status), winner=winner.key if winner else None,
-                                      result=result.to_json()))
+        self.bus.publish(
+            RaceFinished(status=str(status), winner=winner.key if winner else None, result=result.to_json())
+        )
         return result
 
     async def _note_branches_moved(self, records: list[CandidateRecord]) -> None:
         """A branch moved after its commit was graded is reported; the graded commit still wins."""
-        graded = [(record, verdict, branch) for record in records
-                  if (verdict := Verdict.from_json(record.verdict)) is not None and (branch := record.branch)]
+        graded = [
+            (record, verdict, branch)
+            for record in records
+            if (verdict := Verdict.from_json(record.verdict)) is not None and (branch := record.branch)
+        ]
         if not graded:
             return
         assert self.repository is not None, "set when the race starts"
         try:
-            tips = await anyio.to_thread.run_sync(git.branch_tips, self.repository,
-                                                  [branch for _, _, branch in graded])
+            tips = await anyio.to_thread.run_sync(
+                git.branch_tips, self.repository, [branch for _, _, branch in graded]
+            )
         except git.GitError as error:
-            self.bus.publish(Warned(message=f"could not read the candidates' branches: "
-                                            f"{_one_line(error)}"))
+            self.bus.publish(Warned(message=f"could not read the candidates' branches: {_one_line(error)}"))
             return
         for record, verdict, branch in graded:
             tip = tips.get(branch)
@@ -367,5 +453,9 @@ class Settling(RaceState):
     def _host_json(self, after: git.HostSnapshot | None, error: str | None) -> dict[str, Any]:
         before = self._host_before
         changed = after is None or before is None or after != before
-        return {"before": before.to_json() if before else None,
-                "after": after.to_json() if after else None, "changed": changed, "error": error}
+        return {
+            "before": before.to_json() if before else None,
+            "after": after.to_json() if after else None,
+            "changed": changed,
+            "error": error,
+        }

@@ -25,13 +25,14 @@ import socket
 import stat
 import tempfile
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from .. import git
-from ..records.flightlog import make_private_directory
 from ..core.spec import RaceSpec
+from ..records.flightlog import make_private_directory
 
 WORKTREEINCLUDE = ".worktreeinclude"
 CACHE_DIRECTORY = "cache"  # under .outpost/
@@ -61,9 +62,15 @@ class SetupState:
         return sorted(set(self.copied) | set(self.top_level))
 
     def to_json(self) -> dict[str, Any]:
-        return {"status": self.status, "exit_code": self.exit_code, "duration": self.duration,
-                "cache": self.cache, "copied": sorted(self.copied), "ports": list(self.ports),
-                "files": self.leave_out}
+        return {
+            "status": self.status,
+            "exit_code": self.exit_code,
+            "duration": self.duration,
+            "cache": self.cache,
+            "copied": sorted(self.copied),
+            "ports": list(self.ports),
+            "files": self.leave_out,
+        }
 
 
 # --- ports ----------------------------------------------------------------------------------------
@@ -84,7 +91,7 @@ class PortReservation:
         self._locks: list[int] = []
 
     @classmethod
-    def take(cls, count: int) -> "PortReservation":
+    def take(cls, count: int) -> PortReservation:
         reservation = cls()
         try:
             while len(reservation.ports) < count:
@@ -153,6 +160,7 @@ def container_ports(count: int) -> list[int]:
 
 # --- copying the user's files ---------------------------------------------------------------------
 
+
 def files_to_copy(repository: Path, patterns: tuple[str, ...]) -> list[str]:
     """The user's untracked files the race names, and those its .worktreeinclude names."""
     paths = set(git.untracked_files(repository, patterns))
@@ -202,13 +210,19 @@ def _content_hash(path: Path) -> str:
 
 # --- the setup cache ------------------------------------------------------------------------------
 
+
 def cache_key(spec: RaceSpec, repository: Path, baseline: str) -> str:
     """What the cache is valid for: the key files' content in the baseline, the command, the paths
     and where the setup runs (a venv built on the host is no use in a container)."""
     setup, sandbox = spec.setup, spec.sandbox
     files = git.tree_files(repository, baseline, setup.cache_key)
-    identity = {"files": files, "command": list(setup.command or ()), "cache": list(setup.cache),
-                "provider": sandbox.provider, "image": sandbox.image}
+    identity = {
+        "files": files,
+        "command": list(setup.command or ()),
+        "cache": list(setup.cache),
+        "provider": sandbox.provider,
+        "image": sandbox.image,
+    }
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:32]
 
 
@@ -250,9 +264,12 @@ def store_cache(outpost_dir: Path, key: str, directory: Path, paths: tuple[str, 
 def _prune(root: Path, keep: Path) -> None:
     """Keep the newest CACHES_KEPT entries: each is rebuilt by setup when its key comes back, and
     an old one (a venv of last month's requirements) only takes disk."""
-    entries = sorted((p for p in root.iterdir() if not p.name.startswith(".") and p != keep),
-                     key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in entries[CACHES_KEPT - 1:]:
+    entries = sorted(
+        (p for p in root.iterdir() if not p.name.startswith(".") and p != keep),
+        key=lambda p: p.stat().st_mtime,
+        reverse=True,
+    )
+    for old in entries[CACHES_KEPT - 1 :]:
         shutil.rmtree(old, ignore_errors=True)
 
 
@@ -338,6 +355,7 @@ def _relocate_scripts(tree: Path, old: str, new: str) -> None:
 
 # --- what setup left in the worktree --------------------------------------------------------------
 
+
 def snapshot(directory: Path) -> tuple[list[str], dict[str, tuple[int, ...]]]:
     """The untracked and ignored entries of the worktree and, for every file under them, what
     changes when its content does (ctime cannot be set back by the one who writes)."""
@@ -346,8 +364,13 @@ def snapshot(directory: Path) -> tuple[list[str], dict[str, tuple[int, ...]]]:
     for entry in entries:
         for path in _walk(directory / entry):
             info = os.lstat(path)
-            files[os.path.relpath(path, directory)] = (info.st_mode, info.st_size, info.st_mtime_ns,
-                                                       info.st_ctime_ns, info.st_ino)
+            files[os.path.relpath(path, directory)] = (
+                info.st_mode,
+                info.st_size,
+                info.st_mtime_ns,
+                info.st_ctime_ns,
+                info.st_ino,
+            )
     return [entry.rstrip("/") for entry in entries], files
 
 

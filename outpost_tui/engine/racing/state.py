@@ -36,8 +36,9 @@ class RaceState:
 
     _git_common_dir: Path  # the repository's common git directory, found when the race starts
 
-    def __init__(self, spec: RaceSpec, *, bus: EventBus | None = None,
-                 provider: SandboxProvider | None = None) -> None:
+    def __init__(
+        self, spec: RaceSpec, *, bus: EventBus | None = None, provider: SandboxProvider | None = None
+    ) -> None:
         self.spec = spec
         self.bus = bus or EventBus()
         self.model = RaceModel([(c.key, c.agent) for c in spec.candidates])

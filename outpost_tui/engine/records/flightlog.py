@@ -9,14 +9,15 @@ buffered and flushed at least once a second. Logs never enter the durable checkp
 
 from __future__ import annotations
 
-import contextlib
 import asyncio
+import contextlib
 import errno
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, IO, Iterator
+from typing import IO, Any
 
 from ..core.events import Event, Log
 
@@ -53,8 +54,9 @@ class FlightLog:
         self.directory = directory
         make_private_directory(directory)
         self._files: dict[str, IO[str]] = {}
-        self._dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str,
-                                      allow_nan=False).encode
+        self._dumps = json.JSONEncoder(
+            ensure_ascii=False, separators=(",", ":"), default=str, allow_nan=False
+        ).encode
         self._unflushed: set[str] = set()  # files holding log lines not yet flushed
         self._flush_due: float | None = None
         self._timer: asyncio.TimerHandle | None = None

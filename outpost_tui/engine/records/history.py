@@ -27,10 +27,10 @@ from ..core.events import (
     RaceStarted,
     event_from_payload,
 )
-from ..errors import OutpostError
 from ..core.model import RaceModel
 from ..core.result import RaceResult, race_result_from_json
 from ..core.spec import BudgetSpec, CandidateSpec, RaceSpec
+from ..errors import OutpostError
 from .flightlog import flight_log_lines, runs_directory
 
 RACE_FILE = "race.jsonl"
@@ -66,11 +66,20 @@ class RecordedRace:
         return self.finished_at is not None
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "status": self.status, "finished": self.finished,
-                "started_at": self.started_at, "finished_at": self.finished_at,
-                "winner": self.winner, "winner_branch": self.winner_branch,
-                "candidates": list(self.candidates), "run_id": self.run_id,
-                "directory": str(self.directory), "problem": self.problem}
+        return {
+            "id": self.id,
+            "name": self.name,
+            "status": self.status,
+            "finished": self.finished,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "winner": self.winner,
+            "winner_branch": self.winner_branch,
+            "candidates": list(self.candidates),
+            "run_id": self.run_id,
+            "directory": str(self.directory),
+            "problem": self.problem,
+        }
 
 
 def runs_root(repository: str | Path) -> Path:
@@ -110,17 +119,27 @@ def _events_of(path: Path, rank: int, race_level: bool) -> Iterator[tuple[float,
 
 def _race_summary(race_id: str, directory: Path) -> RecordedRace:
     try:
-        events = [e for e in (event_from_json(line, race_level=True)
-                              for line in flight_log_lines(directory / RACE_FILE)) if e is not None]
+        events = [
+            e
+            for e in (
+                event_from_json(line, race_level=True) for line in flight_log_lines(directory / RACE_FILE)
+            )
+            if e is not None
+        ]
     except FileNotFoundError:
         return RecordedRace(race_id, directory, status=UNREADABLE, problem=f"no {RACE_FILE}")
     except OSError as error:
-        return RecordedRace(race_id, directory, status=UNREADABLE,
-                            problem=f"cannot read {RACE_FILE}: {error.strerror or error}")
+        return RecordedRace(
+            race_id,
+            directory,
+            status=UNREADABLE,
+            problem=f"cannot read {RACE_FILE}: {error.strerror or error}",
+        )
     started = [e for e in events if isinstance(e, RaceStarted)]
     if not started:
-        return RecordedRace(race_id, directory, status=UNREADABLE,
-                            problem=f"{RACE_FILE} has no race-started event")
+        return RecordedRace(
+            race_id, directory, status=UNREADABLE, problem=f"{RACE_FILE} has no race-started event"
+        )
     first = started[0]
     last_start = max(i for i, e in enumerate(events) if isinstance(e, RaceStarted))
     # A durable race replayed after a crash starts again in the same directory: it is finished
@@ -128,19 +147,29 @@ def _race_summary(race_id: str, directory: Path) -> RecordedRace:
     finish = next((e for e in reversed(events[last_start:]) if isinstance(e, RaceFinished)), None)
     candidates = first.candidates
     summary = RecordedRace(
-        race_id, directory, name=_text(first.name), started_at=first.at,
+        race_id,
+        directory,
+        name=_text(first.name),
+        started_at=first.at,
         candidates=tuple(str(c) for c in candidates) if isinstance(candidates, list) else (),
-        run_id=_text(first.run_id))
+        run_id=_text(first.run_id),
+    )
     if finish is None:
         return summary
     result = finish.result if isinstance(finish.result, dict) else {}
     winner = found if isinstance(found := result.get("winner"), dict) else {}
     return RecordedRace(
-        race_id, directory, name=summary.name, started_at=summary.started_at,
-        finished_at=finish.at, status=str(finish.status or result.get("status") or "?"),
+        race_id,
+        directory,
+        name=summary.name,
+        started_at=summary.started_at,
+        finished_at=finish.at,
+        status=str(finish.status or result.get("status") or "?"),
         winner=_text(finish.winner) or _text(winner.get("key")),
-        winner_branch=_text(winner.get("branch")), candidates=summary.candidates,
-        run_id=summary.run_id)
+        winner_branch=_text(winner.get("branch")),
+        candidates=summary.candidates,
+        run_id=summary.run_id,
+    )
 
 
 def _text(value: Any) -> str | None:
@@ -183,8 +212,9 @@ def recorded_result(repository: str | Path, race_id: str) -> dict[str, Any] | No
                 case RaceFinished(result=dict() as finished):
                     result = finished
     except OSError as error:
-        raise UnreadableRace(f"recorded race {race_id!r} cannot be read: {RACE_FILE}: "
-                             f"{error.strerror or error}") from None
+        raise UnreadableRace(
+            f"recorded race {race_id!r} cannot be read: {RACE_FILE}: {error.strerror or error}"
+        ) from None
     return result
 
 
@@ -215,8 +245,7 @@ def _attempt_files(directory: Path, order: list[str]) -> list[Path]:
 
     def rank(path: Path) -> tuple[int, str, int, str]:
         key, _, number = path.name.removesuffix(".jsonl").rpartition(".")
-        return (position.get(key, len(position)), key,
-                int(number) if number.isdigit() else 0, path.name)
+        return (position.get(key, len(position)), key, int(number) if number.isdigit() else 0, path.name)
 
     return sorted((p for p in directory.glob("*.jsonl") if p.name != RACE_FILE), key=rank)
 
@@ -289,8 +318,9 @@ class Recording:
     skipped: int = 0  # events whose payload could not be replayed
 
 
-def load_recording(repository: str | Path, race_id: str, *,
-                   consumers: Iterable[Callable[[Event], object]] = ()) -> Recording:
+def load_recording(
+    repository: str | Path, race_id: str, *, consumers: Iterable[Callable[[Event], object]] = ()
+) -> Recording:
     """Replay a recorded race into a fresh model (and any `consumers`, e.g. a progress printer)
     in one pass over its files, without holding every event in memory."""
     root = git.repository_root(repository)
@@ -347,11 +377,26 @@ def load_recording(repository: str | Path, race_id: str, *,
         candidate.agent = agents.get(key, UNKNOWN_AGENT)
     spec = RaceSpec(
         repository=root,
-        candidates=tuple(CandidateSpec(key, agents.get(key, UNKNOWN_AGENT), "", timeout=timeouts.get(key))
-                         for key in summary.candidates),
-        name=summary.name or race_id, mode=mode, select=select, run_id=summary.run_id, budget=BudgetSpec())
-    return Recording(summary, root, spec, model, result,
-                     result_json if isinstance(result_json, dict) else None,
-                     baseline or (result.baseline if result else None), last_at, count, agents,
-                     skipped)
-
+        candidates=tuple(
+            CandidateSpec(key, agents.get(key, UNKNOWN_AGENT), "", timeout=timeouts.get(key))
+            for key in summary.candidates
+        ),
+        name=summary.name or race_id,
+        mode=mode,
+        select=select,
+        run_id=summary.run_id,
+        budget=BudgetSpec(),
+    )
+    return Recording(
+        summary,
+        root,
+        spec,
+        model,
+        result,
+        result_json if isinstance(result_json, dict) else None,
+        baseline or (result.baseline if result else None),
+        last_at,
+        count,
+        agents,
+        skipped,
+    )

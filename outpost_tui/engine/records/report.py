@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..core.usage import cost_text
 from ..files import write_atomically
 from ..git.layout import OUTPOST_DIR, repository_root
-from ..core.usage import cost_text
 from ..verdict.record import describe_tests
 
 TOKEN_DIMENSIONS = (("input", "in"), ("cached", "cached"), ("cache_write", "written"), ("output", "out"))
@@ -108,22 +108,34 @@ def _row(record: dict[str, Any], superseded: bool) -> Row:
     validation = record.get("validation") or {}
     reason = record.get("error") or validation.get("reason") or ""
     if record.get("decided_by") and record.get("status") == "winner":
-        reason = {"validation": "passed validation", "score": "highest score",
-                  "operator": "accepted by operator"}.get(record["decided_by"], record["decided_by"])
+        reason = {
+            "validation": "passed validation",
+            "score": "highest score",
+            "operator": "accepted by operator",
+        }.get(record["decided_by"], record["decided_by"])
     tests = verdict_text(record.get("verdict"))
     if not tests and validation.get("status") not in (None, "not-run"):
-        tests = str(validation["status"]) + (f" (exit {validation['exit_code']})"
-                                              if validation.get("exit_code") not in (None, 0) else "")
+        tests = str(validation["status"]) + (
+            f" (exit {validation['exit_code']})" if validation.get("exit_code") not in (None, 0) else ""
+        )
     score = record.get("score")
-    return Row(key=record["key"], attempt=int(record.get("attempt") or 0), agent=record.get("agent", "?"),
-               status=str(record.get("status")), reason=" ".join(str(reason).split()),
-               tokens={name: int(usage.get(name) or 0) for name, _ in TOKEN_DIMENSIONS},
-               cost=money(usage), time=seconds(record.get("duration")),
-               score="" if score is None else f"{score:g}", tests=tests,
-               review=tuple(record.get("review") or ()), branch=record.get("branch"),
-               commit=record.get("commit"),
-               directory=record.get("retained_directory") or record.get("directory"),
-               superseded=superseded)
+    return Row(
+        key=record["key"],
+        attempt=int(record.get("attempt") or 0),
+        agent=record.get("agent", "?"),
+        status=str(record.get("status")),
+        reason=" ".join(str(reason).split()),
+        tokens={name: int(usage.get(name) or 0) for name, _ in TOKEN_DIMENSIONS},
+        cost=money(usage),
+        time=seconds(record.get("duration")),
+        score="" if score is None else f"{score:g}",
+        tests=tests,
+        review=tuple(record.get("review") or ()),
+        branch=record.get("branch"),
+        commit=record.get("commit"),
+        directory=record.get("retained_directory") or record.get("directory"),
+        superseded=superseded,
+    )
 
 
 def leaderboard(result: dict[str, Any]) -> list[Row]:
@@ -169,31 +181,58 @@ def markdown(result: dict[str, Any]) -> str:
     """The race report: what ran, who won, every attempt, what to look at before merging."""
     started = result.get("started_at")
     when = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(started)) if started else "?"
-    lines = [f"# Race {result.get('name', 'race')} ({result.get('id')})", "",
-             f"- **Outcome:** {headline(result)}",
-             f"- **Started:** {when}",
-             f"- **Mode:** {result.get('mode')}, select {result.get('select')}",
-             f"- **Repository:** {result.get('repository') or '?'}",
-             f"- **Baseline:** `{str(result.get('baseline') or '?')[:12]}`"]
+    lines = [
+        f"# Race {result.get('name', 'race')} ({result.get('id')})",
+        "",
+        f"- **Outcome:** {headline(result)}",
+        f"- **Started:** {when}",
+        f"- **Mode:** {result.get('mode')}, select {result.get('select')}",
+        f"- **Repository:** {result.get('repository') or '?'}",
+        f"- **Baseline:** `{str(result.get('baseline') or '?')[:12]}`",
+    ]
     winner = result.get("winner")
     if winner:
-        lines.append(f"- **Winner:** {winner['key']} on `{winner['branch']}` at `{str(winner['commit'])[:12]}`"
-                     f" (decided by {winner.get('decided_by')})")
+        lines.append(
+            f"- **Winner:** {winner['key']} on `{winner['branch']}` at `{str(winner['commit'])[:12]}`"
+            f" (decided by {winner.get('decided_by')})"
+        )
         lines.append(f"- **Merge it:** `git merge {winner['commit']}` (nothing was merged or pushed)")
     integration = result.get("integration") or {}
     if integration.get("status") == "conflict":
-        lines.append(f"- **Conflicts with the current branch in:** {', '.join(integration.get('conflicts') or [])}")
+        lines.append(
+            f"- **Conflicts with the current branch in:** {', '.join(integration.get('conflicts') or [])}"
+        )
     elif integration.get("status") == "blocked":
         lines.append(f"- **Integration check blocked:** {integration.get('reason')}")
-    lines += ["", "## Leaderboard", "",
-              "| candidate | attempt | status | reason | in | cached | written | out | cost | time "
-              "| score | tests | review |",
-              "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+    lines += [
+        "",
+        "## Leaderboard",
+        "",
+        "| candidate | attempt | status | reason | in | cached | written | out | cost | time "
+        "| score | tests | review |",
+        "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|",
+    ]
     for row in leaderboard(result):
         name = row.key + (" (earlier)" if row.superseded else "")
-        lines.append("| " + " | ".join(_cell(v) for v in (
-            name, row.attempt, row.status, row.reason, *(count(row.tokens[n]) for n, _ in TOKEN_DIMENSIONS),
-            row.cost, row.time, row.score, row.tests, "; ".join(row.review))) + " |")
+        lines.append(
+            "| "
+            + " | ".join(
+                _cell(v)
+                for v in (
+                    name,
+                    row.attempt,
+                    row.status,
+                    row.reason,
+                    *(count(row.tokens[n]) for n, _ in TOKEN_DIMENSIONS),
+                    row.cost,
+                    row.time,
+                    row.score,
+                    row.tests,
+                    "; ".join(row.review),
+                )
+            )
+            + " |"
+        )
     flagged = [row for row in leaderboard(result) if row.review]
     if flagged:
         lines += ["", "## Review before merging", ""]

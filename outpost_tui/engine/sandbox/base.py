@@ -11,9 +11,10 @@ call still in flight) still reaches the engine.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Mapping, Sequence
+from typing import Any
 
 from ... import exitcodes
 from ..errors import OutpostError
@@ -37,8 +38,12 @@ class Stop:
         return self.ended_by == "KILL"
 
     def to_json(self) -> dict[str, Any]:
-        return {"why": self.why, "grace": self.grace, "ended_by": self.ended_by,
-                "seconds": None if self.seconds is None else round(self.seconds, 3)}
+        return {
+            "why": self.why,
+            "grace": self.grace,
+            "ended_by": self.ended_by,
+            "seconds": None if self.seconds is None else round(self.seconds, 3),
+        }
 
 
 StopSink = Callable[[Stop], None]

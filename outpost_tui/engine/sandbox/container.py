@@ -89,6 +89,7 @@ def _memory(value: str | None) -> str | None:
 
 # -- the provider -------------------------------------------------------------------------------
 
+
 def _owner_and_remove(path: Path) -> tuple[int, int] | None:
     try:
         info = os.lstat(path)
@@ -99,8 +100,9 @@ def _owner_and_remove(path: Path) -> tuple[int, int] | None:
 
 
 class ContainerProvider(SandboxProvider):
-    def __init__(self, spec: SandboxSpec, *, request_timeout: float = 60.0,
-                 user: tuple[int, int] | None = None) -> None:
+    def __init__(
+        self, spec: SandboxSpec, *, request_timeout: float = 60.0, user: tuple[int, int] | None = None
+    ) -> None:
         """`user`: the uid and gid containers run as; the host user's by default, so that files
         written in a worktree belong to whoever owns it."""
         self.spec = spec
@@ -123,8 +125,10 @@ class ContainerProvider(SandboxProvider):
         async with self._connecting:  # candidates start together: one connection for all
             if self._client is None:
                 client, found = await anyio.to_thread.run_sync(
-                    lambda: connect_endpoint(self.spec.endpoint, self.spec.provider,
-                                             timeout=self.request_timeout))
+                    lambda: connect_endpoint(
+                        self.spec.endpoint, self.spec.provider, timeout=self.request_timeout
+                    )
+                )
                 try:
                     await anyio.to_thread.run_sync(self._learn_engine, client, found.url)
                 except BaseException:
@@ -141,8 +145,9 @@ class ContainerProvider(SandboxProvider):
             try:
                 kind = engine_kind(client, endpoint)
             except Exception as error:  # docker, requests errors alike
-                raise SandboxError(f"the container engine did not describe itself: "
-                                   f"{_first_line(error)}") from None
+                raise SandboxError(
+                    f"the container engine did not describe itself: {_first_line(error)}"
+                ) from None
             self._mapping, self.mapping_note = user_mapping(kind, *self.user)
             check_network(client, self.spec.network or "none")
         finally:
@@ -166,29 +171,45 @@ class ContainerProvider(SandboxProvider):
     def owns(self, resource_id: str) -> bool:
         return resource_id.startswith(RESOURCE_PREFIX)
 
-    async def acquire(self, context: SandboxContext) -> "ContainerSandbox":
+    async def acquire(self, context: SandboxContext) -> ContainerSandbox:
         client = await self.client()
         docker = _docker()
         name = container_name(context.race_id, context.key, context.attempt, context.role)
         if context.register_resource is not None:
             await context.register_resource(RESOURCE_PREFIX + name)
         # resolving reads the filesystem: off the event loop
-        directory, git_dir, repository = await anyio.to_thread.run_sync(lambda: tuple(
-            str(Path(path).resolve()) for path in (context.directory, context.git_common_dir, context.repository)))
-        labels = {LABEL_RACE: context.race_id, LABEL_KEY: context.key,
-                  LABEL_ATTEMPT: str(context.attempt), LABEL_REPOSITORY: repository}
+        directory, git_dir, repository = await anyio.to_thread.run_sync(
+            lambda: tuple(
+                str(Path(path).resolve())
+                for path in (context.directory, context.git_common_dir, context.repository)
+            )
+        )
+        labels = {
+            LABEL_RACE: context.race_id,
+            LABEL_KEY: context.key,
+            LABEL_ATTEMPT: str(context.attempt),
+            LABEL_REPOSITORY: repository,
+        }
         if context.role:
             labels[LABEL_ROLE] = context.role
         # git's location variables would aim the agent's git elsewhere (the same rule as locally)
         environment = gitenv.scrubbed({"HOME": "/tmp", "LANG": "C.UTF-8", **dict(context.env)})
         options: dict[str, Any] = dict(
-            name=name, labels=labels, detach=True, init=True, **self._mapping,
-            cap_drop=["ALL"], security_opt=["no-new-privileges"],
+            name=name,
+            labels=labels,
+            detach=True,
+            init=True,
+            **self._mapping,
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
             network_mode="none" if self.spec.network in ("none", "", None) else self.spec.network,
-            volumes={directory: {"bind": directory, "mode": "rw"},
-                     git_dir: {"bind": git_dir, "mode": "rw"},
-                     **_read_only_git_settings(git_dir)},
-            working_dir=directory, environment=environment,
+            volumes={
+                directory: {"bind": directory, "mode": "rw"},
+                git_dir: {"bind": git_dir, "mode": "rw"},
+                **_read_only_git_settings(git_dir),
+            },
+            working_dir=directory,
+            environment=environment,
         )
         if self.spec.memory:
             options["mem_limit"] = _memory(self.spec.memory)
@@ -208,17 +229,18 @@ class ContainerProvider(SandboxProvider):
             except docker.errors.ImageNotFound:
                 raise SandboxError(
                     f"image {self.image!r} not found on {self.endpoint}: build one with "
-                    f"`outpost-tui image build --tag {self.image}`") from None
+                    f"`outpost-tui image build --tag {self.image}`"
+                ) from None
             except docker.errors.APIError as error:
                 # Docker says 409; Podman 4 says 500 "name ... is already in use"
                 if error.status_code != 409 and "already in use" not in str(error.explanation):
-                    raise SandboxError(f"cannot create container {name}: "
-                                       f"{error.explanation or error}") from None
+                    raise SandboxError(
+                        f"cannot create container {name}: {error.explanation or error}"
+                    ) from None
                 # a leftover of this very attempt (same race, key and attempt): replace it
                 old = client.containers.get(name)
                 if (old.labels or {}).get(LABEL_RACE) != context.race_id:
-                    raise SandboxError(f"a container named {name} exists and is not this race's") \
-                        from None
+                    raise SandboxError(f"a container named {name} exists and is not this race's") from None
                 old.remove(force=True)
                 container = client.containers.create(self.image, list(KEEP_ALIVE), **options)
             made.append(container)
@@ -228,15 +250,15 @@ class ContainerProvider(SandboxProvider):
                 container.start()
             except docker.errors.APIError as error:
                 container.remove(force=True)
-                raise SandboxError(f"cannot start container {name} from {self.image}: "
-                                   f"{error.explanation or error}") from None
+                raise SandboxError(
+                    f"cannot start container {name} from {self.image}: {error.explanation or error}"
+                ) from None
             timings["start"] = time.monotonic() - started
             if identity:
                 gitconfig = "[user]\n" + "".join(f"\t{k} = {v}\n" for k, v in identity.items())
                 # an image without a writable /tmp: commits then need the repo's identity
                 with contextlib.suppress(docker.errors.APIError):
-                    container.put_archive("/tmp", _tar({".gitconfig": gitconfig.encode()},
-                                                       *self.inside))
+                    container.put_archive("/tmp", _tar({".gitconfig": gitconfig.encode()}, *self.inside))
             return container
 
         # (a cancellation cannot land inside: waiting for a worker thread is shielded, and the
@@ -248,13 +270,14 @@ class ContainerProvider(SandboxProvider):
         except Exception as error:  # docker, requests and ssh errors alike
             if made:  # created, then the engine failed us: nobody else would remove it
                 await anyio.to_thread.run_sync(_remove_quietly, made[0])
-            raise SandboxError(f"container engine at {describe_endpoint(self.endpoint)} failed: "
-                               f"{_first_line(error)}") from None
+            raise SandboxError(
+                f"container engine at {describe_endpoint(self.endpoint)} failed: {_first_line(error)}"
+            ) from None
         # The worktree may still be being checked out (a container is started while git works):
         # its paths are checked before the first command, not here.
         return ContainerSandbox(self, container, Path(directory), name, timings)
 
-    async def check_paths(self, sandbox: "ContainerSandbox") -> None:
+    async def check_paths(self, sandbox: ContainerSandbox) -> None:
         """Before the race's first command: the engine sees the worktree at its host path and what a
         container writes there belongs to the user (once per race; later commands wait for it)."""
         if self._paths_checked:
@@ -267,33 +290,38 @@ class ContainerProvider(SandboxProvider):
             await self._probe(sandbox)
             self._paths_checked = True
 
-    async def _probe(self, sandbox: "ContainerSandbox") -> None:
+    async def _probe(self, sandbox: ContainerSandbox) -> None:
         # A remote engine (tcp, ssh, or a unix socket forwarded from another machine) mounts
         # *its* paths: the worktree must exist there at the same path. Once per race: every
         # worktree lives in the same repository. The same probe writes a file there, to see
         # that what the container writes belongs to the user on the host.
         directory = str(sandbox.directory)
         marker = f".outpost-owner-{uuid.uuid4().hex[:8]}"
-        probe = await sandbox.run_command(["sh", "-c", 'test -e "$1/.git" || exit 3; : > "$1/$2"',
-                                           "sh", directory, marker], timeout=30)
+        probe = await sandbox.run_command(
+            ["sh", "-c", 'test -e "$1/.git" || exit 3; : > "$1/$2"', "sh", directory, marker], timeout=30
+        )
         owner = await anyio.to_thread.run_sync(_owner_and_remove, Path(directory) / marker)
         if probe.exit_code == 3:
             raise SandboxError(
                 f"the worktree {directory} is not visible to the engine at {self.endpoint}: "
-                "a remote engine needs the repository at the same path (e.g. a shared filesystem)")
+                "a remote engine needs the repository at the same path (e.g. a shared filesystem)"
+            )
         if probe.exit_code != 0 or owner is None:
-            raise SandboxError(f"a container cannot write in the worktree {directory} "
-                               f"({self.mapping_note}): {probe.stderr_tail.strip()[:200]}")
+            raise SandboxError(
+                f"a container cannot write in the worktree {directory} "
+                f"({self.mapping_note}): {probe.stderr_tail.strip()[:200]}"
+            )
         if owner != self.user:
             raise SandboxError(
                 f"files written in the container belong to {owner[0]}:{owner[1]} on the host, not "
                 f"to {self.user[0]}:{self.user[1]} ({self.mapping_note}): the engine's user "
-                "namespace maps ids differently; `outpost-tui doctor` says more")
+                "namespace maps ids differently; `outpost-tui doctor` says more"
+            )
 
     async def recover(self, resource_id: str) -> bool:
         if not self.owns(resource_id):
             return False
-        name = resource_id[len(RESOURCE_PREFIX):]
+        name = resource_id[len(RESOURCE_PREFIX) :]
         client = await self.client()
         docker = _docker()
 

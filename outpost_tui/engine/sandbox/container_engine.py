@@ -5,17 +5,15 @@ by their labels, listed and removed."""
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING
-
-from types import ModuleType
-
 import io
 import os
 import re
 import tarfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from .base import SandboxError
 from .engines import ContextError, Endpoint, discover, searched
@@ -71,25 +69,29 @@ def find_endpoint(explicit: str | None = None, provider: str | None = None) -> E
     try:
         found = discover(explicit, provider)
     except ContextError as error:
-        raise SandboxError(f"{error} (switch with `docker context use default`, or set DOCKER_HOST)") \
-            from None
+        raise SandboxError(
+            f"{error} (switch with `docker context use default`, or set DOCKER_HOST)"
+        ) from None
     if found is None:
         raise SandboxError(
             f"no container engine found (looked at {searched(provider)}): set DOCKER_HOST (e.g. "
             "unix:///run/podman/podman.sock, ssh://user@host, tcp://host:2376) or [sandbox] "
-            "endpoint, or start Docker or `podman system service`")
+            "endpoint, or start Docker or `podman system service`"
+        )
     return found
 
 
-def connect(endpoint: str | None = None, provider: str | None = None, *,
-            timeout: float = 60.0, pool: int = 128) -> tuple[Any, str]:
+def connect(
+    endpoint: str | None = None, provider: str | None = None, *, timeout: float = 60.0, pool: int = 128
+) -> tuple[Any, str]:
     """A Docker API client and the endpoint it talks to; SandboxError when there is none."""
     client, found = connect_endpoint(endpoint, provider, timeout=timeout, pool=pool)
     return client, found.url
 
 
-def connect_endpoint(endpoint: str | None = None, provider: str | None = None, *,
-                     timeout: float = 60.0, pool: int = 128) -> tuple[Any, Endpoint]:
+def connect_endpoint(
+    endpoint: str | None = None, provider: str | None = None, *, timeout: float = 60.0, pool: int = 128
+) -> tuple[Any, Endpoint]:
     """connect(), also saying how the endpoint was chosen."""
     docker = _docker()
     found = find_endpoint(endpoint, provider)
@@ -97,9 +99,12 @@ def connect_endpoint(endpoint: str | None = None, provider: str | None = None, *
     # ssh:// goes through the ssh program (keys, agent and ~/.ssh/config as usual). The API version
     # is negotiated from /_ping below: the SDK's own negotiation asks /version, which takes
     # ~0.4 s on Podman, for every race.
-    options: dict[str, Any] = {"timeout": timeout, "max_pool_size": pool,
-                               "use_ssh_client": resolved.startswith("ssh://"),
-                               "version": docker.constants.MINIMUM_DOCKER_API_VERSION}
+    options: dict[str, Any] = {
+        "timeout": timeout,
+        "max_pool_size": pool,
+        "use_ssh_client": resolved.startswith("ssh://"),
+        "version": docker.constants.MINIMUM_DOCKER_API_VERSION,
+    }
     try:
         if found.why == "DOCKER_HOST":
             client = docker.from_env(**options)  # also honours DOCKER_TLS_VERIFY / DOCKER_CERT_PATH
@@ -108,7 +113,9 @@ def connect_endpoint(endpoint: str | None = None, provider: str | None = None, *
                 tls = found.tls
                 options["tls"] = docker.tls.TLSConfig(
                     client_cert=(tls["cert"], tls["key"]) if tls.get("cert") and tls.get("key") else None,
-                    ca_cert=tls.get("ca"), verify=bool(tls.get("verify")) and (tls.get("ca") or True))
+                    ca_cert=tls.get("ca"),
+                    verify=bool(tls.get("verify")) and (tls.get("ca") or True),
+                )
             client = docker.DockerClient(base_url=resolved, **options)
         _negotiate(client)
     except Exception as error:  # requests, urllib3, ssh and docker errors alike
@@ -116,8 +123,7 @@ def connect_endpoint(endpoint: str | None = None, provider: str | None = None, *
         where = found.describe()
         if found.why != "DOCKER_HOST":
             where += f"; DOCKER_HOST={docker_host} not used" if docker_host else "; DOCKER_HOST unset"
-        raise SandboxError(f"cannot reach the container engine at {where}: "
-                           f"{_first_line(error)}") from None
+        raise SandboxError(f"cannot reach the container engine at {where}: {_first_line(error)}") from None
     return client, found
 
 
@@ -158,8 +164,10 @@ def user_mapping(kind: Mapping[str, Any], uid: int, gid: int) -> tuple[dict[str,
     if not kind.get("rootless"):
         return {"user": f"{uid}:{gid}"}, f"rootful {kind['name']}: containers run as {uid}:{gid}"
     name = "Podman" if kind["name"] == "podman" else "Docker"
-    return ({"user": "0:0"},
-            f"rootless {name}: containers run as their root, which is the engine's user on the host")
+    return (
+        {"user": "0:0"},
+        f"rootless {name}: containers run as their root, which is the engine's user on the host",
+    )
 
 
 def check_network(client: Any, network: str) -> None:
@@ -177,8 +185,10 @@ def check_network(client: Any, network: str) -> None:
     if network == "bridge" and "bridge" in names.values():
         return  # Podman's default network ("podman") is a bridge
     shown = ", ".join(f"{name} ({driver})" for name, driver in sorted(names.items())) or "none"
-    raise SandboxError(f"[sandbox] network = {network!r}: the engine has no such network "
-                       f"(it has: {shown}); a container would start without any network")
+    raise SandboxError(
+        f"[sandbox] network = {network!r}: the engine has no such network "
+        f"(it has: {shown}); a container would start without any network"
+    )
 
 
 def _negotiate(client: DockerClient) -> None:
@@ -234,8 +244,15 @@ def _unreachable(error: BaseException) -> bool:
         if not isinstance(current, BaseException) or id(current) in seen:
             continue
         seen.add(id(current))
-        if isinstance(current, (requests.exceptions.ConnectionError, urllib3.exceptions.ProtocolError,
-                                ConnectionError, FileNotFoundError)):
+        if isinstance(
+            current,
+            (
+                requests.exceptions.ConnectionError,
+                urllib3.exceptions.ProtocolError,
+                ConnectionError,
+                FileNotFoundError,
+            ),
+        ):
             return True
         pending += [current.__cause__, current.__context__, *current.args]
     return False
@@ -269,8 +286,9 @@ def _info(container: Container) -> dict[str, Any]:
     }
 
 
-def list_containers(race_id: str | None = None, endpoint: str | None = None,
-                    repository: str | Path | None = None) -> list[dict[str, Any]]:
+def list_containers(
+    race_id: str | None = None, endpoint: str | None = None, repository: str | Path | None = None
+) -> list[dict[str, Any]]:
     """Containers made by outpost-tui (every race, or one), running or not.
 
     Returns [] when no engine is configured at all; raises SandboxError when one is configured but
@@ -285,15 +303,17 @@ def list_containers(race_id: str | None = None, endpoint: str | None = None,
         filters.append(f"{LABEL_REPOSITORY}={Path(repository).resolve()}")
     try:
         # ignore_removed: a container removed while listed (by its race, by another test) is just gone
-        return [_info(container)
-                for container in client.containers.list(all=True, filters={"label": filters},
-                                                        ignore_removed=True)]
+        return [
+            _info(container)
+            for container in client.containers.list(all=True, filters={"label": filters}, ignore_removed=True)
+        ]
     finally:
         client.close()
 
 
-def remove_race_containers(race_id: str, endpoint: str | None = None,
-                           repository: str | Path | None = None) -> int:
+def remove_race_containers(
+    race_id: str, endpoint: str | None = None, repository: str | Path | None = None
+) -> int:
     """Remove every container of a race (by label; of that repository's, when given); returns how
     many were removed."""
     docker = _docker()

@@ -5,17 +5,14 @@ on close."""
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING
-
-from collections.abc import Callable
-
 import math
 import os
 import time
 import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.from_thread
@@ -37,8 +34,9 @@ class _Stream:
 
     on_output: LineSink | None
     tail_bytes: int
-    splitters: dict[str, LineSplitter] = field(default_factory=lambda: {
-        "stdout": LineSplitter(), "stderr": LineSplitter()})
+    splitters: dict[str, LineSplitter] = field(
+        default_factory=lambda: {"stdout": LineSplitter(), "stderr": LineSplitter()}
+    )
     tails: dict[str, Tail] = field(default_factory=dict)
     done: anyio.Event = field(default_factory=anyio.Event)
     error: BaseException | None = None
@@ -89,8 +87,9 @@ class ContainerHost(Protocol):
 
 
 class ContainerSandbox(Sandbox):
-    def __init__(self, provider: ContainerHost, container: Any, directory: Path, name: str,
-                 timings: dict[str, float]) -> None:
+    def __init__(
+        self, provider: ContainerHost, container: Any, directory: Path, name: str, timings: dict[str, float]
+    ) -> None:
         self.provider = provider
         self.container = container
         self.directory = directory
@@ -125,9 +124,16 @@ class ContainerSandbox(Sandbox):
         if self._closed:
             raise SandboxError(f"container {self.name} is closed")
         await self.provider.check_paths(self)
-        return await self.run_command(argv, env=env, stdin=stdin, on_output=on_output,
-                                      timeout=timeout, tail_bytes=tail_bytes, grace=grace,
-                                      on_stop=on_stop)
+        return await self.run_command(
+            argv,
+            env=env,
+            stdin=stdin,
+            on_output=on_output,
+            timeout=timeout,
+            tail_bytes=tail_bytes,
+            grace=grace,
+            on_stop=on_stop,
+        )
 
     async def run_command(
         self,
@@ -149,25 +155,35 @@ class ContainerSandbox(Sandbox):
         stdin_file = f"/tmp/.outpost-{token}.stdin" if stdin is not None else ""
         # the host's timer acts first; the one inside only if the host is gone
         deadline = "" if timeout is None else str(math.ceil(timeout + KILL_GRACE + BACKSTOP_MARGIN))
-        command = ["sh", "-c", WRAPPER, "outpost-run", pid_file, stdin_file, deadline,
-                   *map(str, argv)]
-        environment = [f"{key}={value}" for key, value in
-                       gitenv.scrubbed({**(env or {}), "OUTPOST_RUN": WRAPPER}).items()]
+        command = ["sh", "-c", WRAPPER, "outpost-run", pid_file, stdin_file, deadline, *map(str, argv)]
+        environment = [
+            f"{key}={value}"
+            for key, value in gitenv.scrubbed({**(env or {}), "OUTPOST_RUN": WRAPPER}).items()
+        ]
 
         def create_exec() -> str:
             if stdin is not None:
                 self.container.put_archive(
-                    "/tmp", _tar({os.path.basename(stdin_file): stdin}, *self.provider.inside))
-            return str(self._api.exec_create(self.container.id, command, stdout=True, stderr=True,
-                                             environment=environment,
-                                             workdir=str(self.directory))["Id"])
+                    "/tmp", _tar({os.path.basename(stdin_file): stdin}, *self.provider.inside)
+                )
+            return str(
+                self._api.exec_create(
+                    self.container.id,
+                    command,
+                    stdout=True,
+                    stderr=True,
+                    environment=environment,
+                    workdir=str(self.directory),
+                )["Id"]
+            )
 
         try:
             exec_id = await anyio.to_thread.run_sync(create_exec)
         except Exception as error:  # docker, requests and ssh errors alike
             self._check_gone(error)
-            raise SandboxError(f"cannot run {argv[0]!r} in container {self.name}: "
-                               f"{_first_line(error)}") from None
+            raise SandboxError(
+                f"cannot run {argv[0]!r} in container {self.name}: {_first_line(error)}"
+            ) from None
         stream = _Stream(on_output, tail_bytes)
 
         def pump() -> None:
@@ -214,36 +230,46 @@ class ContainerSandbox(Sandbox):
             problem, self._unconfirmed = self._unconfirmed, None
             raise SandboxError(f"stopping {argv[0]!r} in container {self.name}: {problem}")
         if stream.error is not None:
-            raise SandboxError(f"lost the output of {argv[0]!r} in container {self.name}: "
-                               f"{_first_line(stream.error)}")
+            raise SandboxError(
+                f"lost the output of {argv[0]!r} in container {self.name}: {_first_line(stream.error)}"
+            )
 
         try:
             exit_code = await anyio.to_thread.run_sync(self._exit_code, exec_id)
         except Exception as error:
             self._check_gone(error)
-            raise SandboxError(f"lost the exit status of {argv[0]!r} in container {self.name}: "
-                               f"{_first_line(error)}") from None
+            raise SandboxError(
+                f"lost the exit status of {argv[0]!r} in container {self.name}: {_first_line(error)}"
+            ) from None
         if "first_exec" not in self.timings:
             self.timings["first_exec"] = time.monotonic() - started
         stderr_tail = stream.tails["stderr"].text()
         if signalled is None and exit_code in (126, 127) and MARKER in stderr_tail:
             line = next(line for line in stderr_tail.splitlines() if MARKER in line)
             what = "not executable" if exit_code == 126 else "not found"
-            raise SandboxError(f"program {argv[0]!r} {what} in image {self.provider.image} "
-                               f"({line.split(MARKER, 1)[1].strip()})")
+            raise SandboxError(
+                f"program {argv[0]!r} {what} in image {self.provider.image} "
+                f"({line.split(MARKER, 1)[1].strip()})"
+            )
         if exit_code is None:
             exit_code = -9 if signalled else 1  # no status: killed, or the engine lost it
         elif signalled and exit_code > 128:
             exit_code = -(exit_code - 128)  # the shell's 128+N for "killed by signal N"
         if stream.sink_error is not None:
             raise stream.sink_error
-        return Completed(exit_code=exit_code, stdout_tail=stream.tails["stdout"].text(),
-                         stderr_tail=stderr_tail, timed_out=timed_out,
-                         duration=time.monotonic() - started)
+        return Completed(
+            exit_code=exit_code,
+            stdout_tail=stream.tails["stdout"].text(),
+            stderr_tail=stderr_tail,
+            timed_out=timed_out,
+            duration=time.monotonic() - started,
+        )
 
     def _went_away(self, error: BaseException) -> EngineGone:
-        return EngineGone(f"the container engine at {describe_endpoint(self.provider.endpoint)} "
-                          f"went away ({_first_line(error)})")
+        return EngineGone(
+            f"the container engine at {describe_endpoint(self.provider.endpoint)} "
+            f"went away ({_first_line(error)})"
+        )
 
     def _check_gone(self, error: BaseException) -> None:
         """Raise EngineGone when `error` says the engine itself is gone."""
@@ -254,8 +280,7 @@ class ContainerSandbox(Sandbox):
     async def _pump_thread(self, pump: Callable[[], None]) -> None:
         # abandon_on_cancel: a cancelled run must not wait for the stream; it stops the command
         # instead, and the thread ends when the stream does (at the latest when the container goes)
-        await anyio.to_thread.run_sync(pump, abandon_on_cancel=True,
-                                       limiter=self.provider.pumps())
+        await anyio.to_thread.run_sync(pump, abandon_on_cancel=True, limiter=self.provider.pumps())
 
     def _exit_code(self, exec_id: str) -> int | None:
         # The stream can close a moment before the engine records the status
@@ -272,9 +297,12 @@ class ContainerSandbox(Sandbox):
         ticks = str(max(1, round(grace / 0.05)))
 
         def stop() -> tuple[str | None, str]:
-            exec_id = self._api.exec_create(self.container.id,
-                                            ["sh", "-c", STOPPER, "outpost-stop", pid_file, ticks],
-                                            stdout=True, stderr=True)["Id"]
+            exec_id = self._api.exec_create(
+                self.container.id,
+                ["sh", "-c", STOPPER, "outpost-stop", pid_file, ticks],
+                stdout=True,
+                stderr=True,
+            )["Id"]
             said = (self._api.exec_start(exec_id) or b"").decode(errors="replace").strip()
             if self._exit_code(exec_id) == 0:
                 return said.splitlines()[-1] if said else "none", ""
@@ -287,8 +315,9 @@ class ContainerSandbox(Sandbox):
                 self._gone = self._gone or self._went_away(error)
             return None, _first_line(error)
 
-    async def _stop(self, pid_file: str, stream: _Stream, report: Stop,
-                    on_stop: StopSink | None) -> str | None:
+    async def _stop(
+        self, pid_file: str, stream: _Stream, report: Stop, on_stop: StopSink | None
+    ) -> str | None:
         """Stop the command and everything it started, confirmed gone; returns the last signal.
 
         The output stream is not the judge (a wrapper killed by TERM ends it while what ignores
@@ -327,8 +356,9 @@ class ContainerSandbox(Sandbox):
                 await anyio.to_thread.run_sync(remove)
             except Exception as error:  # docker, requests and ssh errors alike
                 if _unreachable(error):
-                    raise EngineGone(f"{self._went_away(error)}: container {self.name} is left; "
-                                     "`outpost-tui worktrees --remove-containers` removes it once the "
-                                     "engine is back") from None
-                raise SandboxError(f"cannot remove container {self.name}: "
-                                   f"{_first_line(error)}") from None
+                    raise EngineGone(
+                        f"{self._went_away(error)}: container {self.name} is left; "
+                        "`outpost-tui worktrees --remove-containers` removes it once the "
+                        "engine is back"
+                    ) from None
+                raise SandboxError(f"cannot remove container {self.name}: {_first_line(error)}") from None

@@ -97,8 +97,12 @@ def _probe() -> tuple[Path | None, str]:
     except OSError as error:
         return None, f"cannot create a cgroup under {base.parent}: {error.strerror or error}"
     try:
-        done = subprocess.run(["/bin/sh", "-c", SHIM, str(probe / "cgroup.procs"), "true"],
-                              capture_output=True, timeout=10, check=False)
+        done = subprocess.run(
+            ["/bin/sh", "-c", SHIM, str(probe / "cgroup.procs"), "true"],
+            capture_output=True,
+            timeout=10,
+            check=False,
+        )
         if done.returncode != 0:
             return None, f"cannot move a process into a cgroup under {base}"
     except (OSError, subprocess.TimeoutExpired) as error:
@@ -113,8 +117,11 @@ def _sweep_stale(base: Path) -> None:
     now = time.time()
     for group in base.iterdir():
         try:
-            if (not (group / "cgroup.procs").exists() or now - group.stat().st_mtime < STALE_AFTER
-                    or _populated(group)):
+            if (
+                not (group / "cgroup.procs").exists()
+                or now - group.stat().st_mtime < STALE_AFTER
+                or _populated(group)
+            ):
                 continue
             for child in group.iterdir():
                 if (child / "cgroup.procs").exists():
@@ -142,6 +149,7 @@ def mechanism() -> str:
 
 
 # -- cgroups --------------------------------------------------------------------------------------
+
 
 def _members(group: Path) -> list[int]:
     pids: list[int] = []
@@ -187,8 +195,9 @@ def kill_cgroup(group: Path) -> list[tuple[int, str, int | None]]:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         if time.monotonic() > deadline:
-            raise ContainmentError(f"cgroup {group} still holds processes {_members(group)} "
-                                   f"{CONFIRM_WITHIN:g}s after KILL")
+            raise ContainmentError(
+                f"cgroup {group} still holds processes {_members(group)} {CONFIRM_WITHIN:g}s after KILL"
+            )
         time.sleep(0.01)
     return members
 
@@ -224,6 +233,7 @@ def valid_cgroup(path: str) -> Path | None:
 
 
 # -- the process tree ------------------------------------------------------------------------------
+
 
 def _start_time(pid: int) -> float | None:
     try:
@@ -265,8 +275,9 @@ def marked(token: str) -> dict[int, float]:
     return found
 
 
-def signal_strays(group: Path | None, known: dict[int, float], token: str | None, pgid: int,
-                  sig: int) -> list[int]:
+def signal_strays(
+    group: Path | None, known: dict[int, float], token: str | None, pgid: int, sig: int
+) -> list[int]:
     """Send `sig` to every process the command started outside its process group `pgid` (which
     the caller signals as a group): a process that made a group of its own (agents run their tools
     so: opencode's shell commands) must be told to stop with the rest, not work on through the

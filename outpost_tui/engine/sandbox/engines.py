@@ -14,9 +14,10 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ..errors import OutpostError
 
@@ -43,11 +44,15 @@ def sockets(engine: str, env: Mapping[str, str]) -> list[tuple[str, str]]:
     runtime = _runtime_dir(env)
     home = env.get("HOME") or os.path.expanduser("~")
     if engine == "docker":
-        return [("/var/run/docker.sock", "Docker's socket"),
-                (f"{runtime}/docker.sock", "rootless Docker's socket"),
-                (f"{home}/.docker/run/docker.sock", "Docker Desktop's socket")]
-    return [(f"{runtime}/podman/podman.sock", "rootless Podman's socket"),
-            ("/run/podman/podman.sock", "rootful Podman's socket")]
+        return [
+            ("/var/run/docker.sock", "Docker's socket"),
+            (f"{runtime}/docker.sock", "rootless Docker's socket"),
+            (f"{home}/.docker/run/docker.sock", "Docker Desktop's socket"),
+        ]
+    return [
+        (f"{runtime}/podman/podman.sock", "rootless Podman's socket"),
+        ("/run/podman/podman.sock", "rootful Podman's socket"),
+    ]
 
 
 def docker_config_dir(env: Mapping[str, str]) -> Path:
@@ -76,14 +81,18 @@ def docker_context(env: Mapping[str, str]) -> Endpoint | None:
         docker = meta["Endpoints"]["docker"]
         host = docker["Host"]
     except (OSError, ValueError, KeyError, TypeError):
-        raise ContextError(f"Docker context {name!r} ({how}) has no readable endpoint in "
-                           f"{meta_file}") from None
+        raise ContextError(
+            f"Docker context {name!r} ({how}) has no readable endpoint in {meta_file}"
+        ) from None
     tls_dir = config_dir / "contexts" / "tls" / digest / "docker"
     tls = None
     if tls_dir.is_dir():
-        tls = {"ca": _existing(tls_dir / "ca.pem"), "cert": _existing(tls_dir / "cert.pem"),
-               "key": _existing(tls_dir / "key.pem"),
-               "verify": not docker.get("SkipTLSVerify", False)}
+        tls = {
+            "ca": _existing(tls_dir / "ca.pem"),
+            "cert": _existing(tls_dir / "cert.pem"),
+            "key": _existing(tls_dir / "key.pem"),
+            "verify": not docker.get("SkipTLSVerify", False),
+        }
     return Endpoint(host, f"Docker context {name!r}, from {how}", tls)
 
 
@@ -102,8 +111,9 @@ def _is_socket(path: str) -> bool:
         return False
 
 
-def discover(explicit: str | None = None, provider: str | None = None,
-             env: Mapping[str, str] | None = None) -> Endpoint | None:
+def discover(
+    explicit: str | None = None, provider: str | None = None, env: Mapping[str, str] | None = None
+) -> Endpoint | None:
     """The engine to use and why; None when there is none to be found."""
     env = os.environ if env is None else env
     if explicit:

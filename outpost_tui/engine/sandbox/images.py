@@ -20,10 +20,11 @@ import subprocess
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from io import BytesIO
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING
 
 from ... import exitcodes
 from .. import git as git_runner
@@ -41,14 +42,60 @@ KEEP_ALIVE = ("sleep", "2147483647")
 # build when missing; the rest are copied when the host has them.
 REQUIRED_PROGRAMS = ("sh", "sleep", "kill", "cat")
 OPTIONAL_PROGRAMS = (
-    "bash", "env", "ls", "mkdir", "rm", "cp", "mv", "ln", "touch", "chmod", "echo", "true", "false",
-    "id", "pwd", "head", "tail", "wc", "sort", "uniq", "tr", "cut", "tee", "dirname", "basename",
-    "grep", "sed", "find", "xargs", "diff", "timeout", "setsid", "stat", "date", "printf", "test",
-    "readlink", "realpath", "mktemp", "uname",
+    "bash",
+    "env",
+    "ls",
+    "mkdir",
+    "rm",
+    "cp",
+    "mv",
+    "ln",
+    "touch",
+    "chmod",
+    "echo",
+    "true",
+    "false",
+    "id",
+    "pwd",
+    "head",
+    "tail",
+    "wc",
+    "sort",
+    "uniq",
+    "tr",
+    "cut",
+    "tee",
+    "dirname",
+    "basename",
+    "grep",
+    "sed",
+    "find",
+    "xargs",
+    "diff",
+    "timeout",
+    "setsid",
+    "stat",
+    "date",
+    "printf",
+    "test",
+    "readlink",
+    "realpath",
+    "mktemp",
+    "uname",
 )
 # Parts of the standard library no agent or test run needs; skipping them halves the image.
-STDLIB_SKIP = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "site-packages",
-               "dist-packages", "lib2to3", "pydoc_data", "__phello__"}
+STDLIB_SKIP = {
+    "test",
+    "idlelib",
+    "tkinter",
+    "turtledemo",
+    "ensurepip",
+    "site-packages",
+    "dist-packages",
+    "lib2to3",
+    "pydoc_data",
+    "__phello__",
+}
 
 # git's network helpers (and their curl/TLS libraries) are a third of the image; sandboxes have no
 # network unless the race file asks, and an image for networked agents is better built from a distro.
@@ -86,11 +133,14 @@ def parse_tag(tag: str) -> tuple[str, str]:
     slash = tag.rfind("/")
     colon = tag.rfind(":")
     if colon > slash:
-        repository, version = tag[:colon], tag[colon + 1:]
+        repository, version = tag[:colon], tag[colon + 1 :]
     else:
         repository, version = tag, "latest"
-    if not repository or not re.fullmatch(r"[a-z0-9]+([._/:-][a-z0-9]+)*", repository) \
-            or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", version):
+    if (
+        not repository
+        or not re.fullmatch(r"[a-z0-9]+([._/:-][a-z0-9]+)*", repository)
+        or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", version)
+    ):
         raise InvalidTag(f"image tag {tag!r} is not a valid name (e.g. {DEFAULT_IMAGE})")
     return repository, version
 
@@ -122,19 +172,22 @@ def shared_libraries(binaries: Iterable[Path]) -> set[str]:
     files = [str(path) for path in binaries if _is_elf(path)]
     found: set[str] = set()
     for start in range(0, len(files), 200):
-        result = subprocess.run(["ldd", *files[start:start + 200]], capture_output=True, text=True,
-                                check=False)
+        result = subprocess.run(
+            ["ldd", *files[start : start + 200]], capture_output=True, text=True, check=False
+        )
         for match in _DYNAMIC.finditer(result.stdout):
             found.add(match.group(1))
     return found
 
 
 def _python_layout(python: str) -> dict[str, str]:
-    probe = ("import json, os, sys, sysconfig, _json\n"
-             "print(json.dumps({'executable': os.path.realpath(sys.executable),"
-             " 'stdlib': sysconfig.get_path('stdlib'),"
-             " 'dynload': os.path.dirname(_json.__file__) if hasattr(_json, '__file__') else '',"
-             " 'version': '%d.%d' % sys.version_info[:2]}))")
+    probe = (
+        "import json, os, sys, sysconfig, _json\n"
+        "print(json.dumps({'executable': os.path.realpath(sys.executable),"
+        " 'stdlib': sysconfig.get_path('stdlib'),"
+        " 'dynload': os.path.dirname(_json.__file__) if hasattr(_json, '__file__') else '',"
+        " 'version': '%d.%d' % sys.version_info[:2]}))"
+    )
     result = subprocess.run([python, "-I", "-c", probe], capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise ImageError(f"{python} could not describe itself: {result.stderr.strip()[-200:]}")
@@ -147,15 +200,17 @@ def _host_python() -> str:
     for candidate in ("/usr/bin/python3", shutil.which("python3")):
         if candidate and os.path.exists(candidate) and _is_elf(Path(os.path.realpath(candidate))):
             return candidate
-    raise ImageError("no python3 program on this machine to copy into the image; "
-                     "use --from-rootfs or --dockerfile instead")
+    raise ImageError(
+        "no python3 program on this machine to copy into the image; use --from-rootfs or --dockerfile instead"
+    )
 
 
 def _host_git() -> tuple[str, str]:
     git = shutil.which("git")
     if not git:
-        raise ImageError("no git on this machine to copy into the image; "
-                         "use --from-rootfs or --dockerfile instead")
+        raise ImageError(
+            "no git on this machine to copy into the image; use --from-rootfs or --dockerfile instead"
+        )
     # the engine's runner: a GIT_EXEC_PATH inherited from a hook would name some other git's programs
     status, out, err = git_runner.run("/", "--exec-path", timeout=30)
     if status != 0 or not out.strip():
@@ -230,9 +285,13 @@ class _Archive:
         else:
             self.tar.addfile(info)
 
-    def host_tree(self, top: str, skip: frozenset[str] | set[str] = frozenset(),
-                  skip_file: re.Pattern[str] | None = None,
-                  same_as: dict[str, str] | None = None) -> list[Path]:
+    def host_tree(
+        self,
+        top: str,
+        skip: frozenset[str] | set[str] = frozenset(),
+        skip_file: re.Pattern[str] | None = None,
+        same_as: dict[str, str] | None = None,
+    ) -> list[Path]:
         """Copy a directory tree; returns its ELF candidates (regular files) for ldd.
 
         `same_as` maps a file name to a host file already copied with identical content, which
@@ -256,8 +315,9 @@ class _Archive:
                     self.symlink(_in_image(full), "/" + _in_image(twin))
                     continue
                 self.host_file(full)
-                if not os.path.islink(full) and (name.endswith(".so") or ".so." in name
-                                                 or os.access(full, os.X_OK)):
+                if not os.path.islink(full) and (
+                    name.endswith(".so") or ".so." in name or os.access(full, os.X_OK)
+                ):
                     regular.append(Path(full))
         return regular
 
@@ -265,9 +325,15 @@ class _Archive:
         self.tar.close()
 
 
-def host_rootfs(archive: Path, *, progress: Progress | None = None, python: str | None = None,
-                with_python: bool = True, with_git: bool = True,
-                with_tools: bool = True) -> Rootfs:
+def host_rootfs(
+    archive: Path,
+    *,
+    progress: Progress | None = None,
+    python: str | None = None,
+    with_python: bool = True,
+    with_git: bool = True,
+    with_tools: bool = True,
+) -> Rootfs:
     """Write a root filesystem archive holding this machine's python3, git and basic tools.
 
     Without python, git and tools it is a shell and `sleep` only: a tiny image for tests.
@@ -276,8 +342,7 @@ def host_rootfs(archive: Path, *, progress: Progress | None = None, python: str 
     out = _Archive(archive)
     report = Rootfs(archive)
     try:
-        for top in ("usr/bin", "usr/lib", "usr/lib64", "etc", "tmp", "dev", "proc", "sys",
-                    "work", "root"):
+        for top in ("usr/bin", "usr/lib", "usr/lib64", "etc", "tmp", "dev", "proc", "sys", "work", "root"):
             out.directory(top, 0o1777 if top == "tmp" else 0o755)
         for link in ("bin", "sbin", "lib", "lib64"):
             out.symlink(link, f"usr/{link}")
@@ -351,13 +416,16 @@ def host_rootfs(archive: Path, *, progress: Progress | None = None, python: str 
 
 # -- building through the engine -------------------------------------------------------------
 
+
 def _check_architecture(client: DockerClient, endpoint: str) -> None:
     engine = str(client.version().get("Arch", "")).lower()
     machine = platform.machine().lower()
     aliases = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm"}
     if engine and aliases.get(machine, machine) != engine:
-        raise ImageError(f"the engine at {endpoint} runs {engine} but this machine is {machine}: "
-                         "its programs cannot be copied; use --from-rootfs or --dockerfile")
+        raise ImageError(
+            f"the engine at {endpoint} runs {engine} but this machine is {machine}: "
+            "its programs cannot be copied; use --from-rootfs or --dockerfile"
+        )
 
 
 def import_rootfs(client: DockerClient, archive: Path, tag: str, command: Iterable[str] = KEEP_ALIVE) -> str:
@@ -375,8 +443,7 @@ def import_rootfs(client: DockerClient, archive: Path, tag: str, command: Iterab
         client.images.get(image_id).tag(repository, version)
         return image_id
     except APIError as error:
-        raise ImageError(f"importing {archive} as {tag} failed: {error.explanation or error}") \
-            from None
+        raise ImageError(f"importing {archive} as {tag} failed: {error.explanation or error}") from None
 
 
 def _imported_id(response: str | bytes) -> str:
@@ -397,7 +464,9 @@ def _imported_id(response: str | bytes) -> str:
     return found
 
 
-def build_dockerfile(client: DockerClient, directory: Path, tag: str, progress: Progress | None = None) -> str:
+def build_dockerfile(
+    client: DockerClient, directory: Path, tag: str, progress: Progress | None = None
+) -> str:
     """Build `directory`/Dockerfile with that directory as the context; never pulls by itself."""
     if not (directory / "Dockerfile").is_file():
         raise ImageError(f"{directory} has no Dockerfile")
@@ -407,8 +476,9 @@ def build_dockerfile(client: DockerClient, directory: Path, tag: str, progress: 
     say = progress or (lambda text: None)
     try:
         image_id: str | None = None
-        for chunk in client.api.build(path=str(directory), tag=tag, pull=False, rm=True,
-                                      forcerm=True, decode=True):
+        for chunk in client.api.build(
+            path=str(directory), tag=tag, pull=False, rm=True, forcerm=True, decode=True
+        ):
             if "error" in chunk:
                 raise ImageError(f"building {directory} failed: {str(chunk['error']).strip()}")
             text = str(chunk.get("stream", "")).strip()
@@ -421,12 +491,14 @@ def build_dockerfile(client: DockerClient, directory: Path, tag: str, progress: 
             raise ImageError(f"building {directory} left no image {tag}")
         return image_id
     except (APIError, BuildError) as error:
-        raise ImageError(f"building {directory} failed: {getattr(error, 'explanation', None) or error}") \
-            from None
+        raise ImageError(
+            f"building {directory} failed: {getattr(error, 'explanation', None) or error}"
+        ) from None
 
 
-def build_sample_image(client: DockerClient, endpoint: str, tag: str = DEFAULT_IMAGE,
-                       progress: Progress | None = None) -> tuple[str, Rootfs]:
+def build_sample_image(
+    client: DockerClient, endpoint: str, tag: str = DEFAULT_IMAGE, progress: Progress | None = None
+) -> tuple[str, Rootfs]:
     """The default image: this machine's python3 + git, imported without any registry."""
     _check_architecture(client, endpoint)
     with tempfile.TemporaryDirectory(prefix="outpost-image-") as scratch:

@@ -68,4 +68,4 @@ class Tail:
             del self._data[: len(self._data) - self.limit]
 
     def text(self) -> str:
-        return bytes(self._data[-self.limit:]).decode("utf-8", "replace")
+        return bytes(self._data[-self.limit :]).decode("utf-8", "replace")

@@ -15,8 +15,9 @@ import signal
 import subprocess
 import time
 import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Mapping, Sequence
+from typing import Any
 
 import anyio
 import psutil
@@ -24,8 +25,7 @@ from anyio.abc import ByteReceiveStream, Process
 
 from .. import gitenv
 from . import containment
-from .base import (Completed, LineSink, Sandbox, SandboxContext, SandboxError, SandboxProvider, Stop,
-                   StopSink)
+from .base import Completed, LineSink, Sandbox, SandboxContext, SandboxError, SandboxProvider, Stop, StopSink
 from .lines import LineSplitter, Tail
 
 TERM_GRACE = 2.0
@@ -50,8 +50,9 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
-async def stop_group(process: Process, grace: float = TERM_GRACE,
-                     also: Callable[[], Awaitable[None]] | None = None) -> str:
+async def stop_group(
+    process: Process, grace: float = TERM_GRACE, also: Callable[[], Awaitable[None]] | None = None
+) -> str:
     """TERM the process group (then run `also`: the rest of the stop that TERMs), KILL it after
     `grace`, and reap the leader; returns what ended the leader: "exited" (before the TERM),
     "TERM" or "KILL"."""
@@ -162,8 +163,10 @@ class LocalSandbox(Sandbox):
             with anyio.CancelScope(shield=True):
                 await self.context.register_resource(resource_id_for(process.pid))
         assert process.stdout is not None and process.stderr is not None, "both are pipes"
-        readers = {name: _Reader(name, stream, Tail(tail_bytes), on_output)
-                   for name, stream in (("stdout", process.stdout), ("stderr", process.stderr))}
+        readers = {
+            name: _Reader(name, stream, Tail(tail_bytes), on_output)
+            for name, stream in (("stdout", process.stdout), ("stderr", process.stderr))
+        }
         timed_out = False
         drained = anyio.Event()
         ended = anyio.Event()
@@ -202,8 +205,7 @@ class LocalSandbox(Sandbox):
                 raise SandboxError(f"processes of {program!r} could not be stopped: {error}") from None
             escaped = [f"{pid} {name}" for pid, name, pgid in gone if pgid != process.pid]
             if escaped:
-                note("outpost: killed processes that left the command's process group: "
-                     + ", ".join(escaped))
+                note("outpost: killed processes that left the command's process group: " + ", ".join(escaped))
 
         async def stop(why: str) -> None:
             """TERM, KILL after the grace, everything it started confirmed gone; told to on_stop."""
@@ -218,8 +220,9 @@ class LocalSandbox(Sandbox):
                 nonlocal strays
                 if group is None:
                     known.update(await anyio.to_thread.run_sync(containment.descendants, process.pid))
-                strays = await anyio.to_thread.run_sync(containment.signal_strays, group, known,
-                                                        token, process.pid, signal.SIGTERM)
+                strays = await anyio.to_thread.run_sync(
+                    containment.signal_strays, group, known, token, process.pid, signal.SIGTERM
+                )
 
             report.ended_by = await stop_group(process, grace, term_strays)
             # what was TERMed outside the group has the same grace to end as the agent
@@ -240,8 +243,10 @@ class LocalSandbox(Sandbox):
             if not drained.is_set():
                 escaped = await anyio.to_thread.run_sync(_kill_pipe_holders, pipes)
                 if escaped:
-                    note("outpost: killed processes that left the command's process group "
-                         f"but kept its output open: {', '.join(escaped)}")
+                    note(
+                        "outpost: killed processes that left the command's process group "
+                        f"but kept its output open: {', '.join(escaped)}"
+                    )
                 with anyio.move_on_after(DRAIN_GRACE):
                     await drained.wait()
 
@@ -371,8 +376,7 @@ class LocalProvider(SandboxProvider):
         return LocalSandbox(context)
 
     def owns(self, resource_id: str) -> bool:
-        return resource_id.startswith(("pgid:", containment.RESOURCE_CGROUP,
-                                       containment.RESOURCE_MARKER))
+        return resource_id.startswith(("pgid:", containment.RESOURCE_CGROUP, containment.RESOURCE_MARKER))
 
     async def recover(self, resource_id: str) -> bool:
         """Kill what a crashed coordinator left: an attempt's cgroup (`cgroup:<path>`), the
@@ -380,13 +384,13 @@ class LocalProvider(SandboxProvider):
         (`pgid:<pid>:<create_time>`: the leader's start time guards against a reused pid killing
         an unrelated group)."""
         if resource_id.startswith(containment.RESOURCE_CGROUP):
-            group = containment.valid_cgroup(resource_id[len(containment.RESOURCE_CGROUP):])
+            group = containment.valid_cgroup(resource_id[len(containment.RESOURCE_CGROUP) :])
             if group is None or not group.is_dir():
                 return False
             await anyio.to_thread.run_sync(containment.end_cgroup, group)
             return True
         if resource_id.startswith(containment.RESOURCE_MARKER):
-            token = resource_id[len(containment.RESOURCE_MARKER):]
+            token = resource_id[len(containment.RESOURCE_MARKER) :]
             return bool(await anyio.to_thread.run_sync(containment.kill_tree, {}, token))
         try:
             _, pid_text, started_text = resource_id.split(":", 2)
@@ -492,4 +496,3 @@ def resource_id_for(pid: int) -> str:
     except psutil.Error:
         started = time.time()
     return f"pgid:{pid}:{started:.3f}"
-

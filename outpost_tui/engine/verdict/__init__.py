@@ -14,8 +14,13 @@ if TYPE_CHECKING:  # the checker sees every public name where it lives; the prog
     from .record import Verdict
 
 # Imported on first use (PEP 562): `check` reads verdict.reports without loading grading's sandboxes.
-_PUBLIC = {"BaselineOutcome": "gate", "Checkout": "grading", "grade": "grading",
-           "grade_baseline": "grading", "Verdict": "record"}
+_PUBLIC = {
+    "BaselineOutcome": "gate",
+    "Checkout": "grading",
+    "grade": "grading",
+    "grade_baseline": "grading",
+    "Verdict": "record",
+}
 
 __all__ = ["BaselineOutcome", "Checkout", "Verdict", "grade", "grade_baseline"]
 

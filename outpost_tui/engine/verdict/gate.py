@@ -9,9 +9,8 @@ the baseline and the candidate fixes one of them or adds a passing test.
 
 from __future__ import annotations
 
-from typing import Any
-
 from dataclasses import dataclass, field
+from typing import Any
 
 from .protect import names as _names
 from .reports import ERROR, FAILED, PASSED, SKIPPED, TestResults
@@ -44,26 +43,40 @@ class BaselineOutcome:
     def to_json(self) -> dict[str, Any]:
         results = self.results
         return {
-            "status": self.status, "exit_code": self.exit_code, "reason": self.reason,
-            "runs": self.runs, "duration": self.duration,
+            "status": self.status,
+            "exit_code": self.exit_code,
+            "reason": self.reason,
+            "runs": self.runs,
+            "duration": self.duration,
             "source": results.source if results else "none",
             "tests": results.counts() if results and results.known else None,
-            "failing": sorted(self.failing()), "flaky": list(self.flaky),
+            "failing": sorted(self.failing()),
+            "flaky": list(self.flaky),
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any] | None) -> "BaselineOutcome | None":
+    def from_json(cls, data: dict[str, Any] | None) -> BaselineOutcome | None:
         if not data:
             return None
         tests = data.get("tests")
         results = None
         if tests is not None:
-            results = TestResults(data.get("source") or "summary", tests.get("passed", 0),
-                                  tests.get("failed", 0), tests.get("errors", 0),
-                                  tests.get("skipped", 0))
-        return cls(data.get("status", "not-run"), data.get("exit_code"), results,
-                   list(data.get("flaky") or []), int(data.get("runs") or 0), data.get("reason"),
-                   data.get("duration"))
+            results = TestResults(
+                data.get("source") or "summary",
+                tests.get("passed", 0),
+                tests.get("failed", 0),
+                tests.get("errors", 0),
+                tests.get("skipped", 0),
+            )
+        return cls(
+            data.get("status", "not-run"),
+            data.get("exit_code"),
+            results,
+            list(data.get("flaky") or []),
+            int(data.get("runs") or 0),
+            data.get("reason"),
+            data.get("duration"),
+        )
 
 
 @dataclass
@@ -74,9 +87,15 @@ class Decision:
     missing: list[str] = field(default_factory=list)
 
 
-def decide(*, exit_code: int | None, timed_out: bool, results: TestResults,
-           baseline: BaselineOutcome | None, strict: bool,
-           allow_baseline_failures: bool) -> Decision:
+def decide(
+    *,
+    exit_code: int | None,
+    timed_out: bool,
+    results: TestResults,
+    baseline: BaselineOutcome | None,
+    strict: bool,
+    allow_baseline_failures: bool,
+) -> Decision:
     """The verdict of one run. `baseline` is None when it could not be run."""
     if timed_out:
         return Decision(False, "validation timed out")
@@ -87,8 +106,10 @@ def decide(*, exit_code: int | None, timed_out: bool, results: TestResults,
     base = baseline.results if baseline is not None and baseline.results is not None else None
     if not results.known:
         if base is not None and base.known:
-            return Decision(False, f"no test results (exit code {exit_code}), though the baseline's "
-                                   "run reported its tests")
+            return Decision(
+                False,
+                f"no test results (exit code {exit_code}), though the baseline's run reported its tests",
+            )
         if exit_code == 0:
             return Decision(True)  # nothing to compare, on either side: the exit code decides
         return Decision(False, f"validation failed (exit code {exit_code})")
@@ -110,11 +131,11 @@ def decide(*, exit_code: int | None, timed_out: bool, results: TestResults,
         missing = sorted(ran_before - ran_now)
     reasons: list[str] = []
     if new_failures:
-        reasons.append(f"{len(new_failures)} test(s) that passed on the baseline fail: "
-                       f"{_names(new_failures)}")
+        reasons.append(
+            f"{len(new_failures)} test(s) that passed on the baseline fail: {_names(new_failures)}"
+        )
     if missing:
-        reasons.append(f"{len(missing)} test(s) that ran on the baseline did not run: "
-                       f"{_names(missing)}")
+        reasons.append(f"{len(missing)} test(s) that ran on the baseline did not run: {_names(missing)}")
     if base is not None and base.known and results.ran < base.ran:
         reasons.append(f"fewer tests ran than on the baseline ({results.ran} < {base.ran})")
     if reasons:
@@ -123,8 +144,9 @@ def decide(*, exit_code: int | None, timed_out: bool, results: TestResults,
     if exit_code == 0:
         if results.failed or results.errors:
             # a runner that exits 0 over failures is not trusted with them
-            return Decision(False, f"{results.failed + results.errors} test(s) failed "
-                                   "although the command exited 0")
+            return Decision(
+                False, f"{results.failed + results.errors} test(s) failed although the command exited 0"
+            )
         return Decision(True)
     failing = results.failed + results.errors
     if not failing:
@@ -132,19 +154,32 @@ def decide(*, exit_code: int | None, timed_out: bool, results: TestResults,
     if not allow_baseline_failures:
         return Decision(False, f"validation failed (exit code {exit_code}): {failing} test(s) failed")
     if not by_name:
-        return Decision(False, f"validation failed (exit code {exit_code}): {failing} test(s) failed "
-                               "(pre-existing failures are only forgiven with a test report)")
+        return Decision(
+            False,
+            f"validation failed (exit code {exit_code}): {failing} test(s) failed "
+            "(pre-existing failures are only forgiven with a test report)",
+        )
     assert baseline is not None and base is not None
     failing_now = results.ids(FAILED, ERROR)
     already = baseline.failing()
     fresh = sorted(failing_now - already)
     if fresh:
-        return Decision(False, f"{len(fresh)} failing test(s) did not fail on the baseline: "
-                               f"{_names(fresh)}", fresh, missing)
+        return Decision(
+            False,
+            f"{len(fresh)} failing test(s) did not fail on the baseline: {_names(fresh)}",
+            fresh,
+            missing,
+        )
     fixed = sorted(already & results.ids(PASSED))
     added = sorted(results.ids(PASSED) - base.ids(PASSED, FAILED, ERROR, SKIPPED))
     if not fixed and not added:
-        return Decision(False, f"only the baseline's failures fail ({len(failing_now)}), but it fixes "
-                               "none of them and adds no passing test")
-    return Decision(True, f"accepted with {len(failing_now)} failure(s) that already failed on the "
-                          f"baseline (fixes {len(fixed)}, adds {len(added)} passing)")
+        return Decision(
+            False,
+            f"only the baseline's failures fail ({len(failing_now)}), but it fixes "
+            "none of them and adds no passing test",
+        )
+    return Decision(
+        True,
+        f"accepted with {len(failing_now)} failure(s) that already failed on the "
+        f"baseline (fixes {len(fixed)}, adds {len(added)} passing)",
+    )

@@ -9,25 +9,34 @@ is graded the same way, once, at race start.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Awaitable, Callable, Sequence
 
 import anyio
 import anyio.abc
 
 from .. import git
 from ..core.result import Validation
+from ..core.spec import ValidateSpec
 from ..sandbox import Sandbox, SandboxContext, SandboxError, SandboxProvider
 from ..sandbox.base import LineSink
-from ..core.spec import ValidateSpec
-from .validation import ValidationContext, validate
 from . import protect
 from .gate import BaselineOutcome, decide
 from .record import Verdict
-from .reports import ERROR, FAILED, NO_RESULTS, PASSED, SKIPPED, Runs, TestResults, read_junit, \
-    read_summary, with_report
-
+from .reports import (
+    ERROR,
+    FAILED,
+    NO_RESULTS,
+    PASSED,
+    SKIPPED,
+    Runs,
+    TestResults,
+    read_junit,
+    read_summary,
+    with_report,
+)
+from .validation import ValidationContext, validate
 
 # Gives a fresh grading checkout what the race's [setup] gives every worktree (files copied in,
 # the cache, the setup command), in its sandbox; returns why it failed, or None.
@@ -42,9 +51,16 @@ class Checkout:
     way it is a fresh one of its own that nothing has run in before its first command; a
     sandbox started but never entered goes with `discard`."""
 
-    def __init__(self, repository: Path, name: str, commit: str | None, provider: SandboxProvider,
-                 context: SandboxContext, cleanup_timeout: float,
-                 prepare: Prepare | None = None) -> None:
+    def __init__(
+        self,
+        repository: Path,
+        name: str,
+        commit: str | None,
+        provider: SandboxProvider,
+        context: SandboxContext,
+        cleanup_timeout: float,
+        prepare: Prepare | None = None,
+    ) -> None:
         self.repository = repository
         self.commit = commit
         self.directory = git.grading_directory(repository, name)
@@ -66,8 +82,7 @@ class Checkout:
 
         async def start() -> None:
             try:
-                await anyio.to_thread.run_sync(git.make_grading_directory, self.repository,
-                                               self.directory)
+                await anyio.to_thread.run_sync(git.make_grading_directory, self.repository, self.directory)
             except BaseException as error:
                 self._start_error = error if isinstance(error, Exception) else None
                 started.set()
@@ -76,13 +91,12 @@ class Checkout:
 
         group.start_soon(start)
 
-    async def __aenter__(self) -> "Checkout":
+    async def __aenter__(self) -> Checkout:
         assert self.commit is not None
         self._entered = True
         try:
             if self._started is None:
-                await anyio.to_thread.run_sync(git.make_grading_directory, self.repository,
-                                               self.directory)
+                await anyio.to_thread.run_sync(git.make_grading_directory, self.repository, self.directory)
                 self._started = anyio.Event()
                 added: Exception | None = None
                 async with anyio.create_task_group() as both:
@@ -145,14 +159,14 @@ class Checkout:
                     except Exception as error:
                         self.cleanup_error = f"closing the grading sandbox failed: {error}"
                 if deadline.cancelled_caught:
-                    self.cleanup_error = (f"the grading sandbox did not close within "
-                                          f"{self._cleanup_timeout:g}s")
+                    self.cleanup_error = (
+                        f"the grading sandbox did not close within {self._cleanup_timeout:g}s"
+                    )
             await self._remove()
 
     async def _remove(self) -> None:
         try:
-            await anyio.to_thread.run_sync(git.remove_grading_checkout, self.repository,
-                                           self.directory)
+            await anyio.to_thread.run_sync(git.remove_grading_checkout, self.repository, self.directory)
         except (git.GitError, OSError) as error:
             self.cleanup_error = self.cleanup_error or f"removing {self.directory} failed: {error}"
 
@@ -174,8 +188,13 @@ def _report(spec: ValidateSpec, directory: Path) -> tuple[Path | None, tuple[str
     return (report, argv) if argv else (None, spec.command)
 
 
-async def _run_once(spec: ValidateSpec, context: ValidationContext, on_output: LineSink,
-                    report: Path | None, argv: Sequence[str] | None) -> tuple[Validation, TestResults]:
+async def _run_once(
+    spec: ValidateSpec,
+    context: ValidationContext,
+    on_output: LineSink,
+    report: Path | None,
+    argv: Sequence[str] | None,
+) -> tuple[Validation, TestResults]:
     if report is not None:
         # a report committed at that path must not stand in for the run's own
         await anyio.to_thread.run_sync(_unlink, report)
@@ -184,8 +203,11 @@ async def _run_once(spec: ValidateSpec, context: ValidationContext, on_output: L
     if report is not None:
         results = await anyio.to_thread.run_sync(read_junit, report)
     if results is None:
-        results = read_summary(validation.output) if spec.command and validation.exit_code is not None \
+        results = (
+            read_summary(validation.output)
+            if spec.command and validation.exit_code is not None
             else NO_RESULTS
+        )
     return validation, results
 
 
@@ -201,9 +223,15 @@ def _trees(repository: Path, baseline: str, commit: str) -> tuple[protect.Tree, 
     return entries(baseline), entries(commit)
 
 
-async def grade(spec: ValidateSpec, checkout: Checkout, context: ValidationContext, *,
-                baseline: str, wait_baseline: Callable[[], Awaitable[BaselineOutcome | None]],
-                on_output: LineSink) -> tuple[Validation, Verdict]:
+async def grade(
+    spec: ValidateSpec,
+    checkout: Checkout,
+    context: ValidationContext,
+    *,
+    baseline: str,
+    wait_baseline: Callable[[], Awaitable[BaselineOutcome | None]],
+    on_output: LineSink,
+) -> tuple[Validation, Verdict]:
     """Grade the checkout's commit: protected paths, shadowing modules, the runs and the gate."""
     repository, commit = checkout.repository, checkout.commit
     assert commit is not None, "an entered checkout has its commit"
@@ -230,14 +258,15 @@ async def grade(spec: ValidateSpec, checkout: Checkout, context: ValidationConte
         else:
             verdict.restored = plan.paths
     if verdict.shadows and strict:
-        return _refused(verdict, "new modules shadow the test runner or the standard library: "
-                                 f"{protect.names(verdict.shadows)}")
+        return _refused(
+            verdict,
+            f"new modules shadow the test runner or the standard library: {protect.names(verdict.shadows)}",
+        )
 
     async def seal() -> None:
         # after [setup], which runs the candidate's build files: the last word before the tests
         if verdict.restored:
-            await anyio.to_thread.run_sync(protect.restore, plan, checkout.directory, base_tree,
-                                           tree, read)
+            await anyio.to_thread.run_sync(protect.restore, plan, checkout.directory, base_tree, tree, read)
 
     assert checkout.sandbox is not None
     context = replace(context, directory=checkout.directory, sandbox=checkout.sandbox)
@@ -263,9 +292,14 @@ async def grade(spec: ValidateSpec, checkout: Checkout, context: ValidationConte
             verdict.reason = validation.reason
             break
         outcome = await wait_baseline() if strict else None
-        decision = decide(exit_code=validation.exit_code, timed_out=validation.status == "timeout",
-                          results=results, baseline=outcome, strict=strict,
-                          allow_baseline_failures=spec.allow_baseline_failures)
+        decision = decide(
+            exit_code=validation.exit_code,
+            timed_out=validation.status == "timeout",
+            results=results,
+            baseline=outcome,
+            strict=strict,
+            allow_baseline_failures=spec.allow_baseline_failures,
+        )
         if validation.status == "timeout":
             decision.reason = validation.reason  # it says after how long
         verdict.accepted, verdict.reason = decision.accepted, decision.reason
@@ -273,8 +307,11 @@ async def grade(spec: ValidateSpec, checkout: Checkout, context: ValidationConte
         if decision.accepted:
             validation = replace(validation, status="passed", reason=decision.reason)
             break
-        validation = replace(validation, status="timeout" if validation.status == "timeout"
-                             else "failed", reason=decision.reason)
+        validation = replace(
+            validation,
+            status="timeout" if validation.status == "timeout" else "failed",
+            reason=decision.reason,
+        )
     verdict.flaky = runs.flaky()
     return validation, verdict
 
@@ -284,8 +321,9 @@ def _refused(verdict: Verdict, reason: str) -> tuple[Validation, Verdict]:
     return Validation("failed", None, "", reason), verdict
 
 
-async def grade_baseline(spec: ValidateSpec, checkout: Checkout, context: ValidationContext,
-                         on_output: LineSink) -> BaselineOutcome:
+async def grade_baseline(
+    spec: ValidateSpec, checkout: Checkout, context: ValidationContext, on_output: LineSink
+) -> BaselineOutcome:
     """The baseline's own validation (rerun while it fails, up to `repeat` times)."""
     spec = replace(spec, require_commits=False, check=None)
     assert checkout.sandbox is not None
@@ -310,5 +348,11 @@ async def grade_baseline(spec: ValidateSpec, checkout: Checkout, context: Valida
             break
     if last.cases is not None:
         last = TestResults.from_cases(merged)
-    return BaselineOutcome(validation.status, validation.exit_code, last if last.known else None,
-                           runs.flaky(), len(runs.results), validation.reason)
+    return BaselineOutcome(
+        validation.status,
+        validation.exit_code,
+        last if last.known else None,
+        runs.flaky(),
+        len(runs.results),
+        validation.reason,
+    )

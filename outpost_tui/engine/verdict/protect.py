@@ -19,27 +19,74 @@ import re
 import shlex
 import shutil
 import sys
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
-TEST_GLOBS = ("tests/**", "test/**", "spec/**", "**/tests/**", "**/test/**", "**/__tests__/**",
-              "**/test_*.py", "**/*_test.py", "**/*_test.go", "**/*.test.*", "**/*.spec.*",
-              "**/*_spec.rb")
-CONFIG_GLOBS = ("**/conftest.py", "pytest.ini", ".pytest.ini", "tox.ini", "noxfile.py",
-                ".coveragerc", "jest.config.*", "vitest.config.*", "vitest.workspace.*",
-                ".mocharc.*", "karma.conf.*", "phpunit.xml", "phpunit.xml.dist",
-                "sitecustomize.py", "usercustomize.py")
+TEST_GLOBS = (
+    "tests/**",
+    "test/**",
+    "spec/**",
+    "**/tests/**",
+    "**/test/**",
+    "**/__tests__/**",
+    "**/test_*.py",
+    "**/*_test.py",
+    "**/*_test.go",
+    "**/*.test.*",
+    "**/*.spec.*",
+    "**/*_spec.rb",
+)
+CONFIG_GLOBS = (
+    "**/conftest.py",
+    "pytest.ini",
+    ".pytest.ini",
+    "tox.ini",
+    "noxfile.py",
+    ".coveragerc",
+    "jest.config.*",
+    "vitest.config.*",
+    "vitest.workspace.*",
+    ".mocharc.*",
+    "karma.conf.*",
+    "phpunit.xml",
+    "phpunit.xml.dist",
+    "sitecustomize.py",
+    "usercustomize.py",
+)
 # file -> the sections (INI/TOML table headers) that configure tests
-SECTIONED = {"setup.cfg": ("tool:pytest", "pytest", "coverage:*"),
-             "pyproject.toml": ("tool.pytest", "tool.pytest.*", "tool.coverage", "tool.coverage.*",
-                                "tool.tox", "tool.tox.*")}
+SECTIONED = {
+    "setup.cfg": ("tool:pytest", "pytest", "coverage:*"),
+    "pyproject.toml": (
+        "tool.pytest",
+        "tool.pytest.*",
+        "tool.coverage",
+        "tool.coverage.*",
+        "tool.tox",
+        "tool.tox.*",
+    ),
+}
 KEYED = {"package.json": (("scripts", "test"), ("jest",), ("vitest",))}
 # Names a new module may not take where the tests import from: the runners and the stdlib.
-RUNNER_MODULES = frozenset({"pytest", "_pytest", "py", "pluggy", "iniconfig", "nose", "nose2",
-                            "hypothesis", "coverage", "xdist", "pytest_cov", "sitecustomize",
-                            "usercustomize"})
+RUNNER_MODULES = frozenset(
+    {
+        "pytest",
+        "_pytest",
+        "py",
+        "pluggy",
+        "iniconfig",
+        "nose",
+        "nose2",
+        "hypothesis",
+        "coverage",
+        "xdist",
+        "pytest_cov",
+        "sitecustomize",
+        "usercustomize",
+    }
+)
 SHOWN = 5
 
 ReadBlob = Callable[[str], bytes]  # object id -> content
@@ -87,8 +134,7 @@ def _glob(pattern: str) -> re.Pattern[str]:
 
 
 def matches(path: str, globs: Iterable[str]) -> bool:
-    return any(_glob(glob.rstrip("/") + ("/**" if glob.endswith("/") else "")).match(path)
-               for glob in globs)
+    return any(_glob(glob.rstrip("/") + ("/**" if glob.endswith("/") else "")).match(path) for glob in globs)
 
 
 def command_files(argv: Sequence[str], baseline: Tree) -> list[str]:
@@ -127,8 +173,9 @@ class Plan:
         return [change.shown() for change in self.changes]
 
 
-def plan(baseline: Tree, candidate: Tree, globs: Sequence[str] | None,
-         validate_argv: Sequence[str] | None) -> Plan:
+def plan(
+    baseline: Tree, candidate: Tree, globs: Sequence[str] | None, validate_argv: Sequence[str] | None
+) -> Plan:
     """The protected paths the candidate changed. `globs` None: the defaults."""
     named = command_files(validate_argv or (), baseline)
     default = globs is None
@@ -156,9 +203,21 @@ def plan(baseline: Tree, candidate: Tree, globs: Sequence[str] | None,
 
 def matches_any_config(glob: str) -> bool:
     """A user's glob that names a runner configuration (so that a new such file is a change)."""
-    return any(_glob(glob).match(example) for example in
-               ("conftest.py", "pytest.ini", "tox.ini", "noxfile.py", "setup.cfg", "pyproject.toml",
-                "tests/conftest.py", "jest.config.js", "vitest.config.ts", "package.json"))
+    return any(
+        _glob(glob).match(example)
+        for example in (
+            "conftest.py",
+            "pytest.ini",
+            "tox.ini",
+            "noxfile.py",
+            "setup.cfg",
+            "pyproject.toml",
+            "tests/conftest.py",
+            "jest.config.js",
+            "vitest.config.ts",
+            "package.json",
+        )
+    )
 
 
 def settle_sections(plan_: Plan, baseline: Tree, candidate: Tree, read: ReadBlob) -> None:
@@ -180,8 +239,9 @@ def restore(plan_: Plan, checkout: Path, baseline: Tree, candidate: Tree, read: 
         target = checkout / change.path
         _make_parents(checkout, change.path)
         if change.change == "sections":
-            text = _graded_text(change.path, _text(baseline.get(change.path), read),
-                                _text(candidate.get(change.path), read))
+            text = _graded_text(
+                change.path, _text(baseline.get(change.path), read), _text(candidate.get(change.path), read)
+            )
             _remove(target)
             target.write_text(text, encoding="utf-8")
             continue
@@ -324,10 +384,10 @@ def _modules(tree: Tree, root: str) -> set[str]:
     for path in tree:
         if not path.startswith(prefix):
             continue
-        rest = path[len(prefix):]
+        rest = path[len(prefix) :]
         first, slash, _ = rest.partition("/")
         if slash:
-            if rest.endswith(".py") or "/" not in rest[len(first) + 1:]:
+            if rest.endswith(".py") or "/" not in rest[len(first) + 1 :]:
                 names.add(first)
         elif first.endswith((".py", ".pyc", ".so", ".pyd")):
             names.add(first.split(".", 1)[0])

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 
 def describe_tests(tests: dict[str, Any] | None) -> str:
@@ -39,7 +38,7 @@ class Verdict:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any] | None) -> "Verdict | None":
+    def from_json(cls, data: dict[str, Any] | None) -> Verdict | None:
         if not data or not data.get("commit"):
             return None
         known = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
@@ -51,18 +50,23 @@ class Verdict:
 
         flags = []
         if self.restored:
-            flags.append(f"graded with the baseline's protected paths (the candidate's change was "
-                         f"not tested): {names(self.restored)}")
+            flags.append(
+                f"graded with the baseline's protected paths (the candidate's change was "
+                f"not tested): {names(self.restored)}"
+            )
         if self.flagged:
             flags.append(f"changed protected paths, graded as written: {names(self.flagged)}")
         if self.shadows:
-            flags.append(f"new modules named like the test runner or the standard library: "
-                         f"{names(self.shadows)}")
+            flags.append(
+                f"new modules named like the test runner or the standard library: {names(self.shadows)}"
+            )
         if self.flaky:
             flags.append(f"flaky tests (passed and failed across reruns): {names(self.flaky)}")
         if self.accepted and self.reason and self.gate == "strict":  # accepted, with a note
             flags.append(self.reason)
         if self.branch_moved_to:
-            flags.append(f"the branch moved after validation to {self.branch_moved_to[:12]}: merge "
-                         f"the validated commit {self.commit[:12]}, not the branch")
+            flags.append(
+                f"the branch moved after validation to {self.branch_moved_to[:12]}: merge "
+                f"the validated commit {self.commit[:12]}, not the branch"
+            )
         return flags

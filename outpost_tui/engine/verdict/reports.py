@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
-from typing import Sequence
 
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
 # When one test appears twice (a teardown error after a pass), the worse outcome is the test's.
@@ -22,7 +22,7 @@ MAX_REPORT_BYTES = 64 * 1024 * 1024
 # `python -m unittest ARGS` run as `python -c UNITTEST_JUNIT REPORT ARGS`: the same discovery and
 # options, and a JUnit report of every test. Only unittest and sys are imported, so a module that
 # shadows anything else cannot reach it (the shadow check catches one that shadows unittest).
-UNITTEST_JUNIT = r'''
+UNITTEST_JUNIT = r"""
 import sys, time, unittest
 report = sys.argv.pop(1)
 def _esc(text):
@@ -81,7 +81,7 @@ with open(report, "w", encoding="utf-8") as handle:
 if result.testsRun == 0 and not result.skipped:
     sys.exit(5)
 sys.exit(0 if result.wasSuccessful() else 1)
-'''
+"""
 
 
 @dataclass
@@ -112,14 +112,25 @@ class TestResults:
         return {name for name, status in (self.cases or {}).items() if status in statuses}
 
     def counts(self) -> dict[str, int]:
-        return {"ran": self.ran, "passed": self.passed, "failed": self.failed,
-                "errors": self.errors, "skipped": self.skipped}
+        return {
+            "ran": self.ran,
+            "passed": self.passed,
+            "failed": self.failed,
+            "errors": self.errors,
+            "skipped": self.skipped,
+        }
 
     @classmethod
-    def from_cases(cls, cases: dict[str, str], source: str = "junit") -> "TestResults":
+    def from_cases(cls, cases: dict[str, str], source: str = "junit") -> TestResults:
         values = list(cases.values())
-        return cls(source, values.count(PASSED), values.count(FAILED), values.count(ERROR),
-                   values.count(SKIPPED), dict(cases))
+        return cls(
+            source,
+            values.count(PASSED),
+            values.count(FAILED),
+            values.count(ERROR),
+            values.count(SKIPPED),
+            dict(cases),
+        )
 
 
 NO_RESULTS = TestResults("none")
@@ -153,7 +164,7 @@ def with_report(argv: Sequence[str], report: str) -> tuple[str, ...] | None:
         return (*argv, f"--junitxml={report}")
     if runner == "unittest":
         at = list(argv).index("-m")
-        return (*argv[:at], "-c", UNITTEST_JUNIT, report, *argv[at + 2:])
+        return (*argv[:at], "-c", UNITTEST_JUNIT, report, *argv[at + 2 :])
     return None
 
 
@@ -190,8 +201,15 @@ def read_junit(path: Path) -> TestResults | None:
         classname = case.get("classname") or ""
         test_id = f"{classname}::{name}" if classname else name
         tags = {child.tag for child in case}
-        status = (ERROR if "error" in tags else FAILED if "failure" in tags
-                  else SKIPPED if "skipped" in tags else PASSED)
+        status = (
+            ERROR
+            if "error" in tags
+            else FAILED
+            if "failure" in tags
+            else SKIPPED
+            if "skipped" in tags
+            else PASSED
+        )
         if test_id not in cases or _SEVERITY[status] > _SEVERITY[cases[test_id]]:
             cases[test_id] = status
     if not cases and root.tag not in ("testsuites", "testsuite"):
@@ -223,13 +241,19 @@ def _pytest(lines: list[str]) -> TestResults | None:
     for line in reversed(lines):
         if not _PYTEST_LINE.match(line) or (" in " not in line and "no tests ran" not in line):
             continue
-        counts = {kind.rstrip("s") if kind.startswith("error") else kind: int(n)
-                  for n, kind in _PYTEST_COUNT.findall(line)}
+        counts = {
+            kind.rstrip("s") if kind.startswith("error") else kind: int(n)
+            for n, kind in _PYTEST_COUNT.findall(line)
+        }
         if not counts and "no tests ran" not in line:
             continue
-        return TestResults("summary", counts.get("passed", 0) + counts.get("xfailed", 0),
-                           counts.get("failed", 0) + counts.get("xpassed", 0),
-                           counts.get("error", 0), counts.get("skipped", 0))
+        return TestResults(
+            "summary",
+            counts.get("passed", 0) + counts.get("xfailed", 0),
+            counts.get("failed", 0) + counts.get("xpassed", 0),
+            counts.get("error", 0),
+            counts.get("skipped", 0),
+        )
     return None
 
 
@@ -238,15 +262,15 @@ def _unittest(lines: list[str]) -> TestResults | None:
         ran = _UNITTEST_RAN.match(lines[index])
         if not ran:
             continue
-        end = next((_UNITTEST_END.match(line) for line in lines[index + 1:]
-                    if _UNITTEST_END.match(line)), None)
+        end = next(
+            (_UNITTEST_END.match(line) for line in lines[index + 1 :] if _UNITTEST_END.match(line)), None
+        )
         details = dict(re.findall(r"([a-z ]+)=(\d+)", end.group(2) or "")) if end else {}
         number = {name.strip(): int(value) for name, value in details.items()}
         total = int(ran.group(1))
         failed = number.get("failures", 0) + number.get("unexpected successes", 0)
         errors, skipped = number.get("errors", 0), number.get("skipped", 0)
-        return TestResults("summary", max(0, total - failed - errors - skipped), failed, errors,
-                           skipped)
+        return TestResults("summary", max(0, total - failed - errors - skipped), failed, errors, skipped)
     return None
 
 
@@ -254,8 +278,13 @@ def _cargo(lines: list[str]) -> TestResults | None:
     found = [m for m in (_CARGO.match(line) for line in lines) if m]
     if not found:
         return None
-    return TestResults("summary", sum(int(m.group(1)) for m in found),
-                       sum(int(m.group(2)) for m in found), 0, sum(int(m.group(3)) for m in found))
+    return TestResults(
+        "summary",
+        sum(int(m.group(1)) for m in found),
+        sum(int(m.group(2)) for m in found),
+        0,
+        sum(int(m.group(3)) for m in found),
+    )
 
 
 def _jest(lines: list[str]) -> TestResults | None:
@@ -263,8 +292,13 @@ def _jest(lines: list[str]) -> TestResults | None:
         match = _JEST.match(line)
         if match:
             counts = {kind: int(n) for n, kind in re.findall(r"(\d+) (\w+)", match.group(1))}
-            return TestResults("summary", counts.get("passed", 0), counts.get("failed", 0), 0,
-                               counts.get("skipped", 0) + counts.get("todo", 0))
+            return TestResults(
+                "summary",
+                counts.get("passed", 0),
+                counts.get("failed", 0),
+                0,
+                counts.get("skipped", 0) + counts.get("todo", 0),
+            )
     return None
 
 
@@ -273,8 +307,13 @@ def _vitest(lines: list[str]) -> TestResults | None:
         match = _VITEST.match(line)
         if match and re.search(r"\d+ (passed|failed|skipped)", match.group(1)):
             counts = {kind: int(n) for n, kind in re.findall(r"(\d+) (\w+)", match.group(1))}
-            return TestResults("summary", counts.get("passed", 0), counts.get("failed", 0), 0,
-                               counts.get("skipped", 0) + counts.get("todo", 0))
+            return TestResults(
+                "summary",
+                counts.get("passed", 0),
+                counts.get("failed", 0),
+                0,
+                counts.get("skipped", 0) + counts.get("todo", 0),
+            )
     return None
 
 

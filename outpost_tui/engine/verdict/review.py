@@ -12,16 +12,20 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
-from typing import Sequence
 
 from .. import git
 
-TEST_PATH = re.compile(r"(^|/)(tests?|spec|__tests__)/|(^|/)(test_[^/]*|[^/]*_test\.[^/]+|"
-                       r"[^/]*\.(test|spec)\.[^/]+|conftest\.py)$")
-BUILD_AND_CI = re.compile(r"(^|/)(\.github/workflows/|\.gitlab-ci\.yml$|\.circleci/|Jenkinsfile$|"
-                          r"\.pre-commit-config\.yaml$|Makefile$|[^/]*\.mk$|tox\.ini$|noxfile\.py$|"
-                          r"setup\.cfg$|pyproject\.toml$|package\.json$|\.githooks/|\.husky/)")
+TEST_PATH = re.compile(
+    r"(^|/)(tests?|spec|__tests__)/|(^|/)(test_[^/]*|[^/]*_test\.[^/]+|"
+    r"[^/]*\.(test|spec)\.[^/]+|conftest\.py)$"
+)
+BUILD_AND_CI = re.compile(
+    r"(^|/)(\.github/workflows/|\.gitlab-ci\.yml$|\.circleci/|Jenkinsfile$|"
+    r"\.pre-commit-config\.yaml$|Makefile$|[^/]*\.mk$|tox\.ini$|noxfile\.py$|"
+    r"setup\.cfg$|pyproject\.toml$|package\.json$|\.githooks/|\.husky/)"
+)
 SHOWN = 5  # paths named per flag; the rest are counted
 
 
@@ -35,11 +39,16 @@ def review(repository: Path | str, baseline: str, commit: str, setup_files: Sequ
     if not descends:
         flags.append(f"does not descend from the baseline {baseline[:12]}: history was rewritten")
     prefixes = [path.rstrip("/") for path in setup_files]
-    committed = [c.path for c in changed if c.status != "D"
-                 and any(c.path == p or c.path.startswith(p + "/") for p in prefixes)]
+    committed = [
+        c.path
+        for c in changed
+        if c.status != "D" and any(c.path == p or c.path.startswith(p + "/") for p in prefixes)
+    ]
     if committed:
-        flags.append(f"commits files setup put in its worktree (copied from your checkout or "
-                     f"built by [setup]; they may hold secrets): {_names(committed)}")
+        flags.append(
+            f"commits files setup put in its worktree (copied from your checkout or "
+            f"built by [setup]; they may hold secrets): {_names(committed)}"
+        )
     # a rename counts from both ends: moving a test out of the test paths disables it
     tests = [_shown(c) for c in changed if _matches(TEST_PATH, c)]
     if tests:
@@ -49,8 +58,9 @@ def review(repository: Path | str, baseline: str, commit: str, setup_files: Sequ
     build = [_shown(c) for c in changed if _matches(BUILD_AND_CI, c)]
     if build:
         flags.append(f"changed build or CI files: {_names(build)}")
-    outside = [f"{c.path} -> {c.target}" for c in changed
-               if c.target is not None and _leaves_tree(c.path, c.target)]
+    outside = [
+        f"{c.path} -> {c.target}" for c in changed if c.target is not None and _leaves_tree(c.path, c.target)
+    ]
     if outside:
         flags.append(f"symlinks pointing out of the repository: {_names(outside)}")
     return flags

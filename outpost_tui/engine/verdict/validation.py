@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import inspect
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from ..git.commits import Commit
 from ..core.result import Validation
+from ..core.spec import ScoreSpec, ValidateSpec
+from ..git.commits import Commit
 from ..sandbox import Completed, Sandbox, SandboxError
 from ..sandbox.base import LineSink
-from ..core.spec import ScoreSpec, ValidateSpec
 
 OUTPUT_TAIL = 4000
 
@@ -41,8 +42,9 @@ async def _call(check: Any, context: ValidationContext) -> Any:
     return value
 
 
-async def validate(spec: ValidateSpec, context: ValidationContext, on_output: LineSink, *,
-                   argv: Sequence[str] | None = None) -> Validation:
+async def validate(
+    spec: ValidateSpec, context: ValidationContext, on_output: LineSink, *, argv: Sequence[str] | None = None
+) -> Validation:
     """Run the race's validation; exit 0 (or a callable returning True) is acceptable.
 
     `argv` replaces the command as written (the verdict adds a report option to it)."""
@@ -50,17 +52,20 @@ async def validate(spec: ValidateSpec, context: ValidationContext, on_output: Li
         return Validation("failed", None, "", "no commits: the candidate committed nothing")
     if spec.command:
         try:
-            done = await context.sandbox.run(argv or spec.command, on_output=on_output, timeout=spec.timeout,
-                                             tail_bytes=OUTPUT_TAIL)
+            done = await context.sandbox.run(
+                argv or spec.command, on_output=on_output, timeout=spec.timeout, tail_bytes=OUTPUT_TAIL
+            )
         except SandboxError as error:
             return Validation("error", None, "", f"validation could not start: {error}")
         output = _tail(done.stdout_tail, done.stderr_tail)
         if done.timed_out:
-            return Validation("timeout", done.exit_code, output,
-                              f"validation timed out after {spec.timeout:g}s")
+            return Validation(
+                "timeout", done.exit_code, output, f"validation timed out after {spec.timeout:g}s"
+            )
         if done.exit_code != 0:
-            return Validation("failed", done.exit_code, output,
-                              f"validation failed (exit code {done.exit_code})")
+            return Validation(
+                "failed", done.exit_code, output, f"validation failed (exit code {done.exit_code})"
+            )
         if spec.check is None:
             return Validation("passed", 0, output)
     if spec.check is not None:
@@ -68,8 +73,9 @@ async def validate(spec: ValidateSpec, context: ValidationContext, on_output: Li
             accepted = await _call(spec.check, context)
         except Exception as error:  # the user's callable; its failure fails this candidate only
             return Validation("error", None, "", f"validation raised {type(error).__name__}: {error}")
-        return Validation("passed" if accepted else "failed", None, "",
-                          None if accepted else "validation returned false")
+        return Validation(
+            "passed" if accepted else "failed", None, "", None if accepted else "validation returned false"
+        )
     return Validation("passed", None, "", "no validation configured: the agent's success is accepted")
 
 

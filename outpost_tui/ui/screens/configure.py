@@ -44,22 +44,28 @@ def section_summary(name: str, spec: RaceSpec) -> str:
     if name == "race":
         concurrency = "all at once" if spec.concurrency is None else str(spec.concurrency)
         brief = f" · brief: {_first_line(spec.brief)}" if spec.brief else ""
-        score = (f" by {shlex.join(spec.score.command)}" if spec.score is not None and spec.score.command
-                 else "")
-        return (f"{spec.name} · {spec.mode} · select {spec.select}{score} · concurrency {concurrency} · "
-                f"base {spec.base}{brief}")
+        score = (
+            f" by {shlex.join(spec.score.command)}" if spec.score is not None and spec.score.command else ""
+        )
+        return (
+            f"{spec.name} · {spec.mode} · select {spec.select}{score} · concurrency {concurrency} · "
+            f"base {spec.base}{brief}"
+        )
     if name == "validate":
         validate = spec.validate
         if not validate.command:
             return "none: the agent's success is accepted"
-        return (f"{shlex.join(validate.command)} · {_seconds(validate.timeout)} · gate {validate.gate}"
-                + (f" · {validate.repeat} rerun(s)" if validate.repeat else "")
-                + (f" · protect {validate.protect_mode}" if validate.protect_mode != "restore" else ""))
+        return (
+            f"{shlex.join(validate.command)} · {_seconds(validate.timeout)} · gate {validate.gate}"
+            + (f" · {validate.repeat} rerun(s)" if validate.repeat else "")
+            + (f" · protect {validate.protect_mode}" if validate.protect_mode != "restore" else "")
+        )
     if name == "budget":
         budget = spec.budget
         parts = [f"attempts {budget.attempts if budget.attempts is not None else 'no limit'}"]
-        parts += [f"{dimension.replace('_', '-')} tokens {limit:,}"
-                  for dimension, limit in budget.tokens.items()]
+        parts += [
+            f"{dimension.replace('_', '-')} tokens {limit:,}" for dimension, limit in budget.tokens.items()
+        ]
         parts.append("cost " + ("no limit" if budget.cost_usd is None else f"${budget.cost_usd:g}"))
         parts.append(f"candidate timeout {_seconds(budget.candidate_timeout)}")
         return " · ".join(parts)
@@ -67,22 +73,27 @@ def section_summary(name: str, spec: RaceSpec) -> str:
         sandbox = spec.sandbox
         if sandbox.provider == "local":
             return "local processes"
-        limits = [f"{label} {value}" for label, value in (("memory", sandbox.memory), ("cpus", sandbox.cpus),
-                                                          ("pids", sandbox.pids)) if value is not None]
+        limits = [
+            f"{label} {value}"
+            for label, value in (("memory", sandbox.memory), ("cpus", sandbox.cpus), ("pids", sandbox.pids))
+            if value is not None
+        ]
         return " · ".join([f"{sandbox.provider} {sandbox.image}", f"network {sandbox.network}", *limits])
     if name == "setup":
         return spec.setup.describe() if spec.setup.enabled else "none"
     if name == "prices":
         if not spec.prices:
             return "the built-in price table"
-        return " · ".join(f"{model} in ${price.input:g} out ${price.output:g}"
-                          for model, price in spec.prices.items())
+        return " · ".join(
+            f"{model} in ${price.input:g} out ${price.output:g}" for model, price in spec.prices.items()
+        )
     if name == "durability":
         durability = spec.durability
         if not durability.enabled:
             return "off" + (f" · run id {spec.run_id}" if spec.run_id else "")
-        return (f"on · run id {spec.run_id} · version {durability.version}"
-                + (f" · resume {durability.resume}" if durability.resume else ""))
+        return f"on · run id {spec.run_id} · version {durability.version}" + (
+            f" · resume {durability.resume}" if durability.resume else ""
+        )
     raise KeyError(name)
 
 
@@ -138,7 +149,8 @@ class ConfigureScreen(FooterOrder):
     def on_mount(self) -> None:
         self.sub_title = f"configure {self.race_file.name}"
         self.query_one("#file", Static).update(
-            f"{shown_path(self.race_file)}   enter edit · tab sections/candidates · ctrl+↑↓ order")
+            f"{shown_path(self.race_file)}   enter edit · tab sections/candidates · ctrl+↑↓ order"
+        )
         self.query_one("#sections", DataTable).add_columns("Section", "Settings")
         self.query_one("#candidates", DataTable).add_columns("Key", "Agent", "Model", "Brief", "Options")
         self.refresh_view()
@@ -157,16 +169,26 @@ class ConfigureScreen(FooterOrder):
         row = table.cursor_row if cursor is None else cursor
         table.clear()
         for index, candidate in enumerate(spec.candidates):
-            own = self.document.value(("candidates", index, "brief")) is not None \
+            own = (
+                self.document.value(("candidates", index, "brief")) is not None
                 or self.document.value(("candidates", index, "brief_file")) is not None
+            )
             brief = _first_line(candidate.brief) if own else "(the race's brief)"
-            options = [f"{name} {value}" for name, value in (("timeout", candidate.timeout),
-                                                           ("max_turns", candidate.max_turns))
-                       if value is not None]
+            options = [
+                f"{name} {value}"
+                for name, value in (("timeout", candidate.timeout), ("max_turns", candidate.max_turns))
+                if value is not None
+            ]
             options += [f"{len(candidate.env)} env"] if candidate.env else []
             options += [f"args {shlex.join(candidate.args)}"] if candidate.args else []
-            table.add_row(candidate.key, candidate.agent, candidate.model or "(default)", brief,
-                          " · ".join(options), key=candidate.key)
+            table.add_row(
+                candidate.key,
+                candidate.agent,
+                candidate.model or "(default)",
+                brief,
+                " · ".join(options),
+                key=candidate.key,
+            )
         if spec.candidates:
             table.move_cursor(row=max(0, min(row, len(spec.candidates) - 1)))
         if self.dirty:
@@ -209,13 +231,15 @@ class ConfigureScreen(FooterOrder):
 
     def action_section(self, name: str) -> None:
         section = SECTIONS[name]
-        self.app.push_screen(SettingsForm(self.document, section.title, section.fields),
-                             self._edited())
+        self.app.push_screen(SettingsForm(self.document, section.title, section.fields), self._edited())
 
     def action_edit(self) -> None:
         if self.focused is self.query_one("#sections"):
-            key = self.query_one("#sections", DataTable).coordinate_to_cell_key(Coordinate(
-                self.query_one("#sections", DataTable).cursor_row, 0)).row_key.value
+            key = (
+                self.query_one("#sections", DataTable)
+                .coordinate_to_cell_key(Coordinate(self.query_one("#sections", DataTable).cursor_row, 0))
+                .row_key.value
+            )
             self.action_section(str(key))
             return
         index = self.current_index
@@ -234,8 +258,9 @@ class ConfigureScreen(FooterOrder):
             return
         key = self.working.candidates[index].key
         if len(self.working.candidates) == 1:
-            self.set_status("a race needs at least one candidate: add another (n) before removing "
-                            f"{key}", error=True)
+            self.set_status(
+                f"a race needs at least one candidate: add another (n) before removing {key}", error=True
+            )
             return
 
         def answer(yes: bool | None) -> None:
@@ -297,8 +322,9 @@ class ConfigureScreen(FooterOrder):
             self.saving = False
         self.spec = self.working = spec
         self.refresh_view()
-        self.set_status(f"saved {self.race_file} (the previous version is in "
-                        f"{backup_path(self.race_file).name})")
+        self.set_status(
+            f"saved {self.race_file} (the previous version is in {backup_path(self.race_file).name})"
+        )
         self.app.post_message(self.Saved(spec, self.race_file))
         if start:
             self._start(spec)
@@ -310,9 +336,13 @@ class ConfigureScreen(FooterOrder):
             if yes:
                 self._save(start, overwrite=True)
 
-        self.app.push_screen(ConfirmScreen(
-            f"{why}. Save your edits over it? What is on disk now is kept in "
-            f"{backup_path(self.race_file).name}."), answer)
+        self.app.push_screen(
+            ConfirmScreen(
+                f"{why}. Save your edits over it? What is on disk now is kept in "
+                f"{backup_path(self.race_file).name}."
+            ),
+            answer,
+        )
 
     def _start(self, spec: RaceSpec) -> None:
         self._leave(spec)  # the spec to start is the screen's result
@@ -326,8 +356,7 @@ class ConfigureScreen(FooterOrder):
             if yes:
                 self._leave(None)
 
-        self.app.push_screen(ConfirmScreen(f"Discard the unsaved changes to {self.race_file.name}?"),
-                             answer)
+        self.app.push_screen(ConfirmScreen(f"Discard the unsaved changes to {self.race_file.name}?"), answer)
 
     def _leave(self, result: RaceSpec | None) -> None:
         if len(self.app.screen_stack) > 1 and self.app.screen is self:

@@ -46,7 +46,15 @@ class DiffScreen(Screen):
     def _show(self, text: str) -> None:
         log = self.query_one(RichLog)
         for line in text.splitlines():
-            style = ("green" if line.startswith("+") and not line.startswith("+++") else
-                     "red" if line.startswith("-") and not line.startswith("---") else
-                     "cyan" if line.startswith("@@") else "bold" if line.startswith("diff ") else "")
+            style = (
+                "green"
+                if line.startswith("+") and not line.startswith("+++")
+                else "red"
+                if line.startswith("-") and not line.startswith("---")
+                else "cyan"
+                if line.startswith("@@")
+                else "bold"
+                if line.startswith("diff ")
+                else ""
+            )
             log.write(Text(line, style=style))

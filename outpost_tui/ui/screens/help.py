@@ -49,9 +49,12 @@ class HelpScreen(ModalScreen[None]):
             yield Static("Keys", id="help-title")
             yield DataTable(id="help-keys", cursor_type="row", zebra_stripes=True)
             yield Static(CONVENTIONS, classes="help-text")
-            yield Static(f"Rebind any key by its binding id in {keymap_path()}, under [keys], "
-                         'e.g. "race.cancel" = "k" (several keys: "k,ctrl+k").',
-                         classes="help-muted", markup=False)
+            yield Static(
+                f"Rebind any key by its binding id in {keymap_path()}, under [keys], "
+                'e.g. "race.cancel" = "k" (several keys: "k,ctrl+k").',
+                classes="help-muted",
+                markup=False,
+            )
             yield Static("escape or ? closes this help.", classes="help-muted")
 
     def on_mount(self) -> None:
@@ -79,12 +82,13 @@ class HelpScreen(ModalScreen[None]):
                     rows[group][1].append(display)
                 continue
             # Within a level, the bindings users can rebind (those with an id) come first.
-            rank = (0 if active.node is target else 1 if active.node is self.app else 2,
-                    0 if binding.id else 1)
+            rank = (
+                0 if active.node is target else 1 if active.node is self.app else 2,
+                0 if binding.id else 1,
+            )
             rows[group] = (rank, [display], binding.description or binding.action, binding.id or "")
         ordered = sorted(rows.values(), key=lambda row: row[0])
-        return [(" ".join(keys), description, binding_id)
-                for _, keys, description, binding_id in ordered]
+        return [(" ".join(keys), description, binding_id) for _, keys, description, binding_id in ordered]
 
     def action_close(self) -> None:
         self.dismiss(None)

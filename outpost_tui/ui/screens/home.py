@@ -89,8 +89,11 @@ class HomeScreen(FooterOrder):
                 document = tomllib.loads((sample.directory / "race.toml").read_text())
             except (OSError, tomllib.TOMLDecodeError):
                 continue
-            kinds = {c["agent"] for c in document.get("candidates", [])
-                     if isinstance(c, dict) and isinstance(c.get("agent"), str)}
+            kinds = {
+                c["agent"]
+                for c in document.get("candidates", [])
+                if isinstance(c, dict) and isinstance(c.get("agent"), str)
+            }
             if not kinds - {"demo", "command"}:
                 continue
             failed = agents_ready(kinds)
@@ -106,7 +109,8 @@ class HomeScreen(FooterOrder):
         except Exception:
             return
         samples_list.replace_option_prompt_at_index(
-            index, f"sample {name} (spends tokens) not ready: {why} — see `outpost-tui doctor`")
+            index, f"sample {name} (spends tokens) not ready: {why} — see `outpost-tui doctor`"
+        )
         samples_list.disable_option_at_index(index)
 
     # ------------------------------------------------------------------ recent races
@@ -133,9 +137,20 @@ class HomeScreen(FooterOrder):
 
                 if run.owner is None or coordinator_status(run.owner).alive is not False:
                     continue  # a coordinator is (or may be) still running it
-            rows.append((f"run:{run.run_id}", (
-                _when(run.updated_at), run.run_id, Text("needs recovery: r", style="bold yellow"),
-                "", "", ""), ("run", run.run_id)))
+            rows.append(
+                (
+                    f"run:{run.run_id}",
+                    (
+                        _when(run.updated_at),
+                        run.run_id,
+                        Text("needs recovery: r", style="bold yellow"),
+                        "",
+                        "",
+                        "",
+                    ),
+                    ("run", run.run_id),
+                )
+            )
         try:
             races = recorded_races(repository)[:RECENT]
         except (GitError, OSError):
@@ -149,8 +164,20 @@ class HomeScreen(FooterOrder):
             if result:
                 cost = money(result.get("usage") or {})
             took = seconds(race.finished_at - race.started_at) if race.finished_at and race.started_at else ""
-            rows.append((f"race:{race.id}", (_when(race.started_at), race.name or race.id, race.status,
-                                             race.winner or "", cost, took), ("race", race.id)))
+            rows.append(
+                (
+                    f"race:{race.id}",
+                    (
+                        _when(race.started_at),
+                        race.name or race.id,
+                        race.status,
+                        race.winner or "",
+                        cost,
+                        took,
+                    ),
+                    ("race", race.id),
+                )
+            )
         self.app.call_from_thread(self._show_recent, repository, rows)
 
     def _show_recent(self, repository: Path, rows: list) -> None:
@@ -161,8 +188,11 @@ class HomeScreen(FooterOrder):
         for key, cells, what in rows:
             table.add_row(*cells, key=key)
             self.recent[key] = what
-        title.update(f"Recent races in {repository.resolve()}" if rows
-                     else f"No races recorded in {repository.resolve()} yet")
+        title.update(
+            f"Recent races in {repository.resolve()}"
+            if rows
+            else f"No races recorded in {repository.resolve()} yet"
+        )
 
     def selected_recent(self) -> tuple[str, str] | None:
         table = self.query_one("#recent", DataTable)

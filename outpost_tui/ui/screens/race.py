@@ -30,8 +30,16 @@ REFRESH_EVERY = 0.1
 # How long a typed digit waits for the next one to make a number (ten or more candidates).
 NUMBER_WINDOW = 0.8
 WIDE = 180
-STATE_STYLE = {"winner": "bold green", "rejected": "red", "failed": "red", "quota": "yellow",
-               "cancelled": "dim", "skipped": "dim", "running": "cyan", "validating": "bold cyan"}
+STATE_STYLE = {
+    "winner": "bold green",
+    "rejected": "red",
+    "failed": "red",
+    "quota": "yellow",
+    "cancelled": "dim",
+    "skipped": "dim",
+    "running": "cyan",
+    "validating": "bold cyan",
+}
 # How far along a live candidate is, for the leader.
 STAGE = {"starting": 1, "running": 2, "validating": 3, "scoring": 3}
 GAUGE_CELLS = 5
@@ -73,8 +81,10 @@ class RaceScreen(FooterOrder):
         Binding("slash", "search", "Search", id="race.search"),
         Binding("v", "results", "Results", id="race.results"),
         Binding("l", "layout", "Layout", id="race.layout", tooltip="Table or panels"),
-        *[Binding(str(n), f"focus_panel({n})", f"Panel {n}", show=False, id=f"race.panel{n}")
-          for n in range(0, 10)],
+        *[
+            Binding(str(n), f"focus_panel({n})", f"Panel {n}", show=False, id=f"race.panel{n}")
+            for n in range(10)
+        ],
     ]
 
     def __init__(self, session: RaceSession, *, start: bool = False, clock=time.time) -> None:
@@ -114,9 +124,14 @@ class RaceScreen(FooterOrder):
             yield table
             with Grid(id="panels"):
                 for index, candidate in enumerate(self.session.spec.candidates, 1):
-                    panel = CandidatePanel(candidate.key, candidate.agent, index, clock=self.clock,
-                                           budget=self.session.spec.budget,
-                                           timeout=candidate.timeout or self.session.spec.budget.candidate_timeout)
+                    panel = CandidatePanel(
+                        candidate.key,
+                        candidate.agent,
+                        index,
+                        clock=self.clock,
+                        budget=self.session.spec.budget,
+                        timeout=candidate.timeout or self.session.spec.budget.candidate_timeout,
+                    )
                     self._panels[candidate.key] = panel
                     yield panel
         yield Input(placeholder="search the focused log (enter to filter, escape to clear)", id="search")
@@ -203,27 +218,39 @@ class RaceScreen(FooterOrder):
         due, summary_due = self._due(rotate)
         with self.app.batch_update():
             summary = self._summary() if summary_due else self._summary_shown
-            if summary is not None and summary != self._summary_shown:  # the clock moves it once a second, not ten times
+            if (
+                summary is not None and summary != self._summary_shown
+            ):  # the clock moves it once a second, not ten times
                 # a layout only when its number of rows changes (its lines never wrap)
                 rows = summary.plain.count("\n")
                 self.query_one("#summary", Static).update(
-                    summary, layout=self._summary_shown is None or rows != self._summary_shown.plain.count("\n"))
+                    summary,
+                    layout=self._summary_shown is None or rows != self._summary_shown.plain.count("\n"),
+                )
                 self._summary_shown = summary
             for key, panel in self._panels.items():
                 if key in due:
                     panel.refresh_from(model.candidates[key])
             if self.table_view:
                 self._refresh_table()
-            elif self.focused is None and getattr(self, "_selected", None) in self._panels \
-                    and self.app.screen is self:
+            elif (
+                self.focused is None
+                and getattr(self, "_selected", None) in self._panels
+                and self.app.screen is self
+            ):
                 # the table that had focus was just hidden: its candidate's panel takes it
                 self._panels[self._selected].focus()
-        for line in model.tampering[self._tampering_shown:]:
+        for line in model.tampering[self._tampering_shown :]:
             # the one thing that must not scroll by in a log: the user's repository was changed
-            self.notify(f"your repository was changed: {line}", title="repository changed",
-                        severity="error", timeout=30, markup=False)
+            self.notify(
+                f"your repository was changed: {line}",
+                title="repository changed",
+                severity="error",
+                timeout=30,
+                markup=False,
+            )
         self._tampering_shown = len(model.tampering)
-        for line in model.warnings[self._warnings_shown:]:
+        for line in model.warnings[self._warnings_shown :]:
             self.notify(line, title="race warning", severity="warning", timeout=30, markup=False)
         self._warnings_shown = len(model.warnings)
         self._announce()
@@ -245,9 +272,14 @@ class RaceScreen(FooterOrder):
             elif state == "quota":
                 quota = candidate.quota or {}
                 reset = quota.get("reset_at")
-                self.notify(f"{key} hit its quota: {quota.get('message') or 'usage limit'}"
-                            + (f"; resets {reset}" if reset else ""), title="quota",
-                            severity="warning", markup=False, timeout=15)
+                self.notify(
+                    f"{key} hit its quota: {quota.get('message') or 'usage limit'}"
+                    + (f"; resets {reset}" if reset else ""),
+                    title="quota",
+                    severity="warning",
+                    markup=False,
+                    timeout=15,
+                )
         if model.budget_reason and self._announced.get("") != model.budget_reason:
             self._announced[""] = model.budget_reason
             self.notify(model.budget_reason, title="budget", severity="warning", markup=False, timeout=15)
@@ -270,7 +302,9 @@ class RaceScreen(FooterOrder):
         if usage.cost_unknown and not usage.cost_usd:
             text.append(usage.cost_text() + " ")  # nothing to put on a bar
         else:
-            cost = _gauge("$", usage.cost_usd, budget.cost_usd, lambda v: f"{v:.4f}" if v < 100 else f"{v:.0f}")
+            cost = _gauge(
+                "$", usage.cost_usd, budget.cost_usd, lambda v: f"{v:.4f}" if v < 100 else f"{v:.0f}"
+            )
             if usage.estimated:
                 cost.append("~")
             if usage.cost_unknown:
@@ -386,11 +420,18 @@ class RaceScreen(FooterOrder):
             end = candidate.agent_ended_at or candidate.finished_at or self.clock()
             elapsed = duration(end - candidate.agent_started_at) if candidate.agent_started_at else "–"
             last = candidate.log[-1] if candidate.log else ""
-            values = {"state": Text(candidate.state.upper() if candidate.state in FINAL else candidate.state,
-                                    style=STATE_STYLE.get(candidate.state, "")),
-                      "try": str(candidate.attempt or ""), "time": elapsed,
-                      "out": tokens(candidate.usage.output), "in": tokens(candidate.usage.input),
-                      "cost": candidate.usage.cost_text(), "last line": last[:80]}
+            values = {
+                "state": Text(
+                    candidate.state.upper() if candidate.state in FINAL else candidate.state,
+                    style=STATE_STYLE.get(candidate.state, ""),
+                ),
+                "try": str(candidate.attempt or ""),
+                "time": elapsed,
+                "out": tokens(candidate.usage.output),
+                "in": tokens(candidate.usage.input),
+                "cost": candidate.usage.cost_text(),
+                "last line": last[:80],
+            }
             for column, value in values.items():
                 table.update_cell(key, column, value, update_width=True)
 
@@ -425,7 +466,9 @@ class RaceScreen(FooterOrder):
     # ------------------------------------------------------------- the file on disk
 
     def file_changed(self) -> bool:
-        return self.race_file is not None and not self.session.started and _read(self.race_file) != self._source
+        return (
+            self.race_file is not None and not self.session.started and _read(self.race_file) != self._source
+        )
 
     async def reload_from_file(self) -> bool:
         """Before the start: read the race file again if it changed, and show what it says now.
@@ -494,8 +537,11 @@ class RaceScreen(FooterOrder):
         if action == "results":
             return session.result is not None
         if action == "back":
-            return (self.query_one("#search", Input).has_class("-visible") or self.maximized is not None
-                    or (not session.running and len(self.app.screen_stack) > 2))
+            return (
+                self.query_one("#search", Input).has_class("-visible")
+                or self.maximized is not None
+                or (not session.running and len(self.app.screen_stack) > 2)
+            )
         if action == "diff":
             key = self.focused_key()
             return key is not None and self.session.model.candidates[key].branch is not None
@@ -528,9 +574,13 @@ class RaceScreen(FooterOrder):
         if getattr(self.app, "ring_bell", False):
             self.app.bell()  # the operator asked to hear a race end (settings.toml: bell = true)
         if result is not None:
-            self.notify(f"race {result.status}" + (f": {result.winner.key} won" if result.winner else "")
-                        + " · v shows the results", title="race over",
-                        severity="information" if result.winner else "warning")
+            self.notify(
+                f"race {result.status}"
+                + (f": {result.winner.key} won" if result.winner else "")
+                + " · v shows the results",
+                title="race over",
+                severity="information" if result.winner else "warning",
+            )
         elif self.session.error:
             self.notify(self.session.error, severity="error")
 
@@ -540,8 +590,11 @@ class RaceScreen(FooterOrder):
         result = self.session.result
         if result is None:
             return
-        self.app.push_screen(ResultScreen(result.to_json(), race_file=self.race_file,
-                                          recorded=isinstance(self.session, RecordedSession)))
+        self.app.push_screen(
+            ResultScreen(
+                result.to_json(), race_file=self.race_file, recorded=isinstance(self.session, RecordedSession)
+            )
+        )
 
     def action_focus_panel(self, number: int) -> None:
         """1-9 pick a candidate at once; with ten or more, digits typed in a row make one number
@@ -590,8 +643,9 @@ class RaceScreen(FooterOrder):
             if yes:
                 self._accept(key)
 
-        self.app.push_screen(ConfirmScreen(
-            f"Accept {key} as the winner by hand? Every other candidate is cancelled."), answer)
+        self.app.push_screen(
+            ConfirmScreen(f"Accept {key} as the winner by hand? Every other candidate is cancelled."), answer
+        )
 
     @work(group="accept")
     async def _accept(self, key: str) -> None:
@@ -621,8 +675,11 @@ class RaceScreen(FooterOrder):
         if branch is None:
             self.notify(f"{key} has no branch yet", severity="warning")
             return
-        self.app.push_screen(DiffScreen(race.repository, race.baseline, branch,
-                                        f"{key}: {branch} against {race.baseline[:12]}"))
+        self.app.push_screen(
+            DiffScreen(
+                race.repository, race.baseline, branch, f"{key}: {branch} against {race.baseline[:12]}"
+            )
+        )
 
     def action_search(self) -> None:
         if self.focused_key() is None:
@@ -678,8 +735,11 @@ class RecordedRaceScreen(RaceScreen):
     would change a race are not offered and say why when pressed."""
 
     # Same keys and binding ids (a user's rebinding applies here too), hidden from the footer.
-    BINDINGS = [Binding(b.key, b.action, f"{b.description} (live races only)", show=False, id=b.id)
-                for b in RaceScreen.BINDINGS if isinstance(b, Binding) and b.action in READ_ONLY]
+    BINDINGS = [
+        Binding(b.key, b.action, f"{b.description} (live races only)", show=False, id=b.id)
+        for b in RaceScreen.BINDINGS
+        if isinstance(b, Binding) and b.action in READ_ONLY
+    ]
 
     def __init__(self, recording) -> None:
         last = recording.last_event_at
@@ -696,8 +756,9 @@ class RecordedRaceScreen(RaceScreen):
 
     def _recorded_title(self) -> None:
         race = self.recording.race
-        started = (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(race.started_at))
-                   if race.started_at else "?")
+        started = (
+            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(race.started_at)) if race.started_at else "?"
+        )
         self.title = f"outpost-tui · {self.session.spec.name} · recorded"
         self.sub_title = f"race {race.id}, started {started}"
 
@@ -739,5 +800,8 @@ class RecordedRaceScreen(RaceScreen):
         if branch is None:
             self.notify(f"{key} never had a branch", severity="warning")
             return
-        self.app.push_screen(DiffScreen(self.recording.repository, baseline, branch,
-                                        f"{key}: {branch} against {baseline[:12]}"))
+        self.app.push_screen(
+            DiffScreen(
+                self.recording.repository, baseline, branch, f"{key}: {branch} against {baseline[:12]}"
+            )
+        )

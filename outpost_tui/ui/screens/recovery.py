@@ -64,7 +64,9 @@ class RecoveryScreen(Screen[RaceSpec | None]):
     step: reactive[str] = reactive("choose", bindings=True)
     busy: reactive[str] = reactive("", bindings=True)
 
-    def __init__(self, repository: Path, run_id: str | None = None, *, stop_timeout: float = STOP_TIMEOUT) -> None:
+    def __init__(
+        self, repository: Path, run_id: str | None = None, *, stop_timeout: float = STOP_TIMEOUT
+    ) -> None:
         super().__init__()
         self.repository = Path(repository).resolve()
         self.run_id = run_id
@@ -112,7 +114,9 @@ class RecoveryScreen(Screen[RaceSpec | None]):
             self.query_one("#busy", Static).update(self.busy)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("stop", "inspect", "release", "replay") and (self.step == "choose" or self.view is None):
+        if action in ("stop", "inspect", "release", "replay") and (
+            self.step == "choose" or self.view is None
+        ):
             return False
         if self.busy and action != "back":
             return None
@@ -123,11 +127,15 @@ class RecoveryScreen(Screen[RaceSpec | None]):
     def _redraw(self) -> None:
         repository = shown_path(self.repository)
         where = f"Recover a durable run in {repository}"
-        self.query_one("#title", Static).update(where if self.run_id is None else f"Recover run {self.run_id} in {repository}")
+        self.query_one("#title", Static).update(
+            where if self.run_id is None else f"Recover run {self.run_id} in {repository}"
+        )
         self.query_one("#steps", Static).update(self._indicator())
         choosing = self.step == "choose"
         self.query_one("#runs").display = choosing
-        self.query_one("#attempts").display = self.step in ("inspect", "release", "replay") and self.view is not None
+        self.query_one("#attempts").display = (
+            self.step in ("inspect", "release", "replay") and self.view is not None
+        )
         self.query_one("#detail", Static).update(self._detail())
         self.query_one("#outcome", Static).update(self.outcome)
         error = self.error
@@ -160,8 +168,12 @@ class RecoveryScreen(Screen[RaceSpec | None]):
         view = self.view
         if view is None:
             return ""
-        return {"stop": self._stop_text, "inspect": self._inspect_text, "release": self._release_text,
-                "replay": self._replay_text}[self.step](view)
+        return {
+            "stop": self._stop_text,
+            "inspect": self._inspect_text,
+            "release": self._release_text,
+            "replay": self._replay_text,
+        }[self.step](view)
 
     def _now(self) -> float:
         # The app may fix its clock (snapshot tests); a bare host app has none.
@@ -176,16 +188,22 @@ class RecoveryScreen(Screen[RaceSpec | None]):
 
     def _stop_text(self, view: recovery.RunView) -> str:
         if view.owner is None:
-            return (f"No coordinator owns run {view.run_id} (status {view.status}): nothing to stop.\n\n"
-                    f"enter: next step (inspect)")
+            return (
+                f"No coordinator owns run {view.run_id} (status {view.status}): nothing to stop.\n\n"
+                f"enter: next step (inspect)"
+            )
         status = view.coordinator
         lines = [self._owner_line(view), status.reason if status else "", ""]
         if status is not None and status.alive:
-            lines.append(f"It is running. s: stop it (TERM, then KILL if it is still there after "
-                         f"{self.stop_timeout:.0f} s; asks first).")
+            lines.append(
+                f"It is running. s: stop it (TERM, then KILL if it is still there after "
+                f"{self.stop_timeout:.0f} s; asks first)."
+            )
         elif status is None or status.alive is None:
-            lines.append(f"It cannot be checked or stopped from here: stop pid {view.owner.get('pid')} on "
-                         f"{view.owner.get('host')} yourself, then press enter to continue.")
+            lines.append(
+                f"It cannot be checked or stopped from here: stop pid {view.owner.get('pid')} on "
+                f"{view.owner.get('host')} yourself, then press enter to continue."
+            )
         else:
             lines.append("It is not running: this step is done.\n\nenter: next step (inspect)")
         return "\n".join(lines)
@@ -193,9 +211,11 @@ class RecoveryScreen(Screen[RaceSpec | None]):
     def _inspect_text(self, view: recovery.RunView) -> str:
         state = view.state
         baseline = str(state.get("baseline") or "?")[:12]
-        lines = [f"Run {view.run_id}: {view.status} · revision {view.revision}",
-                 f"Race {state.get('id') or '?'} from baseline {baseline}",
-                 f"Race file: {state.get('race_file') or '(none on record)'}"]
+        lines = [
+            f"Run {view.run_id}: {view.status} · revision {view.revision}",
+            f"Race {state.get('id') or '?'} from baseline {baseline}",
+            f"Race file: {state.get('race_file') or '(none on record)'}",
+        ]
         if view.owner is not None:
             lines.append(self._owner_line(view))
         lines += ["", "enter: next step (release)"]
@@ -203,15 +223,23 @@ class RecoveryScreen(Screen[RaceSpec | None]):
 
     def _release_text(self, view: recovery.RunView) -> str:
         if view.owner is None:
-            return (f"Run {view.run_id} is not owned by any coordinator: nothing to release.\n\n"
-                    f"enter: next step (replay)")
+            return (
+                f"Run {view.run_id} is not owned by any coordinator: nothing to release.\n\n"
+                f"enter: next step (replay)"
+            )
         if view.coordinator is not None and view.coordinator.alive:
-            return (f"The coordinator (pid {view.owner.get('pid')}) is still running: go back (escape) and "
-                    f"stop it first.")
-        lines = [f"Release run {view.run_id} at revision {view.revision}: clears its owner so the run can "
-                 f"be replayed. Stops and deletes nothing."]
+            return (
+                f"The coordinator (pid {view.owner.get('pid')}) is still running: go back (escape) and "
+                f"stop it first."
+            )
+        lines = [
+            f"Release run {view.run_id} at revision {view.revision}: clears its owner so the run can "
+            f"be replayed. Stops and deletes nothing."
+        ]
         if view.coordinator is None or view.coordinator.alive is None:
-            lines.append(f"Careful: {view.coordinator.reason if view.coordinator else 'the owner cannot be checked'}")
+            lines.append(
+                f"Careful: {view.coordinator.reason if view.coordinator else 'the owner cannot be checked'}"
+            )
         lines += ["", "l / enter: release (asks first)"]
         return "\n".join(lines)
 
@@ -219,11 +247,14 @@ class RecoveryScreen(Screen[RaceSpec | None]):
         if view.owner is not None:
             return f"Run {view.run_id} is still owned: release it first (l)."
         race_file = view.state.get("race_file") or "(no race file on record)"
-        lines = [f"Replay run {view.run_id} from {race_file}: interrupted attempts start again as new "
-                 f"attempts; settled ones are kept."]
+        lines = [
+            f"Replay run {view.run_id} from {race_file}: interrupted attempts start again as new "
+            f"attempts; settled ones are kept."
+        ]
         if view.state.get("finished") and view.status == "quota":
-            lines.append("The run ended quota: replaying it reruns the candidates the quota stopped, "
-                         "as new attempts.")
+            lines.append(
+                "The run ended quota: replaying it reruns the candidates the quota stopped, as new attempts."
+            )
         elif view.state.get("finished"):
             lines.append(f"The run already finished ({view.status}): replaying it shows its result again.")
         lines += ["", "p / enter: replay (asks first)"]
@@ -242,9 +273,14 @@ class RecoveryScreen(Screen[RaceSpec | None]):
         table = self.query_one("#attempts", DataTable)
         table.clear()
         for attempt in self.view.attempts if self.view else []:
-            table.add_row(f"{attempt['key']}#{attempt['attempt']}", attempt["phase"], attempt["status"] or "—",
-                          attempt["cleanup"] or "—", ", ".join(attempt["resources"]) or "none",
-                          self._short(attempt["directory"]))
+            table.add_row(
+                f"{attempt['key']}#{attempt['attempt']}",
+                attempt["phase"],
+                attempt["status"] or "—",
+                attempt["cleanup"] or "—",
+                ", ".join(attempt["resources"]) or "none",
+                self._short(attempt["directory"]),
+            )
 
     def _short(self, directory: str | None) -> str:
         # Worktrees live under the repository: the relative path is what fits in the column.
@@ -345,8 +381,12 @@ class RecoveryScreen(Screen[RaceSpec | None]):
         except EXPECTED as error:
             self._deliver(self._failed, error)
             return
-        self._deliver(self._inspected, view, "replay",
-                      f"run {run_id} released (revision {new_revision}); next: replay it (p)")
+        self._deliver(
+            self._inspected,
+            view,
+            "replay",
+            f"run {run_id} released (revision {new_revision}); next: replay it (p)",
+        )
 
     @work(thread=True, exclusive=True, group="recovery", exit_on_error=False)
     def _replay_worker(self, run_id: str) -> None:
@@ -435,10 +475,13 @@ class RecoveryScreen(Screen[RaceSpec | None]):
             self.outcome = "the coordinator is not running: nothing to stop"
         else:
             pid, host = view.owner.get("pid"), view.owner.get("host")
-            self._confirm(f"Stop the coordinator of run {view.run_id} (pid {pid} on {host})?\n"
-                          f"It gets TERM, then KILL if it is still running after {self.stop_timeout:.0f} s.",
-                          lambda: self._start(f"Stopping pid {pid} (up to {self.stop_timeout:.0f} s)…",
-                                              self._stop_worker, view.run_id))
+            self._confirm(
+                f"Stop the coordinator of run {view.run_id} (pid {pid} on {host})?\n"
+                f"It gets TERM, then KILL if it is still running after {self.stop_timeout:.0f} s.",
+                lambda: self._start(
+                    f"Stopping pid {pid} (up to {self.stop_timeout:.0f} s)…", self._stop_worker, view.run_id
+                ),
+            )
         self._redraw()
 
     def action_release(self) -> None:
@@ -453,8 +496,10 @@ class RecoveryScreen(Screen[RaceSpec | None]):
             self.error = f"the coordinator (pid {view.owner.get('pid')}) is still running: stop it first (s)"
         else:
             revision = view.revision
-            self._confirm(f"Release run {view.run_id} at revision {revision}?",
-                          lambda: self._start("Releasing…", self._release_worker, view.run_id, revision))
+            self._confirm(
+                f"Release run {view.run_id} at revision {revision}?",
+                lambda: self._start("Releasing…", self._release_worker, view.run_id, revision),
+            )
         self._redraw()
 
     def action_replay(self) -> None:
@@ -466,8 +511,10 @@ class RecoveryScreen(Screen[RaceSpec | None]):
         if view.owner is not None:
             self.error = f"run {view.run_id} is still owned: release it first (l)"
         else:
-            self._confirm(f"Replay run {view.run_id}? Interrupted attempts start again as new attempts.",
-                          lambda: self._start("Reading the race file…", self._replay_worker, view.run_id))
+            self._confirm(
+                f"Replay run {view.run_id}? Interrupted attempts start again as new attempts.",
+                lambda: self._start("Reading the race file…", self._replay_worker, view.run_id),
+            )
         self._redraw()
 
     # ------------------------------------------------------------------------------ choosing

@@ -25,8 +25,14 @@ from ..shell import open_shell
 from ..widgets.header import OutpostHeader
 from .confirm import ConfirmScreen
 
-STATUS_STYLE = {"winner": "bold green", "rejected": "red", "failed": "red", "quota": "yellow",
-                "cancelled": "dim", "skipped": "dim"}
+STATUS_STYLE = {
+    "winner": "bold green",
+    "rejected": "red",
+    "failed": "red",
+    "quota": "yellow",
+    "cancelled": "dim",
+    "skipped": "dim",
+}
 
 
 class ResultScreen(FooterOrder):
@@ -68,16 +74,38 @@ class ResultScreen(FooterOrder):
         table = self.query_one("#leaderboard", DataTable)
         # Short columns first, the reason last: at 80 columns the numbers stay in view, and the
         # detail below the table gives the selected attempt's reason in full.
-        dimensions = [(name, label) for name, label in report.TOKEN_DIMENSIONS
-                      if name != "cache_write" or any(row.tokens[name] for row in self.rows)]
-        table.add_columns("candidate", "try", "status", "cost", "time",
-                          *(label for _, label in reversed(dimensions)), "score", "tests", "review", "reason")
+        dimensions = [
+            (name, label)
+            for name, label in report.TOKEN_DIMENSIONS
+            if name != "cache_write" or any(row.tokens[name] for row in self.rows)
+        ]
+        table.add_columns(
+            "candidate",
+            "try",
+            "status",
+            "cost",
+            "time",
+            *(label for _, label in reversed(dimensions)),
+            "score",
+            "tests",
+            "review",
+            "reason",
+        )
         for index, row in enumerate(self.rows):
             name = ("  " + row.key) if row.superseded else row.key
-            table.add_row(name, str(row.attempt), Text(row.status, style=STATUS_STYLE.get(row.status, "")),
-                          row.cost, row.time, *(report.count(row.tokens[n]) for n, _ in reversed(dimensions)),
-                          row.score, _clip(row.tests, 24), Text(f"⚑ {len(row.review)}", style="bold yellow")
-                          if row.review else "", _clip(row.reason, 60), key=str(index))
+            table.add_row(
+                name,
+                str(row.attempt),
+                Text(row.status, style=STATUS_STYLE.get(row.status, "")),
+                row.cost,
+                row.time,
+                *(report.count(row.tokens[n]) for n, _ in reversed(dimensions)),
+                row.score,
+                _clip(row.tests, 24),
+                Text(f"⚑ {len(row.review)}", style="bold yellow") if row.review else "",
+                _clip(row.reason, 60),
+                key=str(index),
+            )
         table.focus()
         self._show_detail()
 
@@ -99,12 +127,19 @@ class ResultScreen(FooterOrder):
         if row is None:
             detail.update("no attempts")
             return
-        lines = [f"{row.key} attempt {row.attempt} ({row.agent}): {row.status}"
-                 + (f" · {row.reason}" if row.reason else "")]
-        lines.append(f"branch {row.branch or '–'}   commit {str(row.commit or '–')[:12]}   "
-                     f"worktree {row.directory or '–'}")
-        lines.append(f"tokens {row.tokens_text}   cost {row.cost}   time {row.time}"
-                     + (f"   score {row.score}" if row.score else "") + (f"   tests {row.tests}" if row.tests else ""))
+        lines = [
+            f"{row.key} attempt {row.attempt} ({row.agent}): {row.status}"
+            + (f" · {row.reason}" if row.reason else "")
+        ]
+        lines.append(
+            f"branch {row.branch or '–'}   commit {str(row.commit or '–')[:12]}   "
+            f"worktree {row.directory or '–'}"
+        )
+        lines.append(
+            f"tokens {row.tokens_text}   cost {row.cost}   time {row.time}"
+            + (f"   score {row.score}" if row.score else "")
+            + (f"   tests {row.tests}" if row.tests else "")
+        )
         lines += [f"⚑ review before merging: {flag}" for flag in row.review]
         detail.update("\n".join(lines))
 
@@ -138,8 +173,11 @@ class ResultScreen(FooterOrder):
     def action_shell(self) -> None:
         row = self.selected()
         if row is None or not row.directory or not Path(row.directory).is_dir():
-            self.say(f"{row.key if row else 'this attempt'}: its worktree is not kept "
-                     "(only dirty or retained ones are)", error=True)
+            self.say(
+                f"{row.key if row else 'this attempt'}: its worktree is not kept "
+                "(only dirty or retained ones are)",
+                error=True,
+            )
             return
         self.say(open_shell(self.app, row.directory))
 
@@ -151,8 +189,14 @@ class ResultScreen(FooterOrder):
         if row is None or not row.branch or not baseline or self.repository is None:
             self.say("no branch to diff", error=True)
             return
-        self.app.push_screen(DiffScreen(self.repository, baseline, row.commit or row.branch,
-                                        f"{row.key}#{row.attempt}: {row.branch} against {baseline[:12]}"))
+        self.app.push_screen(
+            DiffScreen(
+                self.repository,
+                baseline,
+                row.commit or row.branch,
+                f"{row.key}#{row.attempt}: {row.branch} against {baseline[:12]}",
+            )
+        )
 
     def action_export(self) -> None:
         if self.repository is None:
@@ -179,8 +223,9 @@ class ResultScreen(FooterOrder):
                 self.dismiss()
                 self.app.open_race(race_file, start=True)
 
-        self.app.push_screen(ConfirmScreen(f"Run the race in {race_file} again, as the file says now?"),
-                             answer)
+        self.app.push_screen(
+            ConfirmScreen(f"Run the race in {race_file} again, as the file says now?"), answer
+        )
 
     # ------------------------------------------------------------------------------ merge
 
@@ -210,8 +255,10 @@ class ResultScreen(FooterOrder):
             self.say(f"not merged: {row.key} would conflict in {', '.join(check.conflicts[:5])}", error=True)
             return
         flags = f" Review first: {'; '.join(row.review)}." if row.review else ""
-        question = (f"Merge {row.key} ({str(row.commit)[:12]}, the validated commit) into {host or 'HEAD'}? "
-                    f"Integration check just now: clean. Your git hooks run; nothing is pushed.{flags}")
+        question = (
+            f"Merge {row.key} ({str(row.commit)[:12]}, the validated commit) into {host or 'HEAD'}? "
+            f"Integration check just now: clean. Your git hooks run; nothing is pushed.{flags}"
+        )
 
         def answer(yes: bool | None) -> None:
             if yes:
@@ -223,8 +270,12 @@ class ResultScreen(FooterOrder):
 
     @work(thread=True, exclusive=True, group="merge", exit_on_error=False)
     def _merge(self, root: Path, row: report.Row) -> None:
-        outcome = merge.merge(root, str(row.commit), expected_commit=row.commit,
-                              message=f"Merge outpost winner {row.key} (race {self.result.get('id')})")
+        outcome = merge.merge(
+            root,
+            str(row.commit),
+            expected_commit=row.commit,
+            message=f"Merge outpost winner {row.key} (race {self.result.get('id')})",
+        )
         self.app.call_from_thread(self._merged, outcome)
 
     def _merged(self, outcome: merge.MergeOutcome) -> None:
@@ -233,4 +284,4 @@ class ResultScreen(FooterOrder):
 
 
 def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[:width - 1] + "…"
+    return text if len(text) <= width else text[: width - 1] + "…"

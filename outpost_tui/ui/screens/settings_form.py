@@ -60,8 +60,17 @@ class Section:
 
 
 # How each kind of race-file value is typed into a form (kinds: racefile/schema.py).
-_FORM_KINDS = {"string": "text", "file": "text", "choice": "choice", "integer": "number",
-               "number": "number", "boolean": "bool", "strings": "words", "argv": "argv", "env": "env"}
+_FORM_KINDS = {
+    "string": "text",
+    "file": "text",
+    "choice": "choice",
+    "integer": "number",
+    "number": "number",
+    "boolean": "bool",
+    "strings": "words",
+    "argv": "argv",
+    "env": "env",
+}
 
 
 def _option(path: tuple[str, ...]) -> schema.Option:
@@ -83,71 +92,110 @@ def _f(path: str, label: str, hint: str = "", *, long: bool = False, name: str =
     return Field(key, label, kind, hint, option.choices, name)
 
 
-SECTIONS: dict[str, Section] = {section.name: section for section in (
-    Section("race", "Race", (
-        _f("race.name", "Name", "race"),
-        _f("race.repository", "Repository", "required: the git repository, relative to this file"),
-        _f("race.base", "Base revision", "HEAD"),
-        _f("race.mode", "Mode", "race"),
-        # select = "best" and [score] need each other: one form sets both
-        _f("race.select", "Select", "first"),
-        _f("score.command", "Score command", "none (select best needs one)", name="score_command"),
-        _f("score.timeout", "Score timeout (s)", "600", name="score_timeout"),
-        _f("race.concurrency", "Concurrency", "every candidate at once"),
-        _f("race.cleanup_timeout", "Cleanup timeout (s)", "30"),
-        _f("race.brief_file", "Brief file", "none: the brief below"),
-        _f("race.brief", "Brief (every candidate without its own)", "none", long=True),
-    )),
-    Section("validate", "Validate", (
-        _f("validate.command", "Command", "none: the agent's success is accepted"),
-        _f("validate.timeout", "Timeout (s)", "600"),
-        _f("validate.gate", "Gate", "strict"),
-        _f("validate.require_commits", "Require commits", "true"),
-        _f("validate.allow_baseline_failures", "Allow baseline failures", "false"),
-        _f("validate.repeat", "Reruns of a failure", "0"),
-        _f("validate.junit", "JUnit report", "none (pytest and unittest get one)"),
-        _f("validate.protect", "Protected paths", "the tests and runner configuration"),
-        _f("validate.protect_mode", "Protected change", "restore"),
-    )),
-    Section("budget", "Budget", (
-        _f("budget.attempts", "Attempts", "no limit"),
-        _f("budget.tokens.input", "Input tokens", "no limit"),
-        _f("budget.tokens.cached", "Cached input tokens", "no limit"),
-        _f("budget.tokens.cache_write", "Cache-write tokens", "no limit"),
-        _f("budget.tokens.output", "Output tokens", "no limit"),
-        _f("budget.cost_usd", "Cost (USD)", "no limit"),
-        _f("budget.candidate_timeout", "Candidate timeout (s)", "none"),
-        _f("budget.unreachable_timeout", "Unreachable API (s)", "120"),
-    )),
-    Section("sandbox", "Sandbox", (
-        _f("sandbox.provider", "Provider", "local"),
-        _f("sandbox.image", "Image", "none (needed by docker and podman)"),
-        _f("sandbox.network", "Network", "none"),
-        _f("sandbox.endpoint", "Engine endpoint", "DOCKER_HOST, the Docker context, the usual sockets"),
-        _f("sandbox.memory", "Memory", "no limit (e.g. 2g)"),
-        _f("sandbox.cpus", "CPUs", "no limit"),
-        _f("sandbox.pids", "Processes", "no limit"),
-    )),
-    Section("setup", "Setup", (
-        _f("setup.command", "Command", "none"),
-        _f("setup.timeout", "Timeout (s)", "600"),
-        _f("setup.copy", "Copy from checkout", "none (.worktreeinclude still applies)"),
-        _f("setup.cache", "Cache paths", "none"),
-        _f("setup.cache_key", "Cache key files", "none"),
-        _f("setup.ports", "Ports per attempt", "0"),
-    )),
-    Section("prices", "Prices", (
-        # [prices."model"] tables, one line per model: `model input=3 cached=0.3 output=15`
-        Field(("prices",), "Prices (USD per million tokens; a line per model: NAME input=3 output=15)",
-              "prices", "the built-in price table"),
-    )),
-    Section("durability", "Durability", (
-        _f("durability.enabled", "Durable", "false"),
-        _f("race.run_id", "Run id", "none (needed by a durable race)"),
-        _f("durability.version", "Version", "1"),
-        _f("durability.resume", "Resume", "none"),
-    )),
-)}
+SECTIONS: dict[str, Section] = {
+    section.name: section
+    for section in (
+        Section(
+            "race",
+            "Race",
+            (
+                _f("race.name", "Name", "race"),
+                _f("race.repository", "Repository", "required: the git repository, relative to this file"),
+                _f("race.base", "Base revision", "HEAD"),
+                _f("race.mode", "Mode", "race"),
+                # select = "best" and [score] need each other: one form sets both
+                _f("race.select", "Select", "first"),
+                _f("score.command", "Score command", "none (select best needs one)", name="score_command"),
+                _f("score.timeout", "Score timeout (s)", "600", name="score_timeout"),
+                _f("race.concurrency", "Concurrency", "every candidate at once"),
+                _f("race.cleanup_timeout", "Cleanup timeout (s)", "30"),
+                _f("race.brief_file", "Brief file", "none: the brief below"),
+                _f("race.brief", "Brief (every candidate without its own)", "none", long=True),
+            ),
+        ),
+        Section(
+            "validate",
+            "Validate",
+            (
+                _f("validate.command", "Command", "none: the agent's success is accepted"),
+                _f("validate.timeout", "Timeout (s)", "600"),
+                _f("validate.gate", "Gate", "strict"),
+                _f("validate.require_commits", "Require commits", "true"),
+                _f("validate.allow_baseline_failures", "Allow baseline failures", "false"),
+                _f("validate.repeat", "Reruns of a failure", "0"),
+                _f("validate.junit", "JUnit report", "none (pytest and unittest get one)"),
+                _f("validate.protect", "Protected paths", "the tests and runner configuration"),
+                _f("validate.protect_mode", "Protected change", "restore"),
+            ),
+        ),
+        Section(
+            "budget",
+            "Budget",
+            (
+                _f("budget.attempts", "Attempts", "no limit"),
+                _f("budget.tokens.input", "Input tokens", "no limit"),
+                _f("budget.tokens.cached", "Cached input tokens", "no limit"),
+                _f("budget.tokens.cache_write", "Cache-write tokens", "no limit"),
+                _f("budget.tokens.output", "Output tokens", "no limit"),
+                _f("budget.cost_usd", "Cost (USD)", "no limit"),
+                _f("budget.candidate_timeout", "Candidate timeout (s)", "none"),
+                _f("budget.unreachable_timeout", "Unreachable API (s)", "120"),
+            ),
+        ),
+        Section(
+            "sandbox",
+            "Sandbox",
+            (
+                _f("sandbox.provider", "Provider", "local"),
+                _f("sandbox.image", "Image", "none (needed by docker and podman)"),
+                _f("sandbox.network", "Network", "none"),
+                _f(
+                    "sandbox.endpoint",
+                    "Engine endpoint",
+                    "DOCKER_HOST, the Docker context, the usual sockets",
+                ),
+                _f("sandbox.memory", "Memory", "no limit (e.g. 2g)"),
+                _f("sandbox.cpus", "CPUs", "no limit"),
+                _f("sandbox.pids", "Processes", "no limit"),
+            ),
+        ),
+        Section(
+            "setup",
+            "Setup",
+            (
+                _f("setup.command", "Command", "none"),
+                _f("setup.timeout", "Timeout (s)", "600"),
+                _f("setup.copy", "Copy from checkout", "none (.worktreeinclude still applies)"),
+                _f("setup.cache", "Cache paths", "none"),
+                _f("setup.cache_key", "Cache key files", "none"),
+                _f("setup.ports", "Ports per attempt", "0"),
+            ),
+        ),
+        Section(
+            "prices",
+            "Prices",
+            (
+                # [prices."model"] tables, one line per model: `model input=3 cached=0.3 output=15`
+                Field(
+                    ("prices",),
+                    "Prices (USD per million tokens; a line per model: NAME input=3 output=15)",
+                    "prices",
+                    "the built-in price table",
+                ),
+            ),
+        ),
+        Section(
+            "durability",
+            "Durability",
+            (
+                _f("durability.enabled", "Durable", "false"),
+                _f("race.run_id", "Run id", "none (needed by a durable race)"),
+                _f("durability.version", "Version", "1"),
+                _f("durability.resume", "Resume", "none"),
+            ),
+        ),
+    )
+}
 
 # A candidate's keys; those named by an agent's `options` show only for that agent.
 CANDIDATE_FIELDS = (
@@ -178,9 +226,12 @@ def field_text(field: Field, value: Any) -> str:
     if field.kind in ("argv", "words"):
         return shlex.join(str(item) for item in value) if isinstance(value, list) else str(value)
     if field.kind == "prices" and isinstance(value, dict):
-        return "\n".join(" ".join([_quoted(model), *(f"{name}={amount}" for name, amount in table.items())])
-                         if isinstance(table, dict) else f"{_quoted(model)} {table}"
-                         for model, table in value.items())
+        return "\n".join(
+            " ".join([_quoted(model), *(f"{name}={amount}" for name, amount in table.items())])
+            if isinstance(table, dict)
+            else f"{_quoted(model)} {table}"
+            for model, table in value.items()
+        )
     if field.kind == "env" and isinstance(value, dict):
         return "\n".join(f"{name}={item}" for name, item in value.items())
     if field.kind == "bool":
@@ -260,15 +311,15 @@ class SettingsForm(ModalScreen[tuple[Changes, RaceSpec] | None]):
         Binding("escape", "cancel", "Cancel", id="form.cancel"),
     ]
 
-    def __init__(self, document: RaceDocument, title: str, fields: Iterable[Field],
-                 table: Key = ()) -> None:
+    def __init__(self, document: RaceDocument, title: str, fields: Iterable[Field], table: Key = ()) -> None:
         super().__init__()
         self.document = document
         self.title_text = title
         self.fields = tuple(fields)
         self.table = table  # the table the fields' keys are in: () or ("candidates", index)
-        self.initial = {field.id: field_text(field, document.value(self.path(field)))
-                        for field in self.fields}
+        self.initial = {
+            field.id: field_text(field, document.value(self.path(field))) for field in self.fields
+        }
         self.errors: dict[str, str] = {}
         self.live = False
         self.checked = 0  # checks finished (tests wait on it)
@@ -284,8 +335,9 @@ class SettingsForm(ModalScreen[tuple[Changes, RaceSpec] | None]):
             yield Static("", id="form-error", classes="field-error", markup=False)
             for field in self.fields:
                 yield from self.compose_field(field)
-            yield Static("ctrl+s done   escape cancel   tab next field   empty: the default",
-                         classes="form-keys")
+            yield Static(
+                "ctrl+s done   escape cancel   tab next field   empty: the default", classes="form-keys"
+            )
 
     def compose_field(self, field: Field) -> ComposeResult:
         text = self.initial[field.id]
@@ -306,9 +358,14 @@ class SettingsForm(ModalScreen[tuple[Changes, RaceSpec] | None]):
             if text and text not in choices:
                 options.append((text, text))
             blank = bool(field.hint)
-            return Select(options, value=text if text else (Select.NULL if blank else choices[0]),
-                          allow_blank=blank, prompt=f"({field.hint})" if blank else "Select",
-                          id=field.id, compact=True)
+            return Select(
+                options,
+                value=text if text else (Select.NULL if blank else choices[0]),
+                allow_blank=blank,
+                prompt=f"({field.hint})" if blank else "Select",
+                id=field.id,
+                compact=True,
+            )
         return Input(text, placeholder=field.hint, id=field.id, compact=True)
 
     def on_mount(self) -> None:
@@ -359,7 +416,7 @@ class SettingsForm(ModalScreen[tuple[Changes, RaceSpec] | None]):
         best: Field | None = None
         for field in self.visible_fields():
             key = self.path(field)
-            if path[:len(key)] == key and (best is None or len(key) > len(self.path(best))):
+            if path[: len(key)] == key and (best is None or len(key) > len(self.path(best))):
                 best = field
         return best
 
@@ -367,8 +424,11 @@ class SettingsForm(ModalScreen[tuple[Changes, RaceSpec] | None]):
         """The form's changes, the spec the file would read as (None when it would not), and the
         errors by field id ("form-error": one about no field of this form)."""
         changes, errors = self.changes()
-        trying = {path: value for path, value in changes.items()
-                  if not any(self.path(field) == path and field.id in errors for field in self.fields)}
+        trying = {
+            path: value
+            for path, value in changes.items()
+            if not any(self.path(field) == path and field.id in errors for field in self.fields)
+        }
         spec: RaceSpec | None = None
         for _ in range(len(self.fields) + 1):
             text = self.document.text_with(trying)
@@ -450,8 +510,13 @@ class CandidateForm(SettingsForm):
 
     def input_for(self, field: Field, text: str) -> Widget:
         if field.id == "agent":
-            return Select([(name, name) for name in known_agents()],
-                          value=text or self.default_agent, allow_blank=False, id="agent", compact=True)
+            return Select(
+                [(name, name) for name in known_agents()],
+                value=text or self.default_agent,
+                allow_blank=False,
+                id="agent",
+                compact=True,
+            )
         return super().input_for(field, text)
 
     def on_mount(self) -> None:
@@ -471,6 +536,8 @@ class CandidateForm(SettingsForm):
                 self.query_one(f"#{field.id}-row").set_class(not shown, "-hidden")
 
     def visible_fields(self) -> list[Field]:
-        return [field for field in self.fields
-                if field.id not in AGENT_OPTIONS
-                or not self.query_one(f"#{field.id}-row").has_class("-hidden")]
+        return [
+            field
+            for field in self.fields
+            if field.id not in AGENT_OPTIONS or not self.query_one(f"#{field.id}-row").has_class("-hidden")
+        ]

@@ -64,7 +64,7 @@ def _path_of(line: str) -> str:
     # "diff --git a/x b/x": the b side, which also names a file added or renamed
     rest = line.removeprefix("diff --git ")
     half = rest.find(" b/")
-    return rest[half + 3:] if half >= 0 else rest
+    return rest[half + 3 :] if half >= 0 else rest
 
 
 def render_body(patch: FilePatch, theme: str = "monokai") -> Text:
@@ -82,7 +82,9 @@ def render_body(patch: FilePatch, theme: str = "monokai") -> Text:
         else:
             marker = line[:1]
             ground = ADDED if marker == "+" else REMOVED if marker == "-" else ""
-            piece = Text(marker or " ", style=f"bold {'green' if marker == '+' else 'red' if marker == '-' else ''}")
+            piece = Text(
+                marker or " ", style=f"bold {'green' if marker == '+' else 'red' if marker == '-' else ''}"
+            )
             code_line = highlighted[index] if index < len(highlighted) else Text(line[1:])
             piece.append_text(code_line)
             if ground:
@@ -126,7 +128,9 @@ class WorkDiffScreen(Screen):
         if self.summary:
             yield Static(self.summary, id="diff-summary", markup=False)
         with Horizontal():
-            yield OptionList(*[Option(self._label(f), id=str(i)) for i, f in enumerate(self.files)], id="files")
+            yield OptionList(
+                *[Option(self._label(f), id=str(i)) for i, f in enumerate(self.files)], id="files"
+            )
             with VerticalScroll(id="patch"):
                 if not self.files:
                     yield Static("(no changes)", markup=False)
@@ -160,7 +164,8 @@ class WorkDiffScreen(Screen):
         if not from_list:
             self.query_one("#files", OptionList).highlighted = self.current
         self.query_one("#patch", VerticalScroll).scroll_to_widget(
-            self.query_one(f"#file-{self.current}"), top=True, animate=False)
+            self.query_one(f"#file-{self.current}"), top=True, animate=False
+        )
 
     def action_next_file(self) -> None:
         self._go(self.current + 1)

@@ -29,8 +29,8 @@ from textual.widgets import DataTable, Footer, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from ...engine import git
-from ...engine.errors import OutpostError
 from ...engine.core.result import Validation
+from ...engine.errors import OutpostError
 from ...engine.git import merge
 from ...engine.kept import archive, cleanup
 from ...engine.kept.retained import (
@@ -55,8 +55,15 @@ from .work_diff import WorkDiffScreen
 RACE_ROW = "race:"
 # A confirmation is read at 80 columns too: its lines are wrapped to fit the dialog there.
 QUESTION_WIDTH = 68
-OUTCOME_STYLE = {"winner": "bold green", "rejected": "red", "failed": "red", "quota": "yellow",
-                 "cancelled": "dim", "skipped": "dim", "interrupted": "yellow"}
+OUTCOME_STYLE = {
+    "winner": "bold green",
+    "rejected": "red",
+    "failed": "red",
+    "quota": "yellow",
+    "cancelled": "dim",
+    "skipped": "dim",
+    "interrupted": "yellow",
+}
 
 
 def holds_cell(row: RetainedAttempt) -> str:
@@ -68,8 +75,16 @@ def holds_cell(row: RetainedAttempt) -> str:
     if row.holds is None:
         return "?"
     held = row.holds
-    parts = [f"{code}{n}" for code, n in (("M", held.uncommitted), ("?", held.untracked),
-                                          ("!", held.ignored), ("H", held.hidden)) if n]
+    parts = [
+        f"{code}{n}"
+        for code, n in (
+            ("M", held.uncommitted),
+            ("?", held.untracked),
+            ("!", held.ignored),
+            ("H", held.hidden),
+        )
+        if n
+    ]
     return " ".join(parts) or "clean"
 
 
@@ -108,8 +123,13 @@ class WorktreesScreen(Screen):
         Binding("u", "restore", "Restore", id="worktrees.restore", show=False),
         Binding("P", "prune", "Prune", id="worktrees.prune"),
         Binding("B", "delete_branches", "Delete branches", id="worktrees.delete_branches", show=False),
-        Binding("D", "delete_branches(True)", "Archive unmerged + delete branches",
-                id="worktrees.delete_branches_archived", show=False),
+        Binding(
+            "D",
+            "delete_branches(True)",
+            "Archive unmerged + delete branches",
+            id="worktrees.delete_branches_archived",
+            show=False,
+        ),
         Binding("escape", "dismiss", "Back", id="worktrees.back"),
     ]
 
@@ -250,21 +270,37 @@ class WorktreesScreen(Screen):
         keep = self.selected_key()
         table.clear()
         for race in races:
-            table.add_row(Text(f"▾ {race.id}", style="bold"), Text(race.status, style="bold"), "", "", "", "", "", key=RACE_ROW + race.id)
+            table.add_row(
+                Text(f"▾ {race.id}", style="bold"),
+                Text(race.status, style="bold"),
+                "",
+                "",
+                "",
+                "",
+                "",
+                key=RACE_ROW + race.id,
+            )
             for row in race.attempts:
                 mark = "● " if row.id == self.marked else "  "
-                table.add_row(f"{mark}{row.key}#{row.attempt}", Text(row.outcome, style=OUTCOME_STYLE.get(row.outcome, "")),
-                              holds_cell(row), diff_cell(row),
-                              human_bytes(row.size_bytes) if row.size_bytes is not None else "—",
-                              human_age(row.age_seconds), live_cell(row), key=row.id)
+                table.add_row(
+                    f"{mark}{row.key}#{row.attempt}",
+                    Text(row.outcome, style=OUTCOME_STYLE.get(row.outcome, "")),
+                    holds_cell(row),
+                    diff_cell(row),
+                    human_bytes(row.size_bytes) if row.size_bytes is not None else "—",
+                    human_age(row.age_seconds),
+                    live_cell(row),
+                    key=row.id,
+                )
         keys = [RACE_ROW + r.id for r in races] + [row.id for row in self.attempts()]
         if keep in keys:
             table.move_cursor(row=table.get_row_index(keep))
         elif races and races[0].attempts:
             table.move_cursor(row=1)
         if not races:
-            self.query_one("#details", Static).update("" if error else f"Nothing kept in {root}: no worktree or "
-                                                      "archive of a race.")
+            self.query_one("#details", Static).update(
+                "" if error else f"Nothing kept in {root}: no worktree or archive of a race."
+            )
         else:
             table.focus()
             self._show_details()
@@ -282,16 +318,20 @@ class WorktreesScreen(Screen):
             race = self.selected_race()
             if race is not None:
                 kept = sum(1 for r in race.attempts if r.present)
-                details.update(f"race {race.id}{' (' + race.name + ')' if race.name else ''}: {race.status}\n"
-                               f"{len(race.attempts)} attempt(s), {kept} worktree(s) kept\n"
-                               "B deletes its branches that hold nothing unmerged; P prunes every finished race")
+                details.update(
+                    f"race {race.id}{' (' + race.name + ')' if race.name else ''}: {race.status}\n"
+                    f"{len(race.attempts)} attempt(s), {kept} worktree(s) kept\n"
+                    "B deletes its branches that hold nothing unmerged; P prunes every finished race"
+                )
             return
         lines = [f"branch {row.branch}", f"{row.outcome}" + (f": {row.reason}" if row.reason else "")]
         if row.verdict:
             lines[-1] += "  verdict " + ", ".join(f"{k} {v}" for k, v in row.verdict.items())
         if row.present:
-            lines.append(f"worktree {self._relative(row.path)}, {human_bytes(row.size_bytes)}, "
-                         f"{human_age(row.age_seconds)} old")
+            lines.append(
+                f"worktree {self._relative(row.path)}, {human_bytes(row.size_bytes)}, "
+                f"{human_age(row.age_seconds)} old"
+            )
             if row.holds is not None:
                 lines.append(f"holds {row.holds.describe()}")
         elif row.archive:
@@ -333,8 +373,10 @@ class WorktreesScreen(Screen):
             self._deliver(self._show_error, f"no diff for {row.id}: {error}")
             return
         where = "worktree as it is" if row.present else "archive" if row.archive else "branch"
-        self._deliver(self.app.push_screen,
-                      WorkDiffScreen(f"{row.id}: whole work ({where}) against baseline {row.baseline[:12]}", patch))
+        self._deliver(
+            self.app.push_screen,
+            WorkDiffScreen(f"{row.id}: whole work ({where}) against baseline {row.baseline[:12]}", patch),
+        )
 
     def action_mark(self) -> None:
         row = self._needs(self.selected())
@@ -365,13 +407,20 @@ class WorktreesScreen(Screen):
             return
 
         def listed(paths: set[str]) -> str:
-            return ", ".join(sorted(paths)[:8]) + (f" and {len(paths) - 8} more" if len(paths) > 8 else "") or "none"
+            return (
+                ", ".join(sorted(paths)[:8]) + (f" and {len(paths) - 8} more" if len(paths) > 8 else "")
+                or "none"
+            )
 
-        summary = (f"only {left.key}#{left.attempt}: {listed(mine - theirs)}\n"
-                   f"only {right.key}#{right.attempt}: {listed(theirs - mine)}\n"
-                   f"both: {listed(mine & theirs)}")
-        self._deliver(self.app.push_screen, WorkDiffScreen(
-            f"{left.id} → {right.id}: the difference between their results", patch, summary))
+        summary = (
+            f"only {left.key}#{left.attempt}: {listed(mine - theirs)}\n"
+            f"only {right.key}#{right.attempt}: {listed(theirs - mine)}\n"
+            f"both: {listed(mine & theirs)}"
+        )
+        self._deliver(
+            self.app.push_screen,
+            WorkDiffScreen(f"{left.id} → {right.id}: the difference between their results", patch, summary),
+        )
 
     # ------------------------------------------------------------------------------ shell, copy
 
@@ -401,8 +450,11 @@ class WorktreesScreen(Screen):
         if row is None or self.root is None:
             return
         if row.occupants:
-            self._show_error(f"{row.id} is in use by " + "; ".join(o.describe() for o in row.occupants)
-                             + ": validate it when that is done")
+            self._show_error(
+                f"{row.id} is in use by "
+                + "; ".join(o.describe() for o in row.occupants)
+                + ": validate it when that is done"
+            )
             return
         self.notify(f"validating {row.id} again…")
         self._revalidate(self.root, row)
@@ -419,7 +471,9 @@ class WorktreesScreen(Screen):
 
     def _revalidated(self, ident: str, verdict: Validation) -> None:
         self.verdicts[ident] = verdict
-        said = f"{ident} validated again: {verdict.status}" + (f" ({verdict.reason})" if verdict.reason else "")
+        said = f"{ident} validated again: {verdict.status}" + (
+            f" ({verdict.reason})" if verdict.reason else ""
+        )
         if verdict.status == "passed":
             self._say(said)
         else:
@@ -450,7 +504,9 @@ class WorktreesScreen(Screen):
         host = git.host_snapshot(root).branch if check.status != "blocked" else ""
         self._deliver(self._confirm_merge, root, row, how, check, host)
 
-    def _confirm_merge(self, root: Path, row: RetainedAttempt, how: str, check: git.Integration, host: str) -> None:
+    def _confirm_merge(
+        self, root: Path, row: RetainedAttempt, how: str, check: git.Integration, host: str
+    ) -> None:
         if check.status == "blocked":
             self._show_error(f"not merged: {check.reason}")
             return
@@ -458,18 +514,23 @@ class WorktreesScreen(Screen):
             self._show_error(f"not merged: {row.id} would conflict in {', '.join(check.conflicts[:5])}")
             return
         verb = "Merge" if how == merge.MERGE else "Cherry-pick the commits of"
-        lines = [f"{verb} {row.id} ({str(row.head)[:12]}) into {host}?",
-                 "Integration check just now: clean. Your git hooks run; nothing is pushed."]
+        lines = [
+            f"{verb} {row.id} ({str(row.head)[:12]}) into {host}?",
+            "Integration check just now: clean. Your git hooks run; nothing is pushed.",
+        ]
         if row.holds is not None and row.holds.anything:
-            lines.append(f"Its worktree also holds {row.holds.describe()}: not part of the {how} "
-                         "(commit it in a shell first, s).")
+            lines.append(
+                f"Its worktree also holds {row.holds.describe()}: not part of the {how} "
+                "(commit it in a shell first, s)."
+            )
         self._ask(lines, lambda: self._merge(root, row, how))
 
     @work(thread=True, exclusive=True, group="merge", exit_on_error=False)
     def _merge(self, root: Path, row: RetainedAttempt, how: str) -> None:
         if how == merge.MERGE:
-            outcome = merge.merge(root, row.branch, expected_commit=row.head,
-                                  message=f"Merge outpost candidate {row.id}")
+            outcome = merge.merge(
+                root, row.branch, expected_commit=row.head, message=f"Merge outpost candidate {row.id}"
+            )
         else:
             assert row.baseline is not None, "_start_merge refuses a cherry-pick without a baseline"
             outcome = merge.cherry_pick(root, row.branch, row.baseline, expected_commit=row.head)
@@ -488,18 +549,24 @@ class WorktreesScreen(Screen):
         if row is None or self.root is None:
             return
         if row.occupants:
-            self._show_error(f"not removed: {row.id} is in use by " + "; ".join(o.describe() for o in row.occupants))
+            self._show_error(
+                f"not removed: {row.id} is in use by " + "; ".join(o.describe() for o in row.occupants)
+            )
             return
         held = row.holds
-        lines = [f"Archive {row.id} and remove its worktree?",
-                 f"Everything in it that its branch lacks goes to "
-                 f"{archive.Attempt(row.race_id, row.key, row.attempt).ref} first and is checked; "
-                 "the branch stays."]
+        lines = [
+            f"Archive {row.id} and remove its worktree?",
+            f"Everything in it that its branch lacks goes to "
+            f"{archive.Attempt(row.race_id, row.key, row.attempt).ref} first and is checked; "
+            "the branch stays.",
+        ]
         if held is not None and held.ignored:
-            lines.append(f"Its {held.ignored} ignored file(s), {human_bytes(held.ignored_bytes)}, are archived too."
-                         if include_ignored else
-                         f"Its {held.ignored} ignored file(s), {human_bytes(held.ignored_bytes)}, are NOT kept "
-                         "(A archives them too).")
+            lines.append(
+                f"Its {held.ignored} ignored file(s), {human_bytes(held.ignored_bytes)}, are archived too."
+                if include_ignored
+                else f"Its {held.ignored} ignored file(s), {human_bytes(held.ignored_bytes)}, are NOT kept "
+                "(A archives them too)."
+            )
         root = self.root
         self._ask(lines, lambda: self._archive(root, row, include_ignored))
 
@@ -507,13 +574,21 @@ class WorktreesScreen(Screen):
     def _archive(self, root: Path, row: RetainedAttempt, include_ignored: bool) -> None:
         assert row.path is not None, "_needs(worktree=True) lets only a present worktree through"
         try:
-            removal = archive.archive_and_remove(root, row.path, archive.Attempt(row.race_id, row.key, row.attempt),
-                                                 include_ignored=include_ignored)
+            removal = archive.archive_and_remove(
+                root,
+                row.path,
+                archive.Attempt(row.race_id, row.key, row.attempt),
+                include_ignored=include_ignored,
+            )
         except (git.GitError, OSError) as error:
             self._deliver(self._after, "", str(error))
             return
-        self._deliver(self._after, f"archived {row.id} at {removal.archive.commit[:12]} and removed its worktree; "
-                                   f"{human_bytes(removal.freed_bytes)} freed", "")
+        self._deliver(
+            self._after,
+            f"archived {row.id} at {removal.archive.commit[:12]} and removed its worktree; "
+            f"{human_bytes(removal.freed_bytes)} freed",
+            "",
+        )
 
     def _after(self, said: str, error: str) -> None:
         if error:
@@ -527,7 +602,9 @@ class WorktreesScreen(Screen):
         if row is None or self.root is None:
             return
         if row.present or not row.archive:
-            self._show_error(f"{row.id}: " + ("its worktree is here already" if row.present else "it has no archive"))
+            self._show_error(
+                f"{row.id}: " + ("its worktree is here already" if row.present else "it has no archive")
+            )
             return
         self._restore(self.root, row)
 
@@ -553,8 +630,10 @@ class WorktreesScreen(Screen):
             return
         size = sum(s.attempt.size_bytes or 0 for s in removing)
         kept = [s for s in steps if s.action == cleanup.KEEP]
-        lines = [f"Prune: archive and remove {len(removing)} worktree(s) of finished races, {human_bytes(size)}?",
-                 "Each is archived and checked before it goes; branches stay."]
+        lines = [
+            f"Prune: archive and remove {len(removing)} worktree(s) of finished races, {human_bytes(size)}?",
+            "Each is archived and checked before it goes; branches stay.",
+        ]
         lines += [f"keep {s.attempt.id}: {s.why}" for s in kept[:4]]
         if len(kept) > 4:
             lines.append(f"and {len(kept) - 4} more kept")
@@ -584,26 +663,38 @@ class WorktreesScreen(Screen):
             return
         self._deliver(self._confirm_branches, root, race_id, checks, archive_unmerged)
 
-    def _confirm_branches(self, root: Path, race_id: str, checks: list[cleanup.BranchCheck],
-                          archive_unmerged: bool) -> None:
+    def _confirm_branches(
+        self, root: Path, race_id: str, checks: list[cleanup.BranchCheck], archive_unmerged: bool
+    ) -> None:
         # only a branch without a worktree is archived here: one with a worktree goes with `a`
         unmerged = [c for c in checks if not c.deletable and c.unmerged] if archive_unmerged else []
         deletable = [c for c in checks if c.deletable]
         refused = [c for c in checks if not c.deletable and c not in unmerged]
         if not deletable and not unmerged:
-            hint = "; D archives branches with unmerged commits first" if any(c.unmerged for c in refused) else ""
-            self._show_error(f"no branch of race {race_id} can go: " +
-                             "; ".join(f"{c.branch.split('/', 3)[-1]}: {c.why}" for c in refused[:3]) + hint)
+            hint = (
+                "; D archives branches with unmerged commits first"
+                if any(c.unmerged for c in refused)
+                else ""
+            )
+            self._show_error(
+                f"no branch of race {race_id} can go: "
+                + "; ".join(f"{c.branch.split('/', 3)[-1]}: {c.why}" for c in refused[:3])
+                + hint
+            )
             return
         lines = [f"Delete {len(deletable) + len(unmerged)} branch(es) of race {race_id}?"]
-        lines += [f"archive, then delete {c.branch}: {c.why.removesuffix(': archive it first')}" for c in unmerged[:4]]
+        lines += [
+            f"archive, then delete {c.branch}: {c.why.removesuffix(': archive it first')}"
+            for c in unmerged[:4]
+        ]
         lines += [f"delete {c.branch}: {c.why}" for c in deletable[:4]]
         lines += [f"keep {c.branch}: {c.why.replace(str(root) + os.sep, '')}" for c in refused[:3]]
         self._ask(lines, lambda: self._delete(root, race_id, deletable, unmerged))
 
     @work(thread=True, exclusive=True, group="cleanup", exit_on_error=False)
-    def _delete(self, root: Path, race_id: str, checks: list[cleanup.BranchCheck],
-                unmerged: list[cleanup.BranchCheck]) -> None:
+    def _delete(
+        self, root: Path, race_id: str, checks: list[cleanup.BranchCheck], unmerged: list[cleanup.BranchCheck]
+    ) -> None:
         deleted, errors = 0, []
         if unmerged:
             try:

@@ -63,8 +63,16 @@ def fill_style(fraction: float) -> str:
 class CandidatePanel(Vertical, can_focus=True):
     DEFAULT_CSS = widget_css(__file__)  # candidate_panel.tcss
 
-    def __init__(self, key: str, agent: str, index: int, clock=time.time, *,
-                 budget: BudgetSpec | None = None, timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        key: str,
+        agent: str,
+        index: int,
+        clock=time.time,
+        *,
+        budget: BudgetSpec | None = None,
+        timeout: float | None = None,
+    ) -> None:
         """budget: the race's limits (the panel shows this candidate's share of them);
         timeout: the candidate's planned timeout, until its agent starts and reports the real one."""
         super().__init__(id=f"panel-{key}")
@@ -101,8 +109,9 @@ class CandidatePanel(Vertical, can_focus=True):
         """state, time, tokens, cost and reason (looked up once: a query per line per refresh
         adds up under a flood)."""
         if not self._shown_widgets:
-            self._shown_widgets = [self.query_one(f".{name}", Static)
-                                   for name in ("state", "time", "tokens", "cost", "reason")]
+            self._shown_widgets = [
+                self.query_one(f".{name}", Static) for name in ("state", "time", "tokens", "cost", "reason")
+            ]
         return self._shown_widgets
 
     def _show(self, line: Static, content: Content, *, layout: bool = False) -> None:
@@ -119,8 +128,11 @@ class CandidatePanel(Vertical, can_focus=True):
         # one row each (CSS height 1): no layout
         lines = self._line_widgets()
         # the first four lines; the last, the reason, is shown below
-        for line, content in zip(lines, (self.state_line(model), self.time_line(model),
-                                         self.tokens_line(model), self.cost_line(model)), strict=False):
+        for line, content in zip(
+            lines,
+            (self.state_line(model), self.time_line(model), self.tokens_line(model), self.cost_line(model)),
+            strict=False,
+        ):
             self._show(line, content)
         reason = lines[-1]
         why = model.reason or model.retrying or ""
@@ -165,15 +177,17 @@ class CandidatePanel(Vertical, can_focus=True):
             lines = [line for line in lines if needle in line.lower()]
         log.write_lines(lines)
         self._seen = model.log_count
-        self.border_subtitle = (f"filter {self.filter!r}: {len(lines)} line(s) · / then escape clears"
-                                if self.filter else "")
+        self.border_subtitle = (
+            f"filter {self.filter!r}: {len(lines)} line(s) · / then escape clears" if self.filter else ""
+        )
         return len(lines)
 
     # ----------------------------------------------------------------------------- lines
 
     def state_line(self, model: CandidateModel) -> Content:
         parts: list[str | tuple[str, str]] = [
-            (model.state.upper() if model.state in FINAL else model.state, "bold")]
+            (model.state.upper() if model.state in FINAL else model.state, "bold")
+        ]
         if model.attempt:
             parts.append(f"  attempt {model.attempt}")
         if model.last_tool and model.state not in FINAL:
@@ -196,9 +210,11 @@ class CandidatePanel(Vertical, can_focus=True):
             return Content(f"time {duration(elapsed)}")
         fraction = min(1.0, elapsed / limit)
         filled = round(fraction * BAR_CELLS)
-        return Content.assemble(f"time {duration(elapsed)} / {duration(limit)}  ",
-                                ("█" * filled, fill_style(fraction)),
-                                ("░" * (BAR_CELLS - filled), "$text-muted"))
+        return Content.assemble(
+            f"time {duration(elapsed)} / {duration(limit)}  ",
+            ("█" * filled, fill_style(fraction)),
+            ("░" * (BAR_CELLS - filled), "$text-muted"),
+        )
 
     def tokens_line(self, model: CandidateModel) -> Content:
         """Each count, and the race's limit beside it where there is one. Cache writes are shown

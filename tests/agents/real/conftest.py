@@ -43,8 +43,7 @@ def program_path(program: str) -> Path:
         candidate = directory / program
         if candidate.exists():
             return candidate
-    reason = (f"{program} {pinned()[program][2]} is not installed in {AGENTS} "
-              f"(run .ci/install-agents.sh)")
+    reason = f"{program} {pinned()[program][2]} is not installed in {AGENTS} (run .ci/install-agents.sh)"
     if IN_CI:
         pytest.fail(f"CI=true and the real-program tests cannot run: {reason}", pytrace=False)
     pytest.skip(reason)
@@ -95,7 +94,8 @@ def codex_env(server_url: str, home: Path, *, retries: int = 0) -> dict[str, str
         'env_key = "OPENAI_API_KEY"\n'
         f"request_max_retries = {retries}\n"
         f"stream_max_retries = {retries}\n"
-        "supports_websockets = false\n")
+        "supports_websockets = false\n"
+    )
     return {
         "PATH": agent_path("codex"),
         "HOME": str(home),
@@ -108,23 +108,38 @@ def gemini_env(server_url: str, home: Path) -> dict[str, str]:
     """Gemini CLI on an API key against the stand-in: the auth type lives in its settings file."""
     settings = home / ".gemini"
     settings.mkdir(exist_ok=True)
-    (settings / "settings.json").write_text(
-        '{"security": {"auth": {"selectedType": "gemini-api-key"}}}')
-    return {"PATH": agent_path("gemini"), "HOME": str(home), "GEMINI_API_KEY": "stand-in-key",
-            "GOOGLE_GEMINI_BASE_URL": server_url}
+    (settings / "settings.json").write_text('{"security": {"auth": {"selectedType": "gemini-api-key"}}}')
+    return {
+        "PATH": agent_path("gemini"),
+        "HOME": str(home),
+        "GEMINI_API_KEY": "stand-in-key",
+        "GOOGLE_GEMINI_BASE_URL": server_url,
+    }
 
 
 def opencode_env(server_url: str, home: Path, model: str = "gpt-4o") -> dict[str, str]:
     """opencode with a custom @ai-sdk/openai-compatible provider "stand-in" (its config inline),
     its data and caches in the private HOME, no fetch of the models.dev catalogue."""
-    config = {"provider": {"stand-in": {
-        "npm": "@ai-sdk/openai-compatible", "name": "stand-in",
-        "options": {"baseURL": f"{server_url}/v1", "apiKey": "sk-stand-in"},
-        "models": {model: {"name": model}}}}}
-    return {"PATH": agent_path("opencode"), "HOME": str(home),
-            "XDG_CONFIG_HOME": str(home / ".config"), "XDG_DATA_HOME": str(home / ".local" / "share"),
-            "XDG_CACHE_HOME": str(home / ".cache"), "XDG_STATE_HOME": str(home / ".local" / "state"),
-            "OPENCODE_CONFIG_CONTENT": json.dumps(config), "OPENCODE_DISABLE_MODELS_FETCH": "1"}
+    config = {
+        "provider": {
+            "stand-in": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "stand-in",
+                "options": {"baseURL": f"{server_url}/v1", "apiKey": "sk-stand-in"},
+                "models": {model: {"name": model}},
+            }
+        }
+    }
+    return {
+        "PATH": agent_path("opencode"),
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "XDG_STATE_HOME": str(home / ".local" / "state"),
+        "OPENCODE_CONFIG_CONTENT": json.dumps(config),
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+    }
 
 
 def aider_env(server_url: str | None, home: Path) -> dict[str, str]:

@@ -26,6 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 @dataclass(frozen=True)
 class Tokens:
     """Usage the server reports for one reply, in the Anthropic sense (input excludes cached)."""
+
     input: int = 0
     cached: int = 0
     cache_write: int = 0
@@ -36,6 +37,7 @@ class Tokens:
 @dataclass(frozen=True)
 class Step:
     """One model reply: some text, then at most one tool call; or an HTTP error."""
+
     text: str = ""
     tool: str | None = None  # the tool's name as the agent declared it
     tool_input: dict | str | None = None  # arguments (a str is sent as-is: custom/freeform tools)
@@ -114,6 +116,7 @@ class ModelServer:
 
 # -- wire formats -------------------------------------------------------------------------------
 
+
 def _sse(write: Callable[[bytes], None], event: str | None, data: dict) -> None:
     head = f"event: {event}\n" if event else ""
     write(f"{head}data: {json.dumps(data)}\n\n".encode())
@@ -123,33 +126,78 @@ def anthropic_messages(server: ModelServer, request: dict, step: Step, write) ->
     """POST /v1/messages with stream: true (what Claude Code sends)."""
     n = server.next_id()
     t = step.tokens
-    usage = {"input_tokens": t.input, "cache_read_input_tokens": t.cached,
-             "cache_creation_input_tokens": t.cache_write}
-    _sse(write, "message_start", {"type": "message_start", "message": {
-        "id": f"msg_{n:04d}", "type": "message", "role": "assistant",
-        "model": request.get("model", "claude"), "content": [], "stop_reason": None,
-        "stop_sequence": None, "usage": {**usage, "output_tokens": 1}}})
+    usage = {
+        "input_tokens": t.input,
+        "cache_read_input_tokens": t.cached,
+        "cache_creation_input_tokens": t.cache_write,
+    }
+    _sse(
+        write,
+        "message_start",
+        {
+            "type": "message_start",
+            "message": {
+                "id": f"msg_{n:04d}",
+                "type": "message",
+                "role": "assistant",
+                "model": request.get("model", "claude"),
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": {**usage, "output_tokens": 1},
+            },
+        },
+    )
     index = 0
     if step.text:
-        _sse(write, "content_block_start", {"type": "content_block_start", "index": index,
-                                            "content_block": {"type": "text", "text": ""}})
-        _sse(write, "content_block_delta", {"type": "content_block_delta", "index": index,
-                                            "delta": {"type": "text_delta", "text": step.text}})
+        _sse(
+            write,
+            "content_block_start",
+            {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}},
+        )
+        _sse(
+            write,
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "text_delta", "text": step.text},
+            },
+        )
         _sse(write, "content_block_stop", {"type": "content_block_stop", "index": index})
         index += 1
     if step.tool:
-        _sse(write, "content_block_start", {"type": "content_block_start", "index": index, "content_block": {
-            "type": "tool_use", "id": f"toolu_{n:04d}", "name": step.tool, "input": {}}})
-        _sse(write, "content_block_delta", {"type": "content_block_delta", "index": index, "delta": {
-            "type": "input_json_delta", "partial_json": json.dumps(step.tool_input or {})}})
+        _sse(
+            write,
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": index,
+                "content_block": {"type": "tool_use", "id": f"toolu_{n:04d}", "name": step.tool, "input": {}},
+            },
+        )
+        _sse(
+            write,
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "input_json_delta", "partial_json": json.dumps(step.tool_input or {})},
+            },
+        )
         _sse(write, "content_block_stop", {"type": "content_block_stop", "index": index})
     if step.hold is not None:
         server.holding.set()
         step.hold.wait()
-    _sse(write, "message_delta", {"type": "message_delta",
-                                  "delta": {"stop_reason": "tool_use" if step.tool else "end_turn",
-                                            "stop_sequence": None},
-                                  "usage": {**usage, "output_tokens": t.output}})
+    _sse(
+        write,
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "tool_use" if step.tool else "end_turn", "stop_sequence": None},
+            "usage": {**usage, "output_tokens": t.output},
+        },
+    )
     _sse(write, "message_stop", {"type": "message_stop"})
 
 
@@ -157,13 +205,25 @@ def openai_responses(server: ModelServer, request: dict, step: Step, write) -> N
     """POST /v1/responses with stream: true (Codex with wire_api = "responses")."""
     n = server.next_id()
     t = step.tokens
-    response = {"id": f"resp_{n:04d}", "object": "response", "status": "in_progress",
-                "model": request.get("model", "gpt"), "output": []}
+    response = {
+        "id": f"resp_{n:04d}",
+        "object": "response",
+        "status": "in_progress",
+        "model": request.get("model", "gpt"),
+        "output": [],
+    }
     _sse(write, "response.created", {"type": "response.created", "response": response})
     items = []
     if step.text:
-        items.append({"type": "message", "id": f"msg_{n:04d}", "role": "assistant", "status": "completed",
-                      "content": [{"type": "output_text", "text": step.text, "annotations": []}]})
+        items.append(
+            {
+                "type": "message",
+                "id": f"msg_{n:04d}",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": step.text, "annotations": []}],
+            }
+        )
     if step.tool:
         call = {"id": f"fc_{n:04d}", "call_id": f"call_{n:04d}", "name": step.tool, "status": "completed"}
         if isinstance(step.tool_input, str):
@@ -171,17 +231,30 @@ def openai_responses(server: ModelServer, request: dict, step: Step, write) -> N
         else:
             items.append({"type": "function_call", **call, "arguments": json.dumps(step.tool_input or {})})
     for index, item in enumerate(items):
-        _sse(write, "response.output_item.done", {"type": "response.output_item.done",
-                                                  "output_index": index, "item": item})
+        _sse(
+            write,
+            "response.output_item.done",
+            {"type": "response.output_item.done", "output_index": index, "item": item},
+        )
     if step.hold is not None:
         server.holding.set()
         step.hold.wait()
     # Responses counts cached tokens inside input_tokens.
-    usage = {"input_tokens": t.input + t.cached, "input_tokens_details": {"cached_tokens": t.cached},
-             "output_tokens": t.output, "output_tokens_details": {"reasoning_tokens": 0},
-             "total_tokens": t.input + t.cached + t.output}
-    _sse(write, "response.completed", {"type": "response.completed", "response": {
-        **response, "status": "completed", "output": items, "usage": usage}})
+    usage = {
+        "input_tokens": t.input + t.cached,
+        "input_tokens_details": {"cached_tokens": t.cached},
+        "output_tokens": t.output,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": t.input + t.cached + t.output,
+    }
+    _sse(
+        write,
+        "response.completed",
+        {
+            "type": "response.completed",
+            "response": {**response, "status": "completed", "output": items, "usage": usage},
+        },
+    )
 
 
 def gemini_stream(server: ModelServer, request: dict, step: Step, write) -> None:
@@ -196,39 +269,62 @@ def gemini_stream(server: ModelServer, request: dict, step: Step, write) -> None
         server.holding.set()
         step.hold.wait()
     # Gemini counts cached tokens inside the prompt, and thinking tokens only in the total.
-    usage = {"promptTokenCount": t.input + t.cached, "candidatesTokenCount": t.output,
-             "totalTokenCount": t.input + t.cached + t.output + t.thinking}
+    usage = {
+        "promptTokenCount": t.input + t.cached,
+        "candidatesTokenCount": t.output,
+        "totalTokenCount": t.input + t.cached + t.output + t.thinking,
+    }
     if t.cached:
         usage["cachedContentTokenCount"] = t.cached
     if t.thinking:
         usage["thoughtsTokenCount"] = t.thinking
-    _sse(write, None, {"candidates": [{"content": {"role": "model", "parts": parts},
-                                       "finishReason": "STOP", "index": 0}],
-                       "usageMetadata": usage, "modelVersion": model,
-                       "responseId": f"resp_{server.next_id():04d}"})
+    _sse(
+        write,
+        None,
+        {
+            "candidates": [
+                {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
+            ],
+            "usageMetadata": usage,
+            "modelVersion": model,
+            "responseId": f"resp_{server.next_id():04d}",
+        },
+    )
 
 
 def _chat_message(server: ModelServer, step: Step) -> tuple[dict, str]:
     message: dict = {"role": "assistant", "content": step.text or None}
     if step.tool:
         arguments = step.tool_input if isinstance(step.tool_input, str) else json.dumps(step.tool_input or {})
-        message["tool_calls"] = [{"id": f"call_{server.next_id():04d}", "type": "function",
-                                  "function": {"name": step.tool, "arguments": arguments}}]
+        message["tool_calls"] = [
+            {
+                "id": f"call_{server.next_id():04d}",
+                "type": "function",
+                "function": {"name": step.tool, "arguments": arguments},
+            }
+        ]
     return message, "tool_calls" if step.tool else "stop"
 
 
 def _chat_usage(t: Tokens) -> dict:
     # Chat completions count cached tokens inside prompt_tokens.
-    return {"prompt_tokens": t.input + t.cached, "completion_tokens": t.output,
-            "total_tokens": t.input + t.cached + t.output,
-            "prompt_tokens_details": {"cached_tokens": t.cached}}
+    return {
+        "prompt_tokens": t.input + t.cached,
+        "completion_tokens": t.output,
+        "total_tokens": t.input + t.cached + t.output,
+        "prompt_tokens_details": {"cached_tokens": t.cached},
+    }
 
 
 def openai_chat(server: ModelServer, request: dict, step: Step, write) -> None:
     """POST /v1/chat/completions with stream: true (opencode's @ai-sdk/openai-compatible)."""
     message, finish = _chat_message(server, step)
-    head = {"id": f"chatcmpl-{server.next_id():04d}", "object": "chat.completion.chunk",
-            "created": 1, "model": request.get("model", "gpt")}
+    head = {
+        "id": f"chatcmpl-{server.next_id():04d}",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": request.get("model", "gpt"),
+    }
     delta: dict = {"role": "assistant"}
     if step.text:
         delta["content"] = step.text
@@ -246,10 +342,14 @@ def openai_chat(server: ModelServer, request: dict, step: Step, write) -> None:
 def openai_chat_whole(server: ModelServer, request: dict, step: Step) -> dict:
     """POST /v1/chat/completions without streaming (aider with --no-stream, through litellm)."""
     message, finish = _chat_message(server, step)
-    return {"id": f"chatcmpl-{server.next_id():04d}", "object": "chat.completion", "created": 1,
-            "model": request.get("model", "gpt"),
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": _chat_usage(step.tokens)}
+    return {
+        "id": f"chatcmpl-{server.next_id():04d}",
+        "object": "chat.completion",
+        "created": 1,
+        "model": request.get("model", "gpt"),
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": _chat_usage(step.tokens),
+    }
 
 
 WIRES: dict[str, Callable] = {

@@ -31,29 +31,47 @@ BRIEF = "calc.add(2, 3) returns -1. Fix add() in calc.py, run the tests, commit 
 
 def fix_and_commit() -> list:
     """Read calc.py, fix add(), commit, say so: four model calls with distinctive usage."""
+
     def read(request):
-        return Step(text="Reading calc.py.", tool="Read",
-                    tool_input={"file_path": f"{working_directory(request)}/calc.py"},
-                    tokens=Tokens(input=1101, cached=2203, cache_write=3307, output=41))
+        return Step(
+            text="Reading calc.py.",
+            tool="Read",
+            tool_input={"file_path": f"{working_directory(request)}/calc.py"},
+            tokens=Tokens(input=1101, cached=2203, cache_write=3307, output=41),
+        )
 
     def edit(request):
-        return Step(tool="Edit", tool_input={
-            "file_path": f"{working_directory(request)}/calc.py",
-            "old_string": '    """The sum of a and b."""\n    return a - b',
-            "new_string": '    """The sum of a and b."""\n    return a + b'},
-            tokens=Tokens(input=13, cached=5003, cache_write=211, output=97))
+        return Step(
+            tool="Edit",
+            tool_input={
+                "file_path": f"{working_directory(request)}/calc.py",
+                "old_string": '    """The sum of a and b."""\n    return a - b',
+                "new_string": '    """The sum of a and b."""\n    return a + b',
+            },
+            tokens=Tokens(input=13, cached=5003, cache_write=211, output=97),
+        )
 
-    return [read, edit,
-            Step(tool="Bash", tool_input={"command": "git commit -qam 'Fix add() to return the sum'",
-                                          "description": "Commit the fix"},
-                 tokens=Tokens(input=17, cached=5309, cache_write=149, output=53)),
-            Step(text="Fixed add() and committed.", tokens=Tokens(input=19, cached=5501, cache_write=61,
-                                                                   output=29))]
+    return [
+        read,
+        edit,
+        Step(
+            tool="Bash",
+            tool_input={
+                "command": "git commit -qam 'Fix add() to return the sum'",
+                "description": "Commit the fix",
+            },
+            tokens=Tokens(input=17, cached=5309, cache_write=149, output=53),
+        ),
+        Step(
+            text="Fixed add() and committed.", tokens=Tokens(input=19, cached=5501, cache_write=61, output=29)
+        ),
+    ]
 
 
 def race_file(tmp_path: Path, extra: str = "", candidate: str = "") -> Path:
     path = tmp_path / "race.toml"
-    path.write_text(textwrap.dedent(f"""\
+    path.write_text(
+        textwrap.dedent(f"""\
         [race]
         name = "real-claude"
         repository = "project"
@@ -72,15 +90,22 @@ def race_file(tmp_path: Path, extra: str = "", candidate: str = "") -> Path:
         agent = "claude"
         model = "sonnet"
         {candidate}
-        """))
+        """)
+    )
     return path
 
 
 def run(tmp_path: Path, race: Path, env: dict[str, str]) -> tuple[int, dict, str]:
     full = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "ANTHROPIC_", "CLAUDE_"))}
     full.update(env)
-    done = subprocess.run([sys.executable, "-m", "outpost_tui.cli", "run", str(race), "--headless", "--json"],
-                          cwd=tmp_path, env=full, capture_output=True, text=True, timeout=180)
+    done = subprocess.run(
+        [sys.executable, "-m", "outpost_tui.cli", "run", str(race), "--headless", "--json"],
+        cwd=tmp_path,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     try:
         return done.returncode, json.loads(done.stdout), done.stderr
     except ValueError:
@@ -88,12 +113,17 @@ def run(tmp_path: Path, race: Path, env: dict[str, str]) -> tuple[int, dict, str
 
 
 def totals(tokens: list[Tokens]) -> dict:
-    return {"input": sum(t.input for t in tokens), "cached": sum(t.cached for t in tokens),
-            "cache_write": sum(t.cache_write for t in tokens), "output": sum(t.output for t in tokens)}
+    return {
+        "input": sum(t.input for t in tokens),
+        "cached": sum(t.cached for t in tokens),
+        "cache_write": sum(t.cache_write for t in tokens),
+        "output": sum(t.output for t in tokens),
+    }
 
 
 def test_claude_fixes_commits_and_wins_with_exactly_the_usage_the_server_reported(
-        tmp_path, model_server, agent_home):
+    tmp_path, model_server, agent_home
+):
     repo = project(tmp_path)
     model_server.steps = fix_and_commit()
     code, result, stderr = run(tmp_path, race_file(tmp_path), claude_env(model_server, agent_home))
@@ -137,23 +167,33 @@ subprocess.run(["git", "commit", "-qam", "fix add()"], check=True)
 
 
 def test_a_claude_cancelled_mid_run_keeps_what_it_spent_marked_incomplete_and_the_totals_count_it(
-        tmp_path, model_server, agent_home):
+    tmp_path, model_server, agent_home
+):
     repo = project(tmp_path)
     held = threading.Event()
     first = Tokens(input=1709, cached=2311, cache_write=397, output=83)
     second = Tokens(input=23, cached=4001, cache_write=59, output=900)  # its output never arrives
-    model_server.steps = [Step(text="Looking around.", tool="Bash", tool_input={"command": "git status"},
-                               tokens=first),
-                          Step(text="Now I will", tokens=second, hold=held)]
+    model_server.steps = [
+        Step(text="Looking around.", tool="Bash", tool_input={"command": "git status"}, tokens=first),
+        Step(text="Now I will", tokens=second, hold=held),
+    ]
     go = tmp_path / "go"
     os.mkfifo(go)
-    spec = build_spec(repository=repo, validate=["python3", "-B", "-m", "unittest", "-q"], candidates=[
-        CandidateSpec("claude", "claude", BRIEF, model="sonnet", env=claude_env(model_server, agent_home)),
-        CandidateSpec("fixer", "command", BRIEF, command=(sys.executable, "-c", FIX_WHEN_TOLD, str(go)))],
-        budget=BudgetSpec(candidate_timeout=60))
+    spec = build_spec(
+        repository=repo,
+        validate=["python3", "-B", "-m", "unittest", "-q"],
+        candidates=[
+            CandidateSpec(
+                "claude", "claude", BRIEF, model="sonnet", env=claude_env(model_server, agent_home)
+            ),
+            CandidateSpec("fixer", "command", BRIEF, command=(sys.executable, "-c", FIX_WHEN_TOLD, str(go))),
+        ],
+        budget=BudgetSpec(candidate_timeout=60),
+    )
 
     async def main():
         async with anyio.create_task_group() as group:
+
             async def release_fixer():
                 # Claude's second call is in flight (its message_start has been sent) ...
                 await anyio.to_thread.run_sync(model_server.holding.wait)
@@ -164,8 +204,11 @@ def test_a_claude_cancelled_mid_run_keeps_what_it_spent_marked_incomplete_and_th
             seen_second = anyio.Event()
 
             def on_event(event):
-                if (event.kind is EventKind.USAGE and event.key == "claude"
-                        and event.total["input"] == first.input + second.input):
+                if (
+                    event.kind is EventKind.USAGE
+                    and event.key == "claude"
+                    and event.total["input"] == first.input + second.input
+                ):
                     seen_second.set()
 
             group.start_soon(release_fixer)
@@ -179,8 +222,11 @@ def test_a_claude_cancelled_mid_run_keeps_what_it_spent_marked_incomplete_and_th
     # Everything the server billed, the second call's input side included; its output is the
     # placeholder of 1 the API sends before the reply is done. Marked incomplete: at least this much.
     assert {k: claude["usage"][k] for k in ("input", "cached", "cache_write", "output")} == {
-        "input": first.input + second.input, "cached": first.cached + second.cached,
-        "cache_write": first.cache_write + second.cache_write, "output": first.output + 1}
+        "input": first.input + second.input,
+        "cached": first.cached + second.cached,
+        "cache_write": first.cache_write + second.cache_write,
+        "output": first.output + 1,
+    }
     assert claude["usage"]["complete"] is False and claude["usage"]["cost_usd"] > 0
     assert result["usage"]["input"] == first.input + second.input
     assert result["usage"]["cost_usd"] == claude["usage"]["cost_usd"]
@@ -203,16 +249,27 @@ def test_no_model_server_at_all_fails_soon_with_the_network_reason(tmp_path, age
     assert claude["usage"]["complete"] is False and claude["usage"]["output"] == 0
 
 
-RATE_LIMITED = {"type": "error", "error": {"type": "rate_limit_error",
-                                           "message": "Number of request tokens has exceeded your per-minute rate limit"}}
+RATE_LIMITED = {
+    "type": "error",
+    "error": {
+        "type": "rate_limit_error",
+        "message": "Number of request tokens has exceeded your per-minute rate limit",
+    },
+}
 
 
 def test_a_subscription_limit_stops_claude_with_its_exact_reset_time(tmp_path, model_server, agent_home):
     project(tmp_path)
     reset = int(time.time()) + 3723  # seconds included: they must survive
-    limited = Step(status=429, error=RATE_LIMITED, headers={
-        "anthropic-ratelimit-unified-status": "rejected", "anthropic-ratelimit-unified-reset": str(reset),
-        "anthropic-ratelimit-unified-representative-claim": "five_hour"})
+    limited = Step(
+        status=429,
+        error=RATE_LIMITED,
+        headers={
+            "anthropic-ratelimit-unified-status": "rejected",
+            "anthropic-ratelimit-unified-reset": str(reset),
+            "anthropic-ratelimit-unified-representative-claim": "five_hour",
+        },
+    )
     model_server.steps = [limited] * 3
     env = {**claude_env(model_server, agent_home), "CLAUDE_CODE_OAUTH_TOKEN": "stand-in-token"}
     env.pop("ANTHROPIC_API_KEY")
@@ -227,7 +284,8 @@ def test_a_subscription_limit_stops_claude_with_its_exact_reset_time(tmp_path, m
 
 
 def test_an_api_key_rate_limit_takes_its_reset_from_the_retry_after_claude_reports(
-        tmp_path, model_server, agent_home):
+    tmp_path, model_server, agent_home
+):
     project(tmp_path)
     model_server.steps = [Step(status=429, error=RATE_LIMITED, headers={"retry-after": "2"})] * 3
     env = {**claude_env(model_server, agent_home), "CLAUDE_CODE_MAX_RETRIES": "1"}
@@ -244,7 +302,8 @@ def test_an_api_key_rate_limit_takes_its_reset_from_the_retry_after_claude_repor
 
 
 def test_an_api_key_rate_limit_without_retries_says_the_reset_time_is_unknown(
-        tmp_path, model_server, agent_home):
+    tmp_path, model_server, agent_home
+):
     project(tmp_path)
     model_server.steps = [Step(status=429, error=RATE_LIMITED)]
     env = {**claude_env(model_server, agent_home), "CLAUDE_CODE_MAX_RETRIES": "0"}
@@ -257,8 +316,10 @@ def test_an_api_key_rate_limit_without_retries_says_the_reset_time_is_unknown(
 
 def test_a_transient_429_is_a_retry_not_a_quota_and_claude_goes_on_to_win(tmp_path, model_server, agent_home):
     project(tmp_path)
-    model_server.steps = [Step(status=429, error=RATE_LIMITED, headers={"retry-after": "0"}),
-                          *fix_and_commit()]
+    model_server.steps = [
+        Step(status=429, error=RATE_LIMITED, headers={"retry-after": "0"}),
+        *fix_and_commit(),
+    ]
     code, result, stderr = run(tmp_path, race_file(tmp_path), claude_env(model_server, agent_home))
 
     claude = result["candidates"][0]
@@ -272,9 +333,15 @@ def test_a_transient_429_is_a_retry_not_a_quota_and_claude_goes_on_to_win(tmp_pa
 def test_an_output_budget_stops_claude_mid_run_on_its_live_figures(tmp_path, model_server, agent_home):
     project(tmp_path)
     held = threading.Event()  # the second reply never finishes: only the budget can end the run
-    model_server.steps = [Step(text="Looking.", tool="Bash", tool_input={"command": "git status"},
-                               tokens=Tokens(input=10, cached=20, cache_write=30, output=150)),
-                          Step(text="Still going", tokens=Tokens(input=5, output=900), hold=held)]
+    model_server.steps = [
+        Step(
+            text="Looking.",
+            tool="Bash",
+            tool_input={"command": "git status"},
+            tokens=Tokens(input=10, cached=20, cache_write=30, output=150),
+        ),
+        Step(text="Still going", tokens=Tokens(input=5, output=900), hold=held),
+    ]
     race = race_file(tmp_path, extra="tokens = { output = 100 }")
     _code, result, stderr = run(tmp_path, race, claude_env(model_server, agent_home))
 
@@ -287,9 +354,19 @@ def test_an_output_budget_stops_claude_mid_run_on_its_live_figures(tmp_path, mod
 
 def test_an_api_key_spend_cap_stops_claude_until_the_day_it_names(tmp_path, model_server, agent_home):
     project(tmp_path)
-    model_server.steps = [Step(status=400, error={"type": "error", "error": {
-        "type": "invalid_request_error", "message": "You have reached your specified API usage limits. "
-                                                    "You will regain access on 2027-01-01 at 00:00 UTC."}})] * 10
+    model_server.steps = [
+        Step(
+            status=400,
+            error={
+                "type": "error",
+                "error": {
+                    "type": "invalid_request_error",
+                    "message": "You have reached your specified API usage limits. "
+                    "You will regain access on 2027-01-01 at 00:00 UTC.",
+                },
+            },
+        )
+    ] * 10
     _code, result, stderr = run(tmp_path, race_file(tmp_path), claude_env(model_server, agent_home))
 
     claude = result["candidates"][0]

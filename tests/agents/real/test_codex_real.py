@@ -45,17 +45,23 @@ def exec_js(*calls: str) -> str:
 
 def fix_and_commit() -> list[Step]:
     return [
-        Step(text="Patching add().", tool="exec",
-             tool_input=exec_js(f"tools.apply_patch({json.dumps(PATCH)})",
-                                'tools.exec_command({cmd: "git commit -qam \'Fix add()\'"})'),
-             tokens=Tokens(input=1201, cached=3301, output=71)),
+        Step(
+            text="Patching add().",
+            tool="exec",
+            tool_input=exec_js(
+                f"tools.apply_patch({json.dumps(PATCH)})",
+                "tools.exec_command({cmd: \"git commit -qam 'Fix add()'\"})",
+            ),
+            tokens=Tokens(input=1201, cached=3301, output=71),
+        ),
         Step(text="Fixed add() to return the sum.", tokens=Tokens(input=403, cached=4507, output=29)),
     ]
 
 
 def race_file(tmp_path: Path, extra: str = "", candidate: str = "") -> Path:
     path = tmp_path / "race.toml"
-    path.write_text(textwrap.dedent(f"""\
+    path.write_text(
+        textwrap.dedent(f"""\
         [race]
         name = "real-codex"
         repository = "project"
@@ -73,15 +79,22 @@ def race_file(tmp_path: Path, extra: str = "", candidate: str = "") -> Path:
         key = "codex"
         agent = "codex"
         {candidate}
-        """))
+        """)
+    )
     return path
 
 
 def run(tmp_path: Path, race: Path, env: dict[str, str]) -> tuple[int, dict, str]:
     full = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "OPENAI_", "CODEX_"))}
     full.update(env)
-    done = subprocess.run([sys.executable, "-m", "outpost_tui.cli", "run", str(race), "--headless", "--json"],
-                          cwd=tmp_path, env=full, capture_output=True, text=True, timeout=180)
+    done = subprocess.run(
+        [sys.executable, "-m", "outpost_tui.cli", "run", str(race), "--headless", "--json"],
+        cwd=tmp_path,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     try:
         return done.returncode, json.loads(done.stdout), done.stderr
     except ValueError:
@@ -89,7 +102,8 @@ def run(tmp_path: Path, race: Path, env: dict[str, str]) -> tuple[int, dict, str
 
 
 def test_codex_fixes_is_committed_for_and_wins_with_exactly_the_usage_the_server_reported(
-        tmp_path, model_server, agent_home):
+    tmp_path, model_server, agent_home
+):
     repo = project(tmp_path)
     model_server.steps = fix_and_commit()
     code, result, stderr = run(tmp_path, race_file(tmp_path), codex_env(model_server.url, agent_home))
@@ -107,19 +121,27 @@ def test_codex_fixes_is_committed_for_and_wins_with_exactly_the_usage_the_server
     assert subject in ("Fix add()", f"codex (codex): {BRIEF}")
     assert [c["subject"] for c in codex["commits"]] == [subject]
     assert git(repo, "log", "-1", "--format=%B", codex["commit"]).splitlines()[1:] == [
-        "", "Committed by outpost-tui on behalf of codex (codex): its sandbox could not commit.",
-        "", "Fixed add() to return the sum."]
+        "",
+        "Committed by outpost-tui on behalf of codex (codex): its sandbox could not commit.",
+        "",
+        "Fixed add() to return the sum.",
+    ]
     assert "return a + b" in git(repo, "show", f"{codex['commit']}:calc.py")
-    assert f"codex#1 committed on its behalf (codex could not commit in its sandbox): " \
-           f"{codex['commit'][:12]} {subject}" in stderr
+    assert (
+        f"codex#1 committed on its behalf (codex could not commit in its sandbox): "
+        f"{codex['commit'][:12]} {subject}" in stderr
+    )
     assert codex["result"] == "Fixed add() to return the sum."
 
     # Codex's turn total is cumulative and counts cached tokens inside input.
     assert len(model_server.served) == 2
     billed = model_server.billed()
     assert {k: codex["usage"][k] for k in ("input", "cached", "cache_write", "output")} == {
-        "input": sum(t.input for t in billed), "cached": sum(t.cached for t in billed),
-        "cache_write": 0, "output": sum(t.output for t in billed)}
+        "input": sum(t.input for t in billed),
+        "cached": sum(t.cached for t in billed),
+        "cache_write": 0,
+        "output": sum(t.output for t in billed),
+    }
     # --json never names the model: the engine passed this version's default explicitly and
     # priced it by its family, marked estimated.
     assert model_server.served[0].request["model"] == "gpt-6.1-sol"
@@ -142,23 +164,40 @@ def test_no_model_server_at_all_fails_soon_with_the_network_reason(tmp_path, age
     codex = result["candidates"][0]
     assert code == 1 and codex["status"] == "failed", stderr
     # Codex alone would reconnect until the candidate timeout; its own words are kept.
-    assert codex["error"].startswith("cannot reach the model API (Reconnecting... waiting for network"), \
+    assert codex["error"].startswith("cannot reach the model API (Reconnecting... waiting for network"), (
         codex["error"]
+    )
     assert "network, the agent is retrying" in stderr and "quota" not in stderr
     assert took < 45
     assert codex["usage"]["complete"] is False
 
 
-RATE_LIMITED = {"error": {"type": "rate_limit_exceeded", "code": "rate_limit_exceeded",
-                          "message": "Rate limit reached for requests"}}
+RATE_LIMITED = {
+    "error": {
+        "type": "rate_limit_exceeded",
+        "code": "rate_limit_exceeded",
+        "message": "Rate limit reached for requests",
+    }
+}
 
 
 def test_a_usage_limit_stops_codex_never_before_it_resets(tmp_path, model_server, agent_home):
     project(tmp_path)
     resets = int(time.time()) + 3719
-    model_server.steps = [Step(status=429, error={"error": {
-        "type": "usage_limit_reached", "message": "The usage limit has been reached", "plan_type": "plus",
-        "resets_at": resets, "resets_in_seconds": 3719}})]
+    model_server.steps = [
+        Step(
+            status=429,
+            error={
+                "error": {
+                    "type": "usage_limit_reached",
+                    "message": "The usage limit has been reached",
+                    "plan_type": "plus",
+                    "resets_at": resets,
+                    "resets_in_seconds": 3719,
+                }
+            },
+        )
+    ]
     _code, result, stderr = run(tmp_path, race_file(tmp_path), codex_env(model_server.url, agent_home))
 
     codex = result["candidates"][0]
@@ -172,20 +211,26 @@ def test_a_usage_limit_stops_codex_never_before_it_resets(tmp_path, model_server
 
 def test_a_transient_429_is_a_retry_not_a_quota_and_codex_goes_on_to_win(tmp_path, model_server, agent_home):
     project(tmp_path)
-    model_server.steps = [Step(status=429, error=RATE_LIMITED, headers={"retry-after": "0"}),
-                          *fix_and_commit()]
-    code, result, stderr = run(tmp_path, race_file(tmp_path),
-                               codex_env(model_server.url, agent_home, retries=1))
+    model_server.steps = [
+        Step(status=429, error=RATE_LIMITED, headers={"retry-after": "0"}),
+        *fix_and_commit(),
+    ]
+    code, result, stderr = run(
+        tmp_path, race_file(tmp_path), codex_env(model_server.url, agent_home, retries=1)
+    )
 
     codex = result["candidates"][0]
     assert code == 0 and codex["status"] == "winner", stderr
     assert codex["quota"] is None and "quota" not in stderr
-    assert ("codex#1 rate limited, the agent is retrying: Reconnecting... 1/1 "
-            "(exceeded retry limit, last status: 429") in stderr
+    assert (
+        "codex#1 rate limited, the agent is retrying: Reconnecting... 1/1 "
+        "(exceeded retry limit, last status: 429"
+    ) in stderr
 
 
 def test_429s_until_its_retries_run_out_end_codex_as_quota_without_a_reset_time(
-        tmp_path, model_server, agent_home):
+    tmp_path, model_server, agent_home
+):
     project(tmp_path)
     model_server.steps = [Step(status=429, error=RATE_LIMITED)] * 4
     _code, result, stderr = run(tmp_path, race_file(tmp_path), codex_env(model_server.url, agent_home))
@@ -206,22 +251,34 @@ subprocess.run(["git", "commit", "-qam", "fix add()"], check=True)
 
 
 def test_a_codex_cancelled_mid_run_is_marked_incomplete_and_the_totals_say_so(
-        tmp_path, model_server, agent_home):
+    tmp_path, model_server, agent_home
+):
     repo = project(tmp_path)
     held = threading.Event()
-    model_server.steps = [Step(text="Looking.", tool="exec",
-                               tool_input=exec_js('tools.exec_command({cmd: "git status --short"})'),
-                               tokens=Tokens(input=1201, cached=3301, output=71)),
-                          Step(text="Almost", tokens=Tokens(input=5, output=9), hold=held)]
+    model_server.steps = [
+        Step(
+            text="Looking.",
+            tool="exec",
+            tool_input=exec_js('tools.exec_command({cmd: "git status --short"})'),
+            tokens=Tokens(input=1201, cached=3301, output=71),
+        ),
+        Step(text="Almost", tokens=Tokens(input=5, output=9), hold=held),
+    ]
     go = tmp_path / "go"
     os.mkfifo(go)
-    spec = build_spec(repository=repo, validate=["python3", "-B", "-m", "unittest", "-q"], candidates=[
-        CandidateSpec("codex", "codex", BRIEF, env=codex_env(model_server.url, agent_home)),
-        CandidateSpec("fixer", "command", BRIEF, command=(sys.executable, "-c", FIX_WHEN_TOLD, str(go)))],
-        budget=BudgetSpec(candidate_timeout=60))
+    spec = build_spec(
+        repository=repo,
+        validate=["python3", "-B", "-m", "unittest", "-q"],
+        candidates=[
+            CandidateSpec("codex", "codex", BRIEF, env=codex_env(model_server.url, agent_home)),
+            CandidateSpec("fixer", "command", BRIEF, command=(sys.executable, "-c", FIX_WHEN_TOLD, str(go))),
+        ],
+        budget=BudgetSpec(candidate_timeout=60),
+    )
 
     async def main():
         async with anyio.create_task_group() as group:
+
             async def release_fixer():
                 await anyio.to_thread.run_sync(model_server.holding.wait)  # its second call is in flight
                 await anyio.to_thread.run_sync(lambda: open(go, "w").close())
@@ -242,9 +299,18 @@ def test_a_codex_cancelled_mid_run_is_marked_incomplete_and_the_totals_say_so(
 
 def test_an_api_key_out_of_quota_stops_codex_without_a_reset_time(tmp_path, model_server, agent_home):
     project(tmp_path)
-    model_server.steps = [Step(status=429, error={"error": {
-        "type": "insufficient_quota", "code": "insufficient_quota",
-        "message": "You exceeded your current quota, please check your plan and billing details."}})] * 3
+    model_server.steps = [
+        Step(
+            status=429,
+            error={
+                "error": {
+                    "type": "insufficient_quota",
+                    "code": "insufficient_quota",
+                    "message": "You exceeded your current quota, please check your plan and billing details.",
+                }
+            },
+        )
+    ] * 3
     _code, result, stderr = run(tmp_path, race_file(tmp_path), codex_env(model_server.url, agent_home))
 
     codex = result["candidates"][0]
