@@ -3,24 +3,21 @@ help, f3-f5), then the rest. Whatever does not fit is at the end; `?` lists ever
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import cast
 
 from textual.screen import Screen
 from textual.widgets import Footer
 
-if TYPE_CHECKING:
-    from textual import getters
-
-    from .app import OutpostApp
+from .host import Host
 
 
 class FooterOrder(Screen):
     """Mixin for screens: FOOTER_FIRST and FOOTER_LAST name actions (without parameters)."""
 
-    if TYPE_CHECKING:
-        # Screens call the app's own methods (open_race, show_recorded, session): typed as ours, as
-        # Textual types its own `app` (only for the checker: tests host screens in other apps too).
-        app = getters.app(OutpostApp)
+    @property
+    def host(self) -> Host:
+        """The app, as the screens use it (its repository, its session, opening races)."""
+        return cast(Host, self.app)
 
     FOOTER_FIRST: tuple[str, ...] = ()
     FOOTER_LAST: tuple[str, ...] = ()

@@ -70,7 +70,7 @@ class HomeScreen(FooterOrder):
         table = self.query_one("#recent", DataTable)
         table.add_columns("when", "race", "status", "winner", "cost", "time")
         self._check_samples()
-        self._load_recent(Path(self.app.repository))
+        self._load_recent(Path(self.host.repository))
 
     # ------------------------------------------------------------------ samples that spend
 
@@ -208,7 +208,7 @@ class HomeScreen(FooterOrder):
             return
         kind, ident = chosen
         if kind == "race":
-            self.app.show_recorded(ident, Path(self.app.repository))
+            self.host.show_recorded(ident, Path(self.host.repository))
         else:
             self.action_recover_selected()
 
@@ -219,7 +219,7 @@ class HomeScreen(FooterOrder):
             # the first run that needs recovery, if any: one key from the home screen
             chosen = next((what for what in self.recent.values() if what[0] == "run"), None)
         run_id = chosen[1] if chosen is not None and chosen[0] == "run" else None
-        self.app.open_recovery(Path(self.app.repository), run_id)
+        self.host.open_recovery(Path(self.host.repository), run_id)
 
     # ------------------------------------------------------------------ opening
 
@@ -229,7 +229,7 @@ class HomeScreen(FooterOrder):
     @on(Input.Submitted, "#path")
     def _open(self, event: Input.Submitted) -> None:
         if event.value.strip():
-            self.app.open_race(Path(event.value.strip()).expanduser())
+            self.host.open_race(Path(event.value.strip()).expanduser())
 
     @on(OptionList.OptionSelected, "#samples")
     def _sample(self, event: OptionList.OptionSelected) -> None:
@@ -242,7 +242,7 @@ class HomeScreen(FooterOrder):
             self.notify(str(error), severity="error")
             return
         self.notify(f"sample {name} written to {race_file.parent}")
-        self.app.open_race(race_file)
+        self.host.open_race(race_file)
 
 
 def _when(at: float | None) -> str:

@@ -495,7 +495,7 @@ class RaceScreen(FooterOrder):
         """Show (and run) another race: rebuilds the panels for its candidates."""
         self.session = session
         if getattr(self.app, "session", None) is not None:
-            self.app.session = session
+            self.host.session = session
         self._source = source if source is not None else _read(self.race_file)
         self._panels.clear()
         self.rebuilding = True  # the timer must not draw into widgets being replaced

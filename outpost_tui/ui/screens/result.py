@@ -221,7 +221,7 @@ class ResultScreen(FooterOrder):
         def answer(yes: bool | None) -> None:
             if yes:
                 self.dismiss()
-                self.app.open_race(race_file, start=True)
+                self.host.open_race(race_file, start=True)
 
         self.app.push_screen(
             ConfirmScreen(f"Run the race in {race_file} again, as the file says now?"), answer
