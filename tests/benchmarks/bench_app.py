@@ -226,6 +226,9 @@ started = psutil.Process().create_time()
 from outpost_tui.ui.app import OutpostApp
 
 class Timed(OutpostApp):
+    # Textual finds CSS_PATH beside the file of the class's module; this script has none
+    __module__ = OutpostApp.__module__
+
     def on_mount(self):
         self.call_after_refresh(self.painted)
     def painted(self):
