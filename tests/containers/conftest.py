@@ -66,7 +66,9 @@ def leftovers(engine, race_id):
     client, _ = engine
 
     def left() -> list:
-        return client.containers.list(all=True, filters={"label": f"{LABEL_RACE}={race_id}"})
+        return client.containers.list(
+            all=True, filters={"label": f"{LABEL_RACE}={race_id}"}, ignore_removed=True
+        )
 
     yield left
     for container in left():  # never let one test's leftovers leak into the next

@@ -22,7 +22,7 @@ PROBE_LABEL = "outpost.doctor=probe"
 
 
 def probes_left(client) -> list:
-    return client.containers.list(all=True, filters={"label": PROBE_LABEL})
+    return client.containers.list(all=True, filters={"label": PROBE_LABEL}, ignore_removed=True)
 
 
 def test_the_probe_finds_what_the_image_has_and_leaves_no_container(engine):

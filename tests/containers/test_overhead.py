@@ -14,9 +14,9 @@ from .conftest import IMAGE
 pytestmark = [pytest.mark.container, pytest.mark.benchmark, pytest.mark.alone]
 
 TARGET_S = 0.3  # the target: a container attempt within 0.3 s of a local one
-# Not reached yet: 0.71-1.01 s measured alone on a quiet 2-core machine with Podman. Asserted is a
-# regression bound above that noise, until the target is.
-BOUND_S = 1.5
+# Not reached yet, measured alone on a quiet 2-core machine: 0.71-1.01 s with Podman, 1.8 s with
+# Docker Engine. Asserted is a regression bound above that, until the target is.
+BOUND_S = 3.0
 
 
 def test_a_container_attempt_costs_little_more_than_a_local_one(engine):

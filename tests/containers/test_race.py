@@ -206,20 +206,26 @@ def test_the_grading_container_starts_while_the_agent_works_and_runs_nothing_bef
             # comes up (a condition on the engine, polled from a thread of its own)
             def watch() -> None:
                 deadline = time.monotonic() + 120
-                while time.monotonic() < deadline:
-                    grading = [
-                        c
-                        for c in client.containers.list(
-                            all=True, filters={"label": f"outpost.race={race_id[0]}"}
-                        )
-                        if c.labels.get("outpost.role") == "grading"
-                    ]
-                    if grading and grading[0].status == "running":
-                        grading[0].reload()
-                        seen.append({"name": grading[0].name, "execs": grading[0].attrs.get("ExecIDs")})
-                        break
-                    time.sleep(0.05)
-                Path(directories["fixer"], "gate").touch()
+                try:
+                    while time.monotonic() < deadline:
+                        # ignore_removed: another test's container may go between list and inspect
+                        grading = [
+                            c
+                            for c in client.containers.list(
+                                all=True,
+                                filters={"label": f"outpost.race={race_id[0]}"},
+                                ignore_removed=True,
+                            )
+                            if c.labels.get("outpost.role") == "grading"
+                        ]
+                        if grading and grading[0].status == "running":
+                            grading[0].reload()
+                            seen.append({"name": grading[0].name, "execs": grading[0].attrs.get("ExecIDs")})
+                            break
+                        time.sleep(0.05)
+                finally:
+                    # the agent waits for the gate: whatever happened here, let it finish
+                    Path(directories["fixer"], "gate").touch()
 
             threading.Thread(target=watch, daemon=True).start()
 
