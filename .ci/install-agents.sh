@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Install the agent CLIs pinned in tests/agents/real/versions into .agents/ (gitignored), where the
+# Install the agent CLIs pinned in tests/agents/real/versions outside the checkout
+# ($OUTPOST_AGENTS_DIR, else ~/.cache/outpost-tui/agents), where the
 # real-program tests look for them. Idempotent: a program already at its pinned version is skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pins=tests/agents/real/versions
-dest=.agents
+dest=${OUTPOST_AGENTS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/outpost-tui/agents}
 mkdir -p "$dest"
 
 npm_specs=()

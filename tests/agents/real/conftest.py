@@ -1,4 +1,5 @@
-"""The real agent CLIs (pinned in ./versions, installed into .agents/ by .ci/install-agents.sh),
+"""The real agent CLIs (pinned in ./versions, installed outside the checkout by
+.ci/install-agents.sh, in $OUTPOST_AGENTS_DIR or ~/.cache/outpost-tui/agents),
 run against the stand-in model server on 127.0.0.1.
 
 Without the programs these tests skip with the reason; under CI=true that is a failure, so CI can
@@ -20,7 +21,11 @@ from tests.conftest import git
 
 ROOT = Path(__file__).resolve().parents[3]
 PINS = Path(__file__).with_name("versions")
-AGENTS = ROOT / ".agents"
+# outside the checkout: the installed packages carry files of their own that the repository must not hold
+AGENTS = Path(
+    os.environ.get("OUTPOST_AGENTS_DIR")
+    or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "outpost-tui" / "agents"
+)
 BIN_DIRS = (AGENTS / "node_modules" / ".bin", AGENTS / "venv" / "bin")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 SAMPLE_PROJECT = ROOT / "sample-races" / "projects" / "calc"
