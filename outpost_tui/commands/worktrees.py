@@ -223,6 +223,7 @@ def _attempt(root, ident: str):
 def _archive(root, args) -> int:
     from ..engine.kept import archive
     from ..engine.kept.processes import occupants
+    from ..engine.kept.removal import Occupied, archive_and_remove
     from ..engine.kept.retained import human_bytes
 
     row = _attempt(root, args.archive)
@@ -258,8 +259,8 @@ def _archive(root, args) -> int:
                 print("refused now: in use by " + "; ".join(o.describe() for o in busy))
         return REFUSED if busy else 0
     try:
-        removal = archive.archive_and_remove(root, row.path, attempt, include_ignored=args.include_ignored)
-    except archive.Occupied as error:
+        removal = archive_and_remove(root, row.path, attempt, include_ignored=args.include_ignored)
+    except Occupied as error:
         if args.json:
             print(
                 json.dumps(
@@ -289,6 +290,7 @@ def _archive(root, args) -> int:
 
 def _restore(root, args) -> int:
     from ..engine.kept import archive
+    from ..engine.kept.restore import restore
 
     attempt = _parse_attempt(args.restore)
     if attempt is None:
@@ -312,7 +314,7 @@ def _restore(root, args) -> int:
             else f"would restore {attempt.label} from {commit[:12]} into {manifest.get('directory')}"
         )
         return 0
-    target = archive.restore(root, attempt)
+    target = restore(root, attempt)
     if args.json:
         print(
             json.dumps(

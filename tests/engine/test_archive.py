@@ -1,4 +1,4 @@
-"""engine/kept/archive.py: archive, remove and restore real worktrees, compared byte for byte."""
+"""engine/kept: archive, remove (removal.py) and restore (restore.py) real worktrees, byte for byte."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import pytest
 
 from outpost_tui.engine import git as g
 from outpost_tui.engine.kept import archive as a
+from outpost_tui.engine.kept import removal as r
+from outpost_tui.engine.kept.restore import restore
 from tests.conftest import git
 
 
@@ -78,7 +80,7 @@ def test_archive_remove_restore_is_byte_for_byte(repo, busy_worktree):
     before = tree_of(directory)
     head = git(directory, "rev-parse", "HEAD")
 
-    removal = a.archive_and_remove(repo, directory, attempt, include_ignored=True)
+    removal = r.archive_and_remove(repo, directory, attempt, include_ignored=True)
 
     assert not directory.exists()
     assert attempt.branch in git(repo, "branch", "--list", attempt.branch)  # the branch stays
@@ -86,7 +88,7 @@ def test_archive_remove_restore_is_byte_for_byte(repo, busy_worktree):
     assert git(repo, "rev-parse", f"{attempt.ref}^1") == head
     assert removal.freed_bytes > 5000
 
-    restored = a.restore(repo, attempt)
+    restored = restore(repo, attempt)
 
     assert restored == directory
     assert tree_of(directory) == before
@@ -99,10 +101,10 @@ def test_archive_remove_restore_is_byte_for_byte(repo, busy_worktree):
 def test_ignored_files_are_left_out_unless_asked_with_their_size(repo, busy_worktree):
     attempt, directory = busy_worktree
     before = tree_of(directory, skip_ignored={"build", "debug.log"})
-    removal = a.archive_and_remove(repo, directory, attempt)
+    removal = r.archive_and_remove(repo, directory, attempt)
     assert removal.archive.ignored_files == 2
     assert removal.archive.ignored_bytes >= 5000
-    a.restore(repo, attempt)
+    restore(repo, attempt)
     assert tree_of(directory) == before
     assert not (directory / "build").exists()
 
@@ -122,8 +124,8 @@ def test_a_running_process_keeps_its_worktree_and_is_named(repo, busy_worktree):
         [sys.executable, "-c", "import sys; sys.stdin.read()"], cwd=directory, stdin=subprocess.PIPE
     )
     try:
-        with pytest.raises(a.Occupied, match=rf"in use by .*pid {sleeper.pid}, working directory"):
-            a.archive_and_remove(repo, directory, attempt)
+        with pytest.raises(r.Occupied, match=rf"in use by .*pid {sleeper.pid}, working directory"):
+            r.archive_and_remove(repo, directory, attempt)
         assert directory.is_dir() and a.archived_commit(repo, attempt) is None
     finally:
         sleeper.stdin.close()
@@ -141,8 +143,8 @@ def test_a_running_process_keeps_its_worktree_and_is_named(repo, busy_worktree):
     )
     try:
         assert holder.stdout.readline() == "open\n"
-        with pytest.raises(a.Occupied, match=r"open file .*tracked.txt"):
-            a.archive_and_remove(repo, directory, attempt)
+        with pytest.raises(r.Occupied, match=r"open file .*tracked.txt"):
+            r.archive_and_remove(repo, directory, attempt)
         assert directory.is_dir()
     finally:
         holder.stdin.close()
@@ -165,17 +167,17 @@ def test_a_nested_repository_is_refused(repo, busy_worktree):
     attempt, directory = busy_worktree
     git(directory, "init", "-q", "vendored")
     with pytest.raises(a.ArchiveError, match="nested git repository"):
-        a.archive_and_remove(repo, directory, attempt)
+        r.archive_and_remove(repo, directory, attempt)
     assert directory.is_dir()
 
 
 def test_restore_refuses_an_existing_directory_and_a_missing_archive(repo, busy_worktree):
     attempt, directory = busy_worktree
     with pytest.raises(a.ArchiveError, match="no archive of race1/alpha/1"):
-        a.restore(repo, attempt)
+        restore(repo, attempt)
     a.archive(repo, directory, attempt)
     with pytest.raises(a.ArchiveError, match="already exists"):
-        a.restore(repo, attempt)
+        restore(repo, attempt)
 
 
 def test_a_write_after_the_check_keeps_the_directory_whole(repo, busy_worktree):
@@ -184,9 +186,9 @@ def test_a_write_after_the_check_keeps_the_directory_whole(repo, busy_worktree):
     archived = a.archive(repo, directory, attempt)
     left_out = a.verify(repo, directory, archived)
     assert left_out == {"build", "debug.log"}  # an ignored directory is left out whole
-    assert a._written_since(repo, directory, archived, left_out) is None
+    assert r._written_since(repo, directory, archived, left_out) is None
     (directory / "new dir" / "late.txt").write_text("written after the check\n")
-    assert a._written_since(repo, directory, archived, left_out) == "new dir/late.txt"
+    assert r._written_since(repo, directory, archived, left_out) == "new dir/late.txt"
 
 
 def test_a_write_in_the_last_moment_is_kept_whole_and_never_pruned(repo, busy_worktree, monkeypatch):
@@ -203,7 +205,7 @@ def test_a_write_in_the_last_moment_is_kept_whole_and_never_pruned(repo, busy_wo
 
     monkeypatch.setattr(a, "verify", verify_then_write)
     with pytest.raises(a.ArchiveError, match=r"late.txt changed while .* nothing was deleted"):
-        a.archive_and_remove(repo, directory, attempt)
+        r.archive_and_remove(repo, directory, attempt)
     kept = list((repo / ".outpost" / "recovery").glob("changed-*"))
     assert len(kept) == 1 and (kept[0] / "late.txt").read_text() == "written in the window\n"
-    assert a.leftovers(repo) == []  # a later prune does not take it for a finished removal
+    assert r.leftovers(repo) == []  # a later prune does not take it for a finished removal

@@ -10,6 +10,8 @@ import pytest
 
 from outpost_tui.engine.kept import archive as a
 from outpost_tui.engine.kept import cleanup as c
+from outpost_tui.engine.kept import removal as r
+from outpost_tui.engine.kept.restore import restore
 from outpost_tui.engine.kept.retained import UnknownAttempt, find, retained
 from tests.conftest import git
 from tests.retention import kept_race
@@ -42,7 +44,7 @@ def test_review_rows_carry_outcome_holdings_and_whole_work(repo):
 def test_prune_archives_removes_and_reports_what_it_freed(repo):
     kept = kept_race(repo)
     directories = [Path(kept["lose"]), Path(kept["win"])]
-    git_dirs = [a._worktree_git_dir(d) for d in directories]
+    git_dirs = [r._worktree_git_dir(d) for d in directories]
     expected = sum(du(d) for d in directories) + sum(du(g) for g in git_dirs)
     before = {d: sorted(p.name for p in d.iterdir()) for d in directories}
 
@@ -56,7 +58,7 @@ def test_prune_archives_removes_and_reports_what_it_freed(repo):
     for row_id, directory in zip(("lose", "win"), directories, strict=True):
         attempt = a.Attempt(kept["race_id"], row_id, 1)
         assert a.archived_commit(repo, attempt)
-        a.restore(repo, attempt)
+        restore(repo, attempt)
         assert sorted(p.name for p in directory.iterdir()) == before[directory]
 
 
@@ -81,7 +83,7 @@ def test_branches_with_unmerged_work_are_refused_and_squash_merges_count(repo):
     kept = kept_race(repo)
     race_id = kept["race_id"]
     for key in ("lose", "win"):
-        a.archive_and_remove(repo, kept[key], a.Attempt(race_id, key, 1))
+        r.archive_and_remove(repo, kept[key], a.Attempt(race_id, key, 1))
     # the archives keep every commit reachable: delete the archive refs to see the branch check itself
     for key in ("lose", "win"):
         git(repo, "update-ref", "-d", a.Attempt(race_id, key, 1).ref)
@@ -104,7 +106,7 @@ def test_branches_with_unmerged_work_are_refused_and_squash_merges_count(repo):
     again = {ch.branch.split("/")[-2]: ch for ch in c.check_branches(repo, race_id)}
     assert again["lose"].deletable
     c.delete_branch(repo, again["lose"])
-    restored = a.restore(repo, a.Attempt(race_id, "lose", 1))
+    restored = restore(repo, a.Attempt(race_id, "lose", 1))
     assert (restored / "a.txt").read_text() == "bad"
 
 

@@ -206,8 +206,9 @@ def test_review_snapshot(snap_compare, tmp_path, view, size):
     if view == "confirm_delete_branches":
         # only a branch with no worktree can go: archive the loser first, then ask about the race
         from outpost_tui.engine.kept import archive
+        from outpost_tui.engine.kept.removal import archive_and_remove
 
-        archive.archive_and_remove(
+        archive_and_remove(
             repo,
             g.worktree_directory(repo, "breaker", g.branch_name(RACE, "breaker", 1)),
             archive.Attempt(RACE, "breaker", 1),

@@ -326,9 +326,10 @@ async def test_branches_with_unmerged_work_are_kept_unless_archived_first(kept):
     repo = kept["repo"]
     race = kept["race_id"]
     from outpost_tui.engine.kept import archive as arch
+    from outpost_tui.engine.kept import removal, restore
 
     for key in ("lose", "win"):
-        arch.archive_and_remove(repo, kept[key], arch.Attempt(race, key, 1))
+        removal.archive_and_remove(repo, kept[key], arch.Attempt(race, key, 1))
         git(repo, "update-ref", "-d", arch.Attempt(race, key, 1).ref)  # as if never archived
     screen = WorktreesScreen(repo)
     app = HostApp(screen)
@@ -347,5 +348,5 @@ async def test_branches_with_unmerged_work_are_kept_unless_archived_first(kept):
         await pilot.press("y")
         await until(pilot, lambda: git(repo, "branch", "--list", "outpost/*") == "", "the deletion")
         assert len(git(repo, "for-each-ref", "refs/outpost/archive/").splitlines()) == 2
-        restored = arch.restore(repo, arch.Attempt(race, "win", 1))
+        restored = restore.restore(repo, arch.Attempt(race, "win", 1))
         assert (restored / "a.txt").read_text() == "good"

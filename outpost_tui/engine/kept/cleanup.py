@@ -1,6 +1,6 @@
 """Loss-proof cleanup: prune the worktrees races kept, delete a race's branches.
 
-Prune archives and removes (archive.archive_and_remove) every worktree of a finished race, or of
+Prune archives and removes (removal.archive_and_remove) every worktree of a finished race, or of
 any race older than a given age, and keeps, saying why, one that is in use, locked, tampered with or
 whose race may still run. It stops between worktrees when asked, never inside one: an interrupted
 removal leaves the worktree or its verified archive, and a directory renamed aside on its way out is
@@ -25,6 +25,7 @@ from .. import git
 from ..errors import OutpostError
 from ..git.runner import _check
 from . import archive
+from .removal import Removal, archive_and_remove, leftovers
 from .retained import RetainedAttempt, RetainedRace
 
 DAY = 86400.0
@@ -53,7 +54,7 @@ class PruneStep:
 
 @dataclass
 class PruneReport:
-    removed: list[archive.Removal] = field(default_factory=list)
+    removed: list[Removal] = field(default_factory=list)
     kept: list[tuple[str, str]] = field(default_factory=list)  # (id, why)
     failed: list[tuple[str, str]] = field(default_factory=list)  # refused while archiving: (id, why)
     freed_bytes: int = 0
@@ -117,7 +118,7 @@ def prune(
     """Carry out `steps`; `on_step(phase, step, text)` hears "start", "removed" and "kept"."""
     root = Path(root)
     report = PruneReport()
-    for leftover in archive.leftovers(root):
+    for leftover in leftovers(root):
         report.leftovers_freed += archive.disk_usage(leftover)
         shutil.rmtree(leftover)
     report.freed_bytes += report.leftovers_freed
@@ -136,9 +137,7 @@ def prune(
         attempt = archive.Attempt(step.attempt.race_id, step.attempt.key, step.attempt.attempt)
         assert step.attempt.path is not None, "plan_prune plans only worktrees that are there"
         try:
-            removal = archive.archive_and_remove(
-                root, step.attempt.path, attempt, include_ignored=include_ignored
-            )
+            removal = archive_and_remove(root, step.attempt.path, attempt, include_ignored=include_ignored)
         except (git.GitError, OSError) as error:
             report.kept.append((step.attempt.id, str(error)))
             report.failed.append((step.attempt.id, str(error)))
@@ -212,7 +211,7 @@ def check_branches(root: Path | str, race_id: str) -> list[BranchCheck]:
 def _check_branch(root: Path, branch: str, commit: str) -> BranchCheck:
     # the verdict's pin of a graded commit (refs/outpost/validated/) is the engine's own keepsake,
     # not a place the operator would look for the work: it does not make a branch's work kept
-    out = archive._plumbing(
+    out = archive.plumbing(
         root,
         "rev-list",
         "--reverse",
@@ -227,11 +226,11 @@ def _check_branch(root: Path, branch: str, commit: str) -> BranchCheck:
         return BranchCheck(
             branch, commit, True, "every commit is reachable from another branch, tag or archive"
         )
-    base = archive._plumbing(root, "rev-parse", f"{unmerged[0]}^").decode().strip()
+    base = archive.plumbing(root, "rev-parse", f"{unmerged[0]}^").decode().strip()
     theirs = _patch_ids(root, _user_history(root, base))
     whole = _patch_id(
         root,
-        archive._plumbing(
+        archive.plumbing(
             root,
             "diff",
             "--no-color",
@@ -247,7 +246,7 @@ def _check_branch(root: Path, branch: str, commit: str) -> BranchCheck:
         return BranchCheck(branch, commit, True, f"its change is on {theirs[whole][:12]} (squash-merged)")
     mine = _patch_ids(
         root,
-        archive._plumbing(
+        archive.plumbing(
             root,
             "log",
             "-p",
@@ -288,7 +287,7 @@ def _user_history(root: Path, base: str) -> bytes:
     refs = [r for r in refs if not r.startswith(f"refs/heads/{git.BRANCH_PREFIX}/")]
     if not refs:
         return b""
-    return archive._plumbing(
+    return archive.plumbing(
         root,
         "log",
         "-p",
@@ -308,7 +307,7 @@ def _user_history(root: Path, base: str) -> bytes:
 def _patch_ids(root: Path, patches: bytes) -> dict[str, str]:
     if not patches.strip():
         return {}
-    out = archive._plumbing(root, "patch-id", "--stable", input=patches).decode()
+    out = archive.plumbing(root, "patch-id", "--stable", input=patches).decode()
     found: dict[str, str] = {}
     for line in out.splitlines():
         pid, _, oid = line.partition(" ")
@@ -320,7 +319,7 @@ def _patch_id(root: Path, patch: bytes) -> str | None:
     if not patch.strip():
         return None
     # patch-id wants a commit header before a bare diff
-    out = archive._plumbing(
+    out = archive.plumbing(
         root, "patch-id", "--stable", input=b"commit " + b"0" * 40 + b"\n" + patch
     ).decode()
     return out.split()[0] if out.strip() else None
@@ -349,7 +348,7 @@ def archive_branch(root: Path | str, branch: str) -> str:
     parents = ["-p", tip] + (["-p", previous] if previous else [])
     identity = ("-c", f"user.name={git.BOT_NAME}", "-c", f"user.email={git.BOT_EMAIL}")
     commit = (
-        archive._plumbing(
+        archive.plumbing(
             root,
             *identity,
             "commit-tree",
@@ -361,14 +360,14 @@ def archive_branch(root: Path | str, branch: str) -> str:
         .decode()
         .strip()
     )
-    archive._plumbing(
+    archive.plumbing(
         root,
         "update-ref",
         "-m",
         "outpost archive",
         attempt.ref,
         commit,
-        previous or archive._ZERO,
+        previous or archive.ZERO_OID,
         check=f"writing {attempt.ref}",
     )
     return commit
@@ -378,7 +377,7 @@ def delete_branch(root: Path | str, check: BranchCheck) -> None:
     """Delete a branch `check_branches` allowed, only if it still points where it did (compare-and-swap)."""
     if not check.deletable:
         raise archive.ArchiveError(f"{check.branch} not deleted: {check.why}")
-    archive._plumbing(
+    archive.plumbing(
         Path(root),
         "update-ref",
         "-m",

@@ -6,7 +6,7 @@ in it. From a row: the whole work as a diff (committed, uncommitted and untracke
 with a marked attempt, a shell in it, its merge or cherry-pick into the current branch (after a
 fresh integration check and a confirmation), copying its branch or commit, archive-and-remove,
 restore, and for the repository a prune and a race's branch deletion. Everything that removes
-anything goes through the engine's archive (engine/kept/archive.py, engine/kept/cleanup.py), which keeps the
+anything goes through the engine (engine/kept/: archive, removal, cleanup), which keeps the
 work reachable first and refuses while a process uses the worktree.
 """
 
@@ -33,6 +33,8 @@ from ...engine.core.result import Validation
 from ...engine.errors import OutpostError
 from ...engine.git import merge
 from ...engine.kept import archive, cleanup
+from ...engine.kept.removal import archive_and_remove
+from ...engine.kept.restore import restore
 from ...engine.kept.retained import (
     RetainedAttempt,
     RetainedRace,
@@ -574,7 +576,7 @@ class WorktreesScreen(Screen):
     def _archive(self, root: Path, row: RetainedAttempt, include_ignored: bool) -> None:
         assert row.path is not None, "_needs(worktree=True) lets only a present worktree through"
         try:
-            removal = archive.archive_and_remove(
+            removal = archive_and_remove(
                 root,
                 row.path,
                 archive.Attempt(row.race_id, row.key, row.attempt),
@@ -611,7 +613,7 @@ class WorktreesScreen(Screen):
     @work(thread=True, exclusive=True, group="cleanup", exit_on_error=False)
     def _restore(self, root: Path, row: RetainedAttempt) -> None:
         try:
-            target = archive.restore(root, archive.Attempt(row.race_id, row.key, row.attempt))
+            target = restore(root, archive.Attempt(row.race_id, row.key, row.attempt))
         except (git.GitError, OSError) as error:
             self._deliver(self._after, "", str(error))
             return
