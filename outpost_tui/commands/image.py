@@ -79,13 +79,8 @@ def build_image(args: argparse.Namespace) -> int:
 
     from ..engine.errors import OutpostError
     from ..engine.sandbox.container_engine import connect
-    from ..engine.sandbox.images import (
-        ImageError,
-        build_dockerfile,
-        build_sample_image,
-        import_rootfs,
-        parse_tag,
-    )
+    from ..engine.sandbox.host_image import build_sample_image
+    from ..engine.sandbox.images import ImageError, build_dockerfile, import_rootfs, parse_tag
 
     parse_tag(args.tag)
     if args.from_rootfs is not None and not args.from_rootfs.is_file():

@@ -19,7 +19,7 @@ from outpost_tui.engine.core.spec import DEFAULT_IMAGE, SandboxSpec
 from outpost_tui.engine.sandbox.base import SandboxContext, SandboxError
 from outpost_tui.engine.sandbox.container import ContainerProvider
 from outpost_tui.engine.sandbox.container_engine import LABEL_RACE, connect
-from outpost_tui.engine.sandbox.images import build_sample_image
+from outpost_tui.engine.sandbox.host_image import build_sample_image
 from tests.conftest import git, make_repo
 
 IMAGE = os.environ.get("OUTPOST_TEST_IMAGE", DEFAULT_IMAGE)

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from outpost_tui.engine.sandbox.images import host_rootfs
+from outpost_tui.engine.sandbox.host_image import host_rootfs
 
 pytestmark = pytest.mark.container
 
