@@ -11,7 +11,7 @@ from .. import exitcodes
 from ..engine.errors import OutpostError
 
 if TYPE_CHECKING:
-    from ..engine.machine.doctor import Check
+    from ..engine.machine.check import Check
 
 EPILOG = """\
 examples:
@@ -61,7 +61,8 @@ def handle(args: argparse.Namespace) -> int:
             if advice is None:
                 raise
             raise OutpostError(advice) from None
-    from ..engine.machine.doctor import missing, run_checks
+    from ..engine.machine.check import missing
+    from ..engine.machine.doctor import run_checks
 
     checks = run_checks(spec)
     lacking = missing(checks)
@@ -108,7 +109,7 @@ def render(checks: list[Check], race: str | None) -> str:
     for check in checks:
         needed = "needed" if check.required else ""
         lines.append(f"{mark(check):<7}  {check.name:<{name_width}}  {needed:<6}  {check.detail}".rstrip())
-    from ..engine.machine.doctor import missing
+    from ..engine.machine.check import missing
 
     lacking = missing(checks)
     if race is None:

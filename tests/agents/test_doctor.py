@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from outpost_tui import exitcodes
-from outpost_tui.engine.machine.doctor import command_checks, engine_name, host_agents_needed, image_programs
+from outpost_tui.engine.machine.doctor import command_checks, host_agents_needed, image_programs
 from outpost_tui.engine.racefile import load_race
+from outpost_tui.engine.sandbox.engines import engine_name
 from tests.agents.real.model_server import ModelServer
 from tests.agents.replay import path_with
 from tests.conftest import make_repo

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from outpost_tui import exitcodes
-from outpost_tui.engine.machine.doctor import probe_image
+from outpost_tui.engine.machine.containers import probe_image
 from tests.agents.replay import path_with, write_fake
 from tests.conftest import make_repo
 

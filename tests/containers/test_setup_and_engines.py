@@ -206,8 +206,8 @@ def test_doctor_says_when_the_network_is_missing(engine, tmp_path):
 
 
 def test_the_engine_is_named_and_its_rootfulness_read_without_slow_calls(engine):
-    from outpost_tui.engine.machine.doctor import engine_name
     from outpost_tui.engine.sandbox.container_engine import engine_kind
+    from outpost_tui.engine.sandbox.engines import engine_name
 
     client, endpoint = engine
     kind = engine_kind(client, endpoint)
