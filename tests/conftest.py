@@ -85,6 +85,16 @@ def fake(*flags: str) -> tuple[str, ...]:
     return (sys.executable, str(FAKE_AGENT), *flags)
 
 
+def flags(**options: object) -> list[str]:
+    """The fake agent's flags from keywords: `wait_file=go` is `--wait-file go`, `commit=True` is `--commit`."""
+    argv: list[str] = []
+    for name, value in options.items():
+        argv.append("--" + name.replace("_", "-"))
+        if value is not True:
+            argv.append(str(value))
+    return argv
+
+
 def cmd(key: str, *flags: str, brief: str = "do the task", **options) -> CandidateSpec:
     """A command candidate running the fake agent with these flags."""
     return CandidateSpec(key, "command", brief, command=fake(*flags), **options)

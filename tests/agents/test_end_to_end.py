@@ -72,6 +72,14 @@ def race_file(
     return path
 
 
+def briefed(*agents: str) -> str:
+    """A candidate per agent, keyed by its name, each given the race's brief."""
+    return "".join(
+        f'[[candidates]]\nkey = "{agent}"\nagent = "{agent}"\nbrief = {json.dumps(BRIEF)}\n\n'
+        for agent in agents
+    )
+
+
 def run_race(tmp_path: Path, race: Path, bin_dir: Path) -> tuple[int, dict, str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
     env.pop("TZ", None)
@@ -300,15 +308,7 @@ def test_rate_limit_retries_then_success(tmp_path):
         edits={"calc.py": FIXED},
         commit="Fix add()",
     )
-    race = race_file(
-        tmp_path,
-        f"""\
-        [[candidates]]
-        key = "claude"
-        agent = "claude"
-        brief = {json.dumps(BRIEF)}
-        """,
-    )
+    race = race_file(tmp_path, briefed("claude"))
     code, result, stderr = run_race(tmp_path, race, bin_dir)
     assert code == 0, stderr
     assert candidate(result, "claude")["status"] == "winner"
@@ -335,20 +335,7 @@ def test_quota_stops_candidates_with_absolute_reset_times(tmp_path):
         exit_code=1,
         stderr=["Error: You've hit your usage limit."],
     )
-    race = race_file(
-        tmp_path,
-        f"""\
-        [[candidates]]
-        key = "claude"
-        agent = "claude"
-        brief = {json.dumps(BRIEF)}
-
-        [[candidates]]
-        key = "codex"
-        agent = "codex"
-        brief = {json.dumps(BRIEF)}
-        """,
-    )
+    race = race_file(tmp_path, briefed("claude", "codex"))
     code, result, stderr = run_race(tmp_path, race, bin_dir)
     assert code == 1, stderr
     assert result["status"] == "quota"
@@ -371,20 +358,7 @@ def test_a_missing_program_fails_the_candidate_with_a_clear_reason(tmp_path):
         transcript_name="codex_fix.jsonl",
         edits={"calc.py": FIXED},
     )
-    race = race_file(
-        tmp_path,
-        f"""\
-        [[candidates]]
-        key = "claude"
-        agent = "claude"
-        brief = {json.dumps(BRIEF)}
-
-        [[candidates]]
-        key = "codex"
-        agent = "codex"
-        brief = {json.dumps(BRIEF)}
-        """,
-    )
+    race = race_file(tmp_path, briefed("claude", "codex"))
     code, result, stderr = run_race(tmp_path, race, bin_dir)
     assert code == 0, stderr
     claude = candidate(result, "claude")
@@ -407,15 +381,7 @@ def test_not_logged_in_is_explained(tmp_path):
         transcript_name="claude_not_logged_in.jsonl",
         exit_code=1,
     )
-    race = race_file(
-        tmp_path,
-        f"""\
-        [[candidates]]
-        key = "claude"
-        agent = "claude"
-        brief = {json.dumps(BRIEF)}
-        """,
-    )
+    race = race_file(tmp_path, briefed("claude"))
     code, result, _stderr = run_race(tmp_path, race, bin_dir)
     assert code == 1
     claude = candidate(result, "claude")
@@ -595,15 +561,7 @@ def test_quota_reset_times_relative_to_now(tmp_path, agent, name, wait):
     project(tmp_path)
     bin_dir = tmp_path / "bin"
     write_fake(bin_dir, agent, record=tmp_path / "agent.json", transcript_name=name, exit_code=1)
-    race = race_file(
-        tmp_path,
-        f"""\
-        [[candidates]]
-        key = "{agent}"
-        agent = "{agent}"
-        brief = {json.dumps(BRIEF)}
-        """,
-    )
+    race = race_file(tmp_path, briefed(agent))
     before = datetime.now(UTC).replace(microsecond=0)
     code, result, _stderr = run_race(tmp_path, race, bin_dir)
     after = datetime.now(UTC)
@@ -625,15 +583,7 @@ def test_headless_human_output_shows_what_the_winner_said(tmp_path):
         edits={"calc.py": FIXED},
         commit="Fix add()",
     )
-    race = race_file(
-        tmp_path,
-        f"""\
-        [[candidates]]
-        key = "claude"
-        agent = "claude"
-        brief = {json.dumps(BRIEF)}
-        """,
-    )
+    race = race_file(tmp_path, briefed("claude"))
     env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
     env["PATH"] = path_with(bin_dir)
     done = subprocess.run(

@@ -19,7 +19,7 @@ from outpost_tui.engine.core.spec import DurabilitySpec
 from outpost_tui.engine.durable import run as durable
 from outpost_tui.engine.durable.checkpoint import checkpoint_key, read_saved
 from outpost_tui.engine.durable.transport import LocalTransport
-from tests.conftest import FAKE_AGENT, git
+from tests.conftest import FAKE_AGENT, flags, git
 
 CLI = [sys.executable, "-m", "outpost_tui.cli"]
 VALIDATE = Path(__file__).parents[1] / "fixtures" / "agents" / "validate.py"
@@ -131,20 +131,15 @@ def test_killed_while_agents_run(repo, tmp_path):
         [
             (
                 "a",
-                [
-                    "--ready",
-                    str(ready),
-                    "--pidfile",
-                    str(tmp_path / "a.pid"),
-                    "--spawn-child",
-                    "--hang-on-attempt",
-                    "1",
-                    "--write",
-                    "fix.txt",
-                    "--content",
-                    "good",
-                    "--commit",
-                ],
+                flags(
+                    ready=ready,
+                    pidfile=tmp_path / "a.pid",
+                    spawn_child=True,
+                    hang_on_attempt=1,
+                    write="fix.txt",
+                    content="good",
+                    commit=True,
+                ),
             ),
             ("b", ["--write", "fix.txt", "--content", "bad", "--commit"]),
         ],
@@ -245,15 +240,7 @@ def test_killed_during_cleanup_keeps_the_validated_winner(repo, tmp_path):
         [
             (
                 "w",
-                [
-                    "--wait-file",
-                    str(tmp_path / "l.pid"),
-                    "--write",
-                    "fix.txt",
-                    "--content",
-                    "good",
-                    "--commit",
-                ],
+                flags(wait_file=tmp_path / "l.pid", write="fix.txt", content="good", commit=True),
             ),
             ("l", ["--pidfile", str(tmp_path / "l.pid"), "--ignore-term", str(term), "--hang"]),
         ],
@@ -399,19 +386,14 @@ def test_recover_stop_ends_a_live_coordinator_and_the_run_resumes(repo, tmp_path
         [
             (
                 "a",
-                [
-                    "--ready",
-                    str(ready),
-                    "--pidfile",
-                    str(tmp_path / "a.pid"),
-                    "--hang-on-attempt",
-                    "1",
-                    "--write",
-                    "fix.txt",
-                    "--content",
-                    "good",
-                    "--commit",
-                ],
+                flags(
+                    ready=ready,
+                    pidfile=tmp_path / "a.pid",
+                    hang_on_attempt=1,
+                    write="fix.txt",
+                    content="good",
+                    commit=True,
+                ),
             )
         ],
     )
@@ -532,17 +514,7 @@ def test_a_storage_failure_stops_the_race_with_exit_8(repo, tmp_path):
         [
             (
                 "a",
-                [
-                    "--ready",
-                    str(ready),
-                    "--wait-file",
-                    str(go),
-                    "--write",
-                    "fix.txt",
-                    "--content",
-                    "good",
-                    "--commit",
-                ],
+                flags(ready=ready, wait_file=go, write="fix.txt", content="good", commit=True),
             )
         ],
     )
@@ -577,19 +549,14 @@ def test_a_run_released_under_its_replay_exits_4(repo, tmp_path):
         [
             (
                 "a",
-                [
-                    "--ready",
-                    str(ready),
-                    "--hang-on-attempt",
-                    "1",
-                    "--wait-file",
-                    str(go),
-                    "--write",
-                    "fix.txt",
-                    "--content",
-                    "good",
-                    "--commit",
-                ],
+                flags(
+                    ready=ready,
+                    hang_on_attempt=1,
+                    wait_file=go,
+                    write="fix.txt",
+                    content="good",
+                    commit=True,
+                ),
             )
         ],
     )
@@ -691,17 +658,7 @@ def test_best_mode_keeps_a_scored_attempt_through_a_crash(repo, tmp_path, crashe
             ("a", ["--write", "fix.txt", "--content", "good", "--commit"]),
             (
                 "b",
-                [
-                    "--ready",
-                    str(ready),
-                    "--hang-on-attempt",
-                    "1",
-                    "--write",
-                    "fix.txt",
-                    "--content",
-                    "good",
-                    "--commit",
-                ],
+                flags(ready=ready, hang_on_attempt=1, write="fix.txt", content="good", commit=True),
             ),
         ],
         extra='select = "best"',
