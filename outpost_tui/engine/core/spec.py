@@ -1,9 +1,10 @@
 """The race specification: what the race file (or the Python API) asks for, immutable.
 
-Each field a race file can set is declared here once, with its rules: `setting()` and `table()` attach
-a `Key` (how the value is checked, what docs/race-file.md says about it) to the dataclass field. The
-race-file reader, its unknown-key errors, the writer and the docs' key tables are all derived from
-these declarations (`racefile/schema.py`); the Python API builds a RaceSpec directly.
+Each field a race file can set is declared here once, with its rules: `setting()` and `table()`
+(`declaration`) attach a `Key` (how the value is checked, what docs/race-file.md says about it) to
+the dataclass field, its rule beyond the value's kind taken from `rules`. The race-file reader, its
+unknown-key errors, the writer and the docs' key tables are all derived from these declarations
+(`racefile/schema.py`); the Python API builds a RaceSpec directly.
 """
 
 from __future__ import annotations
@@ -12,21 +13,19 @@ import json
 import re
 import shlex
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import MISSING, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
-from ..errors import OutpostError
-from ..gitenv import is_scrubbed
+from . import rules
+from .declaration import Key, Refused, setting, table
 
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 MAX_CANDIDATES = 64
 MAX_CONCURRENCY = 64
 MAX_PORTS = 16
 MAX_REPEAT = 20
-RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-MEMORY_PATTERN = re.compile(r"^[0-9]+(\.[0-9]+)?[bkmgBKMG]?$")
 
 Mode = Literal["race", "fallback"]
 Select = Literal["first", "best"]
@@ -54,142 +53,9 @@ def frozen_map(data: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
     return MappingProxyType(dict(data or {}))
 
 
-# --- how a field is declared ----------------------------------------------------------------------
-
-
-class Refused(OutpostError):
-    """A value that breaks its key's rule; `at` is where inside the value (an index, a name)."""
-
-    def __init__(self, message: str, at: tuple[str | int, ...] = ()):
-        super().__init__(message)
-        self.message = message
-        self.at = at
-
-
-@dataclass(frozen=True)
-class Key:
-    """A race-file key: how its value is checked and what the docs say of it.
-
-    The value's kind comes from the field's type (str, int, float, bool, a tuple of strings, a
-    Path, a mapping of strings, a Literal of choices, a nested dataclass) unless `kind` says
-    otherwise ("argv": a command line). `type` and `default_text` are the docs' words when the kind and
-    the field's default do not say it well."""
-
-    rules: str = ""
-    kind: str = ""
-    type: str = ""
-    default_text: str = ""
-    minimum: int | None = None
-    maximum: int | None = None
-    positive: bool = False  # a number > 0 (otherwise >= 0)
-    expected: str = ""  # the "expected ..." words for a value of the wrong kind
-    check: Callable[[Any], None] | None = None  # a further rule; raises Refused
-    # Keys a race file may give instead of this one, which the reader resolves (brief_file).
-    companions: tuple[tuple[str, Key], ...] = ()
-
-
-@dataclass(frozen=True)
-class Table:
-    """A top-level table (or array of tables) of the race file, holding a spec dataclass."""
-
-    array: bool = False
-
-
-def setting(default: Any = MISSING, *, default_factory: Any = MISSING, **declaration: Any) -> Any:
-    """A dataclass field that a race file can set (see Key)."""
-    return field(default=default, default_factory=default_factory, metadata={"key": Key(**declaration)})
-
-
-def table(default: Any = MISSING, *, default_factory: Any = MISSING, **declaration: Any) -> Any:
-    """A dataclass field holding a race-file table (see Table)."""
-    return field(default=default, default_factory=default_factory, metadata={"table": Table(**declaration)})
-
-
-# --- rules a key's value must follow beyond its kind ---------------------------------------------
-
-
-def _run_id_rule(run_id: str) -> None:
-    if not RUN_ID_PATTERN.fullmatch(run_id):
-        raise Refused(
-            f"invalid run id {json.dumps(run_id)}: use letters, digits, '.', '_' and '-', "
-            "starting with a letter or digit (at most 128 characters)"
-        )
-
-
-def _base_rule(base: str) -> None:
-    if base.startswith("-"):
-        raise Refused(f"invalid base {json.dumps(base)}: must not start with '-'")
-
-
-def _attempts_rule(attempts: int) -> None:
-    # 0 attempts is allowed by the API (a race that starts nothing) but useless in a file.
-    if attempts < 1:
-        raise Refused(
-            f"must be at least 1, found {attempts}"
-            + (": no candidate would ever start" if attempts == 0 else "")
-        )
-
-
-def _junit_rule(junit: str) -> None:
-    if Path(junit).is_absolute() or ".." in Path(junit).parts:
-        raise Refused(f'{json.dumps(junit)} must be a path inside the checkout, e.g. "reports/junit.xml"')
-
-
-def _protect_rule(globs: tuple[str, ...]) -> None:
-    for index, glob in enumerate(globs):
-        if not glob.strip() or glob.startswith("/") or ".." in glob.split("/"):
-            raise Refused(f"{json.dumps(glob)} must be a glob relative to the repository", (index,))
-
-
-def _memory_rule(memory: str) -> None:
-    if not MEMORY_PATTERN.fullmatch(memory):
-        raise Refused(
-            f"invalid memory size {json.dumps(memory)}: use a number with an optional unit "
-            'b, k, m or g, e.g. "2g"'
-        )
-
-
-def setup_path_problem(path: str, *, glob: bool) -> str | None:
-    """Why a [setup] path cannot be used, or None: it must stay inside the repository."""
-    if not path.strip():
-        return "must not be empty"
-    parts = path.replace("\\", "/").split("/")
-    if path.startswith(("/", "~")):
-        return f"{json.dumps(path)} must be relative to the repository root"
-    if ".." in parts:
-        return f"{json.dumps(path)} must not leave the repository (no '..')"
-    if parts[0] in (".git", ".outpost") or ".git" in parts:
-        return f"{json.dumps(path)} names git's or outpost-tui's own files"
-    if not glob and any(char in path for char in "*?["):
-        return f"{json.dumps(path)} must be a path, not a glob (it names what the setup builds)"
-    return None
-
-
-def _setup_paths_rule(*, glob: bool) -> Callable[[tuple[str, ...]], None]:
-    def rule(paths: tuple[str, ...]) -> None:
-        for index, path in enumerate(paths):
-            problem = setup_path_problem(path, glob=glob)
-            if problem:
-                raise Refused(problem, (index,))
-
-    return rule
-
-
 def _key_rule(key: str) -> None:
     if not valid_key(key):
         raise Refused(f"invalid key {json.dumps(key)}: {KEY_RULE}")
-
-
-def _env_rule(env: Mapping[str, str]) -> None:
-    for name in env:
-        if is_scrubbed(name):
-            # removed from every environment a candidate gets: saying so beats a silent drop
-            raise Refused(
-                "git's own variables are not passed to candidates (they would point its git "
-                "at another repository or configuration); only GIT_AUTHOR_NAME, "
-                "GIT_AUTHOR_EMAIL, GIT_COMMITTER_NAME and GIT_COMMITTER_EMAIL are",
-                (name,),
-            )
 
 
 _BRIEF_FILE = Key(
@@ -226,7 +92,7 @@ class BudgetSpec:
         None,
         type="integer ≥ 1",
         default_text="unlimited",
-        check=_attempts_rule,
+        check=rules.attempts_rule,
         rules="attempts started across the race; admissions stop when used up",
     )
     tokens: TokenLimits = setting(
@@ -278,7 +144,7 @@ class ValidateSpec:
     # The verdict (engine/verdict/): how the results are judged against the baseline's.
     junit: str | None = setting(
         None,
-        check=_junit_rule,
+        check=rules.junit_rule,
         rules="where the command writes a JUnit XML report, relative to the checkout (not absolute, "
         "no `..`). Not needed for `pytest`, `python -m pytest` and `python -m unittest`: the "
         "engine asks them for one",
@@ -305,7 +171,7 @@ class ValidateSpec:
     protect: tuple[str, ...] | None = setting(
         None,
         type="list of globs",
-        check=_protect_rule,
+        check=rules.protect_rule,
         expected='a list of globs, e.g. ["tests/**", "pytest.ini"]',
         default_text="the test files and directories, runner configurations, the test sections of "
         "`setup.cfg`, `pyproject.toml` and `package.json`, and the repository files the "
@@ -355,7 +221,7 @@ class SandboxSpec:
     memory: str | None = setting(
         None,
         default_text="no limit",
-        check=_memory_rule,
+        check=rules.memory_rule,
         rules='a number with an optional unit `b`, `k`, `m`, `g`, e.g. `"2g"`',
     )
     cpus: float | None = setting(None, positive=True, default_text="no limit")
@@ -372,7 +238,7 @@ class SetupSpec:
     cache: tuple[str, ...] = setting(
         (),
         type="list of paths",
-        check=_setup_paths_rule(glob=False),
+        check=rules.setup_paths_rule(glob=False),
         expected='a list of paths or globs, e.g. [".venv"]',
         rules="what the command builds (`.venv`, `node_modules`), kept under `.outpost/cache/` per "
         "cache key and copied into each worktree before the command runs; needs `cache_key` "
@@ -381,7 +247,7 @@ class SetupSpec:
     cache_key: tuple[str, ...] = setting(
         (),
         type="list of globs",
-        check=_setup_paths_rule(glob=True),
+        check=rules.setup_paths_rule(glob=True),
         expected='a list of paths or globs, e.g. ["requirements*.txt"]',
         rules="the baseline's files whose content (with the command and sandbox) keys the cache; only "
         "with `cache`",
@@ -389,7 +255,7 @@ class SetupSpec:
     copy: tuple[str, ...] = setting(
         (),
         type="list of globs",
-        check=_setup_paths_rule(glob=True),
+        check=rules.setup_paths_rule(glob=True),
         expected='a list of paths or globs, e.g. [".env"]',
         rules="untracked or ignored files copied from the user's checkout (a `.worktreeinclude` at the "
         "repository root adds more, in gitignore syntax)",
@@ -466,7 +332,7 @@ class CandidateSpec:
     )
     env: Mapping[str, str] = setting(
         default_factory=frozen_map,
-        check=_env_rule,
+        check=rules.env_rule,
         rules="extra environment; names must not contain `=` or NUL; git's own variables "
         "(`GIT_DIR`, `GIT_CONFIG_*`, …) are refused, only the author/committer name and email "
         "are allowed",
@@ -499,7 +365,7 @@ class RaceSpec:
     name: str = setting("race", rules="shown in the app, the result and the history")
     base: str = setting(
         "HEAD",
-        check=_base_rule,
+        check=rules.base_rule,
         rules="the baseline commit (any revision); must resolve to a commit, must not start with `-`",
     )
     mode: Mode = setting(
@@ -517,7 +383,7 @@ class RaceSpec:
     )
     run_id: str | None = setting(
         None,
-        check=_run_id_rule,
+        check=rules.run_id_rule,
         rules="letters, digits, `.`, `_`, `-`, starting with a letter or digit, at most 128; needed "
         "by `[durability]`",
     )

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from .. import agents
+from ..core.declaration import Refused
 from ..core.spec import (
     MAX_CANDIDATES,
     BudgetSpec,
     CandidateSpec,
     Price,
     RaceSpec,
-    Refused,
     SandboxSpec,
     ScoreSpec,
     SetupSpec,

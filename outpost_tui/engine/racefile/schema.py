@@ -19,7 +19,8 @@ from dataclasses import MISSING, dataclass
 from pathlib import Path
 from typing import Any, Literal, Union
 
-from ..core.spec import CandidateSpec, Key, RaceSpec, Table
+from ..core.declaration import Key, Table
+from ..core.spec import CandidateSpec, RaceSpec
 
 REQUIRED = MISSING
 

@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..core.spec import Refused, frozen_map
+from ..core.declaration import Refused
+from ..core.spec import frozen_map
 from . import schema
 from .locate import KeyPath, Locator, RaceFileError, dotted
 from .schema import Option
