@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from outpost_tui.engine.durable.checkpoint import CheckpointStore, _encode_state
-from outpost_tui.engine.durable.transport import LocalTransport
+from outpost_tui.engine.durable.local_transport import LocalTransport
 
 RUN = "bench-race"
 

@@ -36,8 +36,8 @@ from outpost_tui.engine.durable.checkpoint import (
     read_run,
     release_run,
 )
+from outpost_tui.engine.durable.local_transport import LocalTransport
 from outpost_tui.engine.durable.ownership import this_host
-from outpost_tui.engine.durable.transport import LocalTransport
 
 RUN = "parser-race"
 IDENTITY = "identity-1"
@@ -428,7 +428,7 @@ def test_state_must_be_plain_json(transport: LocalTransport) -> None:
 CLAIMER = """
 import json, os, sys, time
 from outpost_tui.engine.durable.checkpoint import AlreadyOwned, CheckpointStore
-from outpost_tui.engine.durable.transport import LocalTransport
+from outpost_tui.engine.durable.local_transport import LocalTransport
 directory, go, runs, state = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
 transport = LocalTransport(directory)
 print("ready", flush=True)

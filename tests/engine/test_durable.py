@@ -18,7 +18,7 @@ from outpost_tui.engine import CandidateSpec, build_spec, run_race_async
 from outpost_tui.engine.core.spec import DurabilitySpec
 from outpost_tui.engine.durable import run as durable
 from outpost_tui.engine.durable.checkpoint import checkpoint_key, read_saved
-from outpost_tui.engine.durable.transport import LocalTransport
+from outpost_tui.engine.durable.local_transport import LocalTransport
 from tests.conftest import FAKE_AGENT, flags, git
 
 CLI = [sys.executable, "-m", "outpost_tui.cli"]

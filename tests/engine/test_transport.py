@@ -16,12 +16,11 @@ from pathlib import Path
 import pytest
 
 from outpost_tui import exitcodes
+from outpost_tui.engine.durable.local_transport import HEADER_SIZE, LocalTransport
 from outpost_tui.engine.durable.ownership import process_start, this_host
 from outpost_tui.engine.durable.transport import (
-    HEADER_SIZE,
     CorruptObject,
     InvalidKey,
-    LocalTransport,
     ObjectTooLarge,
     StorageUnwritable,
     TransportConflict,

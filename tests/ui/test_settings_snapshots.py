@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from outpost_tui.engine.durable import checkpoint, recovery, transport
+from outpost_tui.engine.durable import checkpoint, local_transport, recovery
 from outpost_tui.engine.racefile import load_race
 from outpost_tui.samples import materialise
 from outpost_tui.ui.app import OutpostApp
@@ -115,7 +115,7 @@ def saved_run(race_file: Path, monkeypatch) -> None:
         patch.setattr(checkpoint.Owner, "current", classmethod(lambda cls: owner))
         patch.setattr(time, "time", lambda: T0 - 60)
         # the revision the inspect step shows is a random name the storage gives each write
-        patch.setattr(transport.uuid, "uuid4", lambda: uuid.UUID(int=0x5EED))
+        patch.setattr(local_transport.uuid, "uuid4", lambda: uuid.UUID(int=0x5EED))
         store = checkpoint.CheckpointStore(recovery.transport_for(spec.repository), RUN_ID, spec.repository)
         attempts = [
             attempt_state("fixer", 1, "running"),

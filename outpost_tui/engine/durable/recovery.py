@@ -17,8 +17,8 @@ from ..core.result import CandidateRecord
 from ..core.usage import Usage
 from .checkpoint import CheckpointError, RunSummary, UnknownRun, list_runs, read_run, release_run
 from .checkpoint_state import run_status
+from .local_transport import LocalTransport
 from .ownership import CoordinatorStatus, Owner, coordinator_status, stop_coordinator
-from .transport import LocalTransport
 
 if TYPE_CHECKING:
     from ..core.model import RaceModel

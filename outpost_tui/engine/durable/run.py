@@ -31,7 +31,8 @@ from ..sandbox.container_engine import remove_race_containers, resolve_endpoint
 from ..sandbox.local import LocalProvider
 from .checkpoint import CheckpointError, CheckpointStore, CorruptCheckpoint, race_identity, recover_command
 from .checkpoint_state import interrupted
-from .transport import LocalTransport, TransportError
+from .local_transport import LocalTransport
+from .transport import TransportError
 
 HOST_PROCESSES = LocalProvider()
 
