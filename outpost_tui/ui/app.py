@@ -188,7 +188,7 @@ class OutpostApp(App):
         self._open_recorded(recording)
 
     def _open_recorded(self, recording: Any) -> None:
-        from .screens.race import RecordedRaceScreen
+        from .screens.recorded_race import RecordedRaceScreen
 
         self.push_screen(RecordedRaceScreen(recording))
         if recording.skipped:

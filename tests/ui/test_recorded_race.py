@@ -17,7 +17,8 @@ from outpost_tui.ui.app import OutpostApp
 from outpost_tui.ui.screens.confirm import ConfirmScreen
 from outpost_tui.ui.screens.diff import DiffScreen
 from outpost_tui.ui.screens.home import HomeScreen
-from outpost_tui.ui.screens.race import RaceScreen, RecordedRaceScreen
+from outpost_tui.ui.screens.race import RaceScreen
+from outpost_tui.ui.screens.recorded_race import RecordedRaceScreen
 from outpost_tui.ui.widgets.candidate_panel import CandidatePanel
 from tests.conftest import cmd, git
 

@@ -13,7 +13,8 @@ from textual.widgets import DataTable, Static
 
 from outpost_tui.ui.app import OutpostApp
 from outpost_tui.ui.screens.confirm import ConfirmScreen
-from outpost_tui.ui.screens.race import RaceScreen, RecordedRaceScreen
+from outpost_tui.ui.screens.race import RaceScreen
+from outpost_tui.ui.screens.recorded_race import RecordedRaceScreen
 from outpost_tui.ui.screens.result import ResultScreen
 from tests.conftest import git, make_repo
 from tests.engine.test_durable import CLI

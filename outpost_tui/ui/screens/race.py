@@ -8,7 +8,7 @@ zooms, escape goes back, c cancels, a accepts, x aborts, d shows a diff, / searc
 from __future__ import annotations
 
 import time
-from typing import cast
+from collections.abc import Callable
 
 from rich.text import Text
 from textual import on, work
@@ -16,12 +16,17 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal
 from textual.dom import DOMNode
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import DataTable, Input
 
+from ..durable_wait import waiting_for_recovery
 from ..footer_order import FooterOrder, SteadyFooter
+from ..race_notices import RaceNotices
+from ..race_source import RaceSource
 from ..session import RaceSession
-from ..widgets.candidate_panel import FINAL, TOKEN_FIELDS, CandidatePanel, duration, fill_style, tokens
+from ..widgets.candidate_panel import CandidatePanel
+from ..widgets.candidate_table import CandidateTable
 from ..widgets.header import OutpostHeader
+from ..widgets.race_summary import RaceSummary, state_line, with_budget
 from .confirm import ConfirmScreen
 
 REFRESH_EVERY = 0.1
@@ -30,42 +35,6 @@ REFRESH_EVERY = 0.1
 # How long a typed digit waits for the next one to make a number (ten or more candidates).
 NUMBER_WINDOW = 0.8
 WIDE = 180
-STATE_STYLE = {
-    "winner": "bold green",
-    "rejected": "red",
-    "failed": "red",
-    "quota": "yellow",
-    "cancelled": "dim",
-    "skipped": "dim",
-    "running": "cyan",
-    "validating": "bold cyan",
-}
-# How far along a live candidate is, for the leader.
-STAGE = {"starting": 1, "running": 2, "validating": 3, "scoring": 3}
-GAUGE_CELLS = 5
-
-
-def _gauge(label: str, used, limit, shown) -> Text:
-    """`label used/limit ████░░░░` against a limit, or `label used` without one."""
-    text = Text(f"{label} {shown(used)}" if label != "$" else f"${shown(used)}")
-    if limit is None:
-        text.append(" ")
-        return text
-    text.append(f"/{shown(limit)} " if label != "$" else f"/${limit:.2f} ")
-    fraction = 1.0 if limit <= 0 else min(1.0, used / limit)
-    filled = round(fraction * GAUGE_CELLS)
-    style = {"$error": "bold red", "$warning": "yellow", "$primary": "green"}[fill_style(fraction)]
-    text.append("█" * filled, style=style)
-    text.append("░" * (GAUGE_CELLS - filled), style="dim")
-    text.append(" ")
-    return text
-
-
-def _read(path) -> bytes | None:
-    try:
-        return open(path, "rb").read() if path is not None else None
-    except OSError:
-        return None
 
 
 class RaceScreen(FooterOrder):
@@ -93,22 +62,14 @@ class RaceScreen(FooterOrder):
         self.start_now = start
         self.clock = clock
         self._panels: dict[str, CandidatePanel] = {}
-        self._model_version = -1
-        self._summary_shown: Text | None = None
         self._turn = 0  # the grid row the timer redraws next (see _due)
-        # The race file as it was when this screen's spec was read: before the start, the screen
-        # runs what the file says now (a save in the configure screen, or an edit elsewhere).
-        self.race_file = getattr(session.spec, "path", None)
-        self._source = _read(self.race_file)
+        self.source = RaceSource(getattr(session.spec, "path", None))
         # The open race's durable run, when it waits for recovery (f4 opens the wizard on it).
         self.recovery_run: str | None = None
         self._recovery_note: str | None = None
         self._starting = False
         self.rebuilding = False
-        self._tampering_shown = 0
-        self._warnings_shown = 0
-        # key -> state already announced (None: this screen announces nothing, a recorded race)
-        self._announced: dict[str, str] | None = {}
+        self.notices = RaceNotices(self.notify)
         # "table" or "panels" as the operator chose with `l`; None: whichever fits (see fit_layout)
         self.layout_choice: str | None = None
         self._digits: tuple[int, float] | None = None  # a number being typed, and when
@@ -117,9 +78,9 @@ class RaceScreen(FooterOrder):
 
     def compose(self) -> ComposeResult:
         yield OutpostHeader()
-        yield Static("", id="summary")
+        yield RaceSummary(id="summary")
         with Horizontal(id="body"):
-            table: DataTable[str | Text] = DataTable(id="table", cursor_type="row", zebra_stripes=True)
+            table = CandidateTable(id="table", cursor_type="row", zebra_stripes=True)
             table.can_focus = False  # until fit_layout shows it
             yield table
             with Grid(id="panels"):
@@ -153,26 +114,12 @@ class RaceScreen(FooterOrder):
 
     @work(thread=True, group="durable-check", exit_on_error=False)
     def _check_durable_run(self) -> None:
-        """A durable race whose saved run was interrupted (or is owned by a coordinator that is
-        gone) cannot simply start: say so and offer the wizard."""
+        """A durable race whose saved run waits for recovery cannot simply start: say so and offer
+        the wizard."""
         spec = self.session.spec
-        if not spec.durability.enabled or not spec.run_id or self.session.started:
-            return
-        from ...engine.durable import recovery
-        from ...engine.errors import OutpostError
-
-        try:
-            view = recovery.inspect(spec.repository, spec.run_id)
-        except (OutpostError, OSError, ValueError):
-            return  # never saved (a first run), or unreadable: starting says why
-        coordinator = view.coordinator
-        if view.status == "interrupted":
-            note = f"durable run {spec.run_id} was interrupted"
-        elif view.status == "owned" and coordinator is not None and coordinator.alive is False:
-            note = f"durable run {spec.run_id} is owned by a coordinator that is gone ({coordinator.reason})"
-        else:
-            return
-        self.app.call_from_thread(self._needs_recovery, spec.run_id, note)
+        note = None if self.session.started else waiting_for_recovery(spec)
+        if note is not None and spec.run_id:
+            self.app.call_from_thread(self._needs_recovery, spec.run_id, note)
 
     def _needs_recovery(self, run_id: str, note: str) -> None:
         if self.session.started:
@@ -217,22 +164,13 @@ class RaceScreen(FooterOrder):
         model = self.session.model
         due, summary_due = self._due(rotate)
         with self.app.batch_update():
-            summary = self._summary() if summary_due else self._summary_shown
-            if (
-                summary is not None and summary != self._summary_shown
-            ):  # the clock moves it once a second, not ten times
-                # a layout only when its number of rows changes (its lines never wrap)
-                rows = summary.plain.count("\n")
-                self.query_one("#summary", Static).update(
-                    summary,
-                    layout=self._summary_shown is None or rows != self._summary_shown.plain.count("\n"),
-                )
-                self._summary_shown = summary
+            if summary_due:
+                self.query_one("#summary", RaceSummary).show(self._summary())
             for key, panel in self._panels.items():
                 if key in due:
                     panel.refresh_from(model.candidates[key])
             if self.table_view:
-                self._refresh_table()
+                self.query_one("#table", CandidateTable).refresh_from(model, self._panels, self.clock)
             elif (
                 self.focused is None
                 and getattr(self, "_selected", None) in self._panels
@@ -240,137 +178,16 @@ class RaceScreen(FooterOrder):
             ):
                 # the table that had focus was just hidden: its candidate's panel takes it
                 self._panels[self._selected].focus()
-        for line in model.tampering[self._tampering_shown :]:
-            # the one thing that must not scroll by in a log: the user's repository was changed
-            self.notify(
-                f"your repository was changed: {line}",
-                title="repository changed",
-                severity="error",
-                timeout=30,
-                markup=False,
-            )
-        self._tampering_shown = len(model.tampering)
-        for line in model.warnings[self._warnings_shown :]:
-            self.notify(line, title="race warning", severity="warning", timeout=30, markup=False)
-        self._warnings_shown = len(model.warnings)
-        self._announce()
-
-    def _announce(self) -> None:
-        """A notification for what an operator must not miss: a winner, a quota (and when it
-        resets), the budget running out. Said once each, for what changed while this screen ran."""
-        if self._announced is None or not self.session.started:
-            return
-        model = self.session.model
-        for key, candidate in model.candidates.items():
-            state = candidate.state
-            if self._announced.get(key) == state:
-                continue
-            self._announced[key] = state
-            if state == "winner":
-                how = " (accepted by operator)" if candidate.accepted else ""
-                self.notify(f"{key} won{how}", title="winner", markup=False)
-            elif state == "quota":
-                quota = candidate.quota or {}
-                reset = quota.get("reset_at")
-                self.notify(
-                    f"{key} hit its quota: {quota.get('message') or 'usage limit'}"
-                    + (f"; resets {reset}" if reset else ""),
-                    title="quota",
-                    severity="warning",
-                    markup=False,
-                    timeout=15,
-                )
-        if model.budget_reason and self._announced.get("") != model.budget_reason:
-            self._announced[""] = model.budget_reason
-            self.notify(model.budget_reason, title="budget", severity="warning", markup=False, timeout=15)
+        self.notices.say(self.session)
 
     def _summary(self) -> Text:
-        """The race at a glance: where it stands and for how long, each limited budget as a bar
-        (attempts, every limited token dimension, cost), and who leads."""
-        spec, model, session = self.session.spec, self.session.model, self.session
-        text = self._state_text()
-        if session.error:
-            return text
-        budget, usage = spec.budget, model.usage
-        text.append("\n")
-        text.append_text(_gauge("attempts", model.attempts, budget.attempts, str))
-        for field, label in TOKEN_FIELDS:
-            limit = getattr(budget.tokens, field)
-            if limit is None and field == "cache_write":
-                continue
-            text.append_text(_gauge(label, getattr(usage, field), limit, tokens))
-        if usage.cost_unknown and not usage.cost_usd:
-            text.append(usage.cost_text() + " ")  # nothing to put on a bar
-        else:
-            cost = _gauge(
-                "$", usage.cost_usd, budget.cost_usd, lambda v: f"{v:.4f}" if v < 100 else f"{v:.0f}"
-            )
-            if usage.estimated:
-                cost.append("~")
-            if usage.cost_unknown:
-                cost.append("+ unknown ")
-            text.append_text(cost)
-        if model.budget_reason:
-            text.append(f"· {model.budget_reason}", style="bold yellow")
-        return text
-
-    def leader(self):
-        """Who is ahead while nobody has won: the furthest along (validating before running before
-        starting), then the busiest, then the first declared."""
-        model = self.session.model
-        if model.winner or not self.session.running:
-            return None
-        order = list(model.candidates)
-        live = [c for c in model.candidates.values() if c.state in STAGE]
-        if not live:
-            return None
-        return max(live, key=lambda c: (STAGE[c.state], c.tools, c.lines, -order.index(c.key)))
+        return with_budget(self.session, self._state_text())
 
     def _state_text(self) -> Text:
-        """The summary's first line: why the race cannot run, how it ended, or where it stands."""
-        spec, model, session = self.session.spec, self.session.model, self.session
-        text = Text()
-        if session.error:
-            text.append(f"cannot run: {session.error}", style="bold red")
-            return text
-        if session.result is not None:
-            result = session.result
-            if result.winner:
-                # the status is "winner" then: say it once, with whom
-                text.append(f"winner {result.winner.key}", style="bold")
-                text.append(f" on {result.winner.branch} at {str(result.winner.commit)[:12]}")
-            else:
-                text.append(f"{result.status}", style="bold")
-            if result.integration:
-                text.append(f"  · integration {result.integration['status']}")
-            if model.started_at is not None and model.finished_at is not None:
-                text.append(f"  · took {duration(model.finished_at - model.started_at)}")
-            if result.error:
-                text.append(f"  · {result.error}")
-        elif session.started:
-            # most telling first: a narrow terminal cuts the end of the line
-            text.append("racing", style="bold")
-            if model.started_at is not None:
-                text.append(f" {duration(self.clock() - model.started_at)}")
-            leader = self.leader()
-            if leader is not None:
-                text.append(" · leader ")
-                text.append(leader.key, style="bold")
-                text.append(f" ({leader.state}, {leader.tools} tools)")
-            text.append(f" · {spec.mode}, select {spec.select}")
-            if model.race_id:
-                text.append(f" · race {model.race_id}")
-        elif self._recovery_note:
-            text.append(f"needs recovery: {self._recovery_note}", style="bold yellow")
-            text.append("  · f4 opens the recovery wizard (stop, inspect, release, replay)")
-        else:
-            text.append("ready: press s to start", style="bold")
-            text.append(f"  ({spec.mode}, select {spec.select}, {len(spec.candidates)} candidates)")
-        return text
+        return state_line(self.session, self.clock, self._recovery_note)
 
     # ------------------------------------------------------------------- table or panels
 
-    TABLE_COLUMNS = ("#", "candidate", "state", "try", "time", "out", "in", "cost", "last line")
     # A panel shows its five lines and its border in 7 rows: below this many, its log is gone.
     PANEL_ROWS_NEEDED = 11
 
@@ -406,34 +223,7 @@ class RaceScreen(FooterOrder):
             self.select(key)
 
     def _build_table(self) -> None:
-        table = self.query_one("#table", DataTable)
-        for name in self.TABLE_COLUMNS:
-            table.add_column(name, key=name)
-        for index, key in enumerate(self._panels, 1):
-            table.add_row(str(index), key, *([""] * (len(self.TABLE_COLUMNS) - 2)), key=key)
-
-    def _refresh_table(self) -> None:
-        table = self.query_one("#table", DataTable)
-        for key, candidate in self.session.model.candidates.items():
-            if key not in self._panels:
-                continue
-            end = candidate.agent_ended_at or candidate.finished_at or self.clock()
-            elapsed = duration(end - candidate.agent_started_at) if candidate.agent_started_at else "–"
-            last = candidate.log[-1] if candidate.log else ""
-            values = {
-                "state": Text(
-                    candidate.state.upper() if candidate.state in FINAL else candidate.state,
-                    style=STATE_STYLE.get(candidate.state, ""),
-                ),
-                "try": str(candidate.attempt or ""),
-                "time": elapsed,
-                "out": tokens(candidate.usage.output),
-                "in": tokens(candidate.usage.input),
-                "cost": candidate.usage.cost_text(),
-                "last line": last[:80],
-            }
-            for column, value in values.items():
-                table.update_cell(key, column, value, update_width=True)
+        self.query_one("#table", CandidateTable).build(self._panels)
 
     @on(DataTable.RowSelected, "#table")
     def _row_selected(self) -> None:
@@ -466,25 +256,17 @@ class RaceScreen(FooterOrder):
     # ------------------------------------------------------------- the file on disk
 
     def file_changed(self) -> bool:
-        return (
-            self.race_file is not None and not self.session.started and _read(self.race_file) != self._source
-        )
+        return not self.session.started and self.source.changed()
 
     async def reload_from_file(self) -> bool:
         """Before the start: read the race file again if it changed, and show what it says now.
         False when it no longer reads (the error is shown; the screen keeps the previous race)."""
         if not self.file_changed():
             return True
-        import anyio.to_thread
+        from ...engine.racefile import RaceFileError
 
-        from ...engine.racefile import RaceFileError, load_race
-
-        path = self.race_file
-        if path is None:  # file_changed() is False without a file
-            return True
-        source = _read(path)
         try:
-            spec = await anyio.to_thread.run_sync(load_race, path)
+            spec, source = await self.source.reread()
         except RaceFileError as error:
             self.notify(f"{error}", severity="error", markup=False, timeout=15)
             return False
@@ -496,12 +278,11 @@ class RaceScreen(FooterOrder):
         self.session = session
         if getattr(self.app, "session", None) is not None:
             self.host.session = session
-        self._source = source if source is not None else _read(self.race_file)
+        self.source.read_as = source if source is not None else self.source.now()
         self._panels.clear()
         self.rebuilding = True  # the timer must not draw into widgets being replaced
         try:
             await self.recompose()
-            self._summary_shown = None  # a new summary widget: nothing shown yet
         finally:
             self.rebuilding = False
         self._build_table()
@@ -516,6 +297,8 @@ class RaceScreen(FooterOrder):
     async def on_screen_resume(self) -> None:
         if not self.session.started:
             await self.reload_from_file()
+
+    RECORDED = False  # a race that already ran (see recorded_race.py)
 
     FOOTER_FIRST = ("results", "start", "cancel", "accept", "abort")
     FOOTER_LAST = ("zoom", "back", "search", "diff", "layout")
@@ -565,8 +348,7 @@ class RaceScreen(FooterOrder):
         finally:
             self._starting = False
         self.recovery_run = self._recovery_note = None
-        # a replay's candidates that ended before the crash were announced then, not now
-        self._announced = {key: c.state for key, c in self.session.model.candidates.items()}
+        self.notices.from_now(self.session)
         await self.session.run()
         self.refresh_panels()
         self.refresh_bindings()
@@ -591,9 +373,7 @@ class RaceScreen(FooterOrder):
         if result is None:
             return
         self.app.push_screen(
-            ResultScreen(
-                result.to_json(), race_file=self.race_file, recorded=isinstance(self.session, RecordedSession)
-            )
+            ResultScreen(result.to_json(), race_file=self.source.path, recorded=self.RECORDED)
         )
 
     def action_focus_panel(self, number: int) -> None:
@@ -623,29 +403,29 @@ class RaceScreen(FooterOrder):
         elif not self.session.running and len(self.app.screen_stack) > 2:
             self.dismiss()
 
+    def _confirm(self, question: str, then: Callable[[], object]) -> None:
+        def answer(yes: bool | None) -> None:
+            if yes:
+                then()
+
+        self.app.push_screen(ConfirmScreen(question), answer)
+
     def action_cancel(self) -> None:
         key = self.focused_key()
         if key is None or not self.session.running:
             return
 
-        def answer(yes: bool | None) -> None:
-            if yes and not self.session.cancel(key):
+        def cancel() -> None:
+            if not self.session.cancel(key):
                 self.notify(f"{key} has already finished", severity="warning")
 
-        self.app.push_screen(ConfirmScreen(f"Cancel candidate {key}?"), answer)
+        self._confirm(f"Cancel candidate {key}?", cancel)
 
     def action_accept(self) -> None:
         key = self.focused_key()
-        if key is None or not self.session.running:
-            return
-
-        def answer(yes: bool | None) -> None:
-            if yes:
-                self._accept(key)
-
-        self.app.push_screen(
-            ConfirmScreen(f"Accept {key} as the winner by hand? Every other candidate is cancelled."), answer
-        )
+        if key is not None and self.session.running:
+            question = f"Accept {key} as the winner by hand? Every other candidate is cancelled."
+            self._confirm(question, lambda: self._accept(key))
 
     @work(group="accept")
     async def _accept(self, key: str) -> None:
@@ -654,14 +434,10 @@ class RaceScreen(FooterOrder):
             self.notify(f"cannot accept {key}: {why_not}", severity="warning")
 
     def action_abort(self) -> None:
-        if not self.session.running:
-            return
-
-        def answer(yes: bool | None) -> None:
-            if yes:
-                self.session.abort()
-
-        self.app.push_screen(ConfirmScreen("Abort the race? Every running candidate is cancelled."), answer)
+        if self.session.running:
+            self._confirm(
+                "Abort the race? Every running candidate is cancelled.", lambda: self.session.abort()
+            )
 
     def action_diff(self) -> None:
         from .diff import DiffScreen
@@ -707,101 +483,3 @@ class RaceScreen(FooterOrder):
             search.value = ""
         if key is not None:
             self.select(key)
-
-
-# ------------------------------------------------------------------------ recorded races
-
-
-class RecordedSession:
-    """A race that already ran, shaped as the screen reads a RaceSession: started, never running,
-    its model filled once from the recorded events."""
-
-    started = True
-    running = False
-    error = None
-
-    def __init__(self, recording) -> None:
-        self.recording = recording
-        self.spec = recording.spec
-        self.model = recording.model
-        self.result = recording.result
-
-
-READ_ONLY = ("start", "cancel", "accept", "abort")
-
-
-class RecordedRaceScreen(RaceScreen):
-    """A recorded race, read-only: every panel, zoom, log search and diff; the controls that
-    would change a race are not offered and say why when pressed."""
-
-    # Same keys and binding ids (a user's rebinding applies here too), hidden from the footer.
-    BINDINGS = [
-        Binding(b.key, b.action, f"{b.description} (live races only)", show=False, id=b.id)
-        for b in RaceScreen.BINDINGS
-        if isinstance(b, Binding) and b.action in READ_ONLY
-    ]
-
-    def __init__(self, recording) -> None:
-        last = recording.last_event_at
-        # Read as a RaceSession that never started: the controls that would reach its race are off.
-        session = cast(RaceSession, RecordedSession(recording))
-        super().__init__(session, clock=(lambda: last) if last else time.time)
-        self.recording = recording
-        self._announced = None
-
-    def on_mount(self) -> None:
-        # Textual calls RaceScreen.on_mount after this one (handlers run up the MRO) and it sets
-        # the live title: the recorded one is set once it has run.
-        self.call_later(self._recorded_title)
-
-    def _recorded_title(self) -> None:
-        race = self.recording.race
-        started = (
-            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(race.started_at)) if race.started_at else "?"
-        )
-        self.title = f"outpost-tui · {self.session.spec.name} · recorded"
-        self.sub_title = f"race {race.id}, started {started}"
-
-    def check_action(self, action: str, parameters: tuple) -> bool | None:
-        if action == "results":
-            return self.session.result is not None
-        return True
-
-    def _state_text(self) -> Text:
-        if self.session.result is not None:
-            return super()._state_text()
-        text = Text("unfinished", style="bold")
-        text.append("  no race-finished event was recorded: its coordinator was killed, or it still runs")
-        return text
-
-    def _read_only(self, what: str) -> None:
-        self.notify(f"a recorded race: nothing to {what}", severity="warning")
-
-    def action_start(self) -> None:
-        self._read_only("start")
-
-    def action_cancel(self) -> None:
-        self._read_only("cancel")
-
-    def action_accept(self) -> None:
-        self._read_only("accept")
-
-    def action_abort(self) -> None:
-        self._read_only("abort")
-
-    def action_diff(self) -> None:
-        from .diff import DiffScreen
-
-        key = self.focused_key()
-        baseline = self.recording.baseline
-        if key is None or baseline is None:
-            return
-        branch = self.session.model.candidates[key].branch
-        if branch is None:
-            self.notify(f"{key} never had a branch", severity="warning")
-            return
-        self.app.push_screen(
-            DiffScreen(
-                self.recording.repository, baseline, branch, f"{key}: {branch} against {baseline[:12]}"
-            )
-        )

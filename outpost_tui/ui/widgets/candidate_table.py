@@ -1,0 +1,60 @@
+"""The candidates as a table, one row each: what the race screen shows in place of the panels when
+there are too many of them to show a log (or when the operator asks for it, `l`).
+
+Like the panels, the table never subscribes to anything: the screen's timer calls `refresh_from`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Container, Iterable
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from ...engine.core.model import RaceModel
+from .candidate_panel import FINAL, duration, tokens
+
+STATE_STYLE = {
+    "winner": "bold green",
+    "rejected": "red",
+    "failed": "red",
+    "quota": "yellow",
+    "cancelled": "dim",
+    "skipped": "dim",
+    "running": "cyan",
+    "validating": "bold cyan",
+}
+COLUMNS = ("#", "candidate", "state", "try", "time", "out", "in", "cost", "last line")
+
+
+class CandidateTable(DataTable[str | Text]):
+    """One row per candidate, keyed by the candidate's key."""
+
+    def build(self, keys: Iterable[str]) -> None:
+        for name in COLUMNS:
+            self.add_column(name, key=name)
+        for index, key in enumerate(keys, 1):
+            self.add_row(str(index), key, *([""] * (len(COLUMNS) - 2)), key=key)
+
+    def refresh_from(self, model: RaceModel, shown: Container[str], clock: Callable[[], float]) -> None:
+        """Each candidate in `shown` (its row's key) as the model has it now."""
+        for key, candidate in model.candidates.items():
+            if key not in shown:
+                continue
+            end = candidate.agent_ended_at or candidate.finished_at or clock()
+            elapsed = duration(end - candidate.agent_started_at) if candidate.agent_started_at else "–"
+            last = candidate.log[-1] if candidate.log else ""
+            values: dict[str, str | Text] = {
+                "state": Text(
+                    candidate.state.upper() if candidate.state in FINAL else candidate.state,
+                    style=STATE_STYLE.get(candidate.state, ""),
+                ),
+                "try": str(candidate.attempt or ""),
+                "time": elapsed,
+                "out": tokens(candidate.usage.output),
+                "in": tokens(candidate.usage.input),
+                "cost": candidate.usage.cost_text(),
+                "last line": last[:80],
+            }
+            for column, value in values.items():
+                self.update_cell(key, column, value, update_width=True)
