@@ -359,7 +359,8 @@ def test_setup_runs_concurrently_across_candidates(repo, tmp_path):
 
 def test_the_review_of_a_kept_worktree_never_shows_setup_files_as_its_work(tmp_path):
     """A kept worktree's whole work (the review screen's diff) leaves out what setup put there."""
-    from outpost_tui.engine.kept.retained import retained, touched, whole_work
+    from outpost_tui.engine.kept.comparison import touched
+    from outpost_tui.engine.kept.retained import retained, whole_work
 
     repo = python_project(tmp_path / "project")
     (repo / ".gitignore").write_text(".venv/\n")  # .env is untracked and not ignored here

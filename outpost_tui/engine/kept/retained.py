@@ -22,6 +22,7 @@ from ..git.integration import _candidate
 from ..git.runner import _check, _first_line, _run
 from ..records import history
 from . import archive
+from .comparison import diff_stat
 from .processes import Occupant, occupants_of
 
 INTERRUPTED = "interrupted"
@@ -264,7 +265,7 @@ def holds(directory: Path | str) -> Holds:
             )
         else:
             found.uncommitted += 1
-    found.hidden = len(hidden_edits(top))
+    found.hidden = len(git.hidden_edits(top))
     return found
 
 
@@ -275,39 +276,6 @@ def _blocks(path: Path) -> int:
         return 0
 
 
-def hidden_edits(directory: Path | str) -> list[str]:
-    """Paths whose index flags (assume-unchanged, skip-worktree) hide an edit on disk from git status."""
-    return git.hidden_edits(directory)
-
-
-def diff_stat(root: Path | str, baseline: str, tree: str) -> dict[str, Any]:
-    out = str(
-        _check(
-            "git diff --numstat",
-            root,
-            "diff",
-            "--numstat",
-            "-z",
-            "--no-renames",
-            "--no-ext-diff",
-            "--no-textconv",
-            baseline,
-            tree,
-            "--",
-            strip=False,
-        )
-    )
-    files = insertions = deletions = 0
-    for record in out.split("\0"):
-        parts = record.split("\t")
-        if len(parts) < 3:
-            continue
-        files += 1
-        insertions += int(parts[0]) if parts[0].isdigit() else 0
-        deletions += int(parts[1]) if parts[1].isdigit() else 0
-    return {"files": files, "insertions": insertions, "deletions": deletions}
-
-
 def whole_work(root: Path | str, attempt: RetainedAttempt) -> str:
     """The tree of an attempt's whole work: its worktree as on disk, else its archive, else its branch."""
     if attempt.present and attempt.path and not attempt.link_changed:
@@ -315,43 +283,6 @@ def whole_work(root: Path | str, attempt: RetainedAttempt) -> str:
     if attempt.archive:
         return str(_check("reading the archive", root, "rev-parse", f"{attempt.archive}^{{tree}}"))
     return str(_check("reading the branch", root, "rev-parse", f"{attempt.head or attempt.branch}^{{tree}}"))
-
-
-def work_diff(root: Path | str, old: str, new: str) -> str:
-    """The patch from `old` to `new` (commits or trees), as text for the diff view."""
-    return str(
-        _check(
-            "git diff",
-            root,
-            "diff",
-            "--no-color",
-            "--no-ext-diff",
-            "--no-textconv",
-            "-M",
-            old,
-            new,
-            "--",
-            strip=False,
-        )
-    )
-
-
-def touched(root: Path | str, old: str, new: str) -> list[str]:
-    out = str(
-        _check(
-            "git diff --name-only",
-            root,
-            "diff",
-            "--name-only",
-            "-z",
-            "--no-renames",
-            old,
-            new,
-            "--",
-            strip=False,
-        )
-    )
-    return [p for p in out.split("\0") if p]
 
 
 # --- the listing --------------------------------------------------------------------------------

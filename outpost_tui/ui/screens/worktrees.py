@@ -33,6 +33,7 @@ from ...engine.core.result import Validation
 from ...engine.errors import OutpostError
 from ...engine.git import merge
 from ...engine.kept import archive, cleanup
+from ...engine.kept.comparison import touched, work_diff
 from ...engine.kept.removal import archive_and_remove
 from ...engine.kept.restore import restore
 from ...engine.kept.retained import (
@@ -41,9 +42,7 @@ from ...engine.kept.retained import (
     human_age,
     human_bytes,
     retained,
-    touched,
     whole_work,
-    work_diff,
 )
 from ...engine.kept.revalidation import NotRecorded, revalidate
 from ...engine.sandbox import SandboxError
