@@ -12,14 +12,11 @@ work reachable first and refuses while a process uses the worktree.
 
 from __future__ import annotations
 
-import os
-import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -32,75 +29,37 @@ from ...engine import git
 from ...engine.core.result import Validation
 from ...engine.errors import OutpostError
 from ...engine.git import merge
-from ...engine.kept import archive, cleanup
-from ...engine.kept.comparison import touched, work_diff
-from ...engine.kept.removal import archive_and_remove
-from ...engine.kept.restore import restore
-from ...engine.kept.retained import (
-    RetainedAttempt,
-    RetainedRace,
-    human_age,
-    human_bytes,
-    retained,
-    whole_work,
-)
+from ...engine.kept import cleanup
+from ...engine.kept.retained import RetainedAttempt, RetainedRace
 from ...engine.kept.revalidation import NotRecorded, revalidate
-from ...engine.sandbox import SandboxError
-from ...engine.sandbox.container_engine import list_containers
+from ..kept_words import (
+    archive_question,
+    attempt_details,
+    branches_question,
+    merge_question,
+    no_branch_can_go,
+    prune_question,
+    race_details,
+    wrapped,
+)
+from ..kept_work import (
+    archive_worktree,
+    comparison,
+    delete_branches,
+    integrate,
+    list_kept,
+    merge_check,
+    prune,
+    relative,
+    restore_worktree,
+    whole_work_diff,
+)
 from ..paths import shown_path
 from ..shell import open_shell
 from ..widgets.header import OutpostHeader
+from ..widgets.kept_table import RACE_ROW, KeptTable
 from .confirm import ConfirmScreen
 from .work_diff import WorkDiffScreen
-
-RACE_ROW = "race:"
-# A confirmation is read at 80 columns too: its lines are wrapped to fit the dialog there.
-QUESTION_WIDTH = 68
-OUTCOME_STYLE = {
-    "winner": "bold green",
-    "rejected": "red",
-    "failed": "red",
-    "quota": "yellow",
-    "cancelled": "dim",
-    "skipped": "dim",
-    "interrupted": "yellow",
-}
-
-
-def holds_cell(row: RetainedAttempt) -> str:
-    """What the worktree holds beyond its last commit, in a few characters (legend in the details)."""
-    if not row.present:
-        return "archived" if row.archive else "branch" if row.head and not row.path else "missing"
-    if row.link_changed:
-        return "link changed"
-    if row.holds is None:
-        return "?"
-    held = row.holds
-    parts = [
-        f"{code}{n}"
-        for code, n in (
-            ("M", held.uncommitted),
-            ("?", held.untracked),
-            ("!", held.ignored),
-            ("H", held.hidden),
-        )
-        if n
-    ]
-    return " ".join(parts) or "clean"
-
-
-def diff_cell(row: RetainedAttempt) -> str:
-    stat = row.diff_stat
-    return f"{stat['files']}f +{stat['insertions']} -{stat['deletions']}" if stat else "—"
-
-
-def live_cell(row: RetainedAttempt) -> str:
-    marks = []
-    if row.occupants:
-        marks.append(f"{len(row.occupants)} proc")
-    if row.container:
-        marks.append("ctr " + str(row.container.get("status") or "?")[:4])
-    return ", ".join(marks) or "—"
 
 
 class WorktreesScreen(Screen):
@@ -148,9 +107,7 @@ class WorktreesScreen(Screen):
         yield OutpostHeader()
         with Vertical():
             yield Static(f"Work kept in {shown_path(self.repository)}", id="title", markup=False)
-            table: DataTable[str | Text] = DataTable(id="worktrees", cursor_type="row", zebra_stripes=True)
-            table.add_columns("attempt", "outcome", "holds", "diff", "size", "age", "live")
-            yield table
+            yield KeptTable(id="worktrees")
             yield Static(id="error", classes="error", markup=False)
             yield Static(id="containers", markup=False)
             with VerticalScroll(id="details-box"):
@@ -166,10 +123,7 @@ class WorktreesScreen(Screen):
         return [row for race in self.races for row in race.attempts]
 
     def selected_key(self) -> str | None:
-        table = self.query_one("#worktrees", DataTable)
-        if table.row_count == 0:
-            return None
-        return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        return self.query_one("#worktrees", KeptTable).selected_key()
 
     def selected(self) -> RetainedAttempt | None:
         key = self.selected_key()
@@ -206,23 +160,15 @@ class WorktreesScreen(Screen):
 
     def _ask(self, lines: list[str], then: Callable[[], object]) -> None:
         """A confirmation of `lines` (plain text, wrapped to fit 80 columns); `then` runs on yes."""
-        wrapped = "\n".join(textwrap.fill(line, QUESTION_WIDTH, subsequent_indent="  ") for line in lines)
 
         def answered(yes: bool | None) -> None:
             if yes:
                 then()
 
-        self.app.push_screen(ConfirmScreen(wrapped), answered)
+        self.app.push_screen(ConfirmScreen(wrapped(lines)), answered)
 
     def _relative(self, path: str | None) -> str:
-        if not path:
-            return "—"
-        if self.root is not None:
-            try:
-                return str(Path(path).relative_to(self.root))
-            except ValueError:
-                pass
-        return path
+        return relative(self.root, path)
 
     def _needs(self, row: RetainedAttempt | None, *, worktree: bool = False) -> RetainedAttempt | None:
         if row is None:
@@ -244,60 +190,15 @@ class WorktreesScreen(Screen):
 
     @work(thread=True, exclusive=True, group="list", exit_on_error=False)
     def _list(self) -> None:
-        try:
-            root = git.repository_root(self.repository)
-        except git.GitError as error:
-            self._deliver(self._listed, None, [], str(error), "")
-            return
-        note = ""
-        try:
-            containers = list_containers(repository=str(root))
-        except SandboxError as error:
-            first = str(error).strip().splitlines()[0] if str(error).strip() else "unreachable"
-            containers, note = [], f"Containers not listed: {first}"
-        try:
-            races = retained(root, now=self.clock(), containers=containers)
-        except git.GitError as error:
-            self._deliver(self._listed, root, [], str(error), note)
-            return
-        self._deliver(self._listed, root, races, "", note)
+        self._deliver(self._listed, *list_kept(self.repository, self.clock()))
 
     def _listed(self, root: Path | None, races: list[RetainedRace], error: str, note: str) -> None:
         self.root = root
         self.races = races
         self._show_error(error)
         self.query_one("#containers", Static).update(note)
-        table = self.query_one("#worktrees", DataTable)
-        keep = self.selected_key()
-        table.clear()
-        for race in races:
-            table.add_row(
-                Text(f"▾ {race.id}", style="bold"),
-                Text(race.status, style="bold"),
-                "",
-                "",
-                "",
-                "",
-                "",
-                key=RACE_ROW + race.id,
-            )
-            for row in race.attempts:
-                mark = "● " if row.id == self.marked else "  "
-                table.add_row(
-                    f"{mark}{row.key}#{row.attempt}",
-                    Text(row.outcome, style=OUTCOME_STYLE.get(row.outcome, "")),
-                    holds_cell(row),
-                    diff_cell(row),
-                    human_bytes(row.size_bytes) if row.size_bytes is not None else "—",
-                    human_age(row.age_seconds),
-                    live_cell(row),
-                    key=row.id,
-                )
-        keys = [RACE_ROW + r.id for r in races] + [row.id for row in self.attempts()]
-        if keep in keys:
-            table.move_cursor(row=table.get_row_index(keep))
-        elif races and races[0].attempts:
-            table.move_cursor(row=1)
+        table = self.query_one("#worktrees", KeptTable)
+        table.show(races, self.marked)
         if not races:
             self.query_one("#details", Static).update(
                 "" if error else f"Nothing kept in {root}: no worktree or archive of a race."
@@ -318,41 +219,13 @@ class WorktreesScreen(Screen):
         if row is None:
             race = self.selected_race()
             if race is not None:
-                kept = sum(1 for r in race.attempts if r.present)
-                details.update(
-                    f"race {race.id}{' (' + race.name + ')' if race.name else ''}: {race.status}\n"
-                    f"{len(race.attempts)} attempt(s), {kept} worktree(s) kept\n"
-                    "B deletes its branches that hold nothing unmerged; P prunes every finished race"
-                )
+                details.update(race_details(race))
             return
-        lines = [f"branch {row.branch}", f"{row.outcome}" + (f": {row.reason}" if row.reason else "")]
-        if row.verdict:
-            lines[-1] += "  verdict " + ", ".join(f"{k} {v}" for k, v in row.verdict.items())
-        if row.present:
-            lines.append(
-                f"worktree {self._relative(row.path)}, {human_bytes(row.size_bytes)}, "
-                f"{human_age(row.age_seconds)} old"
+        details.update(
+            attempt_details(
+                row, path=self._relative(row.path), again=self.verdicts.get(row.id), marked=self.marked
             )
-            if row.holds is not None:
-                lines.append(f"holds {row.holds.describe()}")
-        elif row.archive:
-            lines.append(f"archived at {row.archive[:12]} (u restores the worktree)")
-        elif not row.path:
-            lines.append("only its branch is kept (no worktree, no archive)")
-        if row.archive and row.present:
-            lines.append(f"an earlier archive is at {row.archive[:12]}")
-        if row.id in self.verdicts:
-            again = self.verdicts[row.id]
-            lines.append(f"validated again: {again.status}" + (f" ({again.reason})" if again.reason else ""))
-        if row.container:
-            lines.append(f"container {row.container.get('name')} ({row.container.get('status')})")
-        if row.occupants:
-            lines.append("in use by " + "; ".join(o.describe() for o in row.occupants))
-        if row.problem:
-            lines.append(f"not inspected: {row.problem}")
-        if self.marked and self.marked != row.id:
-            lines.append(f"marked for compare: {self.marked} (c compares)")
-        details.update("\n".join(lines))
+        )
 
     # ------------------------------------------------------------------------------ diff and compare
 
@@ -367,17 +240,12 @@ class WorktreesScreen(Screen):
 
     @work(thread=True, exclusive=True, group="diff", exit_on_error=False)
     def _diff(self, root: Path, row: RetainedAttempt) -> None:
-        assert row.baseline is not None, "action_diff lets only an attempt with a baseline through"
         try:
-            patch = work_diff(root, row.baseline, whole_work(root, row))
+            title, patch = whole_work_diff(root, row)
         except (git.GitError, OSError) as error:
             self._deliver(self._show_error, f"no diff for {row.id}: {error}")
             return
-        where = "worktree as it is" if row.present else "archive" if row.archive else "branch"
-        self._deliver(
-            self.app.push_screen,
-            WorkDiffScreen(f"{row.id}: whole work ({where}) against baseline {row.baseline[:12]}", patch),
-        )
+        self._deliver(self.app.push_screen, WorkDiffScreen(title, patch))
 
     def action_mark(self) -> None:
         row = self._needs(self.selected())
@@ -399,29 +267,11 @@ class WorktreesScreen(Screen):
     @work(thread=True, exclusive=True, group="diff", exit_on_error=False)
     def _compare(self, root: Path, left: RetainedAttempt, right: RetainedAttempt) -> None:
         try:
-            trees = whole_work(root, left), whole_work(root, right)
-            mine = set(touched(root, left.baseline, trees[0])) if left.baseline else set()
-            theirs = set(touched(root, right.baseline, trees[1])) if right.baseline else set()
-            patch = work_diff(root, *trees)
+            title, patch, summary = comparison(root, left, right)
         except (git.GitError, OSError) as error:
             self._deliver(self._show_error, f"no comparison: {error}")
             return
-
-        def listed(paths: set[str]) -> str:
-            return (
-                ", ".join(sorted(paths)[:8]) + (f" and {len(paths) - 8} more" if len(paths) > 8 else "")
-                or "none"
-            )
-
-        summary = (
-            f"only {left.key}#{left.attempt}: {listed(mine - theirs)}\n"
-            f"only {right.key}#{right.attempt}: {listed(theirs - mine)}\n"
-            f"both: {listed(mine & theirs)}"
-        )
-        self._deliver(
-            self.app.push_screen,
-            WorkDiffScreen(f"{left.id} → {right.id}: the difference between their results", patch, summary),
-        )
+        self._deliver(self.app.push_screen, WorkDiffScreen(title, patch, summary))
 
     # ------------------------------------------------------------------------------ shell, copy
 
@@ -501,9 +351,7 @@ class WorktreesScreen(Screen):
 
     @work(thread=True, exclusive=True, group="merge", exit_on_error=False)
     def _check_merge(self, root: Path, row: RetainedAttempt, how: str) -> None:
-        check = git.integration_check(root, row.branch, row.head)
-        host = git.host_snapshot(root).branch if check.status != "blocked" else ""
-        self._deliver(self._confirm_merge, root, row, how, check, host)
+        self._deliver(self._confirm_merge, root, row, how, *merge_check(root, row))
 
     def _confirm_merge(
         self, root: Path, row: RetainedAttempt, how: str, check: git.Integration, host: str
@@ -514,28 +362,12 @@ class WorktreesScreen(Screen):
         if check.status == "conflict":
             self._show_error(f"not merged: {row.id} would conflict in {', '.join(check.conflicts[:5])}")
             return
-        verb = "Merge" if how == merge.MERGE else "Cherry-pick the commits of"
-        lines = [
-            f"{verb} {row.id} ({str(row.head)[:12]}) into {host}?",
-            "Integration check just now: clean. Your git hooks run; nothing is pushed.",
-        ]
-        if row.holds is not None and row.holds.anything:
-            lines.append(
-                f"Its worktree also holds {row.holds.describe()}: not part of the {how} "
-                "(commit it in a shell first, s)."
-            )
+        lines = merge_question(row, how, host)
         self._ask(lines, lambda: self._merge(root, row, how))
 
     @work(thread=True, exclusive=True, group="merge", exit_on_error=False)
     def _merge(self, root: Path, row: RetainedAttempt, how: str) -> None:
-        if how == merge.MERGE:
-            outcome = merge.merge(
-                root, row.branch, expected_commit=row.head, message=f"Merge outpost candidate {row.id}"
-            )
-        else:
-            assert row.baseline is not None, "_start_merge refuses a cherry-pick without a baseline"
-            outcome = merge.cherry_pick(root, row.branch, row.baseline, expected_commit=row.head)
-        self._deliver(self._merged, outcome)
+        self._deliver(self._merged, integrate(root, row, how))
 
     def _merged(self, outcome: merge.MergeOutcome) -> None:
         if outcome.done:
@@ -554,42 +386,13 @@ class WorktreesScreen(Screen):
                 f"not removed: {row.id} is in use by " + "; ".join(o.describe() for o in row.occupants)
             )
             return
-        held = row.holds
-        lines = [
-            f"Archive {row.id} and remove its worktree?",
-            f"Everything in it that its branch lacks goes to "
-            f"{archive.Attempt(row.race_id, row.key, row.attempt).ref} first and is checked; "
-            "the branch stays.",
-        ]
-        if held is not None and held.ignored:
-            lines.append(
-                f"Its {held.ignored} ignored file(s), {human_bytes(held.ignored_bytes)}, are archived too."
-                if include_ignored
-                else f"Its {held.ignored} ignored file(s), {human_bytes(held.ignored_bytes)}, are NOT kept "
-                "(A archives them too)."
-            )
+        lines = archive_question(row, include_ignored)
         root = self.root
         self._ask(lines, lambda: self._archive(root, row, include_ignored))
 
     @work(thread=True, exclusive=True, group="cleanup", exit_on_error=False)
     def _archive(self, root: Path, row: RetainedAttempt, include_ignored: bool) -> None:
-        assert row.path is not None, "_needs(worktree=True) lets only a present worktree through"
-        try:
-            removal = archive_and_remove(
-                root,
-                row.path,
-                archive.Attempt(row.race_id, row.key, row.attempt),
-                include_ignored=include_ignored,
-            )
-        except (git.GitError, OSError) as error:
-            self._deliver(self._after, "", str(error))
-            return
-        self._deliver(
-            self._after,
-            f"archived {row.id} at {removal.archive.commit[:12]} and removed its worktree; "
-            f"{human_bytes(removal.freed_bytes)} freed",
-            "",
-        )
+        self._deliver(self._after, *archive_worktree(root, row, include_ignored))
 
     def _after(self, said: str, error: str) -> None:
         if error:
@@ -611,12 +414,7 @@ class WorktreesScreen(Screen):
 
     @work(thread=True, exclusive=True, group="cleanup", exit_on_error=False)
     def _restore(self, root: Path, row: RetainedAttempt) -> None:
-        try:
-            target = restore(root, archive.Attempt(row.race_id, row.key, row.attempt))
-        except (git.GitError, OSError) as error:
-            self._deliver(self._after, "", str(error))
-            return
-        self._deliver(self._after, f"restored {row.id} into {self._relative(str(target))}", "")
+        self._deliver(self._after, *restore_worktree(root, row))
 
     # ------------------------------------------------------------------------------ prune, branches
 
@@ -629,24 +427,13 @@ class WorktreesScreen(Screen):
             reasons = "; ".join(f"{s.attempt.id}: {s.why}" for s in steps[:3])
             self._show_error("nothing to prune" + (f" (kept {reasons})" if reasons else ""))
             return
-        size = sum(s.attempt.size_bytes or 0 for s in removing)
-        kept = [s for s in steps if s.action == cleanup.KEEP]
-        lines = [
-            f"Prune: archive and remove {len(removing)} worktree(s) of finished races, {human_bytes(size)}?",
-            "Each is archived and checked before it goes; branches stay.",
-        ]
-        lines += [f"keep {s.attempt.id}: {s.why}" for s in kept[:4]]
-        if len(kept) > 4:
-            lines.append(f"and {len(kept) - 4} more kept")
+        lines = prune_question(steps)
         root = self.root
         self._ask(lines, lambda: self._prune(root, steps))
 
     @work(thread=True, exclusive=True, group="cleanup", exit_on_error=False)
     def _prune(self, root: Path, steps: list[cleanup.PruneStep]) -> None:
-        report = cleanup.prune(root, steps)
-        said = f"pruned {len(report.removed)} worktree(s), freed {human_bytes(report.freed_bytes)}"
-        error = "; ".join(f"kept {ident}: {why}" for ident, why in report.failed)
-        self._deliver(self._after, said, error)
+        self._deliver(self._after, *prune(root, steps))
 
     def action_delete_branches(self, archive_unmerged: bool = False) -> None:
         race = self.selected_race()
@@ -672,45 +459,13 @@ class WorktreesScreen(Screen):
         deletable = [c for c in checks if c.deletable]
         refused = [c for c in checks if not c.deletable and c not in unmerged]
         if not deletable and not unmerged:
-            hint = (
-                "; D archives branches with unmerged commits first"
-                if any(c.unmerged for c in refused)
-                else ""
-            )
-            self._show_error(
-                f"no branch of race {race_id} can go: "
-                + "; ".join(f"{c.branch.split('/', 3)[-1]}: {c.why}" for c in refused[:3])
-                + hint
-            )
+            self._show_error(no_branch_can_go(race_id, refused))
             return
-        lines = [f"Delete {len(deletable) + len(unmerged)} branch(es) of race {race_id}?"]
-        lines += [
-            f"archive, then delete {c.branch}: {c.why.removesuffix(': archive it first')}"
-            for c in unmerged[:4]
-        ]
-        lines += [f"delete {c.branch}: {c.why}" for c in deletable[:4]]
-        lines += [f"keep {c.branch}: {c.why.replace(str(root) + os.sep, '')}" for c in refused[:3]]
+        lines = branches_question(root, race_id, deletable, unmerged, refused)
         self._ask(lines, lambda: self._delete(root, race_id, deletable, unmerged))
 
     @work(thread=True, exclusive=True, group="cleanup", exit_on_error=False)
     def _delete(
         self, root: Path, race_id: str, checks: list[cleanup.BranchCheck], unmerged: list[cleanup.BranchCheck]
     ) -> None:
-        deleted, errors = 0, []
-        if unmerged:
-            try:
-                for check in unmerged:
-                    cleanup.archive_branch(root, check.branch)
-                # checked again: now their commits are reachable from their archives
-                again = {c.branch: c for c in cleanup.check_branches(root, race_id)}
-            except git.GitError as error:
-                self._deliver(self._after, "", str(error))
-                return
-            checks = checks + [again[c.branch] for c in unmerged if c.branch in again]
-        for check in checks:
-            try:
-                cleanup.delete_branch(root, check)
-                deleted += 1
-            except git.GitError as error:
-                errors.append(str(error))
-        self._deliver(self._after, f"deleted {deleted} branch(es)", "; ".join(errors))
+        self._deliver(self._after, *delete_branches(root, race_id, checks, unmerged))
