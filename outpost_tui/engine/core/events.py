@@ -157,8 +157,8 @@ class Operator(Event):
 
 @_kind(EventKind.TAMPERING)
 class Tampering(Event):
-    """The user's repository was changed. Each change: candidate, attempt, running, kind, name,
-    change, before, after, undo, restored, evidence, checkout, description."""
+    """The user's repository was changed. Each change: candidate, attempt, running, ended_with,
+    kind, name, change, before, after, undo, restored, evidence, checkout, description."""
 
     changes: list[dict[str, Any]]
 

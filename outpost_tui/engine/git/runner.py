@@ -130,12 +130,12 @@ def _driver_config(directory: str) -> tuple[tuple[str, str], ...]:
     container sandbox cannot reach them, one of the local sandbox can run anything as the user
     anyway, and they are what makes a checkout right (Git LFS's smudge filter). Found with one `git
     config` call and remembered until a file it read, or could read, changes."""
-    files = _config_files(directory)
+    dirs = _git_dir_names(directory)
+    files = _config_files(dirs)
     # Checkouts of one repository without a config.worktree of their own read the same files:
     # the engine's many worktrees and grading checkouts share one look.
     key = directory
-    dirs = _git_dirs(Path(directory))
-    if dirs is not None and not os.path.lexists(dirs[0] / "config.worktree"):
+    if dirs is not None and not os.path.lexists(os.path.join(dirs[0], "config.worktree")):
         key = f"shared:{dirs[1]}"
     with _drivers_guard:
         cached = _drivers_seen.get(key)
@@ -195,15 +195,19 @@ def _include_target(value: str, origin: str) -> str:
     return target if os.path.isabs(target) else os.path.join(os.path.dirname(origin), target)
 
 
-def _config_files(directory: str) -> tuple[str, ...]:
-    """Every configuration file git could read for `directory`, present or not."""
+def _config_files(dirs: tuple[str, str] | None) -> tuple[str, ...]:
+    """Every configuration file git could read in a checkout with these (git directory, common
+    directory), present or not."""
     home = os.path.expanduser("~")
     xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
     files = ["/etc/gitconfig", os.path.join(home, ".gitconfig"), os.path.join(xdg, "git", "config")]
-    dirs = _git_dirs(Path(directory))
     if dirs is not None:
         git_dir, common = dirs
-        files += [str(common / "config"), str(common / "config.worktree"), str(git_dir / "config.worktree")]
+        files += [
+            os.path.join(common, "config"),
+            os.path.join(common, "config.worktree"),
+            os.path.join(git_dir, "config.worktree"),
+        ]
     return tuple(files)
 
 
@@ -409,20 +413,31 @@ def _git_version() -> tuple[int, ...]:
 
 def _git_dirs(root: Path) -> tuple[Path, Path] | None:
     """(git directory, common directory) of the checkout at `root`, read from its .git."""
-    dot_git = root / ".git"
+    dirs = _git_dir_names(os.fspath(root))
+    return (Path(dirs[0]), Path(dirs[1])) if dirs is not None else None
+
+
+def _git_dir_names(root: str) -> tuple[str, str] | None:
+    """_git_dirs as strings: every git call asks, and paths as strings cost a fraction."""
+    dot_git = os.path.join(root, ".git")
     try:
-        if dot_git.is_dir():
+        if os.path.isdir(dot_git):
             git_dir = dot_git
-        elif dot_git.is_file():
-            text = dot_git.read_text(encoding="utf-8").strip()
+        elif os.path.isfile(dot_git):
+            with open(dot_git, encoding="utf-8") as handle:
+                text = handle.read().strip()
             if not text.startswith("gitdir:"):
                 return None
-            git_dir = (root / text.removeprefix("gitdir:").strip()).resolve()
+            git_dir = os.path.realpath(os.path.join(root, text.removeprefix("gitdir:").strip()))
         else:
             return None
-        common = git_dir / "commondir"
-        common_dir = git_dir / common.read_text(encoding="utf-8").strip() if common.is_file() else git_dir
-        git_dir, common_dir = git_dir.resolve(), common_dir.resolve()
+        common = os.path.join(git_dir, "commondir")
+        if os.path.isfile(common):
+            with open(common, encoding="utf-8") as handle:
+                common_dir = os.path.join(git_dir, handle.read().strip())
+        else:
+            common_dir = git_dir
+        git_dir, common_dir = os.path.realpath(git_dir), os.path.realpath(common_dir)
     except (OSError, UnicodeDecodeError):
         return None
-    return (git_dir, common_dir) if (common_dir / "objects").is_dir() else None
+    return (git_dir, common_dir) if os.path.isdir(os.path.join(common_dir, "objects")) else None

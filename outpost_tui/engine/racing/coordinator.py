@@ -51,8 +51,9 @@ class Race(BaselineValidation):
     """One race. Create it, subscribe to `bus`, then `await race.run()`.
 
     Built in layers, each in its own module and calling only those below it: `RaceState`
-    (state.py), `Settling` (settling.py), `Running` (running.py), `BaselineValidation`
-    (baseline.py). Here: the operator's controls, admission and the run itself.
+    (state.py), `Guarding` (guarding.py), `Settling` (settling.py), `Preparing` (preparing.py),
+    `Metering` (metering.py), `Running` (running.py), `BaselineValidation` (baseline.py). Here:
+    the operator's controls, admission and the run itself.
 
     `checkpointing` makes it durable: called with the race and its storage directory, it returns
     what saves the race at every transition (`engine.new_race` passes `DurableRun` for a durable
@@ -356,6 +357,7 @@ class Race(BaselineValidation):
 
     async def _run_attempt(self, attempt: Attempt) -> None:
         attempt.phase = Phase.RUNNING
+        self._admitted += 1
         attempt.cleanup = "pending"
         attempt.record.started_at = time.time()
         attempt.record.branch = attempt.branch

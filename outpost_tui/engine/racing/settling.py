@@ -14,21 +14,21 @@ import anyio.abc
 import anyio.lowlevel
 
 from .. import git
-from ..core.events import RaceFinished, Settled, Tampering, Warned
+from ..core.events import RaceFinished, Settled, Warned
 from ..core.result import CandidateRecord, RaceResult
 from ..core.statuses import CandidateStatus, Phase, RaceStatus
-from ..git import guard
 from ..sandbox import EngineGone
 from ..verdict import Verdict
 from ..verdict.review import review
 from . import setup as setups
 from .attempt import Attempt
-from .state import RaceState, _one_line
+from .guarding import Guarding
+from .state import _one_line
 
 CANCELLED_BY_WINNER = "cancelled: another candidate won"
 
 
-class Settling(RaceState):
+class Settling(Guarding):
     """Closing attempts, choosing the winner, settling attempts and the race."""
 
     async def _close_sandbox(self, attempt: Attempt) -> bool:
@@ -167,47 +167,6 @@ class Settling(RaceState):
             )
         )
         attempt.settled.set()
-
-    async def _check_repository(self, attempt: Attempt | None) -> None:
-        """Compare the user's repository with the record; report (and undo) what changed.
-
-        A change found when an attempt ends is laid to it, naming the others that were running
-        then; one found at the end of the race is nobody's in particular."""
-        if self._record is None:
-            return
-        who = f"{attempt.key}-{attempt.number}" if attempt is not None else "race"
-        async with self._record_lock:
-            try:
-                changes = await anyio.to_thread.run_sync(guard.compare, self._record, who)
-            except git.GitError as error:
-                self.bus.publish(
-                    Warned(
-                        key=attempt.key if attempt else None,
-                        attempt=attempt.number if attempt else None,
-                        message=f"could not check your repository for changes: {_one_line(error)}",
-                    )
-                )
-                return
-        if not changes:
-            return
-        running = sorted(a.key for a in self.attempts.values() if a is not attempt and a.scope is not None)
-        entries = [
-            {
-                "candidate": attempt.key if attempt else None,
-                "attempt": attempt.number if attempt else None,
-                "running": running,
-                **change.to_json(),
-            }
-            for change in changes
-        ]
-        self.tampering += entries
-        self.bus.publish(
-            Tampering(
-                key=attempt.key if attempt else None,
-                attempt=attempt.number if attempt else None,
-                changes=entries,
-            )
-        )
 
     async def _retain(self, attempt: Attempt) -> None:
         """Remove the worktree only when it is fully clean; the branch always stays."""
