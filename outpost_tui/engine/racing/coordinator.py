@@ -172,20 +172,12 @@ class Race(BaselineValidation):
             self.repository = repository = await anyio.to_thread.run_sync(
                 git.repository_root, spec.repository
             )
-            outpost_dir = await anyio.to_thread.run_sync(git.ensure_outpost_dir, repository)
-            self._git_common_dir = await anyio.to_thread.run_sync(git.git_common_dir, repository)
-            self.baseline = baseline = await anyio.to_thread.run_sync(
-                git.resolve_commit, repository, spec.base
-            )
-            self._host_before = await anyio.to_thread.run_sync(git.host_snapshot, repository)
-            if spec.setup.cache:
-                self._cache_key = await anyio.to_thread.run_sync(setups.cache_key, spec, repository, baseline)
-            # read once: every candidate gets the same files (and a big checkout is walked once)
-            self._copy_paths = await anyio.to_thread.run_sync(
-                setups.files_to_copy, repository, spec.setup.copy
-            )
+            outpost_dir, self._git_common_dir = await anyio.to_thread.run_sync(_outpost_dirs, repository)
+            await self._read_repository(repository)
         except git.GitError as error:
             raise RaceError(_one_line(error)) from None
+        baseline = self.baseline
+        assert baseline is not None, "read with the repository"
         if self._provider is None:
             self._provider = provider_for(spec.sandbox)
         self._outpost_dir = outpost_dir
@@ -255,6 +247,36 @@ class Race(BaselineValidation):
             unsubscribe()
             flight_log.close()
         return result
+
+    async def _read_repository(self, repository: Path) -> None:
+        """The baseline, the checkout's snapshot and the files [setup] copies, read at once: each
+        is a git process of its own, and nothing else runs yet."""
+        spec = self.spec
+        failures: dict[int, Exception] = {}
+
+        async def read(order: int, step: Callable[[], None]) -> None:
+            try:
+                await anyio.to_thread.run_sync(step)
+            except Exception as error:  # raised below as it is, the first in this order
+                failures[order] = error
+
+        def baseline() -> None:
+            self.baseline = git.resolve_commit(repository, spec.base)
+            if spec.setup.cache:
+                self._cache_key = setups.cache_key(spec, repository, self.baseline)
+
+        def host() -> None:
+            self._host_before = git.host_snapshot(repository)
+
+        def copied() -> None:
+            # read once: every candidate gets the same files (and a big checkout is walked once)
+            self._copy_paths = setups.files_to_copy(repository, spec.setup.copy)
+
+        async with anyio.create_task_group() as reading:
+            for order, step in enumerate((baseline, host, copied)):
+                reading.start_soon(read, order, step)
+        if failures:
+            raise failures[min(failures)]
 
     def _check_spec(self) -> None:
         spec = self.spec
@@ -389,3 +411,8 @@ class Race(BaselineValidation):
             if attempt.operator_accept and self._winner is None:
                 await self._accept_by_operator(attempt)
             await self._settle_attempt(attempt, cancelled=scope.cancelled_caught)
+
+
+def _outpost_dirs(repository: Path) -> tuple[Path, Path]:
+    """<repository>/.outpost (made, and hidden from git) and the common git directory."""
+    return git.ensure_outpost_dir(repository), git.git_common_dir(repository)

@@ -4,10 +4,9 @@ in a clean checkout."""
 
 from __future__ import annotations
 
-import os
 import signal
 import time
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -42,6 +41,7 @@ from ..verdict import BaselineOutcome, Checkout, grade
 from ..verdict.validation import ValidationContext, score
 from . import setup as setups
 from .attempt import Attempt
+from .briefing import remove_agent_files, write_agent_files, write_brief
 from .metering import Metering
 from .state import _one_line
 
@@ -165,8 +165,7 @@ class Running(Metering):
         # The brief by file too (OUTPOST_BRIEF_FILE): a large one fits no argv or environment.
         # In the worktree's own git directory: outside its tree, mounted in a container, and
         # removed with the worktree.
-        brief_file = await anyio.to_thread.run_sync(git.worktree_git_dir, directory) / "outpost-brief.md"
-        await anyio.to_thread.run_sync(brief_file.write_text, candidate.brief, "utf-8")
+        brief_file = await anyio.to_thread.run_sync(write_brief, directory, candidate.brief)
         adapter = adapter_for(candidate.agent)
         launch = adapter.launch(
             candidate,
@@ -250,7 +249,7 @@ class Running(Metering):
             group.cancel()
 
         try:
-            await anyio.to_thread.run_sync(_write_agent_files, launch.files)
+            await anyio.to_thread.run_sync(write_agent_files, launch.files)
             async with anyio.create_task_group() as group:
                 running = group.cancel_scope
                 group.start_soon(watch_reachability, group.cancel_scope)
@@ -278,7 +277,7 @@ class Running(Metering):
             raise SandboxError(f"cannot write {error.filename}: {error.strerror}") from error
         finally:
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(_remove_agent_files, launch.files)
+                await anyio.to_thread.run_sync(remove_agent_files, launch.files)
         if start_error is not None:
             # the sandbox names a missing program neutrally (validation uses it too)
             message = str(start_error)
@@ -358,15 +357,23 @@ class Running(Metering):
                 )
         # The result is fixed here, as one commit: what is graded, and the only commit that can win.
         # Uncommitted edits stay in the worktree, kept, but are not part of it.
-        result_commit, commits = await anyio.to_thread.run_sync(
-            git.head_and_commits, directory, self.baseline
-        )
+        race_id, repository, baseline = self.id, self.repository, self.baseline
+
+        def fix_result() -> tuple[str, list[git.Commit], git.GitError | None]:
+            # one trip to a worker thread: the result read, then pinned
+            result_commit, commits = git.head_and_commits(directory, baseline)
+            try:
+                git.pin_validated(repository, race_id, candidate.key, attempt.number, result_commit)
+            except git.GitError as error:
+                return result_commit, commits, error
+            return result_commit, commits, None
+
+        result_commit, commits, not_pinned = await anyio.to_thread.run_sync(fix_result)
         record.commit = result_commit
         record.commits = [c.to_json() for c in commits]
         attempt.result_fixed = True
-        await anyio.to_thread.run_sync(
-            git.pin_validated, self.repository, self.id, candidate.key, attempt.number, result_commit
-        )
+        if not_pinned is not None:
+            raise not_pinned
         # Nothing the agent left running may touch the grading: its sandbox goes first.
         if not await self._close_sandbox(attempt):
             return
@@ -451,19 +458,6 @@ class Running(Metering):
             await self._save()
 
         return register
-
-
-def _write_agent_files(files: Mapping[str, str]) -> None:
-    for name, text in files.items():
-        path = Path(name)
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(text)
-
-
-def _remove_agent_files(files: Iterable[str]) -> None:
-    for name in files:
-        Path(name).unlink(missing_ok=True)
 
 
 def on_behalf_message(agent: str, key: str, brief: str, own: str | None, result: str | None) -> str:

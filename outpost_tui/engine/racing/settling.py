@@ -177,10 +177,15 @@ class Settling(Guarding):
             self.spec.durability.enabled or attempt.cleanup_failed or record.status is CandidateStatus.FAILED
         )
         if not keep:
+            repository = self.repository
+            assert repository is not None, "a started attempt's race has its repository"
+
+            def clear_and_remove() -> bool:
+                self._clear_setup(attempt, directory)
+                return git.remove_worktree(repository, directory)
+
             try:
-                await anyio.to_thread.run_sync(self._clear_setup, attempt, directory)
-                assert self.repository is not None, "a started attempt's race has its repository"
-                removed = await anyio.to_thread.run_sync(git.remove_worktree, self.repository, directory)
+                removed = await anyio.to_thread.run_sync(clear_and_remove)
             except git.GitError:
                 removed = False
             if removed:

@@ -237,17 +237,17 @@ async def grade(
     assert commit is not None, "an entered checkout has its commit"
     strict = spec.gate == "strict" and spec.command is not None
     verdict = Verdict(commit=commit, gate="strict" if strict else "exit-code")
-    base_tree, tree = await anyio.to_thread.run_sync(_trees, repository, baseline, commit)
 
     def read(oid: str) -> bytes:
         return git.blob(repository, oid)
 
-    def planned() -> protect.Plan:
+    def planned() -> tuple[protect.Tree, protect.Tree, protect.Plan]:
+        base_tree, tree = _trees(repository, baseline, commit)
         found = protect.plan(base_tree, tree, spec.protect, spec.command)
         protect.settle_sections(found, base_tree, tree, read)
-        return found
+        return base_tree, tree, found
 
-    plan = await anyio.to_thread.run_sync(planned)
+    base_tree, tree, plan = await anyio.to_thread.run_sync(planned)
     verdict.shadows = protect.shadows(base_tree, tree)
     if plan.changes:
         if spec.protect_mode == "reject":
