@@ -524,7 +524,7 @@ async def test_setup_is_edited_and_a_cache_needs_its_key(race_file):
 def test_the_forms_cover_every_key_a_race_file_holds():
     from outpost_tui.engine.core.spec import CandidateSpec
     from outpost_tui.engine.racefile import schema
-    from outpost_tui.ui.screens.settings_form import CANDIDATE_FIELDS, SECTIONS
+    from outpost_tui.ui.form_sections import CANDIDATE_FIELDS, SECTIONS
 
     in_forms = {field.key for section in SECTIONS.values() for field in section.fields}
     declared = set()
@@ -538,6 +538,31 @@ def test_the_forms_cover_every_key_a_race_file_holds():
     assert {option.name for option in schema.options(CandidateSpec)} == {
         field.key[0] for field in CANDIDATE_FIELDS
     }
+
+
+def test_an_empty_fields_hint_typed_in_is_the_keys_default():
+    """The forms take what an empty field means from the schema's defaults: typed into the field,
+    the hint reads as the very default the reader applies when the key is absent."""
+    from outpost_tui.engine.racefile import schema
+    from outpost_tui.ui.field_text import field_value_of
+    from outpost_tui.ui.form_sections import CANDIDATE_FIELDS, SECTIONS, declaration
+
+    fields = [field for section in SECTIONS.values() for field in section.fields if field.kind != "prices"]
+    checked = set()
+    for field in [*fields, *CANDIDATE_FIELDS]:
+        default = declaration(field.key).default
+        if default is schema.REQUIRED or default is None or not isinstance(default, (bool, int, float, str)):
+            continue  # no value to type: the form's own words say what an empty field means
+        assert field_value_of(field, field.hint) == default, (field.key, field.hint, default)
+        checked.add(field.key)
+    # a timeout, a mode, a flag, a version, a count: each kind of default that is a value
+    expected = {
+        ("validate", "timeout"),
+        ("race", "mode"),
+        ("durability", "enabled"),
+        ("durability", "version"),
+    }
+    assert expected | {("setup", "ports")} <= checked
 
 
 @pytest.mark.anyio

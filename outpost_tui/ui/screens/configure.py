@@ -24,11 +24,12 @@ from textual.widgets import DataTable, Footer, Static
 from ...engine.core.spec import RaceSpec
 from ...engine.racefile import RaceFileError
 from ..footer_order import FooterOrder
+from ..form_sections import SECTIONS
 from ..paths import shown_path
 from ..race_document import RaceDocument, RaceFileChanged, backup_path
 from ..widgets.header import OutpostHeader
 from .confirm import ConfirmScreen
-from .settings_form import SECTIONS, CandidateForm, SettingsForm
+from .settings_form import CandidateForm, SettingsForm
 
 
 def _seconds(value: float | None) -> str:
