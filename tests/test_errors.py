@@ -17,7 +17,7 @@ from outpost_tui.engine.errors import OutpostError
 
 # The demo agent is a program of its own (a candidate, not outpost-tui): its exceptions end its
 # script and never reach the operator as outpost-tui's. Ended is control flow, not an error.
-NOT_OURS = {"outpost_tui.engine.agents.demo_program"}
+NOT_OURS = {"outpost_tui.engine.agents.demo_program", "outpost_tui.engine.agents.demo_script"}
 
 
 def _our_exceptions() -> dict[str, type[BaseException]]:
