@@ -23,7 +23,7 @@ from outpost_tui.engine.sandbox.container_scripts import WRAPPER
 from outpost_tui.engine.sandbox.providers import provider_for
 from tests.conftest import git
 
-from .conftest import IMAGE
+from .conftest import IMAGE, close
 
 pytestmark = [pytest.mark.container, pytest.mark.anyio]
 
@@ -97,7 +97,7 @@ async def test_container_is_isolated_as_the_race_file_says(provider, attempt, en
         commands = {pid: command for pid, _, command in (line.partition(" ") for line in listing)}
         assert "init" in commands["1"].split()[0]  # podman-init, docker-init or tini: not sleep
     finally:
-        await sandbox.close()
+        await close(sandbox)
     assert leftovers() == []
 
 
@@ -113,7 +113,7 @@ async def test_no_network_unless_asked(provider, attempt, leftovers):
     try:
         done = await sandbox.run(probe)
     finally:
-        await sandbox.close()
+        await close(sandbox)
     assert done.exit_code != 0
     assert done.stdout_tail.strip() == "['lo']"
     assert "unreachable" in done.stderr_tail.lower() or "errno" in done.stderr_tail.lower()
@@ -126,7 +126,7 @@ async def test_no_network_unless_asked(provider, attempt, leftovers):
             probe[:2] + ["import socket; print(sorted(n for _, n in socket.if_nameindex()))"]
         )
     finally:
-        await sandbox.close()
+        await close(sandbox)
     assert interfaces.stdout_tail.strip() != "['lo']"
     assert leftovers() == []
 
@@ -154,7 +154,7 @@ async def test_output_streams_live_in_line_batches(provider, attempt, leftovers)
         with anyio.fail_after(60):
             done = await sandbox.run(["python3", "-c", program], on_output=on_output)
     finally:
-        await sandbox.close()
+        await close(sandbox)
     assert done.exit_code == 0
     assert [line for stream, line in seen if stream == "stdout"] == [
         "first",
@@ -192,7 +192,7 @@ async def test_exit_codes_env_and_large_output(provider, attempt, leftovers, mon
         assert lines == [f"line {i}" for i in range(20000)]
         assert len(big.stdout_tail) <= 1000 and big.stdout_tail.endswith("line 19999\n")
     finally:
-        await sandbox.close()
+        await close(sandbox)
     assert leftovers() == []
 
 
@@ -212,7 +212,7 @@ async def test_stdin_bytes_arrive_exactly(provider, attempt, leftovers):
         without = await sandbox.run(["python3", "-c", "import sys; print(len(sys.stdin.buffer.read()))"])
         leftover_files = await sandbox.run(["sh", "-c", "ls -a /tmp | grep -c '^.outpost-.*stdin' || true"])
     finally:
-        await sandbox.close()
+        await close(sandbox)
     assert done.stdout_tail.split() == [str(len(data)), hashlib.sha256(data).hexdigest()]
     assert without.stdout_tail.strip() == "0"  # no stdin: EOF at once, never a hang
     assert leftover_files.stdout_tail.strip() == "0"  # the stdin file is gone once opened
@@ -230,7 +230,7 @@ async def test_program_not_found_is_one_clear_error(provider, attempt, leftovers
         # a program that exits 127 by itself is a result, not a start failure
         assert (await sandbox.run(["sh", "-c", "echo 'x: not found' >&2; exit 127"])).exit_code == 127
     finally:
-        await sandbox.close()
+        await close(sandbox)
     assert leftovers() == []
 
 
@@ -266,7 +266,7 @@ async def test_cancellation_kills_the_process_group_inside(provider, attempt, le
         # the sandbox is still usable after a cancelled command
         assert (await sandbox.run(["true"])).exit_code == 0
     finally:
-        await sandbox.close()
+        await close(sandbox)
     assert leftovers() == []
 
 
@@ -278,7 +278,7 @@ async def test_timeout_stops_the_command_inside(provider, attempt, leftovers):
         elapsed = time.monotonic() - started
         remaining = await processes(sandbox)
     finally:
-        await sandbox.close()
+        await close(sandbox)
     assert done.timed_out
     assert done.exit_code < 0  # killed by a signal
     assert "ready" in done.stdout_tail
@@ -309,7 +309,7 @@ async def test_a_deadline_inside_the_container_stops_a_command_without_its_coord
             exit_code, elapsed = await anyio.to_thread.run_sync(run_wrapper)
         remaining = await processes(sandbox)
     finally:
-        await sandbox.close()
+        await close(sandbox)
     assert exit_code in (128 + 15, 128 + 9, -15, -9), exit_code  # TERM (or KILL), not a normal end
     assert elapsed < 30, elapsed
     assert "sleep 300" not in remaining, remaining
@@ -322,7 +322,7 @@ async def test_background_processes_do_not_outlive_their_command(provider, attem
         done = await sandbox.run(["sh", "-c", "sleep 777 & echo started"])
         remaining = await processes(sandbox)
     finally:
-        await sandbox.close()
+        await close(sandbox)
     assert done.exit_code == 0 and done.stdout_tail == "started\n"
     assert "sleep 777" not in remaining, remaining
     assert leftovers() == []
@@ -344,7 +344,7 @@ async def test_a_daemon_started_by_the_command_does_not_hang_it(provider, attemp
             done = await sandbox.run(["python3", "-c", daemon])
         elapsed = time.monotonic() - started
     finally:
-        await sandbox.close()
+        await close(sandbox)
     assert (done.exit_code, done.stdout_tail) == (0, "started\n")
     assert elapsed < 30, elapsed  # the daemon lives 300 s: the run did not wait for it
     assert leftovers() == []
@@ -356,7 +356,7 @@ async def test_a_quiet_command_outlasts_the_engine_request_timeout(attempt, engi
     try:
         done = await sandbox.run(["sh", "-c", "sleep 3; echo done"])
     finally:
-        await sandbox.close()
+        await close(sandbox)
     assert (done.exit_code, done.stdout_tail) == (0, "done\n")
 
 
@@ -365,7 +365,7 @@ async def test_files_written_inside_belong_to_the_container_user(provider, attem
     try:
         await sandbox.run(["sh", "-c", "echo data > made-inside.txt; mkdir -p sub; touch sub/f"])
     finally:
-        await sandbox.close()
+        await close(sandbox)
     made = attempt.directory / "made-inside.txt"
     assert made.read_text() == "data\n"
     for path in (made, attempt.directory / "sub", attempt.directory / "sub" / "f"):
@@ -379,7 +379,7 @@ async def test_files_written_inside_belong_to_the_container_user(provider, attem
         whoami = await sandbox.run(["id", "-u"])
         await sandbox.run(["sh", "-c", "echo x > by-other.txt"])
     finally:
-        await sandbox.close()
+        await close(sandbox)
     assert whoami.stdout_tail.strip() == "4321"
     stat = (attempt.directory / "by-other.txt").stat()
     assert (stat.st_uid, stat.st_gid) == (4321, 4322)
@@ -409,7 +409,7 @@ async def test_the_repository_configuration_and_hooks_are_out_of_reach(provider,
             ]
         )
     finally:
-        await sandbox.close()
+        await close(sandbox)
     assert planted.exit_code != 0
     assert "Read-only file system" in planted.stderr_tail
     assert not (git_dir / "hooks" / "post-checkout").exists()
@@ -427,7 +427,7 @@ async def test_git_works_inside_the_worktree(provider, attempt, leftovers):
             ["sh", "-c", "git add feature.txt && git commit -qm 'inside' && git rev-parse HEAD"]
         )
     finally:
-        await sandbox.close()
+        await close(sandbox)
     assert status.exit_code == 0, status.stderr_tail
     assert "?? feature.txt" in status.stdout_tail
     assert commit.exit_code == 0, commit.stderr_tail
@@ -450,25 +450,34 @@ async def test_resource_is_registered_before_the_container_exists(provider, atte
         registered.append((resource_id, len(existing)))
 
     sandbox = await provider.acquire(replace(attempt, register_resource=register))
-    await sandbox.close()
+    await close(sandbox)
     assert registered == [(f"container:{sandbox.name}", 0)]
     assert sandbox.resource_id == f"container:{sandbox.name}"
     assert provider.owns(sandbox.resource_id) and not provider.owns("pid:123")
 
 
-async def test_close_removes_the_container_and_is_idempotent(provider, attempt, engine, leftovers):
+async def test_close_halts_the_container_at_once_and_drain_removes_it(provider, attempt, engine, leftovers):
     import docker
 
     client, _ = engine
     sandbox = await provider.acquire(attempt)
     assert client.containers.get(sandbox.name).status == "running"
+    # a daemon the command left behind (as a hostile agent would) is frozen with the rest
+    await sandbox.run(["sh", "-c", "(trap '' TERM; while :; do date +%s%N > beat; sleep 0.01; done) & "])
     await sandbox.close()
     await sandbox.close()
-    with pytest.raises(docker.errors.NotFound):
-        client.containers.get(sandbox.name)
-    assert set(sandbox.timings) >= {"create", "start", "remove"}
+    # closed: nothing in it runs (paused, or already removed) and nothing can be started in it
+    state = {c["Names"][0].lstrip("/"): c["State"] for c in leftovers()}
+    assert state.get(sandbox.name, "removed") in ("paused", "removed")
     with pytest.raises(SandboxError, match="closed"):
         await sandbox.run(["true"])
+    beat = (attempt.directory / "beat").read_text()
+    assert await provider.drain() == {}
+    with pytest.raises(docker.errors.NotFound):
+        client.containers.get(sandbox.name)
+    assert (attempt.directory / "beat").read_text() == beat  # it never ran again after close
+    assert set(sandbox.timings) >= {"create", "start", "halt", "remove"}
+    assert await provider.drain() == {}  # nothing left to wait for
     assert leftovers() == []
 
 
@@ -514,7 +523,7 @@ async def test_a_stale_container_of_the_same_attempt_is_replaced(provider, attem
         assert (await again.run(["true"])).exit_code == 0
         assert len(leftovers()) == 1
     finally:
-        await again.close()
+        await close(again)
     assert leftovers() == []
 
 

@@ -16,7 +16,7 @@ import pytest
 from outpost_tui.engine.sandbox.container_engine import list_containers
 from outpost_tui.engine.sandbox.container_scripts import KILL_GRACE, WRAPPER
 
-from .conftest import IMAGE
+from .conftest import IMAGE, close
 from .test_provider import processes
 
 pytestmark = [pytest.mark.container, pytest.mark.anyio]
@@ -55,7 +55,7 @@ async def test_a_cancelled_command_that_ignores_term_is_gone_within_the_grace(pr
         stopped_in = time.monotonic() - cancelled
         remaining = await processes(sandbox)
     finally:
-        await sandbox.close()
+        await close(sandbox)
     assert stubborn_left(remaining) == [], remaining
     assert stopped_in < KILL_GRACE + 3, stopped_in
     assert leftovers() == []
@@ -70,7 +70,7 @@ async def test_a_timed_out_command_that_ignores_term_is_killed_and_confirmed_gon
         done = await sandbox.run(STUBBORN, timeout=2)
         remaining = await processes(sandbox)
     finally:
-        await sandbox.close()
+        await close(sandbox)
     assert done.timed_out and done.exit_code == -9, done
     assert stubborn_left(remaining) == [], remaining
     assert done.duration < 2 + KILL_GRACE + 3, done.duration
@@ -91,7 +91,7 @@ async def test_a_daemon_that_left_the_group_does_not_outlive_its_command(provide
         remaining = await processes(sandbox)
         assert (await sandbox.run(["true"])).exit_code == 0  # the keep-alive was spared
     finally:
-        await sandbox.close()
+        await close(sandbox)
     assert (done.exit_code, done.stdout_tail) == (0, "started\n")
     assert stubborn_left(remaining) == [], remaining
     assert leftovers() == []
@@ -119,7 +119,7 @@ async def test_the_deadline_inside_kills_what_ignores_term_without_a_coordinator
             exit_code, elapsed = await anyio.to_thread.run_sync(run_wrapper)
         remaining = await processes(sandbox)
     finally:
-        await sandbox.close()
+        await close(sandbox)
     assert exit_code in (128 + 9, -9), exit_code  # KILLed: it ignored TERM
     assert elapsed < 30, elapsed
     assert stubborn_left(remaining) == [], remaining

@@ -89,8 +89,9 @@ async def _run(
         attempt=attempt,
         env=env,
     )
+    provider = provider_for(sandbox)
     try:
-        box = await provider_for(sandbox).acquire(context)
+        box = await provider.acquire(context)
     except SandboxError as error:
         return Validation("error", None, "", f"validation could not start: {error}")
     try:
@@ -100,3 +101,4 @@ async def _run(
         return await validate(spec, checked, lambda *_: None)
     finally:
         await box.close()
+        await provider.drain()  # its container is removed before this returns

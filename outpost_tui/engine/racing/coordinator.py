@@ -21,7 +21,16 @@ import anyio.lowlevel
 
 from .. import git
 from ..agents import adapter_for
-from ..core.events import Admitted, BudgetExhausted, EventBus, Operator, RaceFinished, RaceStarted, Settled
+from ..core.events import (
+    Admitted,
+    BudgetExhausted,
+    EventBus,
+    Operator,
+    RaceFinished,
+    RaceStarted,
+    Settled,
+    Warned,
+)
 from ..core.result import CandidateRecord, RaceResult
 from ..core.spec import KEY_RULE, CandidateSpec, RaceSpec, valid_key
 from ..core.statuses import CandidateStatus, Phase
@@ -242,8 +251,12 @@ class Race(BaselineValidation):
                         workers.start_soon(self._worker)
                 group.cancel_scope.cancel()
             with anyio.CancelScope(shield=True):
+                await self._drain_sandboxes()
                 result = await self._settle_race()
         finally:
+            if not self._finished:  # a race that failed on its way: still none outlives it
+                with anyio.CancelScope(shield=True):
+                    await self._drain_sandboxes()
             unsubscribe()
             flight_log.close()
         return result
@@ -277,6 +290,19 @@ class Race(BaselineValidation):
                 reading.start_soon(read, order, step)
         if failures:
             raise failures[min(failures)]
+
+    async def _drain_sandboxes(self) -> None:
+        """Wait for the sandboxes' removals (a container is removed after its attempt's verdict,
+        off its path). One that was not removed is reported, and its attempt's cleanup is left
+        pending (a resumed run, or `outpost-tui worktrees --remove-containers`, removes it)."""
+        if self._provider is None:
+            return
+        left = await self._provider.drain(self.spec.cleanup_timeout)
+        for resource_id, why in left.items():
+            self.bus.publish(Warned(message=f"sandbox {resource_id} was not removed: {why}"))
+            for attempt in [*self.previous, *self.attempts.values()]:
+                if resource_id in attempt.record.resources:
+                    attempt.cleanup = attempt.record.cleanup = "pending"
 
     def _check_spec(self) -> None:
         spec = self.spec

@@ -111,7 +111,8 @@ class Sandbox(ABC):
 
     @abstractmethod
     async def close(self) -> None:
-        """Stop anything still running and free the sandbox; the worktree is left alone."""
+        """Stop anything still running (once it returns, nothing of the sandbox runs) and free the
+        sandbox; the worktree is left alone. Freeing may finish later: see `SandboxProvider.drain`."""
 
 
 class SandboxProvider(ABC):
@@ -130,3 +131,8 @@ class SandboxProvider(ABC):
     def owns(self, resource_id: str) -> bool:
         """Whether this provider can recover that resource id."""
         return False
+
+    async def drain(self, timeout: float | None = None) -> dict[str, str]:
+        """Wait until every sandbox closed so far is freed (a container is removed after its
+        close returns); returns, by resource id, what was not freed (within `timeout`) and why."""
+        return {}

@@ -10,7 +10,9 @@ Commands run through exec with their output streamed back frame by frame. Each c
 a small POSIX-sh wrapper (argv is passed as arguments, never interpolated). Cancellation and
 timeouts stop it from a second exec that TERMs every process of the command, however it detached,
 KILLs what is left after a grace period and confirms that none is left; the wrapper does the same
-(KILL at once) to what a command leaves behind when it ends. Closing removes the container.
+(KILL at once) to what a command leaves behind when it ends. Closing halts the container (pauses
+it: the kernel's freezer) and removes it in the background, off the attempt's path: `drain` waits
+for every removal, so none outlives the race.
 
 The Docker SDK is blocking: every call runs in a worker thread, and output comes back to the event
 loop through `anyio.from_thread`.
@@ -18,6 +20,7 @@ loop through `anyio.from_thread`.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import os
 import re
@@ -118,6 +121,10 @@ class ContainerProvider(SandboxProvider):
         self._connecting: anyio.Lock | None = None
         self._mapping: dict[str, Any] = {"user": f"{self.user[0]}:{self.user[1]}"}
         self.mapping_note = ""
+        # Removals outlive the close that starts them (the attempt goes on meanwhile), so they run
+        # in threads of their own rather than in a task of the caller's; `drain` joins them.
+        self._removals: concurrent.futures.ThreadPoolExecutor | None = None
+        self._retiring: dict[str, concurrent.futures.Future[None]] = {}
 
     async def client(self) -> Any:
         if self._connecting is None:
@@ -340,13 +347,47 @@ class ContainerProvider(SandboxProvider):
 
         return await anyio.to_thread.run_sync(remove)
 
+    def retire(self, sandbox: ContainerSandbox) -> None:
+        """Remove a halted sandbox's container in the background."""
+        if self._removals is None:
+            self._removals = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="outpost-remove")
+        self._retiring[sandbox.resource_id] = self._removals.submit(_removal, sandbox)
+
+    async def drain(self, timeout: float | None = None) -> dict[str, str]:
+        pending, self._retiring = self._retiring, {}
+        if not pending:
+            return {}
+        await anyio.to_thread.run_sync(
+            lambda: concurrent.futures.wait(pending.values(), timeout), abandon_on_cancel=True
+        )
+        left: dict[str, str] = {}
+        for resource_id, removal in pending.items():
+            name = resource_id.removeprefix(RESOURCE_PREFIX)
+            if not removal.done():
+                self._retiring[resource_id] = removal  # still going: a later drain waits again
+                left[resource_id] = f"container {name} was not removed within {timeout:g}s (it is paused)"
+            elif (error := removal.exception()) is not None:
+                left[resource_id] = _first_line(error)
+        return left
+
     async def aclose(self) -> None:
+        await self.drain()
+        if self._removals is not None:
+            self._removals.shutdown(wait=False)
+            self._removals = None
         if self._client is not None:
             client, self._client = self._client, None
             await anyio.to_thread.run_sync(client.close)
 
 
 # -- one sandbox --------------------------------------------------------------------------------
+
+
+def _removal(sandbox: ContainerSandbox) -> None:
+    try:
+        sandbox.remove()
+    except Exception as error:  # docker, requests and ssh errors alike: one line for the race
+        raise sandbox.not_removed(error) from None
 
 
 def _read_only_git_settings(git_dir: str) -> dict[str, dict[str, str]]:

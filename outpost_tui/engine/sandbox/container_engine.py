@@ -258,6 +258,15 @@ def _unreachable(error: BaseException) -> bool:
     return False
 
 
+def gone(error: BaseException) -> bool:
+    """Whether an engine's error says the container does not exist (any more): Docker says 404,
+    Podman 500 "no such container" for one whose removal is under way."""
+    docker = _docker()
+    return isinstance(error, docker.errors.NotFound) or (
+        isinstance(error, docker.errors.APIError) and "no such container" in str(error.explanation)
+    )
+
+
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return (text.splitlines()[0] if text else type(error).__name__)[:300]
@@ -268,22 +277,31 @@ def _remove_quietly(container: Container) -> None:
         container.remove(force=True)
 
 
-def _info(container: Container) -> dict[str, Any]:
-    labels = container.labels or {}
-    attrs = container.attrs or {}
-    created = attrs.get("Created")
+def _info(summary: Mapping[str, Any]) -> dict[str, Any]:
+    labels = summary.get("Labels") or {}
+    names = summary.get("Names") or [""]
+    created = summary.get("Created")
     return {
-        "id": container.id,
-        "name": container.name,
-        "status": container.status,
-        "image": (attrs.get("Config") or {}).get("Image") or attrs.get("Image"),
-        "created": created if isinstance(created, str) else None,
+        "id": summary.get("Id"),
+        "name": str(names[0]).lstrip("/"),
+        "status": summary.get("State"),
+        "image": summary.get("Image"),
+        "created": (
+            time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(created)) if isinstance(created, int) else None
+        ),
         "race": labels.get(LABEL_RACE),
         "key": labels.get(LABEL_KEY),
         "attempt": int(labels[LABEL_ATTEMPT]) if str(labels.get(LABEL_ATTEMPT, "")).isdigit() else None,
         "repository": labels.get(LABEL_REPOSITORY),
         "role": labels.get(LABEL_ROLE) or "agent",
     }
+
+
+def _listed(client: DockerClient, filters: list[str]) -> list[dict[str, Any]]:
+    # The engine's own summary, in one request: the SDK's list inspects each container after it,
+    # which fails on Podman (500, not 404) for one that a race is removing meanwhile.
+    summaries: list[dict[str, Any]] = client.api.containers(all=True, filters={"label": filters})
+    return summaries
 
 
 def list_containers(
@@ -302,11 +320,7 @@ def list_containers(
     if repository is not None:
         filters.append(f"{LABEL_REPOSITORY}={Path(repository).resolve()}")
     try:
-        # ignore_removed: a container removed while listed (by its race, by another test) is just gone
-        return [
-            _info(container)
-            for container in client.containers.list(all=True, filters={"label": filters}, ignore_removed=True)
-        ]
+        return [_info(summary) for summary in _listed(client, filters)]
     finally:
         client.close()
 
@@ -325,13 +339,14 @@ def remove_race_containers(
     if repository is not None:
         filters.append(f"{LABEL_REPOSITORY}={Path(repository).resolve()}")
     try:
-        # a container removed meanwhile (by its own race) is already what this wants
-        for container in client.containers.list(all=True, filters={"label": filters}, ignore_removed=True):
+        for summary in _listed(client, filters):
             try:
-                container.remove(force=True)
+                client.api.remove_container(summary["Id"], force=True)
                 removed += 1
-            except docker.errors.NotFound:
-                continue
+            except docker.errors.APIError as error:
+                if not gone(error):
+                    raise
+                continue  # removed meanwhile (by its own race): already what this wants
     finally:
         client.close()
     return removed

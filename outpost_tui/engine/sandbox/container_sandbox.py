@@ -1,6 +1,6 @@
 """One container sandbox: commands run through exec with their output streamed back frame by
-frame, stopped (however they detached) when cancelled or timed out, and the container removed
-on close."""
+frame, stopped (however they detached) when cancelled or timed out, and the container halted on
+close (its removal left to the provider, off the attempt's path)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,15 @@ import anyio.to_thread
 
 from .. import gitenv
 from .base import Completed, EngineGone, LineSink, Sandbox, SandboxError, Stop, StopSink
-from .container_engine import RESOURCE_PREFIX, _docker, _first_line, _tar, _unreachable, describe_endpoint
+from .container_engine import (
+    RESOURCE_PREFIX,
+    _docker,
+    _first_line,
+    _tar,
+    _unreachable,
+    describe_endpoint,
+    gone,
+)
 from .container_scripts import BACKSTOP_MARGIN, KILL_GRACE, MARKER, STOPPER, STREAM_GRACE, WRAPPER
 from .lines import LineSplitter, Tail
 
@@ -85,6 +93,8 @@ class ContainerHost(Protocol):
 
     async def check_paths(self, sandbox: ContainerSandbox) -> None: ...
 
+    def retire(self, sandbox: ContainerSandbox) -> None: ...
+
 
 class ContainerSandbox(Sandbox):
     def __init__(
@@ -95,7 +105,7 @@ class ContainerSandbox(Sandbox):
         self.directory = directory
         self.name = name
         self.resource_id = RESOURCE_PREFIX + name
-        # create, start, first_exec, remove (seconds): the per-attempt overhead of a container
+        # create, start, first_exec, halt, remove (seconds): the per-attempt overhead of a container
         self.timings = timings
         self._closed = False
         self._gone: EngineGone | None = None  # set once a call finds the engine gone
@@ -340,25 +350,50 @@ class ContainerSandbox(Sandbox):
         return "KILL" if took in ("kill", None) else "TERM"
 
     async def close(self) -> None:
+        """Halt the container at once (the kernel's freezer: none of its processes runs another
+        instruction, and nothing can be started in it) and leave its removal to the provider, off
+        the attempt's path (`drain` waits for it). An engine that cannot pause it (rootless on
+        cgroup v1) removes it here instead, as does one whose container has already ended."""
         if self._closed:
             return
         self._closed = True
-        docker = _docker()
-
-        def remove() -> None:
-            started = time.monotonic()
-            with contextlib.suppress(docker.errors.NotFound):
-                self.container.remove(force=True)
-            self.timings["remove"] = time.monotonic() - started
-
         with anyio.CancelScope(shield=True):
             try:
-                await anyio.to_thread.run_sync(remove)
+                halted = await anyio.to_thread.run_sync(self._halt)
             except Exception as error:  # docker, requests and ssh errors alike
-                if _unreachable(error):
-                    raise EngineGone(
-                        f"{self._went_away(error)}: container {self.name} is left; "
-                        "`outpost-tui worktrees --remove-containers` removes it once the "
-                        "engine is back"
-                    ) from None
-                raise SandboxError(f"cannot remove container {self.name}: {_first_line(error)}") from None
+                raise self.not_removed(error) from None
+        if halted:
+            self.provider.retire(self)
+
+    def _halt(self) -> bool:
+        """Pause the container; False when it was removed instead (or was gone already)."""
+        docker = _docker()
+        started = time.monotonic()
+        try:
+            self._api.pause(self.container.id)
+        except docker.errors.NotFound:
+            return False
+        except docker.errors.APIError:
+            self.remove()
+            return False
+        self.timings["halt"] = time.monotonic() - started
+        return True
+
+    def remove(self) -> None:
+        """Remove the container (blocking; running, paused or stopped alike)."""
+        docker = _docker()
+        started = time.monotonic()
+        try:
+            self.container.remove(force=True)
+        except docker.errors.APIError as error:
+            if not gone(error):
+                raise
+        self.timings["remove"] = time.monotonic() - started
+
+    def not_removed(self, error: BaseException) -> SandboxError:
+        if _unreachable(error):
+            return EngineGone(
+                f"{self._went_away(error)}: container {self.name} is left; "
+                "`outpost-tui worktrees --remove-containers` removes it once the engine is back"
+            )
+        return SandboxError(f"cannot halt or remove container {self.name}: {_first_line(error)}")
