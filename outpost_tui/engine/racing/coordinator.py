@@ -254,9 +254,9 @@ class Race(BaselineValidation):
                 await self._drain_sandboxes()
                 result = await self._settle_race()
         finally:
-            if not self._finished:  # a race that failed on its way: still none outlives it
+            if not self._finished:
                 with anyio.CancelScope(shield=True):
-                    await self._drain_sandboxes()
+                    await self._release_sandboxes()
             unsubscribe()
             flight_log.close()
         return result
@@ -290,6 +290,14 @@ class Race(BaselineValidation):
                 reading.start_soon(read, order, step)
         if failures:
             raise failures[min(failures)]
+
+    async def _release_sandboxes(self) -> None:
+        """On the way out of a race that did not finish (cancelled by its caller, or failed): its
+        attempts were not settled, so the sandboxes they hold are closed here; none outlives it."""
+        for attempt in [*self.previous, *self.attempts.values()]:
+            if attempt.sandbox is not None:
+                await self._close_sandbox(attempt)
+        await self._drain_sandboxes()
 
     async def _drain_sandboxes(self) -> None:
         """Wait for the sandboxes' removals (a container is removed after its attempt's verdict,
