@@ -373,6 +373,7 @@ async def test_files_written_inside_belong_to_the_container_user(provider, attem
 
     # the mapping is real, not "root writes everything": another uid:gid owns what it writes
     os.chmod(attempt.directory, 0o777)
+    os.chmod(attempt.git_common_dir, 0o777)  # the path probe writes there (a commit would too)
     other = ContainerProvider(SandboxSpec(provider="podman", image=IMAGE), user=(4321, 4322))
     sandbox = await other.acquire(replace(attempt, attempt=2))
     try:
@@ -551,3 +552,14 @@ def test_provider_for_picks_the_container_provider():
     for name in ("docker", "podman"):
         provider = provider_for(SandboxSpec(provider=name, image=IMAGE))
         assert isinstance(provider, ContainerProvider) and provider.name == name
+
+
+async def test_a_repository_the_container_user_cannot_write_is_refused_when_acquired(attempt, leftovers):
+    """The path probe runs as the container starts (beside git's checkout of the worktree): a
+    container that could not commit is refused there, and removed."""
+    os.chmod(attempt.git_common_dir, 0o755)
+    stranger = ContainerProvider(SandboxSpec(provider="podman", image=IMAGE), user=(4321, 4322))
+    with pytest.raises(SandboxError, match="cannot write in the repository's git directory"):
+        await stranger.acquire(attempt)
+    assert leftovers() == []
+    assert not list(attempt.git_common_dir.glob(".outpost-owner-*"))

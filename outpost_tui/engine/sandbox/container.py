@@ -125,6 +125,7 @@ class ContainerProvider(SandboxProvider):
         # in threads of their own rather than in a task of the caller's; `drain` joins them.
         self._removals: concurrent.futures.ThreadPoolExecutor | None = None
         self._retiring: dict[str, concurrent.futures.Future[None]] = {}
+        self._identity: dict[str, str] | None = None  # the operator's git identity, read once
 
     async def client(self) -> Any:
         if self._connecting is None:
@@ -143,6 +144,12 @@ class ContainerProvider(SandboxProvider):
                     raise
                 self._client, self.endpoint = client, found.url
         return self._client
+
+    async def _git_identity(self) -> dict[str, str]:
+        # once per provider: two git processes per container otherwise
+        if self._identity is None:
+            self._identity = await anyio.to_thread.run_sync(_host_git_identity)
+        return self._identity
 
     def _learn_engine(self, client: Any, endpoint: str) -> None:
         # Podman answers /info slowly (it walks its storage), slower still on a loaded machine: the
@@ -201,38 +208,53 @@ class ContainerProvider(SandboxProvider):
             labels[LABEL_ROLE] = context.role
         # git's location variables would aim the agent's git elsewhere (the same rule as locally)
         environment = gitenv.scrubbed({"HOME": "/tmp", "LANG": "C.UTF-8", **dict(context.env)})
+        limits: dict[str, Any] = {}
+        if self.spec.memory:
+            limits["mem_limit"] = _memory(self.spec.memory)
+        if self.spec.cpus:
+            limits["nano_cpus"] = int(float(self.spec.cpus) * 1e9)
+        if self.spec.pids:
+            limits["pids_limit"] = int(self.spec.pids)
+        api = client.api
+        binds = {
+            directory: {"bind": directory, "mode": "rw"},
+            git_dir: {"bind": git_dir, "mode": "rw"},
+            **_read_only_git_settings(git_dir),
+        }
+        host_config = api.create_host_config(
+            init=True,
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            network_mode="none" if self.spec.network in ("none", "", None) else self.spec.network,
+            binds=binds,
+            **limits,
+        )
         options: dict[str, Any] = dict(
             name=name,
             labels=labels,
             detach=True,
-            init=True,
             **self._mapping,
-            cap_drop=["ALL"],
-            security_opt=["no-new-privileges"],
-            network_mode="none" if self.spec.network in ("none", "", None) else self.spec.network,
-            volumes={
-                directory: {"bind": directory, "mode": "rw"},
-                git_dir: {"bind": git_dir, "mode": "rw"},
-                **_read_only_git_settings(git_dir),
-            },
             working_dir=directory,
             environment=environment,
+            volumes=[bind["bind"] for bind in binds.values()],
+            host_config=host_config,
         )
-        if self.spec.memory:
-            options["mem_limit"] = _memory(self.spec.memory)
-        if self.spec.cpus:
-            options["nano_cpus"] = int(float(self.spec.cpus) * 1e9)
-        if self.spec.pids:
-            options["pids_limit"] = int(self.spec.pids)
-        identity = await anyio.to_thread.run_sync(_host_git_identity)
+        identity = await self._git_identity()
 
         timings: dict[str, float] = {}
         made: list[Any] = []  # the container, as soon as it exists
 
+        def made_one() -> Container:
+            # the engine's answer names the container: the SDK's model would inspect it again
+            container: Container = client.containers.prepare_model(
+                {"Id": api.create_container(self.image, list(KEEP_ALIVE), **options)["Id"]}
+            )
+            return container
+
         def create() -> Container:
             started = time.monotonic()
             try:
-                container: Container = client.containers.create(self.image, list(KEEP_ALIVE), **options)
+                container = made_one()
             except docker.errors.ImageNotFound:
                 raise SandboxError(
                     f"image {self.image!r} not found on {self.endpoint}: build one with "
@@ -249,7 +271,7 @@ class ContainerProvider(SandboxProvider):
                 if (old.labels or {}).get(LABEL_RACE) != context.race_id:
                     raise SandboxError(f"a container named {name} exists and is not this race's") from None
                 old.remove(force=True)
-                container = client.containers.create(self.image, list(KEEP_ALIVE), **options)
+                container = made_one()
             made.append(container)
             timings["create"] = time.monotonic() - started
             started = time.monotonic()
@@ -280,13 +302,18 @@ class ContainerProvider(SandboxProvider):
             raise SandboxError(
                 f"container engine at {describe_endpoint(self.endpoint)} failed: {_first_line(error)}"
             ) from None
-        # The worktree may still be being checked out (a container is started while git works):
-        # its paths are checked before the first command, not here.
-        return ContainerSandbox(self, container, Path(directory), name, timings)
+        sandbox = ContainerSandbox(self, container, Path(directory), name, timings)
+        try:
+            await self._check_paths(sandbox, git_dir)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(_remove_quietly, container)
+            raise
+        return sandbox
 
-    async def check_paths(self, sandbox: ContainerSandbox) -> None:
-        """Before the race's first command: the engine sees the worktree at its host path and what a
-        container writes there belongs to the user (once per race; later commands wait for it)."""
+    async def _check_paths(self, sandbox: ContainerSandbox, git_dir: str) -> None:
+        """Before the race's first command: the engine sees the repository at its host path and
+        what a container writes there belongs to the user (once per race; other acquires wait)."""
         if self._paths_checked:
             return
         if self._checking is None:
@@ -294,28 +321,30 @@ class ContainerProvider(SandboxProvider):
         async with self._checking:
             if self._paths_checked:
                 return
-            await self._probe(sandbox)
+            await self._probe(sandbox, git_dir)
             self._paths_checked = True
 
-    async def _probe(self, sandbox: ContainerSandbox) -> None:
+    async def _probe(self, sandbox: ContainerSandbox, git_dir: str) -> None:
         # A remote engine (tcp, ssh, or a unix socket forwarded from another machine) mounts
-        # *its* paths: the worktree must exist there at the same path. Once per race: every
+        # *its* paths: the repository must exist there at the same path. Once per race: every
         # worktree lives in the same repository. The same probe writes a file there, to see
-        # that what the container writes belongs to the user on the host.
-        directory = str(sandbox.directory)
+        # that what the container writes belongs to the user on the host. In the git directory,
+        # not the worktree: a container is started while git checks the worktree out (into a
+        # directory that must stay empty until it does), and the probe runs meanwhile.
         marker = f".outpost-owner-{uuid.uuid4().hex[:8]}"
-        probe = await sandbox.run_command(
-            ["sh", "-c", 'test -e "$1/.git" || exit 3; : > "$1/$2"', "sh", directory, marker], timeout=30
+        probe = await sandbox.run(
+            ["sh", "-c", 'test -f "$1/HEAD" || exit 3; : > "$1/$2"', "sh", git_dir, marker], timeout=30
         )
-        owner = await anyio.to_thread.run_sync(_owner_and_remove, Path(directory) / marker)
+        owner = await anyio.to_thread.run_sync(_owner_and_remove, Path(git_dir) / marker)
         if probe.exit_code == 3:
             raise SandboxError(
-                f"the worktree {directory} is not visible to the engine at {self.endpoint}: "
-                "a remote engine needs the repository at the same path (e.g. a shared filesystem)"
+                f"the repository's git directory {git_dir} is not visible to the engine at "
+                f"{self.endpoint}: a remote engine needs the repository at the same path (e.g. a "
+                "shared filesystem)"
             )
         if probe.exit_code != 0 or owner is None:
             raise SandboxError(
-                f"a container cannot write in the worktree {directory} "
+                f"a container cannot write in the repository's git directory {git_dir} "
                 f"({self.mapping_note}): {probe.stderr_tail.strip()[:200]}"
             )
         if owner != self.user:

@@ -91,8 +91,6 @@ class ContainerHost(Protocol):
 
     def pumps(self) -> anyio.CapacityLimiter: ...
 
-    async def check_paths(self, sandbox: ContainerSandbox) -> None: ...
-
     def retire(self, sandbox: ContainerSandbox) -> None: ...
 
 
@@ -133,31 +131,6 @@ class ContainerSandbox(Sandbox):
             raise SandboxError("empty command")
         if self._closed:
             raise SandboxError(f"container {self.name} is closed")
-        await self.provider.check_paths(self)
-        return await self.run_command(
-            argv,
-            env=env,
-            stdin=stdin,
-            on_output=on_output,
-            timeout=timeout,
-            tail_bytes=tail_bytes,
-            grace=grace,
-            on_stop=on_stop,
-        )
-
-    async def run_command(
-        self,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str] | None = None,
-        stdin: bytes | None = None,
-        on_output: LineSink | None = None,
-        timeout: float | None = None,
-        tail_bytes: int = 64 * 1024,
-        grace: float | None = None,
-        on_stop: StopSink | None = None,
-    ) -> Completed:
-        """`run` without the once-per-race check of the paths (the check's own command)."""
         grace = KILL_GRACE if grace is None else grace
         started = time.monotonic()
         token = uuid.uuid4().hex[:16]
