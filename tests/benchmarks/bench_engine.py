@@ -20,6 +20,7 @@ pytest wrapper in test_benchmarks.py asserts the targets.
 from __future__ import annotations
 
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -142,11 +143,19 @@ SH_VALIDATION = ("test", "-s", "out.txt")
 SH_SCORE = ("sh", "-c", "wc -c < out.txt")
 
 
+def _cpu() -> float:
+    """CPU seconds of this process and of the children it has waited for: what a loaded machine
+    cannot inflate the way it does wall time (the other processes' share is not in it)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def overhead_sh(candidates: int = 8, rounds: int = 5) -> dict:
     from outpost_tui.engine.core.spec import ScoreSpec
     from outpost_tui.engine.git import runner as git_runner
 
     engine_times, raw_times, git_calls = [], [], []
+    engine_cpu, raw_cpu = [], []
     counting = {"calls": 0}
     execute = git_runner._execute
 
@@ -167,17 +176,22 @@ def overhead_sh(candidates: int = 8, rounds: int = 5) -> dict:
         counting["calls"] = 0
         git_runner._execute = counted
         try:
+            cpu = _cpu()
             started = time.perf_counter()
             result = run_race(spec)
             engine_times.append(time.perf_counter() - started)
+            engine_cpu.append(_cpu() - cpu)
         finally:
             git_runner._execute = execute
         git_calls.append(counting["calls"])
         assert result.status.value == "winner", result.status
         assert all(c.score is not None for c in result.candidates), result.to_json()
 
+        cpu = _cpu()
         raw_times.append(_raw_sh_round(candidates))
+        raw_cpu.append(_cpu() - cpu)
     engine, raw = statistics.median(engine_times), statistics.median(raw_times)
+    cpu_engine, cpu_raw = statistics.median(engine_cpu), statistics.median(raw_cpu)
     return {
         "candidates": candidates,
         "engine_s": round(engine, 3),
@@ -185,6 +199,9 @@ def overhead_sh(candidates: int = 8, rounds: int = 5) -> dict:
         "ratio": round(engine / raw, 2),
         # what the engine adds per attempt, with 8 at once on this machine's cores
         "fixed_ms_per_attempt": round((engine - raw) / candidates * 1000, 1),
+        # the same in CPU time (the engine's own and its git's, the agents' and checks' alike)
+        "cpu_ratio": round(cpu_engine / cpu_raw, 2),
+        "fixed_cpu_ms_per_attempt": round((cpu_engine - cpu_raw) / candidates * 1000, 1),
         "git_calls_per_attempt": round(statistics.median(git_calls) / candidates, 1),
     }
 
