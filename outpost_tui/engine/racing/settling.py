@@ -307,15 +307,45 @@ class Settling(Guarding):
             except git.GitError as error:
                 host_error = _one_line(error)
         winner = next((r for r in records if r.status is CandidateStatus.WINNER), None)
-        await self._note_branches_moved(records)
         integration = None
-        if winner is not None:
+        # Three reads of the repository that do not wait on each other: at once.
+        check: git.Integration | None = None
+        reviewed: list[str] | None = None
+        repository, baseline = self.repository, self.baseline
+
+        failed: Exception | None = None
+
+        async def integrate(winner: CandidateRecord) -> None:
+            nonlocal check, failed
             # the validated commit is what merges, wherever its branch went since
-            repository, commit, rev = self.repository, winner.commit, winner.commit or winner.branch
+            rev = winner.commit or winner.branch
             assert rev is not None, "a winner has its commit or its branch"
-            check = await anyio.to_thread.run_sync(
-                lambda: git.integration_check(repository, rev, commit, host=host_after)
-            )
+            try:
+                check = await anyio.to_thread.run_sync(
+                    lambda: git.integration_check(repository, rev, winner.commit, host=host_after)
+                )
+            except Exception as error:  # raised below as it is, not inside a task group's
+                failed = error
+
+        async def look(winner: CandidateRecord, commit: str) -> None:
+            nonlocal reviewed
+            setup = self.attempts[winner.key].setup
+            leave_out = setup.leave_out if setup is not None else ()
+            try:
+                reviewed = await anyio.to_thread.run_sync(review, repository, baseline, commit, leave_out)
+            except git.GitError as error:
+                reviewed = [f"could not be reviewed: {_one_line(error)}"]
+
+        async with anyio.create_task_group() as reading:
+            reading.start_soon(self._note_branches_moved, records)
+            if winner is not None:
+                reading.start_soon(integrate, winner)
+                if winner.commit:
+                    reading.start_soon(look, winner, winner.commit)
+        if failed is not None:
+            raise failed
+        if winner is not None:
+            assert check is not None, "checked above"
             integration = check.to_json()
             checkout = [t for t in self.tampering if t["checkout"]]
             if checkout and integration["status"] != "blocked":
@@ -331,19 +361,9 @@ class Settling(Guarding):
                         f"`git merge-tree --write-tree HEAD {winner.branch}`"
                     ),
                 )
-            if winner.commit and self.baseline:
-                try:
-                    setup = self.attempts[winner.key].setup
-                    winner.review = await anyio.to_thread.run_sync(
-                        review,
-                        self.repository,
-                        self.baseline,
-                        winner.commit,
-                        setup.leave_out if setup is not None else (),
-                    )
-                except git.GitError as error:
-                    winner.review = [f"could not be reviewed: {_one_line(error)}"]
-                verdict = Verdict.from_json(winner.verdict)
+            if reviewed is not None:
+                winner.review = reviewed
+                verdict = Verdict.from_json(winner.verdict)  # with where its branch went since
                 if verdict is not None:
                     winner.review.extend(verdict.review_flags())
         result = RaceResult(
