@@ -223,22 +223,6 @@ def end_cgroup(group: Path) -> list[tuple[int, str, int | None]]:
     return members
 
 
-def remove_if_empty(group: Path) -> bool:
-    """Remove `group` when the kernel says no process is in it (nor in a cgroup below it) and it
-    goes at once; False leaves it to end_cgroup. A command that exits cleanly leaves its cgroup
-    so: two calls into the cgroup filesystem, which never wait on a disk, where end_cgroup's
-    killing and retries belong in a worker thread."""
-    try:
-        if re.search(r"^populated 0$", (group / "cgroup.events").read_text(), re.M) is None:
-            return False
-        group.rmdir()
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False  # busy for a moment, or a cgroup made below it: end_cgroup waits and recurses
-    return True
-
-
 def valid_cgroup(path: str) -> Path | None:
     """A recorded cgroup path, if it is one of ours (never any other cgroup)."""
     group = Path(path)

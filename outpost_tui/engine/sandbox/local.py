@@ -198,9 +198,7 @@ class LocalSandbox(Sandbox):
             ended.set()
             try:
                 if group is not None:
-                    gone = []
-                    if not containment.remove_if_empty(group):
-                        gone = await anyio.to_thread.run_sync(containment.end_cgroup, group)
+                    gone = await anyio.to_thread.run_sync(containment.end_cgroup, group)
                 else:
                     gone = await anyio.to_thread.run_sync(containment.kill_tree, known, token)
             except containment.ContainmentError as error:
@@ -308,8 +306,6 @@ class LocalSandbox(Sandbox):
                 await stop_group(process)
         if self._cgroup is not None:
             group, self._cgroup = self._cgroup, None
-            if containment.remove_if_empty(group):
-                return  # every command ended cleanly: nothing is left in it to kill
             with anyio.CancelScope(shield=True):
                 try:
                     await anyio.to_thread.run_sync(containment.end_cgroup, group)
