@@ -76,7 +76,15 @@ def median(values: list[float]) -> float:
 
 
 async def lifecycle(provider, context: SandboxContext, samples: int) -> dict[str, list[float]]:
-    phases: dict[str, list[float]] = {"acquire": [], "first exec": [], "close": [], "total": []}
+    """acquire, a first exec, close (what an attempt waits for), then the removal a container
+    sandbox finishes off the attempt's path (the provider's drain)."""
+    phases: dict[str, list[float]] = {
+        "acquire": [],
+        "first exec": [],
+        "close": [],
+        "total": [],
+        "removal": [],
+    }
     for n in range(samples):
         attempt = replace(context, attempt=n + 1)
         began = time.perf_counter()
@@ -86,28 +94,73 @@ async def lifecycle(provider, context: SandboxContext, samples: int) -> dict[str
         ran = time.perf_counter()
         await sandbox.close()
         closed = time.perf_counter()
+        assert await provider.drain() == {}
         assert done.exit_code == 0
         phases["acquire"].append(acquired - began)
         phases["first exec"].append(ran - acquired)
         phases["close"].append(closed - ran)
         phases["total"].append(closed - began)
-        for name in ("create", "start", "remove"):
+        phases["removal"].append(time.perf_counter() - closed)
+        for name in ("create", "start", "halt", "remove"):
             if hasattr(sandbox, "timings") and name in sandbox.timings:
                 phases.setdefault(name, []).append(sandbox.timings[name])
     return phases
 
 
 class Recording(ContainerProvider):
-    """The container provider, keeping each sandbox so its phase timings can be read."""
+    """The container provider, keeping each sandbox so its phase timings can be read, and every
+    request to the engine: (container id, what, seconds) — what is the method and the last part of
+    the path (`POST start`, `POST exec/start`, ...); an exec's requests count for its container."""
 
     def __init__(self, spec: SandboxSpec) -> None:
         super().__init__(spec)
         self.sandboxes = []
+        self.requests: list[tuple[str, str, float]] = []
+
+    async def client(self):
+        client = await super().client()
+        api = client.api
+        if "send" not in vars(api):
+            execs: dict[str, str] = {}
+            send = api.send
+
+            def recorded(request, **options):
+                began = time.perf_counter()
+                response = send(request, **options)
+                seconds = time.perf_counter() - began  # to the answer's headers (a stream goes on)
+                path = request.path_url.split("?")[0].split("/", 2)[-1]  # past /v1.41/
+                parts = path.split("/")
+                if parts[0] == "exec" and len(parts) > 2:
+                    owner, what = execs.get(parts[1], "?"), f"exec/{parts[2]}"
+                elif parts[0] == "containers" and len(parts) > 1 and parts[1] not in ("create", "json"):
+                    owner, what = parts[1], parts[2] if len(parts) > 2 else "container"
+                    if what == "exec" and response.ok:
+                        execs[response.json()["Id"]] = owner
+                else:
+                    owner, what = "", path
+                self.requests.append((owner, f"{request.method} {what}", seconds))
+                return response
+
+            api.send = recorded
+        return client
 
     async def acquire(self, context):
         sandbox = await super().acquire(context)
         self.sandboxes.append(sandbox)
         return sandbox
+
+    def per_attempt(self) -> tuple[float, dict[str, tuple[float, float]]]:
+        """Requests per attempt (its agent's and its grading containers'), and by what: how many
+        per attempt and their median seconds."""
+        ids = {s.container.id for s in self.sandboxes}
+        attempts = max(1, sum(1 for s in self.sandboxes if not s.name.endswith("-grading")))
+        ours = [(what, seconds) for owner, what, seconds in self.requests if owner in ids]
+        creates = [seconds for owner, what, seconds in self.requests if what == "POST containers/create"]
+        kinds: dict[str, list[float]] = {"POST create": creates}
+        for what, seconds in ours:
+            kinds.setdefault(what, []).append(seconds)
+        by_kind = {what: (len(times) / attempts, median(times)) for what, times in kinds.items()}
+        return (len(ours) + len(creates)) / attempts, by_kind
 
 
 async def race(repo: Path, candidates: int, provider) -> tuple[float, list[float], str]:
@@ -191,12 +244,12 @@ async def main_async(args) -> None:
         local_phases = await lifecycle(LocalProvider(), context, args.samples)
         container_phases = await lifecycle(container, context, args.samples)
         print(f"  {'phase':<12}{'local':>10}{'container':>12}")
-        for phase in ("create", "start", "acquire", "first exec", "remove", "close", "total"):
+        for phase in ("create", "start", "acquire", "first exec", "halt", "close", "total", "removal"):
             local = median(local_phases.get(phase, []))
             local_text = ms(local) if local_phases.get(phase) else "        -"
             print(f"  {phase:<12}{local_text:>10}{ms(median(container_phases[phase])):>12}")
         overhead = median(container_phases["total"]) - median(local_phases["total"])
-        print(f"  container overhead per attempt: {ms(overhead).strip()}")
+        print(f"  container overhead per attempt (removal not counted: off its path): {ms(overhead).strip()}")
 
         print(
             f"\nthe same race of {args.candidates} candidates (agent + unittest validation each, "
@@ -218,13 +271,20 @@ async def main_async(args) -> None:
         print(f"  statuses: local {local_status}; containers {box_status}")
         in_race = {
             name: median([s.timings[name] for s in recording.sandboxes if name in s.timings])
-            for name in ("create", "start", "first_exec", "remove")
+            for name in ("create", "start", "halt", "remove")
         }
         print(
-            "  container phases inside the race (median per attempt): "
+            "  container phases inside the race (median per container): "
             + ", ".join(f"{name} {ms(value).strip()}" for name, value in in_race.items())
-            + "  (first_exec = the agent's whole run)"
+            + "  (remove: after the verdict, off the attempt's path)"
         )
+        total, by_kind = recording.per_attempt()
+        print(
+            "  engine requests per attempt (its agent's and grading containers', "
+            f"the race's baseline shared): {total:.1f}"
+        )
+        for what, (count, seconds) in sorted(by_kind.items(), key=lambda item: -item[1][0] * item[1][1]):
+            print(f"    {what:<22}{count:5.2f} x {ms(seconds).strip():>7} (median; to the answer's headers)")
         print(
             f"  per-attempt overhead inside the race: "
             f"{ms(median(box_attempts) - median(local_attempts)).strip()}"
