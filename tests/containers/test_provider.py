@@ -563,3 +563,17 @@ async def test_a_repository_the_container_user_cannot_write_is_refused_when_acqu
         await stranger.acquire(attempt)
     assert leftovers() == []
     assert not list(attempt.git_common_dir.glob(".outpost-owner-*"))
+
+
+async def test_a_container_that_cannot_pause_is_removed_by_close(provider, attempt, engine, leftovers):
+    """An engine that cannot pause (rootless on cgroup v1), or a container that has ended (its
+    keep-alive killed from inside): close removes it there and then, nothing is left to drain."""
+    client, _ = engine
+    sandbox = await provider.acquire(attempt)
+    await sandbox.run(["sh", "-c", "kill -KILL $(cat /proc/1/task/1/children)"])
+    with anyio.fail_after(60):  # the engine's wait endpoint answers once the container has ended
+        await anyio.to_thread.run_sync(client.api.wait, sandbox.container.id)
+    await sandbox.close()
+    assert "halt" not in sandbox.timings and "remove" in sandbox.timings
+    assert leftovers() == []
+    assert await provider.drain() == {}
