@@ -7,7 +7,10 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -17,7 +20,7 @@ from textual.widgets import DataTable, Static
 from outpost_tui.engine.durable import recovery
 from outpost_tui.ui.screens.confirm import ConfirmScreen
 from outpost_tui.ui.screens.recovery import RecoveryScreen
-from tests.conftest import make_repo
+from tests.conftest import flags, make_repo
 from tests.engine.test_durable import RUN_ID, crash, gone, race_file, start, wait_for
 
 pytestmark = pytest.mark.anyio
@@ -45,37 +48,19 @@ class Run:
         self.repo, self.path, self.process, self.agent_pid = repo, path, process, agent_pid
 
 
-def _hanging_run(tmp_path: Path) -> Run:
+@pytest.fixture
+def live(tmp_path):
+    """A durable run whose coordinator (the headless CLI) runs, its one agent hanging mid-attempt."""
     repo = make_repo(tmp_path / "repo")
     ready, pidfile = tmp_path / "ready", tmp_path / "a.pid"
-    path = race_file(
-        tmp_path,
-        repo,
-        [
-            (
-                "a",
-                [
-                    "--ready",
-                    str(ready),
-                    "--pidfile",
-                    str(pidfile),
-                    "--hang-on-attempt",
-                    "1",
-                    "--write",
-                    "fix.txt",
-                    "--content",
-                    "good",
-                    "--commit",
-                ],
-            )
-        ],
+    agent = flags(
+        ready=ready, pidfile=pidfile, hang_on_attempt=1, write="fix.txt", content="good", commit=True
     )
+    path = race_file(tmp_path, repo, [("a", agent)])
     process = start(path)
     wait_for(lambda: ready.exists() and pidfile.exists(), "the agent to start", process, timeout=30)
-    return Run(repo, path, process, int(pidfile.read_text().split()[0]))
-
-
-def _end(run: Run) -> None:
+    run = Run(repo, path, process, int(pidfile.read_text().split()[0]))
+    yield run
     if run.process.poll() is None:
         run.process.kill()
     run.process.communicate(timeout=30)
@@ -89,18 +74,10 @@ def _end(run: Run) -> None:
 
 
 @pytest.fixture
-def crashed(tmp_path):
-    run = _hanging_run(tmp_path)
-    crash(run.process)
-    yield run
-    _end(run)
-
-
-@pytest.fixture
-def live(tmp_path):
-    run = _hanging_run(tmp_path)
-    yield run
-    _end(run)
+def crashed(live):
+    """The same run, its coordinator killed: the run stays owned by a process that is gone."""
+    crash(live.process)
+    return live
 
 
 async def until(pilot, condition, what: str, timeout: float = 20.0) -> None:
@@ -118,10 +95,34 @@ def idle(screen: RecoveryScreen) -> bool:
     return not screen.busy
 
 
-async def test_choose_a_crashed_run_release_it_with_confirmation_and_replay(crashed):
-    screen = RecoveryScreen(crashed.repo)
+@asynccontextmanager
+async def wizard(
+    repository: Path, run_id: str | None = None
+) -> AsyncIterator[tuple[HostApp, RecoveryScreen, Any]]:
+    """The wizard on `repository` in a host app; opened on `run_id`, once it has read that run."""
+    screen = RecoveryScreen(repository, run_id)
     app = HostApp(screen)
     async with app.run_test(size=(120, 40)) as pilot:
+        if run_id is not None:
+            await until(pilot, lambda: screen.view is not None and idle(screen), "the saved run")
+        yield app, screen, pilot
+
+
+async def replay(pilot, app: HostApp, screen: RecoveryScreen, repository: Path) -> None:
+    """From the replay step: p asks, y confirms, and the wizard hands the app the run to resume."""
+    assert screen.step == "replay"
+    await pilot.press("p")
+    assert isinstance(app.screen, ConfirmScreen)
+    await pilot.press("y")
+    await until(pilot, lambda: app.replays, "the replay request")
+    assert app.screen is not screen
+    [spec] = app.replays
+    assert spec.run_id == RUN_ID and spec.durability.resume == "retry-incomplete"
+    assert Path(spec.repository).resolve() == repository.resolve()
+
+
+async def test_choose_a_crashed_run_release_it_with_confirmation_and_replay(crashed):
+    async with wizard(crashed.repo) as (app, screen, pilot):
         runs = screen.query_one("#runs", DataTable)
         await until(pilot, lambda: runs.row_count == 1, "the run list")
         assert screen.step == "choose"
@@ -158,21 +159,11 @@ async def test_choose_a_crashed_run_release_it_with_confirmation_and_replay(cras
         assert recovery.inspect(crashed.repo, RUN_ID).owner is None
         assert "released" in text(screen, "#outcome") and text(screen, "#error") == ""
 
-        await pilot.press("p")
-        assert isinstance(app.screen, ConfirmScreen)
-        await pilot.press("y")
-        await until(pilot, lambda: app.replays, "the replay request")
-        assert app.screen is not screen
-        [spec] = app.replays
-        assert spec.run_id == RUN_ID and spec.durability.resume == "retry-incomplete"
-        assert Path(spec.repository).resolve() == crashed.repo.resolve()
+        await replay(pilot, app, screen, crashed.repo)
 
 
 async def test_a_stale_revision_shows_the_error_and_offers_to_inspect_again(crashed):
-    screen = RecoveryScreen(crashed.repo, RUN_ID)
-    app = HostApp(screen)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await until(pilot, lambda: screen.view is not None and idle(screen), "the saved run")
+    async with wizard(crashed.repo, RUN_ID) as (app, screen, pilot):
         stale = screen.view.revision
         recovery.release(crashed.repo, RUN_ID, stale)  # someone else released it meanwhile
 
@@ -197,10 +188,7 @@ async def test_a_stale_revision_shows_the_error_and_offers_to_inspect_again(cras
 
 
 async def test_stopping_a_live_coordinator_ends_it(live):
-    screen = RecoveryScreen(live.repo, RUN_ID)
-    app = HostApp(screen)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await until(pilot, lambda: screen.view is not None and idle(screen), "the saved run")
+    async with wizard(live.repo, RUN_ID) as (app, screen, pilot):
         assert screen.view.coordinator.alive is True
         assert "It is running. s: stop it" in text(screen, "#detail")
 
@@ -225,10 +213,4 @@ async def test_stopping_a_live_coordinator_ends_it(live):
         await pilot.press("enter")
         assert screen.step == "release" and "nothing to release" in text(screen, "#detail")
         await pilot.press("enter")
-        assert screen.step == "replay"
-        await pilot.press("p")
-        assert isinstance(app.screen, ConfirmScreen)
-        await pilot.press("y")
-        await until(pilot, lambda: app.replays, "the replay request")
-        [spec] = app.replays
-        assert spec.run_id == RUN_ID and spec.durability.resume == "retry-incomplete"
+        await replay(pilot, app, screen, live.repo)

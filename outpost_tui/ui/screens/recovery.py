@@ -27,14 +27,13 @@ from textual.worker import Worker, WorkerState, get_current_worker
 from ...engine.core.spec import RaceSpec
 from ...engine.durable import recovery
 from ...engine.durable.checkpoint import RevisionChanged, RunSummary
-from ...engine.durable.ownership import describe_age
 from ...engine.errors import OutpostError
 from ..paths import shown_path
+from ..recovery_steps import ORDER, STEPS, step_text
 from ..widgets.header import OutpostHeader
+from ..widgets.recovery_tables import AttemptsTable, RunsTable
 from .confirm import ConfirmScreen
 
-STEPS = (("stop", "1 Stop"), ("inspect", "2 Inspect"), ("release", "3 Release"), ("replay", "4 Replay"))
-ORDER = [name for name, _ in STEPS]
 STOP_TIMEOUT = 10.0
 # What the engine raises for a bad run, storage, race file or repository: each has a one-line message.
 EXPECTED = (OutpostError, OSError)
@@ -86,13 +85,9 @@ class RecoveryScreen(Screen[RaceSpec | None]):
         with Vertical():
             yield Static(id="title", markup=False)
             yield Static(id="steps")
-            runs: DataTable[str] = DataTable(id="runs", cursor_type="row", zebra_stripes=True)
-            runs.add_columns("run id", "status", "owner", "updated")
-            yield runs
+            yield RunsTable(id="runs")
             yield Static(id="detail", markup=False)
-            attempts: DataTable[str] = DataTable(id="attempts", cursor_type="row", zebra_stripes=True)
-            attempts.add_columns("attempt", "phase", "status", "cleanup", "resources", "worktree")
-            yield attempts
+            yield AttemptsTable(id="attempts")
             yield Static(id="busy", markup=False)
             yield Static(id="outcome", markup=False)
             yield Static(id="error", classes="error", markup=False)
@@ -168,128 +163,12 @@ class RecoveryScreen(Screen[RaceSpec | None]):
         view = self.view
         if view is None:
             return ""
-        return {
-            "stop": self._stop_text,
-            "inspect": self._inspect_text,
-            "release": self._release_text,
-            "replay": self._replay_text,
-        }[self.step](view)
+        return step_text(self.step, view, now=self._now(), stop_timeout=self.stop_timeout)
 
     def _now(self) -> float:
         # The app may fix its clock (snapshot tests); a bare host app has none.
         clock = getattr(self.app, "clock", None)
         return clock() if callable(clock) else time.time()
-
-    def _owner_line(self, view: recovery.RunView) -> str:
-        owner = view.owner or {}
-        now = self._now()
-        age = describe_age(now - float(owner.get("heartbeat_at", now)))
-        return f"Coordinator: pid {owner.get('pid')} on {owner.get('host')}, last heartbeat {age} ago"
-
-    def _stop_text(self, view: recovery.RunView) -> str:
-        if view.owner is None:
-            return (
-                f"No coordinator owns run {view.run_id} (status {view.status}): nothing to stop.\n\n"
-                f"enter: next step (inspect)"
-            )
-        status = view.coordinator
-        lines = [self._owner_line(view), status.reason if status else "", ""]
-        if status is not None and status.alive:
-            lines.append(
-                f"It is running. s: stop it (TERM, then KILL if it is still there after "
-                f"{self.stop_timeout:.0f} s; asks first)."
-            )
-        elif status is None or status.alive is None:
-            lines.append(
-                f"It cannot be checked or stopped from here: stop pid {view.owner.get('pid')} on "
-                f"{view.owner.get('host')} yourself, then press enter to continue."
-            )
-        else:
-            lines.append("It is not running: this step is done.\n\nenter: next step (inspect)")
-        return "\n".join(lines)
-
-    def _inspect_text(self, view: recovery.RunView) -> str:
-        state = view.state
-        baseline = str(state.get("baseline") or "?")[:12]
-        lines = [
-            f"Run {view.run_id}: {view.status} · revision {view.revision}",
-            f"Race {state.get('id') or '?'} from baseline {baseline}",
-            f"Race file: {state.get('race_file') or '(none on record)'}",
-        ]
-        if view.owner is not None:
-            lines.append(self._owner_line(view))
-        lines += ["", "enter: next step (release)"]
-        return "\n".join(lines)
-
-    def _release_text(self, view: recovery.RunView) -> str:
-        if view.owner is None:
-            return (
-                f"Run {view.run_id} is not owned by any coordinator: nothing to release.\n\n"
-                f"enter: next step (replay)"
-            )
-        if view.coordinator is not None and view.coordinator.alive:
-            return (
-                f"The coordinator (pid {view.owner.get('pid')}) is still running: go back (escape) and "
-                f"stop it first."
-            )
-        lines = [
-            f"Release run {view.run_id} at revision {view.revision}: clears its owner so the run can "
-            f"be replayed. Stops and deletes nothing."
-        ]
-        if view.coordinator is None or view.coordinator.alive is None:
-            lines.append(
-                f"Careful: {view.coordinator.reason if view.coordinator else 'the owner cannot be checked'}"
-            )
-        lines += ["", "l / enter: release (asks first)"]
-        return "\n".join(lines)
-
-    def _replay_text(self, view: recovery.RunView) -> str:
-        if view.owner is not None:
-            return f"Run {view.run_id} is still owned: release it first (l)."
-        race_file = view.state.get("race_file") or "(no race file on record)"
-        lines = [
-            f"Replay run {view.run_id} from {race_file}: interrupted attempts start again as new "
-            f"attempts; settled ones are kept."
-        ]
-        if view.state.get("finished") and view.status == "quota":
-            lines.append(
-                "The run ended quota: replaying it reruns the candidates the quota stopped, as new attempts."
-            )
-        elif view.state.get("finished"):
-            lines.append(f"The run already finished ({view.status}): replaying it shows its result again.")
-        lines += ["", "p / enter: replay (asks first)"]
-        return "\n".join(lines)
-
-    def _fill_runs(self) -> None:
-        table = self.query_one("#runs", DataTable)
-        table.clear()
-        for summary in self.summaries:
-            owner = f"pid {summary.owner.pid} on {summary.owner.host}" if summary.owner else "—"
-            updated = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(summary.updated_at))
-            run_id = summary.run_id or f"(unreadable {summary.key})"
-            table.add_row(run_id, summary.status, owner, updated, key=summary.key)
-
-    def _fill_attempts(self) -> None:
-        table = self.query_one("#attempts", DataTable)
-        table.clear()
-        for attempt in self.view.attempts if self.view else []:
-            table.add_row(
-                f"{attempt['key']}#{attempt['attempt']}",
-                attempt["phase"],
-                attempt["status"] or "—",
-                attempt["cleanup"] or "—",
-                ", ".join(attempt["resources"]) or "none",
-                self._short(attempt["directory"]),
-            )
-
-    def _short(self, directory: str | None) -> str:
-        # Worktrees live under the repository: the relative path is what fits in the column.
-        if not directory:
-            return "—"
-        try:
-            return str(Path(directory).relative_to(self.repository.absolute()))
-        except ValueError:
-            return directory
 
     # ------------------------------------------------------------------------------ workers
 
@@ -335,7 +214,7 @@ class RecoveryScreen(Screen[RaceSpec | None]):
     def _runs_loaded(self, summaries: list[RunSummary]) -> None:
         self.summaries = summaries
         self.error = ""
-        self._fill_runs()
+        self.query_one("#runs", RunsTable).show(summaries)
 
     @work(thread=True, exclusive=True, group="recovery", exit_on_error=False)
     def _inspect_worker(self, run_id: str, step: str | None) -> None:
@@ -352,7 +231,7 @@ class RecoveryScreen(Screen[RaceSpec | None]):
         self.error = ""
         self.revision_conflict = False
         self.outcome = outcome
-        self._fill_attempts()
+        self.query_one("#attempts", AttemptsTable).show(view, self.repository)
         if step is not None:
             self.step = step
 

@@ -21,18 +21,10 @@ from ...engine import git
 from ...engine.git import merge
 from ...engine.records import report
 from ..footer_order import FooterOrder
+from ..outcome_style import OUTCOME_STYLE
 from ..shell import open_shell
 from ..widgets.header import OutpostHeader
 from .confirm import ConfirmScreen
-
-STATUS_STYLE = {
-    "winner": "bold green",
-    "rejected": "red",
-    "failed": "red",
-    "quota": "yellow",
-    "cancelled": "dim",
-    "skipped": "dim",
-}
 
 
 class ResultScreen(FooterOrder):
@@ -96,7 +88,7 @@ class ResultScreen(FooterOrder):
             table.add_row(
                 name,
                 str(row.attempt),
-                Text(row.status, style=STATUS_STYLE.get(row.status, "")),
+                Text(row.status, style=OUTCOME_STYLE.get(row.status, "")),
                 row.cost,
                 row.time,
                 *(report.count(row.tokens[n]) for n, _ in reversed(dimensions)),

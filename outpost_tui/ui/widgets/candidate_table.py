@@ -12,18 +12,10 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from ...engine.core.model import RaceModel
+from ..outcome_style import OUTCOME_STYLE
 from .candidate_panel import FINAL, duration, tokens
 
-STATE_STYLE = {
-    "winner": "bold green",
-    "rejected": "red",
-    "failed": "red",
-    "quota": "yellow",
-    "cancelled": "dim",
-    "skipped": "dim",
-    "running": "cyan",
-    "validating": "bold cyan",
-}
+STATE_STYLE = {**OUTCOME_STYLE, "running": "cyan", "validating": "bold cyan"}
 COLUMNS = ("#", "candidate", "state", "try", "time", "out", "in", "cost", "last line")
 
 

@@ -9,18 +9,12 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from ...engine.kept.retained import RetainedAttempt, RetainedRace, human_age, human_bytes
+from ..outcome_style import OUTCOME_STYLE
 
 RACE_ROW = "race:"
 COLUMNS = ("attempt", "outcome", "holds", "diff", "size", "age", "live")
-OUTCOME_STYLE = {
-    "winner": "bold green",
-    "rejected": "red",
-    "failed": "red",
-    "quota": "yellow",
-    "cancelled": "dim",
-    "skipped": "dim",
-    "interrupted": "yellow",
-}
+# a durable run interrupted mid-attempt
+KEPT_STYLE = {**OUTCOME_STYLE, "interrupted": "yellow"}
 
 
 def holds_cell(row: RetainedAttempt) -> str:
@@ -85,7 +79,7 @@ class KeptTable(DataTable[str | Text]):
                 mark = "● " if row.id == marked else "  "
                 self.add_row(
                     f"{mark}{row.key}#{row.attempt}",
-                    Text(row.outcome, style=OUTCOME_STYLE.get(row.outcome, "")),
+                    Text(row.outcome, style=KEPT_STYLE.get(row.outcome, "")),
                     holds_cell(row),
                     diff_cell(row),
                     human_bytes(row.size_bytes) if row.size_bytes is not None else "—",
