@@ -86,7 +86,7 @@ def fake(*flags: str) -> tuple[str, ...]:
 
 
 def flags(**options: object) -> list[str]:
-    """The fake agent's flags from keywords: `wait_file=go` is `--wait-file go`, `commit=True` is `--commit`."""
+    """The fake agent's flags from keywords: `wait_file=go` is `--wait-file go`, `commit=True` `--commit`."""
     argv: list[str] = []
     for name, value in options.items():
         argv.append("--" + name.replace("_", "-"))

@@ -177,7 +177,7 @@ class OutpostApp(App):
     async def _load_recorded(self, race_id: str, repository: Path) -> None:
         import anyio.to_thread
 
-        from ..engine.git.runner import GitError
+        from ..engine.git import GitError
         from ..engine.records.history import UnknownRace, UnreadableRace, load_recording
 
         try:
@@ -208,7 +208,7 @@ class OutpostApp(App):
         """Pick one of the races recorded in the current repository (newest first)."""
         from textual.command import SimpleCommand
 
-        from ..engine.git.runner import GitError
+        from ..engine.git import GitError
         from ..engine.records.history import recorded_races
 
         repository = self.recorded_repository()

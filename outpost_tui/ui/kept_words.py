@@ -8,8 +8,8 @@ import os
 import textwrap
 from pathlib import Path
 
+from ..engine import git
 from ..engine.core.result import Validation
-from ..engine.git import merge
 from ..engine.kept import archive, cleanup
 from ..engine.kept.retained import RetainedAttempt, RetainedRace, human_age, human_bytes
 
@@ -60,7 +60,7 @@ def attempt_details(row: RetainedAttempt, *, path: str, again: Validation | None
 
 
 def merge_question(row: RetainedAttempt, how: str, host: str) -> list[str]:
-    verb = "Merge" if how == merge.MERGE else "Cherry-pick the commits of"
+    verb = "Merge" if how == git.MERGE else "Cherry-pick the commits of"
     lines = [
         f"{verb} {row.id} ({str(row.head)[:12]}) into {host}?",
         "Integration check just now: clean. Your git hooks run; nothing is pushed.",

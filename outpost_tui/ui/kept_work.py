@@ -12,7 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..engine import git
-from ..engine.git import merge
 from ..engine.kept import archive, cleanup
 from ..engine.kept.comparison import touched, work_diff
 from ..engine.kept.removal import archive_and_remove
@@ -94,14 +93,14 @@ def merge_check(root: Path, row: RetainedAttempt) -> tuple[git.Integration, str]
     return check, host
 
 
-def integrate(root: Path, row: RetainedAttempt, how: str) -> merge.MergeOutcome:
+def integrate(root: Path, row: RetainedAttempt, how: str) -> git.MergeOutcome:
     """Merge the attempt, or cherry-pick its own commits, into the current branch."""
-    if how == merge.MERGE:
-        return merge.merge(
+    if how == git.MERGE:
+        return git.merge_candidate(
             root, row.branch, expected_commit=row.head, message=f"Merge outpost candidate {row.id}"
         )
     assert row.baseline is not None, "a cherry-pick without a baseline is refused before it is asked"
-    return merge.cherry_pick(root, row.branch, row.baseline, expected_commit=row.head)
+    return git.cherry_pick_candidate(root, row.branch, row.baseline, expected_commit=row.head)
 
 
 def archive_worktree(root: Path, row: RetainedAttempt, include_ignored: bool) -> Said:

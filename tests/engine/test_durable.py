@@ -53,8 +53,8 @@ def race_file(
         """)
         + tables
     )
-    for key, flags in candidates:
-        argv = json.dumps([sys.executable, str(FAKE_AGENT), *flags])
+    for key, options in candidates:
+        argv = json.dumps([sys.executable, str(FAKE_AGENT), *options])
         text += f'\n[[candidates]]\nkey = "{key}"\nagent = "command"\nbrief = "fix {key}"\ncommand = {argv}\n'
     path = tmp_path / "race.toml"
     path.write_text(text)

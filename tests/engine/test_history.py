@@ -18,7 +18,7 @@ import pytest
 from outpost_tui.engine import build_spec, run_race
 from outpost_tui.engine.core.events import Event
 from outpost_tui.engine.errors import OutpostError
-from outpost_tui.engine.git.runner import GitError
+from outpost_tui.engine.git import GitError
 from outpost_tui.engine.records.history import (
     UNFINISHED,
     UNREADABLE,

@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 
 from outpost_tui.engine import git as g
-from outpost_tui.engine.git import merge as m
 from tests.conftest import git
 
 
@@ -35,7 +34,7 @@ def test_merge_runs_the_users_hooks_and_never_pushes(repo, tmp_path):
     hook.write_text(f"#!/bin/sh\necho ran > '{marker}'\n")
     hook.chmod(0o755)
 
-    outcome = m.merge(repo, branch, expected_commit=commit)
+    outcome = g.merge_candidate(repo, branch, expected_commit=commit)
 
     assert outcome.done, outcome.message
     assert "nothing was pushed" in outcome.message
@@ -52,16 +51,16 @@ def test_merge_refused_when_conflicting_dirty_or_moved(repo):
     git(repo, "commit", "-qam", "host edits base")
     head = git(repo, "rev-parse", "HEAD")
 
-    conflicting = m.merge(repo, branch)
+    conflicting = g.merge_candidate(repo, branch)
     assert not conflicting.done and "conflict in base.txt" in conflicting.message
     assert git(repo, "rev-parse", "HEAD") == head and git(repo, "status", "--porcelain") == ""
 
     (repo / "untracked.txt").write_text("mine\n")
-    dirty = m.merge(repo, branch)
+    dirty = g.merge_candidate(repo, branch)
     assert not dirty.done and "uncommitted changes" in dirty.message
     os.unlink(repo / "untracked.txt")
 
-    moved = m.merge(repo, branch, expected_commit=head)
+    moved = g.merge_candidate(repo, branch, expected_commit=head)
     assert not moved.done and "changed since validation" in moved.message
     assert git(repo, "rev-parse", "HEAD") == head
 
@@ -74,7 +73,7 @@ def test_a_refusing_hook_leaves_the_checkout_as_it_was(repo):
     hook.write_text("#!/bin/sh\necho 'policy says no' >&2\nexit 1\n")
     hook.chmod(0o755)
 
-    outcome = m.merge(repo, branch)
+    outcome = g.merge_candidate(repo, branch)
 
     assert not outcome.done and "aborted" in outcome.message
     assert git(repo, "rev-parse", "HEAD") == head
@@ -87,7 +86,7 @@ def test_cherry_pick_applies_the_candidates_commits_in_order(repo):
     branch, commit, _ = candidate(repo, "a", {"one.txt": "1\n", "two.txt": "2\n"})
     git(repo, "commit", "-q", "--allow-empty", "-m", "host moves on")
 
-    outcome = m.cherry_pick(repo, branch, baseline, expected_commit=commit)
+    outcome = g.cherry_pick_candidate(repo, branch, baseline, expected_commit=commit)
 
     assert outcome.done and "2 commit(s)" in outcome.message
     subjects = git(repo, "log", "--format=%s", "-3").splitlines()

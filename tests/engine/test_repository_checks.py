@@ -10,21 +10,21 @@ import anyio.lowlevel
 import pytest
 
 from outpost_tui.engine import build_spec, new_race
+from outpost_tui.engine import git as engine_git
 from outpost_tui.engine.core.events import EventKind
-from outpost_tui.engine.git import guard
 from tests.conftest import cmd, git
 
 
 @pytest.fixture
 def compares(monkeypatch):
     seen: list[str] = []
-    real = guard.compare
+    real = engine_git.guard_changes
 
-    def counted(record: guard.Record, who: str) -> list[guard.Change]:
+    def counted(record: engine_git.GuardRecord, who: str) -> list[engine_git.GuardChange]:
         seen.append(who)
         return real(record, who)
 
-    monkeypatch.setattr(guard, "compare", counted)
+    monkeypatch.setattr(engine_git, "guard_changes", counted)  # where the race looks it up
     return seen
 
 
@@ -35,7 +35,7 @@ def _race(repo):
     race = new_race(spec)
     race.id, race.repository = "checks", repo
     first, second = (race.add_attempt(c, n, 1) for n, c in enumerate(spec.candidates))
-    race._record = guard.take(repo, race.id, None)
+    race._record = engine_git.guard_record(repo, race.id, None)
     return race, first, second
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from ..core.spec import valid_key
 from ..core.statuses import CandidateStatus, Phase, RaceStatus
 from ..errors import OutpostError
-from ..git.worktrees import branch_name
+from ..git import branch_name
 
 FORMAT = 1
 PHASES = tuple(str(phase) for phase in Phase)

@@ -8,9 +8,13 @@ any file git would not recreate.
 One module per concept: `runner` (the one way git runs), `layout` (the repository and `.outpost/`),
 `host` (the user's repository as the race found it), `listing` (files `[setup]` copies),
 `commits`, `worktrees`, `grading` (checkouts of a graded commit), `integration` (merge-tree and
-review); `gitenv` (the environment every started program gets), `guard` (the user's refs and
-settings, compared after each attempt) and `merge` (the operator's own merge). The names below
-are the package's public face: callers write `git.run(...)`, `git.GitError`.
+review), `guard` (the user's refs and settings, compared after each attempt) and `merge` (the
+operator's own merge); the environment every started program gets is `engine/gitenv.py`.
+
+The names below are the package's public face, and the only way in: code outside this package
+writes `git.run(...)`, `git.output(...)`, `git.GitError` (after `from .. import git`) or imports
+those names from the package, never a submodule and never a name starting with "_"
+(tests/test_one_way.py checks it).
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from .grading import (
     reset_grading_checkout,
     tree,
 )
+from .guard import GuardChange, GuardRecord, guard_changes, guard_record
 from .host import HostSnapshot, host_snapshot, resolve_commit
 from .integration import (
     MERGE_TREE_MAX_OUTPUT,
@@ -62,14 +67,18 @@ from .layout import (
     check_worktree_link,
     ensure_outpost_dir,
     git_common_dir,
+    is_inside,
     repository_root,
+    workspaces_directory,
 )
 from .listing import included_files, tree_files, untracked_entries, untracked_files
-from .runner import GIT_TIMEOUT_STATUS, METADATA_RETRIES, PROGRAM_CONFIG, GitError, run
+from .merge import CHERRY_PICK, MERGE, MergeOutcome, cherry_pick_candidate, merge_candidate
+from .runner import GIT_TIMEOUT_STATUS, METADATA_RETRIES, PROGRAM_CONFIG, GitError, error_line, output, run
 from .worktrees import (
     BRANCH_PREFIX,
     RACE_ID_PATTERN,
     SPECULATION_BRANCH,
+    WorktreeLock,
     add_worktree,
     branch_name,
     list_worktrees,
@@ -77,15 +86,18 @@ from .worktrees import (
     remove_worktree,
     worktree_directory,
     worktree_git_dir,
+    worktree_lock,
 )
 
 __all__ = [
     "BOT_EMAIL",
     "BOT_NAME",
     "BRANCH_PREFIX",
+    "CHERRY_PICK",
     "EXCLUDE_LINE",
     "GIT_TIMEOUT_STATUS",
     "GRADING_SUFFIX",
+    "MERGE",
     "MERGE_TREE_MAX_OUTPUT",
     "MERGE_TREE_MIN_VERSION",
     "MERGE_TREE_TIMEOUT",
@@ -100,8 +112,12 @@ __all__ = [
     "Change",
     "Commit",
     "GitError",
+    "GuardChange",
+    "GuardRecord",
     "HostSnapshot",
     "Integration",
+    "MergeOutcome",
+    "WorktreeLock",
     "add_grading_checkout",
     "add_worktree",
     "blob",
@@ -111,12 +127,16 @@ __all__ = [
     "branch_tips",
     "changes",
     "check_worktree_link",
+    "cherry_pick_candidate",
     "commit_all",
     "commits_since",
     "diff",
     "ensure_outpost_dir",
+    "error_line",
     "git_common_dir",
     "grading_directory",
+    "guard_changes",
+    "guard_record",
     "has_changes",
     "head",
     "head_and_commits",
@@ -126,9 +146,12 @@ __all__ = [
     "included_files",
     "integration_check",
     "is_clean",
+    "is_inside",
     "list_worktrees",
     "make_grading_directory",
     "make_worktree_directory",
+    "merge_candidate",
+    "output",
     "pin_validated",
     "remove_grading_checkout",
     "remove_worktree",
@@ -140,6 +163,8 @@ __all__ = [
     "tree_files",
     "untracked_entries",
     "untracked_files",
+    "workspaces_directory",
     "worktree_directory",
     "worktree_git_dir",
+    "worktree_lock",
 ]

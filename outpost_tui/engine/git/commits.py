@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .layout import check_worktree_link
-from .runner import _STATUS, _check, _failure, _revision, _run
+from .runner import _STATUS, _failure, _revision, _run, output
 
 BOT_NAME = "outpost-tui"
 
@@ -43,7 +43,7 @@ def identity(directory: Path | str) -> dict[str, str]:
 
 def head(directory: Path | str) -> str:
     check_worktree_link(directory)
-    return str(_check("reading HEAD", directory, "rev-parse", "--verify", "HEAD"))
+    return str(output("reading HEAD", directory, "rev-parse", "--verify", "HEAD"))
 
 
 def commits_since(directory: Path | str, baseline: str) -> list[Commit]:
@@ -51,7 +51,7 @@ def commits_since(directory: Path | str, baseline: str) -> list[Commit]:
     _revision(baseline, "baseline")
     check_worktree_link(directory)
     # Topological order puts HEAD last, which head_and_commits relies on.
-    out = _check(
+    out = output(
         "listing commits",
         directory,
         "log",
@@ -85,7 +85,7 @@ def _left_out(paths: Sequence[str]) -> list[str]:
 def has_changes(directory: Path | str, leave_out: Sequence[str] = ()) -> bool:
     """Uncommitted tracked changes or untracked files that are not ignored (outside leave_out)."""
     check_worktree_link(directory)
-    out = _check(
+    out = output(
         "git status",
         directory,
         *_STATUS,
@@ -116,7 +116,7 @@ def commit_all(directory: Path | str, message: str, leave_out: Sequence[str] = (
     user's pre-commit tooling. Paths in leave_out (the setup's files) are never added.
     """
     check_worktree_link(directory)
-    _check("git add", directory, "add", "-A", "--", ".", *_left_out(leave_out))
+    output("git add", directory, "add", "-A", "--", ".", *_left_out(leave_out))
     commit = ("commit", "--quiet", "--no-verify", "--no-gpg-sign", "--allow-empty-message", "-m", message)
     status, _, err = _run(directory, *commit, config=("user.useConfigOnly=true",))
     if status != 0 and any(marker in err for marker in _IDENTITY_ERRORS):
@@ -139,7 +139,7 @@ def is_clean(directory: Path | str) -> bool:
     """Attached HEAD and no modified, untracked or ignored file, whatever the index's flags say:
     safe to remove."""
     check_worktree_link(directory)
-    out = _check(
+    out = output(
         "git status",
         directory,
         *_STATUS,

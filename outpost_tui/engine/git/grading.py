@@ -9,9 +9,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from .integration import _candidate
-from .layout import _inside, _workspaces, check_worktree_link
-from .runner import GitError, _check, _revision, _run
-from .worktrees import BRANCH_PREFIX, _empty_directory, _worktree_lock, branch_name
+from .layout import check_worktree_link, is_inside, workspaces_directory
+from .runner import GitError, _revision, _run, output
+from .worktrees import BRANCH_PREFIX, _empty_directory, branch_name, worktree_lock
 
 GRADING_SUFFIX = ".grading"
 
@@ -21,7 +21,7 @@ VALIDATED_REFS = "refs/outpost/validated"
 
 def grading_directory(repo_root: Path | str, name: str) -> Path:
     """Where a grading checkout lives; `name` is a candidate worktree's or the baseline's name."""
-    return _workspaces(repo_root) / f"{name}{GRADING_SUFFIX}"
+    return workspaces_directory(repo_root) / f"{name}{GRADING_SUFFIX}"
 
 
 def add_grading_checkout(
@@ -34,12 +34,12 @@ def add_grading_checkout(
     root = Path(repo_root)
     target = Path(directory).absolute()
     _revision(commit, "commit")
-    if not _inside(target, _workspaces(root)) or not target.name.endswith(GRADING_SUFFIX):
+    if not is_inside(target, workspaces_directory(root)) or not target.name.endswith(GRADING_SUFFIX):
         raise GitError(f"{target} is not a grading checkout of {root}")
     if os.path.lexists(target) and not (made_empty and _empty_directory(target)):
         _remove_grading(root, target)
-    with _worktree_lock(root).shared():
-        _check(
+    with worktree_lock(root).shared():
+        output(
             f"creating the grading checkout {target}",
             root,
             "worktree",
@@ -56,7 +56,7 @@ def make_grading_directory(repo_root: Path | str, directory: Path | str) -> None
     for a sandbox to mount before the commit to grade is known."""
     root = Path(repo_root)
     target = Path(directory).absolute()
-    if not _inside(target, _workspaces(root)) or not target.name.endswith(GRADING_SUFFIX):
+    if not is_inside(target, workspaces_directory(root)) or not target.name.endswith(GRADING_SUFFIX):
         raise GitError(f"{target} is not a grading checkout of {root}")
     if os.path.lexists(target):
         _remove_grading(root, target)
@@ -70,25 +70,25 @@ def reset_grading_checkout(directory: Path | str, commit: str) -> None:
     """Back to exactly `commit`: what a previous validation run changed or left is gone."""
     _revision(commit, "commit")
     check_worktree_link(directory)
-    _check("resetting the grading checkout", directory, "checkout", "--quiet", "--force", "--detach", commit)
-    _check("cleaning the grading checkout", directory, "clean", "-ffdxq")
+    output("resetting the grading checkout", directory, "checkout", "--quiet", "--force", "--detach", commit)
+    output("cleaning the grading checkout", directory, "clean", "-ffdxq")
 
 
 def remove_grading_checkout(repo_root: Path | str, directory: Path | str) -> None:
     root = Path(repo_root)
     target = Path(directory).absolute()
-    if not _inside(target, _workspaces(root)) or not target.name.endswith(GRADING_SUFFIX):
+    if not is_inside(target, workspaces_directory(root)) or not target.name.endswith(GRADING_SUFFIX):
         raise GitError(f"{target} is not a grading checkout of {root}")
     _remove_grading(root, target)
 
 
 def _remove_grading(root: Path, target: Path) -> None:
     # --force twice: validation leaves files behind, and a crashed grading may have left a lock
-    with _worktree_lock(root).shared():
+    with worktree_lock(root).shared():
         status, _, _err = _run(root, "worktree", "remove", "--force", "--force", str(target))
     if status == 0:
         return  # git removed its record with the checkout: nothing to prune
-    with _worktree_lock(root).exclusive():
+    with worktree_lock(root).exclusive():
         if os.path.lexists(target):
             if target.is_symlink() or not target.is_dir():
                 target.unlink()
@@ -109,7 +109,7 @@ def tree(repo_root: Path | str, commit: str) -> dict[str, tuple[str, str]]:
 def _tree(root: str, commit: str) -> tuple[tuple[str, tuple[str, str]], ...]:
     # Every grading reads the baseline's tree: a commit id names one tree for good, so it is
     # listed once per race (the few most recent are kept; a candidate's is read once anyway).
-    out = str(_check("listing files", root, "ls-tree", "-r", "-z", "--full-tree", commit, strip=False))
+    out = str(output("listing files", root, "ls-tree", "-r", "-z", "--full-tree", commit, strip=False))
     files = []
     for entry in out.split("\0"):
         meta, _, path = entry.partition("\t")
@@ -121,14 +121,14 @@ def _tree(root: str, commit: str) -> tuple[tuple[str, tuple[str, str]], ...]:
 
 def blob(repo_root: Path | str, oid: str) -> bytes:
     _revision(oid, "object id")
-    return bytes(_check("reading a file", repo_root, "cat-file", "blob", oid, binary=True, strip=False))
+    return bytes(output("reading a file", repo_root, "cat-file", "blob", oid, binary=True, strip=False))
 
 
 def pin_validated(repo_root: Path | str, race_id: str, key: str, attempt: int, commit: str) -> str:
     """A ref that keeps the validated commit reachable whatever happens to the branch."""
     _revision(commit, "commit")
     ref = f"{VALIDATED_REFS}/{branch_name(race_id, key, attempt).removeprefix(BRANCH_PREFIX + '/')}"
-    _check("pinning the validated commit", repo_root, "update-ref", ref, commit)
+    output("pinning the validated commit", repo_root, "update-ref", ref, commit)
     return ref
 
 
@@ -144,7 +144,7 @@ def branch_tips(repo_root: Path | str, branches: Sequence[str]) -> dict[str, str
         return {}
     for ref in refs:
         _revision(ref, "branch name")
-    out = _check("listing branches", repo_root, "for-each-ref", "--format=%(objectname) %(refname)", *refs)
+    out = output("listing branches", repo_root, "for-each-ref", "--format=%(objectname) %(refname)", *refs)
     tips = {}
     for line in str(out).splitlines():
         oid, _, ref = line.partition(" ")

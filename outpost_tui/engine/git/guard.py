@@ -22,9 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import git
 from ..files import link_atomically, write_atomically
-from .runner import _check, _git_dirs
+from .host import HostSnapshot, host_snapshot
+from .layout import OUTPOST_DIR, RECOVERY, WORKSPACES
+from .runner import GitError, _git_dirs, output
+from .worktrees import BRANCH_PREFIX
 
 # Files whose content changes what git runs or sees, relative to the common git directory (and to
 # each submodule's git directory under modules/).
@@ -35,7 +37,7 @@ MAX_RESTORABLE = 4 * 1024 * 1024
 TAMPERING = "tampering"  # .outpost/recovery/tampering/<race>/<who>/: what a candidate wrote
 # Refs the engine itself creates while races run (other races' branches, archives): new ones are
 # not a candidate's doing; moving or deleting existing ones is.
-ENGINE_NAMESPACES = (f"refs/heads/{git.BRANCH_PREFIX}/", "refs/outpost/")
+ENGINE_NAMESPACES = (f"refs/heads/{BRANCH_PREFIX}/", "refs/outpost/")
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,7 @@ class Saved:
 
 
 @dataclass(frozen=True)
-class Change:
+class GuardChange:
     """One thing in the user's repository that is not as the race found it."""
 
     kind: str  # ref | head | setting | working-tree
@@ -111,7 +113,7 @@ def _short(oid: str | None) -> str:
 
 
 @dataclass
-class Record:
+class GuardRecord:
     root: Path
     common: Path
     git_dir: Path
@@ -120,24 +122,24 @@ class Record:
     head: str  # the HEAD file's content: "ref: refs/heads/main" or an object id
     worktree_heads: dict[str, str]  # the user's other worktrees: HEAD file -> content
     settings: dict[str, Saved]  # absolute path -> saved state
-    host: git.HostSnapshot | None
-    seen: set[tuple[str, str, str | None]] = field(default_factory=set)  # Change.identity
+    host: HostSnapshot | None
+    seen: set[tuple[str, str, str | None]] = field(default_factory=set)  # GuardChange.identity
     # the checkout as the last compare found it (None: that compare did not get so far)
-    latest_host: git.HostSnapshot | None = None
+    latest_host: HostSnapshot | None = None
 
     @property
     def checked_out(self) -> str | None:
         return self.head.removeprefix("ref:").strip() if self.head.startswith("ref:") else None
 
 
-def take(root: Path, race_id: str, host: git.HostSnapshot | None) -> Record:
+def guard_record(root: Path, race_id: str, host: HostSnapshot | None) -> GuardRecord:
     """Record the repository at `root` as the race `race_id` finds it."""
     root = Path(root)
     dirs = _git_dirs(root)
     if dirs is None:
-        raise git.GitError(f"cannot read the git directory of {root}")
+        raise GitError(f"cannot read the git directory of {root}")
     git_dir, common = dirs
-    return Record(
+    return GuardRecord(
         root=root,
         common=common,
         git_dir=git_dir,
@@ -150,12 +152,12 @@ def take(root: Path, race_id: str, host: git.HostSnapshot | None) -> Record:
     )
 
 
-def compare(record: Record, who: str) -> list[Change]:
+def guard_changes(record: GuardRecord, who: str) -> list[GuardChange]:
     """What changed since the record and was not reported before; settings files are put back.
 
     `who` names the evidence directory ("<key>-<attempt>", or "race")."""
     record.latest_host = None
-    found: list[Change] = []
+    found: list[GuardChange] = []
     found += _compare_refs(record)
     found += _compare_heads(record)
     found += _compare_settings(record, who)
@@ -169,8 +171,8 @@ def compare(record: Record, who: str) -> list[Change]:
 
 
 def _refs(root: Path, race_id: str) -> dict[str, str]:
-    out = str(_check("listing refs", root, "for-each-ref", "--format=%(objectname) %(refname)"))
-    own = f"refs/heads/{git.BRANCH_PREFIX}/{race_id}/"
+    out = str(output("listing refs", root, "for-each-ref", "--format=%(objectname) %(refname)"))
+    own = f"refs/heads/{BRANCH_PREFIX}/{race_id}/"
     refs = {}
     for line in out.splitlines():
         oid, _, name = line.partition(" ")
@@ -189,7 +191,7 @@ def _read_head(path: Path) -> str:
 def _worktree_heads(root: Path, common: Path) -> dict[str, str]:
     """HEAD of each of the user's other worktrees (not the race's, under .outpost/workspaces)."""
     heads: dict[str, str] = {}
-    workspaces = os.path.realpath(root / git.OUTPOST_DIR / git.WORKSPACES)
+    workspaces = os.path.realpath(root / OUTPOST_DIR / WORKSPACES)
     try:
         entries = sorted((common / "worktrees").iterdir())
     except OSError:
@@ -208,7 +210,7 @@ def _undo(root: Path, *args: str) -> str:
     return shlex.join(["git", "-C", str(root), *args])
 
 
-def _compare_refs(record: Record) -> list[Change]:
+def _compare_refs(record: GuardRecord) -> list[GuardChange]:
     now = _refs(record.root, record.race_id)
     checked_out = record.checked_out
     changes = []
@@ -222,7 +224,7 @@ def _compare_refs(record: Record) -> list[Change]:
                 continue
             assert after is not None
             changes.append(
-                Change(
+                GuardChange(
                     "ref",
                     name,
                     "created",
@@ -234,7 +236,7 @@ def _compare_refs(record: Record) -> list[Change]:
             )
         elif after is None:
             changes.append(
-                Change(
+                GuardChange(
                     "ref",
                     name,
                     "deleted",
@@ -246,7 +248,7 @@ def _compare_refs(record: Record) -> list[Change]:
             )
         else:
             changes.append(
-                Change(
+                GuardChange(
                     "ref",
                     name,
                     "moved",
@@ -259,19 +261,19 @@ def _compare_refs(record: Record) -> list[Change]:
     return changes
 
 
-def _compare_heads(record: Record) -> list[Change]:
+def _compare_heads(record: GuardRecord) -> list[GuardChange]:
     changes = []
     now = _read_head(record.git_dir / "HEAD")
     if now != record.head:
         back = record.checked_out
         undo = _undo(record.root, "checkout", back.removeprefix("refs/heads/") if back else record.head)
-        changes.append(Change("head", "HEAD", "changed", record.head, now, undo, checkout=True))
+        changes.append(GuardChange("head", "HEAD", "changed", record.head, now, undo, checkout=True))
     for path, before in record.worktree_heads.items():
         after = _read_head(Path(path))
         if after != before:
             worktree = Path(path).parent
             changes.append(
-                Change(
+                GuardChange(
                     "head",
                     str(worktree.relative_to(record.common) / "HEAD"),
                     "changed",
@@ -339,12 +341,12 @@ def _save(path: Path) -> Saved | None:
     except FileNotFoundError:
         return None
     except OSError as error:
-        raise git.GitError(f"cannot read {path}: {error.strerror}") from error
+        raise GitError(f"cannot read {path}: {error.strerror}") from error
     content = bytes(kept) if len(kept) <= MAX_RESTORABLE else None
     return Saved(info.st_mode, digest.hexdigest(), content)
 
 
-def _compare_settings(record: Record, who: str) -> list[Change]:
+def _compare_settings(record: GuardRecord, who: str) -> list[GuardChange]:
     now = _settings(record.common, record.git_dir)
     changes = []
     for path in sorted(set(record.settings) | set(now)):
@@ -358,7 +360,7 @@ def _compare_settings(record: Record, who: str) -> list[Change]:
         evidence = _keep(record, who, Path(path), name) if after is not None else None
         restored = _restore(Path(path), before)
         changes.append(
-            Change(
+            GuardChange(
                 "setting",
                 name,
                 change,
@@ -371,12 +373,12 @@ def _compare_settings(record: Record, who: str) -> list[Change]:
     return changes
 
 
-def _keep(record: Record, who: str, path: Path, name: str) -> str | None:
+def _keep(record: GuardRecord, who: str, path: Path, name: str) -> str | None:
     """Copy what was found to .outpost/recovery/tampering/<race>/<who>/ before it is put back."""
     target = (
         record.root
-        / git.OUTPOST_DIR
-        / git.RECOVERY
+        / OUTPOST_DIR
+        / RECOVERY
         / TAMPERING
         / record.race_id
         / who
@@ -421,13 +423,13 @@ def _restore(path: Path, saved: Saved | None) -> bool:
 # --- the checkout ---------------------------------------------------------------------------------
 
 
-def _compare_checkout(record: Record, found: list[Change]) -> list[Change]:
+def _compare_checkout(record: GuardRecord, found: list[GuardChange]) -> list[GuardChange]:
     before = record.host
     if before is None:
         return []
     try:
-        after = record.latest_host = git.host_snapshot(record.root)
-    except git.GitError:
+        after = record.latest_host = host_snapshot(record.root)
+    except GitError:
         return []
     moved = before.head != after.head
     written = (
@@ -438,7 +440,7 @@ def _compare_checkout(record: Record, found: list[Change]) -> list[Change]:
     if not written:
         return []
     return [
-        Change(
+        GuardChange(
             "working-tree",
             "working tree",
             "changed",

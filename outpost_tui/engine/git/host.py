@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .layout import OUTPOST_DIR
-from .runner import _STATUS, GitError, _check, _revision, _run
+from .runner import _STATUS, GitError, _revision, _run, output
 
 if TYPE_CHECKING:
     from hashlib import _Hash
@@ -48,7 +48,7 @@ def host_snapshot(repo_root: Path | str) -> HostSnapshot:
     changed, since otherwise it would print nothing.
     """
     root = Path(repo_root)
-    out = _check("git status", root, *_STATUS, "--porcelain=v2", "--branch", "--untracked-files=all", "-z")
+    out = output("git status", root, *_STATUS, "--porcelain=v2", "--branch", "--untracked-files=all", "-z")
     head = branch = ""
     tracked_changes = False
     untracked: list[str] = []
@@ -78,7 +78,7 @@ def host_snapshot(repo_root: Path | str) -> HostSnapshot:
     digest = hashlib.sha256()
     digest.update(head.encode() + b"\0")
     if tracked_changes:
-        patch = _check(
+        patch = output(
             "git diff",
             root,
             "diff",

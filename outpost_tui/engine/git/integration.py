@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .host import HostSnapshot, host_snapshot
-from .runner import GitError, _check, _first_line, _git_version, _revision, _run
+from .runner import GitError, _git_version, _revision, _run, error_line, output
 
 MERGE_TREE_TIMEOUT = 30.0
 
@@ -102,7 +102,7 @@ def _merge_tree_failure(status: int, err: str) -> str:
     if version and version[:2] < MERGE_TREE_MIN_VERSION:
         shown = ".".join(str(n) for n in version)
         return f"Git merge-tree preflight needs git >= 2.38 (found {shown})"
-    return f"Git merge-tree preflight failed: {_first_line(err)}"
+    return f"Git merge-tree preflight failed: {error_line(err)}"
 
 
 def _conflicts(out: str) -> tuple[str, ...]:
@@ -133,7 +133,7 @@ def changes(repo_root: Path | str, baseline: str, commit: str) -> tuple[bool, li
     _revision(commit, "commit")
     descends = _run(repo_root, "merge-base", "--is-ancestor", baseline, commit)[0] == 0
     out = str(
-        _check(
+        output(
             "git diff",
             repo_root,
             "diff",
@@ -164,7 +164,7 @@ def changes(repo_root: Path | str, baseline: str, commit: str) -> tuple[bool, li
     if links:
         targets = {
             c.path: str(
-                _check("reading a symlink", repo_root, "cat-file", "blob", f"{commit}:{c.path}", strip=False)
+                output("reading a symlink", repo_root, "cat-file", "blob", f"{commit}:{c.path}", strip=False)
             )
             for c in links
         }
@@ -177,7 +177,7 @@ def diff(repo_root: Path | str, baseline: str, commit: str) -> str:
     _revision(baseline, "baseline")
     _revision(commit, "commit")
     return str(
-        _check(
+        output(
             "git diff",
             repo_root,
             "diff",

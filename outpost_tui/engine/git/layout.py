@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .runner import GitError, _check, _git_dirs, _run
+from .runner import GitError, _git_dirs, _run, output
 
 OUTPOST_DIR = ".outpost"
 
@@ -37,7 +37,7 @@ def git_common_dir(repo_root: Path | str) -> Path:
     found = _common_dir_from_files(root)
     if found is not None:
         return found
-    out = _check("finding the .git directory", root, "rev-parse", "--git-common-dir")
+    out = output("finding the .git directory", root, "rev-parse", "--git-common-dir")
     return (root / str(out)).resolve()
 
 
@@ -73,11 +73,13 @@ def ensure_outpost_dir(repo_root: Path | str) -> Path:
     return outpost
 
 
-def _workspaces(repo_root: Path | str) -> Path:
+def workspaces_directory(repo_root: Path | str) -> Path:
+    """`.outpost/workspaces/` of the repository: where candidate worktrees live, and only there."""
     return Path(repo_root) / OUTPOST_DIR / WORKSPACES
 
 
-def _inside(path: Path | str, parent: Path | str) -> bool:
+def is_inside(path: Path | str, parent: Path | str) -> bool:
+    """Whether `path` lies strictly below `parent`, symlinks resolved in both."""
     real, base = os.path.realpath(path), os.path.realpath(parent)
     return real != base and real.startswith(base + os.sep)
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .layout import OUTPOST_DIR, check_worktree_link
-from .runner import _STATUS, _check, _revision
+from .runner import _STATUS, _revision, output
 
 
 def _paths(out: str | bytes) -> list[str]:
@@ -20,7 +20,7 @@ def untracked_files(repo_root: Path | str, globs: Sequence[str]) -> list[str]:
     if not globs:
         return []
     specs = [f":(top,glob){pattern}" for pattern in globs]
-    out = _check(
+    out = output(
         "git ls-files",
         repo_root,
         "ls-files",
@@ -36,7 +36,7 @@ def untracked_files(repo_root: Path | str, globs: Sequence[str]) -> list[str]:
 
 def included_files(repo_root: Path | str, include_file: Path | str) -> list[str]:
     """Files a `.worktreeinclude` names (gitignore syntax) that git ignores, as Claude Code copies."""
-    out = _check(
+    out = output(
         "git ls-files",
         repo_root,
         "ls-files",
@@ -53,7 +53,7 @@ def included_files(repo_root: Path | str, include_file: Path | str) -> list[str]
     ignored: list[str] = []
     for start in range(0, len(named), 500):  # bounded command lines
         chunk = [f":(top,literal){path}" for path in named[start : start + 500]]
-        out = _check(
+        out = output(
             "git ls-files",
             repo_root,
             "ls-files",
@@ -74,7 +74,7 @@ def tree_files(repo_root: Path | str, commit: str, globs: Sequence[str]) -> list
     them (`*` stays within a directory, `**` crosses them); ls-tree has no glob magic itself."""
     _revision(commit, "commit")
     patterns = [_glob_pattern(pattern) for pattern in globs]
-    out = _check("git ls-tree", repo_root, "ls-tree", "-r", "-z", "--full-tree", commit, strip=False)
+    out = output("git ls-tree", repo_root, "ls-tree", "-r", "-z", "--full-tree", commit, strip=False)
     files = []
     for entry in _paths(out):
         meta, _, path = entry.partition("\t")
@@ -108,7 +108,7 @@ def _glob_pattern(glob: str) -> re.Pattern[str]:
 def untracked_entries(directory: Path | str) -> list[str]:
     """Untracked and ignored entries of a worktree as status shows them (a directory ends in /)."""
     check_worktree_link(directory)
-    out = _check(
+    out = output(
         "git status",
         directory,
         *_STATUS,

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import git
-from .runner import _first_line, _revision, _run
+from .integration import Integration, integration_check
+from .runner import _revision, _run, error_line
 
 MERGE = "merge"
 CHERRY_PICK = "cherry-pick"
@@ -26,7 +26,7 @@ class MergeOutcome:
     done: bool
     how: str  # "merge" | "cherry-pick"
     message: str  # one line: what happened, or why nothing did
-    integration: git.Integration
+    integration: Integration
     head_before: str | None = None
     head_after: str | None = None
 
@@ -41,7 +41,7 @@ class MergeOutcome:
         }
 
 
-def _refusal(how: str, integration: git.Integration) -> MergeOutcome | None:
+def _refusal(how: str, integration: Integration) -> MergeOutcome | None:
     if integration.status == "blocked":
         return MergeOutcome(
             False, how, f"not merged: {integration.reason}", integration, integration.host_head
@@ -55,7 +55,7 @@ def _refusal(how: str, integration: git.Integration) -> MergeOutcome | None:
     return None
 
 
-def merge(
+def merge_candidate(
     repo_root: Path | str, commit: str, *, expected_commit: str | None = None, message: str | None = None
 ) -> MergeOutcome:
     """Merge `commit` (a branch or an object id) into the checkout's current branch.
@@ -63,7 +63,7 @@ def merge(
     `expected_commit`: refuse when `commit` no longer resolves to it (the branch moved since the
     operator looked at it)."""
     root = Path(repo_root)
-    integration = git.integration_check(root, commit, expected_commit)
+    integration = integration_check(root, commit, expected_commit)
     refused = _refusal(MERGE, integration)
     if refused is not None:
         return refused
@@ -78,7 +78,7 @@ def merge(
         return MergeOutcome(
             False,
             MERGE,
-            f"not merged: git merge stopped: {_first_line(str(err))}; the merge was aborted",
+            f"not merged: git merge stopped: {error_line(str(err))}; the merge was aborted",
             integration,
             integration.host_head,
             _head(root),
@@ -93,13 +93,13 @@ def merge(
     )
 
 
-def cherry_pick(
+def cherry_pick_candidate(
     repo_root: Path | str, commit: str, baseline: str, *, expected_commit: str | None = None
 ) -> MergeOutcome:
     """Apply the commits between `baseline` and `commit` (oldest first) onto the current branch."""
     root = Path(repo_root)
     _revision(baseline, "baseline")
-    integration = git.integration_check(root, commit, expected_commit)
+    integration = integration_check(root, commit, expected_commit)
     refused = _refusal(CHERRY_PICK, integration)
     if refused is not None:
         return refused
@@ -110,7 +110,7 @@ def cherry_pick(
         return MergeOutcome(
             False,
             CHERRY_PICK,
-            f"not cherry-picked: {_first_line(str(err))}",
+            f"not cherry-picked: {error_line(str(err))}",
             integration,
             integration.host_head,
         )
@@ -128,7 +128,7 @@ def cherry_pick(
         return MergeOutcome(
             False,
             CHERRY_PICK,
-            f"not cherry-picked: git cherry-pick stopped: {_first_line(str(err))}; it was aborted",
+            f"not cherry-picked: git cherry-pick stopped: {error_line(str(err))}; it was aborted",
             integration,
             integration.host_head,
             _head(root),

@@ -343,10 +343,38 @@ def _run(
     )
 
 
-def run(directory: Path | str, *args: str, timeout: float | None = 60.0) -> tuple[int, str, str]:
-    """Git for the rest of outpost-tui (race file checks, the worktrees screen): the same runner."""
-    status, out, err = _run(directory, *args, timeout=timeout, strip=False)
-    return status, str(out), err
+@overload
+def run(
+    directory: Path | str,
+    *args: str,
+    timeout: float | None = ...,
+    strip: bool = ...,
+    binary: Literal[True],
+    **options: Any,
+) -> tuple[int, bytes, str]: ...
+@overload
+def run(
+    directory: Path | str,
+    *args: str,
+    timeout: float | None = ...,
+    strip: bool = ...,
+    binary: Literal[False] = False,
+    **options: Any,
+) -> tuple[int, str, str]: ...
+def run(
+    directory: Path | str,
+    *args: str,
+    timeout: float | None = 60.0,
+    strip: bool = False,
+    binary: bool = False,
+    **options: Any,
+) -> tuple[int, str | bytes, str]:
+    """Git for the rest of outpost-tui: (status, stdout, stderr), never raising on a non-zero exit.
+
+    By default bounded at 60 s and stdout as git wrote it; `timeout=None` waits as long as git
+    takes, `strip=True` drops the final newline, `binary=True` keeps stdout as bytes. The other
+    options are the runner's own (`config`, `input`, `index`, `users_own`)."""
+    return _run(directory, *args, timeout=timeout, strip=strip, binary=binary, **options)
 
 
 def _run_in_group(
@@ -372,7 +400,8 @@ def _run_in_group(
     return status, str(out).strip(), err
 
 
-def _first_line(text: str) -> str:
+def error_line(text: str) -> str:
+    """The first line git wrote to stderr that says something, without its "fatal: " or "error: "."""
     for line in text.splitlines():
         line = line.strip()
         if line:
@@ -381,16 +410,18 @@ def _first_line(text: str) -> str:
 
 
 def _failure(what: str, directory: Path | str, err: str) -> GitError:
-    return GitError(f"{what} failed in {directory}: {_first_line(err)}")
+    return GitError(f"{what} failed in {directory}: {error_line(err)}")
 
 
 @overload
-def _check(what: str, directory: Path | str, *args: str, binary: Literal[True], **options: Any) -> bytes: ...
+def output(what: str, directory: Path | str, *args: str, binary: Literal[True], **options: Any) -> bytes: ...
 @overload
-def _check(
+def output(
     what: str, directory: Path | str, *args: str, binary: Literal[False] = False, **options: Any
 ) -> str: ...
-def _check(what: str, directory: Path | str, *args: str, binary: bool = False, **options: Any) -> str | bytes:
+def output(what: str, directory: Path | str, *args: str, binary: bool = False, **options: Any) -> str | bytes:
+    """The stdout of a git command that must succeed (final newline dropped, no timeout unless
+    given); otherwise GitError: "<what> failed in <directory>: <git's reason>"."""
     status, out, err = _run(directory, *args, binary=binary, **options)
     if status != 0:
         raise _failure(what, directory, err)

@@ -16,8 +16,15 @@ from typing import Any
 
 from ..core.spec import KEY_RULE, valid_key
 from .commits import is_clean
-from .layout import OUTPOST_DIR, RECOVERY, _inside, _workspaces, check_worktree_link, ensure_outpost_dir
-from .runner import GitError, _check, _failure, _revision, _run, _run_in_group
+from .layout import (
+    OUTPOST_DIR,
+    RECOVERY,
+    check_worktree_link,
+    ensure_outpost_dir,
+    is_inside,
+    workspaces_directory,
+)
+from .runner import GitError, _failure, _revision, _run, _run_in_group, output
 
 BRANCH_PREFIX = "outpost/speculation"
 
@@ -29,7 +36,7 @@ RACE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 SPECULATION_BRANCH = re.compile(r"^outpost/speculation/([^/]+)/([^/]+)/([0-9]+)$")
 
 
-class _WorktreeLock:
+class WorktreeLock:
     """Worktree commands of one repository: many at once (`shared`), or one alone (`exclusive`).
 
     Adds and removes of different worktrees run concurrently: a fresh attempt's allocation waits
@@ -67,16 +74,17 @@ class _WorktreeLock:
                 self._changed.notify_all()
 
 
-_worktree_locks: dict[str, _WorktreeLock] = {}
+_worktree_locks: dict[str, WorktreeLock] = {}
 
 
 _worktree_locks_guard = threading.Lock()
 
 
-def _worktree_lock(repo_root: Path | str) -> _WorktreeLock:
+def worktree_lock(repo_root: Path | str) -> WorktreeLock:
+    """The repository's worktree lock: whoever adds, removes or prunes worktrees holds it."""
     key = os.path.realpath(repo_root)
     with _worktree_locks_guard:
-        return _worktree_locks.setdefault(key, _WorktreeLock())
+        return _worktree_locks.setdefault(key, WorktreeLock())
 
 
 def branch_name(race_id: str, key: str, attempt: int) -> str:
@@ -93,12 +101,12 @@ def worktree_directory(repo_root: Path | str, key: str, branch: str) -> Path:
     if not valid_key(key):
         raise ValueError(f"invalid candidate key {key!r}: {KEY_RULE}")
     suffix = hashlib.sha256(branch.encode()).hexdigest()[:12]
-    return _workspaces(repo_root) / f"{key}-{suffix}"
+    return workspaces_directory(repo_root) / f"{key}-{suffix}"
 
 
 def _registered_worktrees(repo_root: Path | str) -> list[dict[str, Any]]:
     # Callers inside add_worktree already hold the repository's worktree lock.
-    out = _check("git worktree list", repo_root, "worktree", "list", "--porcelain")
+    out = output("git worktree list", repo_root, "worktree", "list", "--porcelain")
     worktrees: list[dict[str, Any]] = []
     for line in str(out).splitlines():
         word, _, value = line.partition(" ")
@@ -123,8 +131,8 @@ def make_worktree_directory(repo_root: Path | str, directory: Path | str) -> boo
     """Make the (empty) directory of an attempt's worktree ahead of `add_worktree`, so that a
     sandbox can mount it while git checks out; False (nothing made) when something is there."""
     target = Path(directory).absolute()
-    if not _inside(target, _workspaces(repo_root)):
-        raise GitError(f"{target} is not under {_workspaces(repo_root)}")
+    if not is_inside(target, workspaces_directory(repo_root)):
+        raise GitError(f"{target} is not under {workspaces_directory(repo_root)}")
     try:
         target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         target.mkdir()  # as git would make it
@@ -166,7 +174,7 @@ def add_worktree(
     # The usual case, a fresh attempt, costs exactly one process, beside the others' allocations.
     first_error = ""
     if not present():
-        with _worktree_lock(root).shared():
+        with worktree_lock(root).shared():
             status, _, err = _run_in_group(
                 root,
                 "worktree",
@@ -182,7 +190,7 @@ def add_worktree(
         if status == 0:
             return
         first_error = err
-    with _worktree_lock(root).exclusive():
+    with worktree_lock(root).exclusive():
         _add_worktree_again(root, branch, target, baseline, on_start, present, first_error)
 
 
@@ -206,7 +214,7 @@ def _add_worktree_again(
             raise GitError(f"{target} is a worktree of {entry['branch'] or 'a detached HEAD'}, not {branch}")
         # Registered but its directory is gone (or is the empty one made for it): drop the stale
         # record so the path can be reused.
-        _check("git worktree prune", root, "worktree", "prune")
+        output("git worktree prune", root, "worktree", "prune")
     if present():
         _move_aside(root, target)
     exists = _run(root, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}")[0] == 0
@@ -245,17 +253,17 @@ def remove_worktree(repo_root: Path | str, directory: Path | str) -> bool:
     """Remove a clean worktree under .outpost/workspaces; keep its branch. True when it is gone."""
     root = Path(repo_root)
     target = Path(directory).absolute()
-    if not _inside(target, _workspaces(root)):
+    if not is_inside(target, workspaces_directory(root)):
         return False
     if not os.path.lexists(target):
         # Already gone (removed by hand): only git's record of it is left to clear.
-        with _worktree_lock(root).exclusive():
-            _check("git worktree prune", root, "worktree", "prune")
+        with worktree_lock(root).exclusive():
+            output("git worktree prune", root, "worktree", "prune")
         return True
     if not is_clean(target):
         return False
     # Never --force: git re-checks cleanliness itself, which closes the gap since is_clean.
-    with _worktree_lock(root).shared():
+    with worktree_lock(root).shared():
         status, _, err = _run(root, "worktree", "remove", str(target))
     if status != 0:
         if os.path.lexists(target):
@@ -276,10 +284,10 @@ def _empty_directory(path: Path) -> bool:
 
 def list_worktrees(repo_root: Path | str) -> list[dict[str, Any]]:
     """Worktrees under .outpost/workspaces, with what their branch names say about them."""
-    workspaces = _workspaces(repo_root)
+    workspaces = workspaces_directory(repo_root)
     listed = []
     for entry in _registered_worktrees(repo_root):
-        if not _inside(entry["path"], workspaces):
+        if not is_inside(entry["path"], workspaces):
             continue
         present = os.path.isdir(entry["path"])
         branch = entry["branch"]

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 from .. import git
-from ..git.runner import _check, _first_line, _run
 
 ARCHIVE_PREFIX = "refs/outpost/archive"
 MANIFEST_MARKER = "outpost-archive-manifest: "
@@ -102,16 +101,16 @@ def plumbing(
     None of these commands runs a hook, a filter or the fsmonitor (hash-object --no-filters; the
     others never touch a working tree)."""
     try:
-        status, out, err = _run(
-            root, *args, input=input or b"", index=index, timeout=_GIT_TIMEOUT, binary=True, strip=False
+        status, out, err = git.run(
+            root, *args, input=input or b"", index=index, timeout=_GIT_TIMEOUT, binary=True
         )
     except git.GitError as error:
         raise ArchiveError(str(error)) from error
     if status == git.GIT_TIMEOUT_STATUS:
         raise ArchiveError(f"git {args[0]} did not finish within {_GIT_TIMEOUT:g} s in {root}")
     if status != 0:
-        raise ArchiveError(f"{check or 'git ' + args[0]} failed in {root}: {_first_line(err)}")
-    return out if isinstance(out, bytes) else out.encode()  # binary=True: bytes
+        raise ArchiveError(f"{check or 'git ' + args[0]} failed in {root}: {git.error_line(err)}")
+    return out
 
 
 def object_format(root: Path) -> str:
@@ -132,11 +131,18 @@ class Entry:
 
 def _ignored_paths(directory: Path) -> set[str]:
     """Ignored paths of the worktree as git reports them (directories end with "/")."""
-    status, out, err = _run(
-        directory, "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory", strip=False
+    status, out, err = git.run(
+        directory,
+        "ls-files",
+        "-z",
+        "--others",
+        "--ignored",
+        "--exclude-standard",
+        "--directory",
+        timeout=None,
     )
     if status != 0:
-        raise ArchiveError(f"listing ignored files failed in {directory}: {_first_line(str(err))}")
+        raise ArchiveError(f"listing ignored files failed in {directory}: {git.error_line(str(err))}")
     return {p for p in str(out).split("\0") if p}
 
 
@@ -248,7 +254,9 @@ def attempt_of(branch: str | None) -> Attempt | None:
 
 
 def archived_commit(root: Path | str, attempt: Attempt) -> str | None:
-    status, out, _ = _run(root, "rev-parse", "--verify", "--quiet", f"{attempt.ref}^{{commit}}")
+    status, out, _ = git.run(
+        root, "rev-parse", "--verify", "--quiet", f"{attempt.ref}^{{commit}}", timeout=None, strip=True
+    )
     return str(out) if status == 0 and out else None
 
 
@@ -442,7 +450,7 @@ def verify(root: Path | str, directory: Path | str, archived: Archive) -> set[st
 def archives(root: Path | str) -> list[tuple[Attempt, str]]:
     """Every archive ref of the repository: (attempt, commit)."""
     out = str(
-        _check(
+        git.output(
             "listing archives",
             root,
             "for-each-ref",

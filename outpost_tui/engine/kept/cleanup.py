@@ -23,7 +23,6 @@ from typing import Any
 
 from .. import git
 from ..errors import OutpostError
-from ..git.runner import _check
 from . import archive
 from .removal import Removal, archive_and_remove, leftovers
 from .retained import RetainedAttempt, RetainedRace
@@ -175,7 +174,7 @@ def race_branches(root: Path | str, race_id: str) -> list[tuple[str, str]]:
     if not git.RACE_ID_PATTERN.fullmatch(race_id) or ".." in race_id:
         raise OutpostError(f"invalid race id {race_id!r}")
     out = str(
-        _check(
+        git.output(
             "listing branches",
             root,
             "for-each-ref",
@@ -274,7 +273,7 @@ def _check_branch(root: Path, branch: str, commit: str) -> BranchCheck:
 
 def _user_history(root: Path, base: str) -> bytes:
     refs = str(
-        _check(
+        git.output(
             "listing refs",
             root,
             "for-each-ref",
@@ -331,7 +330,9 @@ def archive_branch(root: Path | str, branch: str) -> str:
     attempt = archive.attempt_of(branch)
     if attempt is None:
         raise archive.ArchiveError(f"{branch} is not a race's branch: not archived")
-    tip = str(_check("reading the branch", root, "rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}"))
+    tip = str(
+        git.output("reading the branch", root, "rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}")
+    )
     previous = archive.archived_commit(root, attempt)
     manifest: dict[str, Any] = {
         "directory": None,

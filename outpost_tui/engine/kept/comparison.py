@@ -12,12 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..git.runner import _check
+from .. import git
 
 
 def diff_stat(root: Path | str, baseline: str, tree: str) -> dict[str, Any]:
     out = str(
-        _check(
+        git.output(
             "git diff --numstat",
             root,
             "diff",
@@ -46,7 +46,7 @@ def diff_stat(root: Path | str, baseline: str, tree: str) -> dict[str, Any]:
 def work_diff(root: Path | str, old: str, new: str) -> str:
     """The patch from `old` to `new` (commits or trees), as text for the diff view."""
     return str(
-        _check(
+        git.output(
             "git diff",
             root,
             "diff",
@@ -64,7 +64,7 @@ def work_diff(root: Path | str, old: str, new: str) -> str:
 
 def touched(root: Path | str, old: str, new: str) -> list[str]:
     out = str(
-        _check(
+        git.output(
             "git diff --name-only",
             root,
             "diff",

@@ -18,9 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from .. import git
-from ..git.layout import _inside, _workspaces
-from ..git.runner import _check
-from ..git.worktrees import _worktree_lock
 from . import archive
 from .archive import (
     Archive,
@@ -73,8 +70,8 @@ def archive_and_remove(
 ) -> Removal:
     """Archive the worktree, verify the archive, then remove the worktree (the branch stays)."""
     root, top = Path(root), Path(directory).absolute()
-    if not _inside(top, _workspaces(root)):
-        raise ArchiveError(f"{top} is not a worktree under {_workspaces(root)}: not removed")
+    if not git.is_inside(top, git.workspaces_directory(root)):
+        raise ArchiveError(f"{top} is not a worktree under {git.workspaces_directory(root)}: not removed")
     found = occupants(top)
     if found:
         raise Occupied(top, found)
@@ -88,9 +85,9 @@ def archive_and_remove(
     aside = root / git.OUTPOST_DIR / git.RECOVERY / f"{REMOVING}-{top.name}-{uuid.uuid4().hex[:8]}"
     aside.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     # One rename: from here the worktree is gone for git, and the bytes still on disk until deleted.
-    with _worktree_lock(root).exclusive():
+    with git.worktree_lock(root).exclusive():
         os.rename(top, aside)
-        _check("git worktree prune", root, "worktree", "prune")
+        git.output("git worktree prune", root, "worktree", "prune")
     # Whatever wrote into the worktree between the check and the rename is caught here, before a
     # byte is deleted: the directory then stays aside, whole, and the error says where.
     changed = _written_since(root, aside, archived, left_out)

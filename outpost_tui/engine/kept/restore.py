@@ -12,10 +12,6 @@ import os
 from pathlib import Path
 
 from .. import git
-from ..git.integration import _candidate
-from ..git.layout import _inside, _workspaces
-from ..git.runner import _check
-from ..git.worktrees import _worktree_lock
 from . import archive
 from .archive import ArchiveError, Attempt, archived_commit, manifest_of, plumbing, tree_entries
 
@@ -37,14 +33,14 @@ def restore(root: Path | str, attempt: Attempt, directory: Path | str | None = N
     ).absolute()
     if os.path.lexists(target):
         raise ArchiveError(f"{target} already exists: not restored over it")
-    if not _inside(target, _workspaces(root)):
-        raise ArchiveError(f"{target} is not under {_workspaces(root)}: not restored there")
-    _check("git worktree prune", root, "worktree", "prune")
-    branch_tip = _candidate(root, f"refs/heads/{attempt.branch}")
+    if not git.is_inside(target, git.workspaces_directory(root)):
+        raise ArchiveError(f"{target} is not under {git.workspaces_directory(root)}: not restored there")
+    git.output("git worktree prune", root, "worktree", "prune")
+    branch_tip = git.branch_tip(root, f"refs/heads/{attempt.branch}")
     checkout = [attempt.branch] if branch_tip == head else ["--detach", head]
     target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with _worktree_lock(root).exclusive():
-        _check(
+    with git.worktree_lock(root).exclusive():
+        git.output(
             f"creating worktree {target}",
             root,
             "worktree",
@@ -55,7 +51,7 @@ def restore(root: Path | str, attempt: Attempt, directory: Path | str | None = N
             *checkout,
         )
     # The index follows HEAD (as a fresh checkout's would); the files come from the archive itself.
-    _check("reading HEAD into the index", target, "read-tree", head)
+    git.output("reading HEAD into the index", target, "read-tree", head)
     tree = tree_entries(root, commit)
     blobs = _read_blobs(root, [oid for _, oid in tree.values()])
     modes = {path: int(value, 8) for path, value in manifest.get("modes", {}).items()}

@@ -18,8 +18,6 @@ from typing import Any
 from .. import git
 from ..core.events import RaceStarted
 from ..errors import OutpostError
-from ..git.integration import _candidate
-from ..git.runner import _check, _first_line, _run
 from ..records import history
 from . import archive
 from .comparison import diff_stat
@@ -233,7 +231,7 @@ def holds(directory: Path | str) -> Holds:
     """Count what the worktree holds beyond HEAD (git status, plus edits index flags hide)."""
     top = Path(directory)
     git.check_worktree_link(top)
-    status, out, err = _run(
+    status, out, err = git.run(
         top,
         "--no-optional-locks",
         "status",
@@ -241,10 +239,10 @@ def holds(directory: Path | str) -> Holds:
         "-z",
         "--untracked-files=all",
         "--ignored=matching",
-        strip=False,
+        timeout=None,
     )
     if status != 0:
-        raise git.GitError(f"git status failed in {top}: {_first_line(str(err))}")
+        raise git.GitError(f"git status failed in {top}: {git.error_line(str(err))}")
     found = Holds()
     entries = str(out).split("\0")
     index = 0
@@ -281,8 +279,10 @@ def whole_work(root: Path | str, attempt: RetainedAttempt) -> str:
     if attempt.present and attempt.path and not attempt.link_changed:
         return archive.snapshot(root, attempt.path, leave_out=attempt.setup_files)
     if attempt.archive:
-        return str(_check("reading the archive", root, "rev-parse", f"{attempt.archive}^{{tree}}"))
-    return str(_check("reading the branch", root, "rev-parse", f"{attempt.head or attempt.branch}^{{tree}}"))
+        return git.output("reading the archive", root, "rev-parse", f"{attempt.archive}^{{tree}}")
+    return str(
+        git.output("reading the branch", root, "rev-parse", f"{attempt.head or attempt.branch}^{{tree}}")
+    )
 
 
 # --- the listing --------------------------------------------------------------------------------
@@ -298,14 +298,14 @@ def _baseline(root: Path, race_id: str, result: dict[str, Any] | None, head: str
     except (history.UnknownRace, history.UnreadableRace, OSError, git.GitError):
         pass
     if head:
-        status, out, _ = _run(root, "merge-base", "HEAD", head)
+        status, out, _ = git.run(root, "merge-base", "HEAD", head, timeout=None, strip=True)
         return str(out) if status == 0 and out else None
     return None
 
 
 def _attempt_branches(root: Path) -> list[tuple[archive.Attempt, str]]:
     out = str(
-        _check(
+        git.output(
             "listing branches",
             root,
             "for-each-ref",
@@ -369,7 +369,7 @@ def retained(
                 outcome, reason = INTERRUPTED, "the race did not finish"
             else:
                 outcome, reason = UNKNOWN, "no recorded result for this attempt"
-            head = (worktree or {}).get("head") or _candidate(root, f"refs/heads/{attempt.branch}")
+            head = (worktree or {}).get("head") or git.branch_tip(root, f"refs/heads/{attempt.branch}")
             row = RetainedAttempt(
                 attempt.race_id,
                 attempt.key,

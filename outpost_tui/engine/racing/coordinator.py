@@ -35,7 +35,6 @@ from ..core.result import CandidateRecord, RaceResult
 from ..core.spec import KEY_RULE, CandidateSpec, RaceSpec, valid_key
 from ..core.statuses import CandidateStatus, Phase
 from ..errors import OutpostError
-from ..git import guard
 from ..kept.revalidation import recorded_validation
 from ..records.flightlog import FlightLog, make_private_directory, runs_directory
 from ..sandbox import EngineGone, SandboxError, SandboxProvider
@@ -216,7 +215,9 @@ class Race(BaselineValidation):
         race_id = self.id
         assert race_id is not None, "a new race's, or its saved run's"
         try:
-            self._record = await anyio.to_thread.run_sync(guard.take, repository, race_id, self._host_before)
+            self._record = await anyio.to_thread.run_sync(
+                git.guard_record, repository, race_id, self._host_before
+            )
         except git.GitError as error:
             raise RaceError(_one_line(error)) from None
         flight_log = FlightLog(runs_directory(outpost_dir) / race_id)

@@ -16,7 +16,6 @@ import anyio
 from .. import git
 from ..core.events import EventBus, Tampering, Warned
 from ..core.spec import RaceSpec
-from ..git import guard
 from ..sandbox import SandboxProvider
 from .attempt import Attempt
 from .state import RaceState, _one_line
@@ -63,7 +62,7 @@ class Guarding(RaceState):
             quiet = self._nothing_running(ended)
             who = f"{lead.key}-{lead.number}" if lead is not None else "race"
             try:
-                changes = await anyio.to_thread.run_sync(guard.compare, self._record, who)
+                changes = await anyio.to_thread.run_sync(git.guard_changes, self._record, who)
             except git.GitError as error:
                 self.bus.publish(
                     Warned(

@@ -18,7 +18,6 @@ from ..core.events import EventBus
 from ..core.model import RaceModel
 from ..core.spec import RaceSpec
 from ..core.usage import Usage
-from ..git import guard
 from ..sandbox import SandboxProvider
 from ..verdict import BaselineOutcome
 from .attempt import Attempt
@@ -61,7 +60,7 @@ class RaceState:
         self.suspended = False  # stopped by stop_resumable: the saved run stays resumable
         self._durable: Checkpointing | None = None  # when [durability] is enabled
         self._host_before: git.HostSnapshot | None = None
-        self._record: guard.Record | None = None  # the user's repository as the race found it
+        self._record: git.GuardRecord | None = None  # the user's repository as the race found it
         self._record_lock = anyio.Lock()
         self.tampering: list[dict[str, Any]] = []  # what candidates changed in it (result JSON "tampering")
         self._started_at: float | None = None

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..core.usage import cost_text
 from ..files import write_atomically
-from ..git.layout import OUTPOST_DIR, repository_root
+from ..git import OUTPOST_DIR, repository_root
 from ..verdict.record import describe_tests
 
 TOKEN_DIMENSIONS = (("input", "in"), ("cached", "cached"), ("cache_write", "written"), ("output", "out"))

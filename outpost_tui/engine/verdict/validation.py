@@ -11,7 +11,7 @@ from typing import Any
 
 from ..core.result import Validation
 from ..core.spec import ScoreSpec, ValidateSpec
-from ..git.commits import Commit
+from ..git import Commit
 from ..sandbox import Completed, Sandbox, SandboxError
 from ..sandbox.base import LineSink
 

@@ -120,7 +120,7 @@ class HomeScreen(FooterOrder):
         """The repository's durable runs that need recovery, then its recorded races, newest first."""
         from ...engine.durable import recovery
         from ...engine.durable.checkpoint import CheckpointError
-        from ...engine.git.runner import GitError
+        from ...engine.git import GitError
         from ...engine.records.history import UnreadableRace, recorded_races, recorded_result
         from ...engine.records.report import money, seconds
 

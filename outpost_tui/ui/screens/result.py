@@ -18,7 +18,6 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Static
 
 from ...engine import git
-from ...engine.git import merge
 from ...engine.records import report
 from ..footer_order import FooterOrder
 from ..outcome_style import OUTCOME_STYLE
@@ -50,7 +49,7 @@ class ResultScreen(FooterOrder):
         self.recorded = recorded
         repository = result.get("repository")
         self.repository = Path(repository) if repository else None
-        self.merged: merge.MergeOutcome | None = None
+        self.merged: git.MergeOutcome | None = None
 
     def compose(self) -> ComposeResult:
         yield OutpostHeader()
@@ -262,7 +261,7 @@ class ResultScreen(FooterOrder):
 
     @work(thread=True, exclusive=True, group="merge", exit_on_error=False)
     def _merge(self, root: Path, row: report.Row) -> None:
-        outcome = merge.merge(
+        outcome = git.merge_candidate(
             root,
             str(row.commit),
             expected_commit=row.commit,
@@ -270,7 +269,7 @@ class ResultScreen(FooterOrder):
         )
         self.app.call_from_thread(self._merged, outcome)
 
-    def _merged(self, outcome: merge.MergeOutcome) -> None:
+    def _merged(self, outcome: git.MergeOutcome) -> None:
         self.merged = outcome
         self.say(outcome.message, error=not outcome.done)
 

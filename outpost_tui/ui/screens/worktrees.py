@@ -28,7 +28,6 @@ from textual.worker import Worker, WorkerState, get_current_worker
 from ...engine import git
 from ...engine.core.result import Validation
 from ...engine.errors import OutpostError
-from ...engine.git import merge
 from ...engine.kept import cleanup
 from ...engine.kept.retained import RetainedAttempt, RetainedRace
 from ...engine.kept.revalidation import NotRecorded, revalidate
@@ -335,16 +334,16 @@ class WorktreesScreen(Screen):
     # ------------------------------------------------------------------------------ merge
 
     def action_merge(self) -> None:
-        self._start_merge(merge.MERGE)
+        self._start_merge(git.MERGE)
 
     def action_cherry_pick(self) -> None:
-        self._start_merge(merge.CHERRY_PICK)
+        self._start_merge(git.CHERRY_PICK)
 
     def _start_merge(self, how: str) -> None:
         row = self._needs(self.selected())
         if row is None or self.root is None:
             return
-        if how == merge.CHERRY_PICK and not row.baseline:
+        if how == git.CHERRY_PICK and not row.baseline:
             self._show_error(f"{row.id}: its baseline is unknown, so its own commits cannot be told apart")
             return
         self._check_merge(self.root, row, how)
@@ -369,7 +368,7 @@ class WorktreesScreen(Screen):
     def _merge(self, root: Path, row: RetainedAttempt, how: str) -> None:
         self._deliver(self._merged, integrate(root, row, how))
 
-    def _merged(self, outcome: merge.MergeOutcome) -> None:
+    def _merged(self, outcome: git.MergeOutcome) -> None:
         if outcome.done:
             self._say(outcome.message)
         else:
