@@ -196,6 +196,34 @@ async def test_exit_codes_env_and_large_output(provider, attempt, leftovers, mon
     assert leftovers() == []
 
 
+async def test_a_text_brief_arrives_exactly(provider, attempt, leftovers):
+    """Text stdin travels in the exec's request (the wrapper writes it): every byte as given,
+    shell syntax and printf directives included, and an empty one is an empty stdin."""
+    brief = "fix add: $HOME `id` %s %% \\n \\ 'quoted' \"double\" résumé ✓\n\n  \n" * 200
+    sandbox = await provider.acquire(attempt)
+    try:
+        done = await sandbox.run(
+            [
+                "python3",
+                "-c",
+                "import sys, hashlib; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())",
+            ],
+            stdin=brief.encode(),
+        )
+        empty = await sandbox.run(
+            ["python3", "-c", "import sys; print(len(sys.stdin.buffer.read()))"], stdin=b""
+        )
+        seen = await sandbox.run(["sh", "-c", 'echo "${OUTPOST_STDIN-unset}"'], stdin=b"x")
+        leftover_files = await sandbox.run(["sh", "-c", "ls -a /tmp | grep -c '^.outpost-.*stdin' || true"])
+    finally:
+        await close(sandbox)
+    assert done.stdout_tail.strip() == hashlib.sha256(brief.encode()).hexdigest()
+    assert empty.stdout_tail.strip() == "0"
+    assert seen.stdout_tail.strip() == "unset"  # the command never sees the variable
+    assert leftover_files.stdout_tail.strip() == "0"
+    assert leftovers() == []
+
+
 async def test_stdin_bytes_arrive_exactly(provider, attempt, leftovers):
     data = os.urandom(300_000) + b"\0\n\r\n" + "brief: résumé ✓".encode()
     sandbox = await provider.acquire(attempt)

@@ -29,7 +29,15 @@ from .container_engine import (
     describe_endpoint,
     gone,
 )
-from .container_scripts import BACKSTOP_MARGIN, KILL_GRACE, MARKER, STOPPER, STREAM_GRACE, WRAPPER
+from .container_scripts import (
+    BACKSTOP_MARGIN,
+    KILL_GRACE,
+    MARKER,
+    STDIN_IN_REQUEST,
+    STOPPER,
+    STREAM_GRACE,
+    WRAPPER,
+)
 from .lines import LineSplitter, Tail
 
 if TYPE_CHECKING:
@@ -78,6 +86,16 @@ class _Stream:
             if rest:
                 self._emit(stream, rest)
         self.done.set()
+
+
+def _as_text(stdin: bytes | None) -> str | None:
+    """Stdin that can travel as a variable in the exec's request (JSON text, no NUL), else None."""
+    if stdin is None or len(stdin) > STDIN_IN_REQUEST or b"\0" in stdin:
+        return None
+    try:
+        return stdin.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 class ContainerHost(Protocol):
@@ -139,13 +157,14 @@ class ContainerSandbox(Sandbox):
         # the host's timer acts first; the one inside only if the host is gone
         deadline = "" if timeout is None else str(math.ceil(timeout + KILL_GRACE + BACKSTOP_MARGIN))
         command = ["sh", "-c", WRAPPER, "outpost-run", pid_file, stdin_file, deadline, *map(str, argv)]
-        environment = [
-            f"{key}={value}"
-            for key, value in gitenv.scrubbed({**(env or {}), "OUTPOST_RUN": WRAPPER}).items()
-        ]
+        variables = gitenv.scrubbed({**(env or {}), "OUTPOST_RUN": WRAPPER})
+        text = _as_text(stdin)
+        if text is not None:
+            variables["OUTPOST_STDIN"] = text
+        environment = [f"{key}={value}" for key, value in variables.items()]
 
         def create_exec() -> str:
-            if stdin is not None:
+            if stdin is not None and text is None:
                 self.container.put_archive(
                     "/tmp", _tar({os.path.basename(stdin_file): stdin}, *self.provider.inside)
                 )
