@@ -8,6 +8,7 @@ own): every update holds `lock`, and a reader that needs a consistent view holds
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections import deque
 from dataclasses import dataclass, field
@@ -98,6 +99,18 @@ class CandidateModel:
         if fresh <= 0:
             return []
         return list(self.log)[-min(fresh, len(self.log)) :]
+
+    def copy(self, seen: int) -> CandidateModel:
+        """A copy to read without the lock, taken while holding it: every field as it is now, and
+        of the log only the entries a reader that had seen `seen` has not, and the last one
+        (`log_count` stays the live count, so `new_log(seen)` answers the same on the copy). A
+        reader that draws from the copy keeps the race's thread waiting for the copy, not for the
+        drawing."""
+        copied = copy.copy(self)
+        copied.review = list(self.review)
+        copied.tampering = list(self.tampering)
+        copied.log = deque(self.new_log(min(seen, self.log_count - 1)), maxlen=LOG_RING)
+        return copied
 
 
 class RaceModel:

@@ -16,8 +16,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal
 from textual.dom import DOMNode
+from textual.reactive import Reactive
+from textual.widget import Widget
 from textual.widgets import DataTable, Input
 
+from ...engine.core.model import CandidateModel
 from ..durable_wait import waiting_for_recovery
 from ..footer_order import FooterOrder, SteadyFooter
 from ..race_notices import RaceNotices
@@ -39,6 +42,10 @@ WIDE = 180
 
 class RaceScreen(FooterOrder):
     CSS_PATH = "race.tcss"
+    # Textual repaints the whole screen when the focus moves; the panels that gain and lose it
+    # restyle and repaint themselves (their borders), and under a flood of logs a whole-screen
+    # paint per key is most of the time a key takes to answer.
+    focused: Reactive[Widget | None] = Reactive(None, repaint=False)
     BINDINGS = [
         Binding("s", "start", "Start", id="race.start"),
         Binding("c", "cancel", "Cancel", id="race.cancel"),
@@ -156,21 +163,32 @@ class RaceScreen(FooterOrder):
     def refresh_panels(self, rotate: bool = False) -> None:
         if self.rebuilding:
             return
-        # The race runs in a thread of its own (see RaceSession): one consistent view of its model.
-        with self.session.model.lock:
-            self._refresh(rotate)
-
-    def _refresh(self, rotate: bool) -> None:
-        model = self.session.model
         due, summary_due = self._due(rotate)
+        table = self.table_view
+        model = self.session.model
+        # The race runs in a thread of its own (see RaceSession) and waits on the model's lock
+        # while the screen holds it: held for one consistent view, copied (of a panel's log only
+        # the lines it has not shown), and the drawing done after.
+        copies: dict[str, CandidateModel] = {}
+        with model.lock:
+            for key, candidate in model.candidates.items():
+                panel = self._panels.get(key)
+                if panel is None:
+                    continue
+                taken = panel.take(candidate) if key in due else None
+                if taken is None and table:
+                    taken = candidate.copy(candidate.log_count)  # the table shows its last line
+                if taken is not None:
+                    copies[key] = taken
+            summary = self._summary() if summary_due else None
+            self.notices.say(self.session)
         with self.app.batch_update():
-            if summary_due:
-                self.query_one("#summary", RaceSummary).show(self._summary())
-            for key, panel in self._panels.items():
-                if key in due:
-                    panel.refresh_from(model.candidates[key])
-            if self.table_view:
-                self.query_one("#table", CandidateTable).refresh_from(model, self._panels, self.clock)
+            if summary is not None:
+                self.query_one("#summary", RaceSummary).show(summary)
+            for key in due & copies.keys():
+                self._panels[key].refresh_from(copies[key])
+            if table:
+                self.query_one("#table", CandidateTable).refresh_from(copies, self.clock)
             elif (
                 self.focused is None
                 and getattr(self, "_selected", None) in self._panels
@@ -178,7 +196,13 @@ class RaceScreen(FooterOrder):
             ):
                 # the table that had focus was just hidden: its candidate's panel takes it
                 self._panels[self._selected].focus()
-        self.notices.say(self.session)
+
+    def _whole_log(self, key: str) -> CandidateModel:
+        """`key`'s candidate with every line of its log, to filter (copied under the lock: the
+        race's thread appends to the live log meanwhile)."""
+        model = self.session.model
+        with model.lock:
+            return model.candidates[key].copy(0)
 
     def _summary(self) -> Text:
         return with_budget(self.session, self._state_text())
@@ -236,7 +260,10 @@ class RaceScreen(FooterOrder):
 
     def _show_selected(self, key: str) -> None:
         for other, panel in self._panels.items():
-            panel.set_class(other == key, "-selected")
+            # -selected shows a panel in the table view; in the panels' view it changes nothing,
+            # and restyling two panels for it would be most of a key's work (a later restyle, as
+            # the table view's, applies it)
+            panel.set_class(other == key, "-selected", update=self.table_view)
         self._selected = key
 
     def select(self, key: str) -> None:
@@ -470,7 +497,7 @@ class RaceScreen(FooterOrder):
         key = getattr(self, "_search_target", None)
         if key is None:
             return
-        matches = self._panels[key].apply_filter(self.session.model.candidates[key], event.value)
+        matches = self._panels[key].apply_filter(self._whole_log(key), event.value)
         self.notify(f"{matches} line(s) match {event.value!r}" if event.value else "filter cleared")
         self._close_search(clear=False)
 
@@ -479,7 +506,7 @@ class RaceScreen(FooterOrder):
         search.remove_class("-visible")
         key = getattr(self, "_search_target", None)
         if clear and key is not None:
-            self._panels[key].apply_filter(self.session.model.candidates[key], None)
+            self._panels[key].apply_filter(self._whole_log(key), None)
             search.value = ""
         if key is not None:
             self.select(key)

@@ -15,12 +15,13 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.content import Content
-from textual.widgets import Log, Static
+from textual.widgets import Static
 
 from ...engine.core.model import CandidateModel
 from ...engine.core.spec import BudgetSpec
 from ...engine.verdict.record import describe_tests
 from ..css import widget_css
+from .panel_log import PanelLog
 
 FINAL = {"winner", "rejected", "failed", "quota", "cancelled", "skipped"}
 LIVE = ("starting", "setting up", "running", "validating")
@@ -96,14 +97,14 @@ class CandidatePanel(Vertical, can_focus=True):
         yield Static("", classes="tokens")
         yield Static("", classes="cost")
         yield Static("", classes="reason -empty")
-        log = Log(max_lines=2000, auto_scroll=True)
+        log = PanelLog(max_lines=2000, auto_scroll=True)
         log.can_focus = False  # tab moves between candidates, not into their logs
         yield log
 
     def on_mount(self) -> None:
         # Anchored: the log follows its end through resizes and zooms until the user scrolls up,
         # and follows again once they scroll back to the end.
-        self.query_one(Log).anchor()
+        self.query_one(PanelLog).anchor()
 
     def _line_widgets(self) -> list[Static]:
         """state, time, tokens, cost and reason (looked up once: a query per line per refresh
@@ -120,6 +121,20 @@ class CandidatePanel(Vertical, can_focus=True):
         if self._shown.get(line) != content:
             self._shown[line] = content
             line.update(content, layout=layout)
+
+    def watch_has_focus(self, _has_focus: bool) -> None:
+        # Focus changes the border and nothing else (candidate_panel.tcss styles none of the
+        # panel's lines by its focus): Textual would restyle the panel's every line and its log
+        # too, and then draw them all again, for each key that moves between panels.
+        self.app.stylesheet.update_nodes([self], animate=True)
+
+    def take(self, model: CandidateModel) -> CandidateModel | None:
+        """What the panel will draw of the live `model`, copied while the caller holds the model's
+        lock: None when nothing changed since it last drew (and no clock runs), and of the log
+        only the lines it has not shown yet."""
+        if model.version == self._version and model.state not in LIVE:
+            return None
+        return model.copy(model.log_count if self.filter is not None else self._seen)
 
     def refresh_from(self, model: CandidateModel, force: bool = False) -> None:
         if model.version == self._version and not force and model.state not in LIVE:
@@ -149,13 +164,17 @@ class CandidatePanel(Vertical, can_focus=True):
             why = f"⚑ review before merging: {flags}" + (f" · {why}" if why else "")
         if model.tampering:
             why = f"⚠ changed your repository: {'; '.join(model.tampering)}" + (f" · {why}" if why else "")
-        self.set_class(bool(model.tampering), "-tampering")
         self._show(reason, Content(why[:300]), layout=True)  # up to three rows
         reason.set_class(not why, "-empty")
-        for status in FINAL:
-            self.set_class(model.state == status, f"-{status}")
-        self.set_class(model.state in LIVE, "-running")
-        log = self.query_one(Log)
+        # one restyle when the state changes, not one per class that changes with it
+        self.update_classes(
+            {
+                "-tampering": bool(model.tampering),
+                "-running": model.state in LIVE,
+                **{f"-{status}": model.state == status for status in FINAL},
+            }
+        )
+        log = self.query_one(PanelLog)
         if self.filter is None:
             fresh = model.new_log(self._seen)
             self._seen = model.log_count
@@ -166,7 +185,7 @@ class CandidatePanel(Vertical, can_focus=True):
         """Show only log lines containing `text` (None shows everything), the matches
         highlighted, and say on the border that a filter is on; returns the matches."""
         self.filter = text or None
-        log = self.query_one(Log)
+        log = self.query_one(PanelLog)
         log.highlight = self.filter is not None
         log.highlighter = Match(self.filter or "")
         self.set_class(self.filter is not None, "-filtered")

@@ -6,12 +6,12 @@ Like the panels, the table never subscribes to anything: the screen's timer call
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from rich.text import Text
 from textual.widgets import DataTable
 
-from ...engine.core.model import RaceModel
+from ...engine.core.model import CandidateModel
 from ..outcome_style import OUTCOME_STYLE
 from .candidate_panel import FINAL, duration, tokens
 
@@ -28,11 +28,9 @@ class CandidateTable(DataTable[str | Text]):
         for index, key in enumerate(keys, 1):
             self.add_row(str(index), key, *([""] * (len(COLUMNS) - 2)), key=key)
 
-    def refresh_from(self, model: RaceModel, shown: Container[str], clock: Callable[[], float]) -> None:
-        """Each candidate in `shown` (its row's key) as the model has it now."""
-        for key, candidate in model.candidates.items():
-            if key not in shown:
-                continue
+    def refresh_from(self, candidates: Mapping[str, CandidateModel], clock: Callable[[], float]) -> None:
+        """Each candidate in `candidates` (its row's key) as it is now."""
+        for key, candidate in candidates.items():
             end = candidate.agent_ended_at or candidate.finished_at or clock()
             elapsed = duration(end - candidate.agent_started_at) if candidate.agent_started_at else "–"
             last = candidate.log[-1] if candidate.log else ""
