@@ -120,6 +120,51 @@ async def _measure(app, panels: list, stop: asyncio.Event, press_every: float = 
     return keys, lags
 
 
+class TimedLock:
+    """The model's lock, timed: how long each holder keeps it and how long each waits for it, by
+    the app's thread ("app") and the race's ("race"). The race's thread waits while the app holds
+    it, and the other way round."""
+
+    def __init__(self, lock) -> None:
+        self.lock = lock
+        self.held: dict[str, list[float]] = {"app": [], "race": []}
+        self.waited: dict[str, list[float]] = {"app": [], "race": []}
+        self._local = threading.local()
+
+    def __enter__(self) -> None:
+        asked = time.perf_counter()
+        self.lock.acquire()
+        local = self._local
+        local.depth = getattr(local, "depth", 0) + 1
+        if local.depth == 1:  # reentered: timed once, from the outermost
+            local.got = time.perf_counter()
+            self.waited[_who()].append(local.got - asked)
+
+    def __exit__(self, *exc) -> None:
+        local = self._local
+        local.depth -= 1
+        if local.depth == 0:
+            self.held[_who()].append(time.perf_counter() - local.got)
+        self.lock.release()
+
+    def clear(self) -> None:
+        for times in (*self.held.values(), *self.waited.values()):
+            times.clear()
+
+
+def _who() -> str:
+    return "app" if threading.current_thread() is threading.main_thread() else "race"
+
+
+def _ms(values: list[float]) -> dict:
+    return {
+        "n": len(values),
+        "p50": round(_percentile(values, 0.5) * 1000, 2),
+        "p95": round(_percentile(values, 0.95) * 1000, 2),
+        "max": round(max(values, default=float("nan")) * 1000, 2),
+    }
+
+
 def _thread_cpu(process: psutil.Process) -> dict[int, float]:
     return {thread.id: thread.user_time + thread.system_time for thread in process.threads()}
 
@@ -152,6 +197,17 @@ async def _load(candidates: int, rate: int, seconds: float, idle_seconds: float)
         screen = app.screen
         panels = list(screen.query(CandidatePanel))
         assert len(panels) == candidates and not screen.table_view
+        # Timed where the app spends its time per tick and where the race's thread may wait on it.
+        lock = app.session.model.lock = TimedLock(app.session.model.lock)
+        ticks: list[float] = []
+        refresh_panels = screen.refresh_panels
+
+        def timed_refresh(rotate: bool = False) -> None:
+            started = time.thread_time()
+            refresh_panels(rotate)
+            ticks.append(time.thread_time() - started)
+
+        screen.refresh_panels = timed_refresh
 
         # Baseline: the same presses and probe on the same app, no race running.
         stop = asyncio.Event()
@@ -175,9 +231,12 @@ async def _load(candidates: int, rate: int, seconds: float, idle_seconds: float)
         # measured while every agent prints (its last 0.5 s left out: the first ones may end)
         asyncio.get_running_loop().call_later(max(0.5, seconds - 0.5), stop.set)
         sampler = asyncio.create_task(sample_memory())
+        lock.clear()
+        ticks.clear()
         cpu_before, threads_before, wall_before = me.cpu_times(), _thread_cpu(me), time.perf_counter()
         keys, lags = await _measure(app, panels, stop)
         cpu_after, threads_after, wall_after = me.cpu_times(), _thread_cpu(me), time.perf_counter()
+        tick_cpu, held, waited = _ms(ticks), _ms(lock.held["app"]), _ms(lock.waited["race"])
         ui = threading.main_thread().native_id
         spent = {tid: cpu - threads_before.get(tid, 0.0) for tid, cpu in threads_after.items()}
         await sampler
@@ -209,6 +268,12 @@ async def _load(candidates: int, rate: int, seconds: float, idle_seconds: float)
             "other_threads_cpu_per_s": round(
                 sum(v for tid, v in spent.items() if tid != ui) / (wall_after - wall_before), 2
             ),
+            # CPU the app's thread spends in one redraw of the panels (a tick), not counting the
+            # compositor's paint after it; how long a tick holds the model's lock, and how long the
+            # race's thread waits for it (each Log event it applies takes the lock)
+            "tick_cpu_ms": tick_cpu,
+            "lock_held_by_app_ms": held,
+            "lock_waited_by_race_ms": waited,
             "rss_mib_early": round(max(early), 1),
             "rss_mib_late": round(max(late), 1),
         }

@@ -58,3 +58,31 @@ def test_settling_is_the_last_line_of_the_log_with_its_reason():
     skipped = model.candidates["b"]
     assert (skipped.state, skipped.reason) == ("skipped", "not started: a won")
     assert list(skipped.log) == ["── skipped: not started: a won"]
+
+
+def test_a_copy_holds_the_unseen_log_lines_and_the_last_and_stays_as_it_was():
+    from outpost_tui.engine.core.events import Log, Tampering
+    from outpost_tui.engine.core.model import LOG_RING
+
+    model = RaceModel([("a", "command")])
+    model(Log(key="a", attempt=1, stream="stdout", lines=[f"line {n}" for n in range(LOG_RING + 500)]))
+    model(Tampering(key="a", attempt=1, changes=[{"description": "HEAD moved"}]))
+    live = model.candidates["a"]
+    with model.lock:
+        copied = live.copy(live.log_count - 3)
+        whole = live.copy(0)
+        nothing_new = live.copy(live.log_count)
+    # the lines after `seen` (3: the last two of the flood and the tampering line), the same answer
+    # to new_log on the copy as on the live model, and a whole copy bounded by the ring
+    assert copied.new_log(live.log_count - 3) == live.new_log(live.log_count - 3)
+    assert list(copied.log) == ["line 2498", "line 2499", "⚠ changed your repository: HEAD moved"]
+    assert list(whole.log) == list(live.log) and len(whole.log) == LOG_RING
+    assert list(nothing_new.log) == ["⚠ changed your repository: HEAD moved"]  # the last line only
+    assert nothing_new.new_log(live.log_count) == []
+
+    # the race goes on: the copies do not move with it
+    model(Log(key="a", attempt=1, stream="stdout", lines=["later"]))
+    model(Tampering(key="a", attempt=1, changes=[{"description": "a tag added"}]))
+    assert copied.log_count == live.log_count - 2 and copied.lines == LOG_RING + 500
+    assert copied.tampering == ["HEAD moved"] and live.tampering == ["HEAD moved", "a tag added"]
+    assert "later" not in copied.log
