@@ -5,7 +5,6 @@ file reader's own words, beside the field they name; `outpost-tui check` passes 
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from outpost_tui.ui.screens.configure import ConfigureScreen
 from outpost_tui.ui.screens.confirm import ConfirmScreen
 from outpost_tui.ui.screens.settings_form import CandidateForm, SettingsForm
 from tests.cli.support import run_cli
+from tests.ui.support import until
 
 COMMENTS = [
     "# Sample race: three scripted demo agents race to fix a bug in a small calculator.",
@@ -43,14 +43,6 @@ class Host(App):
 @pytest.fixture
 def race_file(tmp_path) -> Path:
     return materialise("race", tmp_path / "sample")
-
-
-async def until(pilot, condition, what: str = "the condition", seconds: float = 30.0) -> None:
-    """Let the app run until condition() holds (checks and saves run the reader in a thread)."""
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await pilot.pause(0.02)
 
 
 def status(app: App) -> str:

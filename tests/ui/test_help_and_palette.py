@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -14,6 +12,7 @@ from textual.widgets import DataTable, Input, Static
 from outpost_tui.ui.commands import OutpostCommands, theme_commands
 from outpost_tui.ui.keymap import CONFIG_DIR_VARIABLE
 from outpost_tui.ui.screens.help import HelpScreen
+from tests.ui.support import until
 
 
 class Panels(Screen):
@@ -68,14 +67,6 @@ class Host(App):
 
     def switch(self, name: str) -> None:
         self.called.append(f"theme {name}")
-
-
-async def until(pilot, condition, seconds: float = 10.0) -> None:
-    """Let the app run until condition() holds (the palette searches in a worker)."""
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        await pilot.pause(0.01)
 
 
 def rows(help_screen: HelpScreen) -> list[tuple[str, str, str]]:

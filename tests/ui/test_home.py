@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 
 import pytest
 from textual.widgets import DataTable, OptionList
@@ -18,16 +17,10 @@ from outpost_tui.ui.screens.recovery import RecoveryScreen
 from tests.conftest import make_repo
 from tests.engine.test_durable import CLI, RUN_ID, crash, gone, start, wait_for
 from tests.engine.test_durable import race_file as durable_race_file
+from tests.ui.support import until
 from tests.ui.test_operator_fixes import fake, race_file
 
 pytestmark = pytest.mark.anyio
-
-
-async def until(pilot, condition, what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await pilot.pause(0.05)
 
 
 async def test_recent_races_a_run_to_recover_and_the_samples(tmp_path, monkeypatch):

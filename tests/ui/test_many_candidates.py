@@ -3,7 +3,7 @@ chosen when panels would be too small, switched with `l`; numbers past 9 typed a
 
 from __future__ import annotations
 
-import time
+import functools
 
 import pytest
 from textual.widgets import DataTable, Log
@@ -11,16 +11,13 @@ from textual.widgets import DataTable, Log
 from outpost_tui.ui.app import OutpostApp
 from outpost_tui.ui.widgets.candidate_panel import CandidatePanel
 from tests.conftest import make_repo
+from tests.ui import support
 from tests.ui.test_operator_fixes import fake, race_file
 
+# sixteen agents at once on a loaded machine: each step may take longer than in other tests
+until = functools.partial(support.until, timeout=90)
+
 pytestmark = pytest.mark.anyio
-
-
-async def until(pilot, condition, what: str, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await pilot.pause(0.1)
 
 
 async def test_sixteen_candidates_get_the_table_with_the_selected_ones_log_beside_it(tmp_path):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from outpost_tui.ui.screens.race import RaceScreen
 from outpost_tui.ui.screens.settings_form import SettingsForm
 from outpost_tui.ui.widgets.candidate_panel import CandidatePanel
 from tests.conftest import FAKE_AGENT, make_repo
+from tests.ui.support import until
 
 pytestmark = pytest.mark.anyio
 
@@ -27,13 +27,6 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture(autouse=True)
 def quick_demo(monkeypatch):
     monkeypatch.setenv("OUTPOST_DEMO_PACE", "0")
-
-
-async def until(pilot, condition, what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await pilot.pause(0.05)
 
 
 def summary(screen) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 import psutil
@@ -17,16 +16,10 @@ from outpost_tui.ui.screens.confirm import ConfirmScreen
 from outpost_tui.ui.screens.race import RaceScreen
 from outpost_tui.ui.widgets.candidate_panel import CandidatePanel
 from tests.conftest import FAKE_AGENT
+from tests.ui.support import until
 
 pytestmark = pytest.mark.anyio
 SIZE = (120, 40)
-
-
-async def until(pilot, condition, what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await pilot.pause(0.05)
 
 
 def fake_race(

@@ -4,8 +4,6 @@ Real races of the fake agent (real git, real processes)."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from rich.text import Text
 from textual.color import Color
@@ -16,17 +14,11 @@ from outpost_tui.ui.app import OutpostApp
 from outpost_tui.ui.screens.confirm import ConfirmScreen
 from outpost_tui.ui.widgets.candidate_panel import CandidatePanel
 from tests.conftest import make_repo
+from tests.ui.support import until
 from tests.ui.test_operator_fixes import fake, race_file
 
 pytestmark = pytest.mark.anyio
 SIZE = (120, 40)
-
-
-async def until(pilot, condition, what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await pilot.pause(0.05)
 
 
 def summary(screen) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,17 +20,11 @@ from outpost_tui.ui.screens.race import RaceScreen
 from outpost_tui.ui.screens.recorded_race import RecordedRaceScreen
 from outpost_tui.ui.widgets.candidate_panel import CandidatePanel
 from tests.conftest import cmd, git
+from tests.ui.support import until
 
 pytestmark = pytest.mark.anyio
 SIZE = (120, 40)
 VALIDATE = Path(__file__).parents[1] / "fixtures" / "agents" / "validate.py"
-
-
-async def until(pilot, condition, what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await pilot.pause(0.05)
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,7 +13,6 @@ from typing import Any
 
 import psutil
 import pytest
-from textual.app import App
 from textual.widgets import DataTable, Static
 
 from outpost_tui.engine.durable import recovery
@@ -22,25 +20,9 @@ from outpost_tui.ui.screens.confirm import ConfirmScreen
 from outpost_tui.ui.screens.recovery import RecoveryScreen
 from tests.conftest import flags, make_repo
 from tests.engine.test_durable import RUN_ID, crash, gone, race_file, start, wait_for
+from tests.ui.support import ScreenHost, text, until
 
 pytestmark = pytest.mark.anyio
-
-
-class HostApp(App):
-    """Stands in for the app: pushes the screen under test and records the replays it hands back."""
-
-    def __init__(self, screen: RecoveryScreen) -> None:
-        super().__init__()
-        self.start_screen = screen
-        self.replays: list = []
-
-    def on_mount(self) -> None:
-        self.animation_level = "none"
-        self.push_screen(self.start_screen, self.replayed)
-
-    def replayed(self, spec) -> None:
-        if spec is not None:
-            self.replays.append(spec)
 
 
 class Run:
@@ -80,17 +62,6 @@ def crashed(live):
     return live
 
 
-async def until(pilot, condition, what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await pilot.pause(0.02)
-
-
-def text(screen, selector: str) -> str:
-    return str(screen.query_one(selector, Static).content)
-
-
 def idle(screen: RecoveryScreen) -> bool:
     return not screen.busy
 
@@ -98,25 +69,25 @@ def idle(screen: RecoveryScreen) -> bool:
 @asynccontextmanager
 async def wizard(
     repository: Path, run_id: str | None = None
-) -> AsyncIterator[tuple[HostApp, RecoveryScreen, Any]]:
+) -> AsyncIterator[tuple[ScreenHost, RecoveryScreen, Any]]:
     """The wizard on `repository` in a host app; opened on `run_id`, once it has read that run."""
     screen = RecoveryScreen(repository, run_id)
-    app = HostApp(screen)
+    app = ScreenHost(screen)
     async with app.run_test(size=(120, 40)) as pilot:
         if run_id is not None:
             await until(pilot, lambda: screen.view is not None and idle(screen), "the saved run")
         yield app, screen, pilot
 
 
-async def replay(pilot, app: HostApp, screen: RecoveryScreen, repository: Path) -> None:
+async def replay(pilot, app: ScreenHost, screen: RecoveryScreen, repository: Path) -> None:
     """From the replay step: p asks, y confirms, and the wizard hands the app the run to resume."""
     assert screen.step == "replay"
     await pilot.press("p")
     assert isinstance(app.screen, ConfirmScreen)
     await pilot.press("y")
-    await until(pilot, lambda: app.replays, "the replay request")
+    await until(pilot, lambda: app.results, "the replay request")
     assert app.screen is not screen
-    [spec] = app.replays
+    [spec] = app.results
     assert spec.run_id == RUN_ID and spec.durability.resume == "retry-incomplete"
     assert Path(spec.repository).resolve() == repository.resolve()
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -18,17 +17,11 @@ from outpost_tui.ui.screens.recorded_race import RecordedRaceScreen
 from outpost_tui.ui.screens.result import ResultScreen
 from tests.conftest import git, make_repo
 from tests.engine.test_durable import CLI
+from tests.ui.support import until
 from tests.ui.test_operator_fixes import fake, race_file
 
 pytestmark = pytest.mark.anyio
 SIZE = (120, 40)
-
-
-async def until(pilot, condition, what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await pilot.pause(0.05)
 
 
 def outcome(screen) -> str:

@@ -8,7 +8,6 @@ log written by the engine's own FlightLog with fixed timestamps, worktrees whose
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from outpost_tui.ui.screens.confirm import ConfirmScreen
 from outpost_tui.ui.screens.work_diff import WorkDiffScreen
 from outpost_tui.ui.screens.worktrees import WorktreesScreen
 from tests.conftest import git
+from tests.ui.support import until
 
 T0 = 1_800_000_000.0
 RACE = "20270115-080000-abcdef"
@@ -126,13 +126,6 @@ class ReviewApp(App):
 
     def on_mount(self) -> None:
         self.push_screen(self.review)
-
-
-async def until(pilot, condition, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await pilot.pause(0.02)
 
 
 async def listed(pilot) -> WorktreesScreen:

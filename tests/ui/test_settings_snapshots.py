@@ -24,6 +24,7 @@ from outpost_tui.ui.screens.configure import ConfigureScreen
 from outpost_tui.ui.screens.recovery import RecoveryScreen
 from outpost_tui.ui.screens.settings_form import SettingsForm
 from tests.engine.test_checkpoint import attempt_state
+from tests.ui.support import until
 
 T0 = 1_800_000_000.0
 SIZES = pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
@@ -55,13 +56,6 @@ def sample(tmp_path: Path) -> Path:
 
 def app_for(race_file: Path) -> OutpostApp:
     return OutpostApp(race_file, testing=True, clock=lambda: T0 + 42)
-
-
-async def until(pilot, condition, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await pilot.pause(0.02)
 
 
 async def configure(pilot) -> ConfigureScreen:

@@ -4,22 +4,15 @@ notification and a flagged panel, not a line lost in a log."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from textual.widgets import Static
 
 from outpost_tui.ui.app import OutpostApp
 from outpost_tui.ui.widgets.candidate_panel import CandidatePanel
+from tests.ui.support import until
 
 pytestmark = pytest.mark.anyio
-
-
-async def until(pilot, condition, what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await pilot.pause(0.05)
 
 
 async def test_a_candidate_moving_the_users_branch_is_an_error_notification_and_a_flag(repo, tmp_path):

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from textual.app import App
 from textual.widgets import DataTable, OptionList, Static
 
 from outpost_tui.engine.kept import archive as a
@@ -18,35 +16,15 @@ from outpost_tui.ui.screens.work_diff import WorkDiffScreen
 from outpost_tui.ui.screens.worktrees import WorktreesScreen
 from tests.conftest import git, make_repo
 from tests.retention import kept_race
+from tests.ui.support import ScreenHost, text, until
 
 pytestmark = pytest.mark.anyio
-
-
-class HostApp(App):
-    def __init__(self, screen) -> None:
-        super().__init__()
-        self.start_screen = screen
-
-    def on_mount(self) -> None:
-        self.animation_level = "none"
-        self.push_screen(self.start_screen)
 
 
 @pytest.fixture
 def kept(tmp_path) -> dict:
     repo = make_repo(tmp_path / "repo")
     return {"repo": repo, **kept_race(repo)}
-
-
-async def until(pilot, condition, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await pilot.pause(0.02)
-
-
-def text(screen, selector: str) -> str:
-    return str(screen.query_one(selector, Static).content)
 
 
 def asked(app) -> str:
@@ -89,7 +67,7 @@ async def select(pilot, screen: WorktreesScreen, ident: str) -> None:
 
 async def test_rows_grouped_by_race_with_outcome_holdings_and_details(kept):
     screen = WorktreesScreen(kept["repo"])
-    async with HostApp(screen).run_test(size=(120, 40)) as pilot:
+    async with ScreenHost(screen).run_test(size=(120, 40)) as pilot:
         await listed(pilot, screen, 2)
         race = kept["race_id"]
         rows = cells(screen)
@@ -105,7 +83,7 @@ async def test_rows_grouped_by_race_with_outcome_holdings_and_details(kept):
 
 async def test_whole_work_diff_with_file_navigation_and_fold(kept):
     screen = WorktreesScreen(kept["repo"])
-    app = HostApp(screen)
+    app = ScreenHost(screen)
     async with app.run_test(size=(120, 40)) as pilot:
         await listed(pilot, screen, 2)
         await select(pilot, screen, f"{kept['race_id']}/win/1")
@@ -136,7 +114,7 @@ async def test_whole_work_diff_with_file_navigation_and_fold(kept):
 
 async def test_compare_two_candidates(kept):
     screen = WorktreesScreen(kept["repo"])
-    app = HostApp(screen)
+    app = ScreenHost(screen)
     async with app.run_test(size=(120, 40)) as pilot:
         await listed(pilot, screen, 2)
         race = kept["race_id"]
@@ -161,7 +139,7 @@ async def test_compare_two_candidates(kept):
 
 async def test_archive_asks_then_keeps_everything_and_restore_brings_it_back(kept):
     screen = WorktreesScreen(kept["repo"])
-    app = HostApp(screen)
+    app = ScreenHost(screen)
     lose = Path(kept["lose"])
     (lose / "debug.log").write_text("x" * 5000)
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
@@ -193,7 +171,7 @@ async def test_a_worktree_in_use_is_not_archived_and_who_is_named(kept):
     )
     try:
         screen = WorktreesScreen(kept["repo"])
-        app = HostApp(screen)
+        app = ScreenHost(screen)
         async with app.run_test(size=(120, 40)) as pilot:
             await listed(pilot, screen, 2)
             ident = f"{kept['race_id']}/win/1"
@@ -212,7 +190,7 @@ async def test_a_worktree_in_use_is_not_archived_and_who_is_named(kept):
 async def test_merge_after_a_fresh_check_and_a_conflict_refused(kept):
     repo = kept["repo"]
     screen = WorktreesScreen(repo)
-    app = HostApp(screen)
+    app = ScreenHost(screen)
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
         await listed(pilot, screen, 2)
         race = kept["race_id"]
@@ -236,7 +214,7 @@ async def test_merge_after_a_fresh_check_and_a_conflict_refused(kept):
 
 async def test_copy_and_shell(kept):
     screen = WorktreesScreen(kept["repo"])
-    app = HostApp(screen)
+    app = ScreenHost(screen)
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
         await listed(pilot, screen, 2)
         ident = f"{kept['race_id']}/win/1"
@@ -252,7 +230,7 @@ async def test_copy_and_shell(kept):
 async def test_prune_then_delete_branches_through_their_confirmations(kept):
     repo = kept["repo"]
     screen = WorktreesScreen(repo)
-    app = HostApp(screen)
+    app = ScreenHost(screen)
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
         await listed(pilot, screen, 2)
         await pilot.press("P")
@@ -280,7 +258,7 @@ async def test_prune_then_delete_branches_through_their_confirmations(kept):
 async def test_an_unreachable_container_engine_is_a_one_line_note(kept, monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/outpost-test.sock")
     screen = WorktreesScreen(kept["repo"])
-    async with HostApp(screen).run_test(size=(120, 40)) as pilot:
+    async with ScreenHost(screen).run_test(size=(120, 40)) as pilot:
         await until(
             pilot,
             lambda: text(screen, "#containers").startswith("Containers not listed"),
@@ -293,7 +271,7 @@ async def test_an_unreachable_container_engine_is_a_one_line_note(kept, monkeypa
 
 async def test_revalidate_shows_the_new_verdict(kept):
     screen = WorktreesScreen(kept["repo"])
-    app = HostApp(screen)
+    app = ScreenHost(screen)
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
         await listed(pilot, screen, 2)
         ident = f"{kept['race_id']}/lose/1"
@@ -332,7 +310,7 @@ async def test_branches_with_unmerged_work_are_kept_unless_archived_first(kept):
         removal.archive_and_remove(repo, kept[key], arch.Attempt(race, key, 1))
         git(repo, "update-ref", "-d", arch.Attempt(race, key, 1).ref)  # as if never archived
     screen = WorktreesScreen(repo)
-    app = HostApp(screen)
+    app = ScreenHost(screen)
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
         await listed(pilot, screen, 2)
         assert [c[2] for k, c in cells(screen).items() if "/" in k] == ["branch", "branch"]

@@ -1,0 +1,46 @@
+"""What the app's tests share: waiting for a condition while the app runs, a Static's text, and a
+bare app that shows one screen."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from textual.app import App
+from textual.screen import Screen
+from textual.widgets import Static
+
+
+async def until(
+    pilot, condition: Callable[[], Any], what: str = "the condition", timeout: float = 60.0
+) -> None:
+    """Let the app run until condition() holds (workers, threads and timers move it on); fail naming
+    `what` after `timeout` seconds, generous for a loaded machine."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await pilot.pause(0.05)
+
+
+def text(screen, selector: str) -> str:
+    """What the Static at `selector` shows."""
+    return str(screen.query_one(selector, Static).content)
+
+
+class ScreenHost(App):
+    """Stands in for the app: shows the screen under test and records what it is dismissed with
+    (leaving with None is not recorded)."""
+
+    def __init__(self, screen: Screen) -> None:
+        super().__init__()
+        self.start_screen = screen
+        self.results: list = []
+
+    def on_mount(self) -> None:
+        self.animation_level = "none"
+        self.push_screen(self.start_screen, self._dismissed)
+
+    def _dismissed(self, result: Any) -> None:
+        if result is not None:
+            self.results.append(result)
