@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from rich.text import Text
 from textual import on, work
@@ -23,21 +24,18 @@ from textual.widgets import DataTable, Input
 from ...engine.core.model import CandidateModel
 from ..durable_wait import waiting_for_recovery
 from ..footer_order import FooterOrder, SteadyFooter
+from ..race_layout import TypedNumber, table_or_columns
 from ..race_notices import RaceNotices
 from ..race_source import RaceSource
 from ..session import RaceSession
 from ..widgets.candidate_panel import CandidatePanel
 from ..widgets.candidate_table import CandidateTable
 from ..widgets.header import OutpostHeader
+from ..widgets.log_search import LogSearch
 from ..widgets.race_summary import RaceSummary, state_line, with_budget
 from .confirm import ConfirmScreen
 
 REFRESH_EVERY = 0.1
-
-
-# How long a typed digit waits for the next one to make a number (ten or more candidates).
-NUMBER_WINDOW = 0.8
-WIDE = 180
 
 
 class RaceScreen(FooterOrder):
@@ -79,7 +77,7 @@ class RaceScreen(FooterOrder):
         self.notices = RaceNotices(self.notify)
         # "table" or "panels" as the operator chose with `l`; None: whichever fits (see fit_layout)
         self.layout_choice: str | None = None
-        self._digits: tuple[int, float] | None = None  # a number being typed, and when
+        self.typed = TypedNumber()
 
     # ------------------------------------------------------------------------- layout
 
@@ -102,7 +100,7 @@ class RaceScreen(FooterOrder):
                     )
                     self._panels[candidate.key] = panel
                     yield panel
-        yield Input(placeholder="search the focused log (enter to filter, escape to clear)", id="search")
+        yield LogSearch(id="search")
         yield SteadyFooter(compact=True)
 
     def on_mount(self) -> None:
@@ -212,9 +210,6 @@ class RaceScreen(FooterOrder):
 
     # ------------------------------------------------------------------- table or panels
 
-    # A panel shows its five lines and its border in 7 rows: below this many, its log is gone.
-    PANEL_ROWS_NEEDED = 11
-
     @property
     def table_view(self) -> bool:
         return self.has_class("-table")
@@ -222,15 +217,8 @@ class RaceScreen(FooterOrder):
     def fit_layout(self) -> None:
         """Panels for a few candidates; the table when panels would be too small to show a log
         (or the operator's own choice, `l`)."""
-        count = len(self._panels)
-        # a wide terminal (200 columns) puts three panels side by side
-        columns = 1 if count <= 1 else 3 if self.size.width >= WIDE and count >= 3 else 2
-        if self.layout_choice is not None:
-            table = self.layout_choice == "table"
-        else:
-            rows = -(-count // columns)
-            room = max(0, (self.size.height or 24) - 5)  # header, two summary lines, footer, margin
-            table = count > 1 and room // max(1, rows) < self.PANEL_ROWS_NEEDED
+        size = self.size
+        table, columns = table_or_columns(len(self._panels), size.width, size.height, self.layout_choice)
         self.set_class(table, "-table")
         self.query_one("#panels", Grid).styles.grid_size_columns = 1 if table else columns
         # a hidden table must not take focus (its enter would shadow zoom)
@@ -348,7 +336,7 @@ class RaceScreen(FooterOrder):
             return session.result is not None
         if action == "back":
             return (
-                self.query_one("#search", Input).has_class("-visible")
+                self.query_one("#search", LogSearch).is_open
                 or self.maximized is not None
                 or (not session.running and len(self.app.screen_stack) > 2)
             )
@@ -403,17 +391,10 @@ class RaceScreen(FooterOrder):
             ResultScreen(result.to_json(), race_file=self.source.path, recorded=self.RECORDED)
         )
 
-    def action_focus_panel(self, number: int) -> None:
-        """1-9 pick a candidate at once; with ten or more, digits typed in a row make one number
-        (1 then 2 picks the twelfth), and 0 completes one (1 then 0 picks the tenth)."""
+    def action_focus_panel(self, digit: int) -> None:
         keys = list(self._panels)
-        now = time.monotonic()
-        if self._digits is not None and now - self._digits[1] < NUMBER_WINDOW:
-            combined = self._digits[0] * 10 + number
-            if combined <= len(keys):
-                number = combined
-        self._digits = (number, now) if len(keys) >= 10 else None
-        if 1 <= number <= len(keys):
+        number = self.typed.pick(digit, len(keys), time.monotonic())
+        if number is not None:
             self.select(keys[number - 1])
 
     def action_zoom(self) -> None:
@@ -422,8 +403,7 @@ class RaceScreen(FooterOrder):
             self.maximize(self._panels[key])
 
     def action_back(self) -> None:
-        search = self.query_one("#search", Input)
-        if search.has_class("-visible"):
+        if self.query_one("#search", LogSearch).is_open:
             self._close_search(clear=True)
         elif self.maximized is not None:
             self.minimize()
@@ -466,35 +446,36 @@ class RaceScreen(FooterOrder):
                 "Abort the race? Every running candidate is cancelled.", lambda: self.session.abort()
             )
 
+    NO_BRANCH = "has no branch yet"
+
+    def diff_base(self) -> tuple[Path | None, str | None]:
+        """The repository and the commit a candidate's branch is diffed against."""
+        race = self.session.race
+        return race.repository, race.baseline
+
     def action_diff(self) -> None:
         from .diff import DiffScreen
 
         key = self.focused_key()
-        race = self.session.race
-        if key is None or race.baseline is None or race.repository is None:
+        repository, baseline = self.diff_base()
+        if key is None or baseline is None or repository is None:
             return
         candidate = self.session.model.candidates.get(key)
         branch = candidate.branch if candidate is not None else None
         if branch is None:
-            self.notify(f"{key} has no branch yet", severity="warning")
+            self.notify(f"{key} {self.NO_BRANCH}", severity="warning")
             return
-        self.app.push_screen(
-            DiffScreen(
-                race.repository, race.baseline, branch, f"{key}: {branch} against {race.baseline[:12]}"
-            )
-        )
+        title = f"{key}: {branch} against {baseline[:12]}"
+        self.app.push_screen(DiffScreen(repository, baseline, branch, title))
 
     def action_search(self) -> None:
-        if self.focused_key() is None:
-            return
-        self._search_target = self.focused_key()
-        search = self.query_one("#search", Input)
-        search.add_class("-visible")
-        search.focus()
+        key = self.focused_key()
+        if key is not None:
+            self.query_one("#search", LogSearch).open_on(key)
 
     @on(Input.Submitted, "#search")
     def _filter(self, event: Input.Submitted) -> None:
-        key = getattr(self, "_search_target", None)
+        key = self.query_one("#search", LogSearch).target
         if key is None:
             return
         matches = self._panels[key].apply_filter(self._whole_log(key), event.value)
@@ -502,11 +483,8 @@ class RaceScreen(FooterOrder):
         self._close_search(clear=False)
 
     def _close_search(self, *, clear: bool) -> None:
-        search = self.query_one("#search", Input)
-        search.remove_class("-visible")
-        key = getattr(self, "_search_target", None)
-        if clear and key is not None:
-            self._panels[key].apply_filter(self._whole_log(key), None)
-            search.value = ""
+        key = self.query_one("#search", LogSearch).close(clear=clear)
         if key is not None:
+            if clear:
+                self._panels[key].apply_filter(self._whole_log(key), None)
             self.select(key)

@@ -4,6 +4,7 @@ zoom, log search and diff; the controls that would change a race are not offered
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import cast
 
 from rich.text import Text
@@ -92,19 +93,7 @@ class RecordedRaceScreen(RaceScreen):
     def action_abort(self) -> None:
         self._read_only("abort")
 
-    def action_diff(self) -> None:
-        from .diff import DiffScreen
+    NO_BRANCH = "never had a branch"
 
-        key = self.focused_key()
-        baseline = self.recording.baseline
-        if key is None or baseline is None:
-            return
-        branch = self.session.model.candidates[key].branch
-        if branch is None:
-            self.notify(f"{key} never had a branch", severity="warning")
-            return
-        self.app.push_screen(
-            DiffScreen(
-                self.recording.repository, baseline, branch, f"{key}: {branch} against {baseline[:12]}"
-            )
-        )
+    def diff_base(self) -> tuple[Path | None, str | None]:
+        return self.recording.repository, self.recording.baseline
