@@ -6,6 +6,11 @@ used for: an upgrade that renames or repurposes one fails here, loudly, rather t
   by sandbox/container.py's `_negotiate`: the API version every later request's URL carries).
 - anyio: `Process._transport` (read by sandbox/local.py's `_pipe_ids`: this process's own ends of a
   command's stdout and stderr pipes, still there after a quick command has exited).
+- textual: the Log's `_lines` (the lines it shows), `_width` (its widest line, its scrollable
+  width), `_render_line_cache` (drawn lines by index) and `_process_line` (control codes and tabs
+  as drawn), and `Widget._scroll_update` (the scrollbars to a new scrollable size without a
+  layout, as Textual's own `_size_updated(layout=False)` does): ui/widgets/panel_log.py writes a
+  panel's log through them (tests/ui/test_heavy_logs.py draws it against a Log line for line).
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from importlib.metadata import version
 import anyio
 import docker
 import pytest
+from textual.widget import Widget
+from textual.widgets import Log
 
 from outpost_tui.engine.sandbox.local import _pipe_ids
 
@@ -28,6 +35,20 @@ def test_the_pins_are_the_versions_these_roles_were_checked_against():
     # this line together.
     assert version("docker") == "7.2.0"
     assert version("anyio") == "4.16.0"
+    assert version("textual") == "8.2.8"
+
+
+def test_textual_log_keeps_its_lines_width_and_drawn_lines_where_panel_log_writes_them():
+    assert "return self._lines" in inspect.getsource(Log.lines.fget)
+    assert "self.virtual_size = Size(self._width, self.line_count)" in inspect.getsource(
+        Log._update_maximum_width
+    )
+    drawn = inspect.getsource(Log._render_line_strip)
+    assert "self._render_line_cache[y]" in drawn and "self._process_line(self._lines[y])" in drawn
+    assert Log._process_line("a\tb\x07") == "a       b\ufffd"
+    resized = inspect.getsource(Widget._size_updated)
+    assert "self.set_reactive(Widget.virtual_size, virtual_size)" in resized
+    assert "self._scroll_update(virtual_size)" in resized
 
 
 def test_docker_api_version_is_the_private_attribute_every_url_carries():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable
 from functools import partial
@@ -241,15 +242,19 @@ class OutpostApp(App):
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         if action == "configure":
-            from .screens.configure import ConfigureScreen
-
             # only before a race file's race starts, and not from configure itself: hidden
-            # otherwise, the footer is short
+            # otherwise, the footer is short. A configure screen exists only once its module is
+            # loaded: the first frame's footer asks this, and must not wait for that module (the
+            # race file's editor, tomlkit and every agent's options).
+            configure = sys.modules.get(f"{__package__}.screens.configure")
             return (
                 self.session is not None
                 and self.race_file is not None
                 and not self.session.started
-                and not any(isinstance(screen, ConfigureScreen) for screen in self.screen_stack)
+                and not (
+                    configure is not None
+                    and any(isinstance(screen, configure.ConfigureScreen) for screen in self.screen_stack)
+                )
             )
         return True
 

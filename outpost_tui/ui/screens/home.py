@@ -69,8 +69,10 @@ class HomeScreen(FooterOrder):
             samples_list.highlighted = samples_list.get_option_index(OFFLINE_SAMPLE)
         table = self.query_one("#recent", DataTable)
         table.add_columns("when", "race", "status", "winner", "cost", "time")
-        self._check_samples()
-        self._load_recent(Path(self.host.repository))
+        # After the first frame: their threads load the engine (doctor's checks, the durable runs,
+        # the recorded races), which the first paint would otherwise share the interpreter with.
+        self.call_after_refresh(self._check_samples)
+        self.call_after_refresh(self._load_recent, Path(self.host.repository))
 
     # ------------------------------------------------------------------ samples that spend
 
