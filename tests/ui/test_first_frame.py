@@ -23,7 +23,8 @@ class FirstFrame(OutpostApp):
 
     def _display(self, screen, renderable):
         super()._display(screen, renderable)
-        if renderable is not None and self.loaded is None and type(screen).__name__ in ("HomeScreen", "RaceScreen"):
+        shown = type(screen).__name__ in ("HomeScreen", "RaceScreen")
+        if renderable is not None and self.loaded is None and shown:
             self.loaded = sorted(sys.modules)
             self.call_later(self.exit, self.loaded)
 
