@@ -18,9 +18,10 @@ from outpost_tui.ui.app import OutpostApp
 from outpost_tui.ui.widgets.candidate_panel import CandidatePanel
 from outpost_tui.ui.widgets.panel_log import PanelLog
 from tests.conftest import make_repo
-from tests.ui.test_race_screen import SIZE, until
+from tests.ui.support import until
 
 pytestmark = pytest.mark.anyio
+SIZE = (120, 40)
 
 # An agent printing `batch` lines every 50 ms until it is stopped: its log grows at every tick.
 PRINTER = r"""
