@@ -90,43 +90,52 @@ def check_worktree_link(directory: Path | str) -> None:
     A worktree's `.git` file names its git directory, and that directory's `commondir` names the
     repository. An agent that rewrote either could point the engine's git at a configuration of
     its own (filters, fsmonitor, hooks) and have it run programs on the host."""
-    target = Path(directory).absolute()
-    parts = target.parts
+    path = Path(directory).absolute()
+    parts = path.parts
     for index in range(len(parts) - 2, 0, -1):
         if parts[index] == WORKSPACES and parts[index - 1] == OUTPOST_DIR:
             root = Path(*parts[: index - 1])
             break
     else:
         return  # not a candidate worktree: nothing an agent was given
-    common = git_common_dir(root)
-    link = target / ".git"
+    # strings from here: every git call in a worktree passes here first
+    target = str(path)
+    common = str(git_common_dir(root))
+    link = os.path.join(target, ".git")
     try:
-        if link.is_symlink() or not link.is_file():
+        if os.path.islink(link) or not os.path.isfile(link):
             raise GitError(
                 f"{link} is not the git link file the engine created: refusing to run git in that worktree"
             )
-        text = link.read_text(encoding="utf-8").strip()
-        git_dir = (target / text.removeprefix("gitdir:").strip()).resolve()
-        commondir = (git_dir / "commondir").read_text(encoding="utf-8").strip()
-        leads_to = (git_dir / commondir).resolve()
+        text = _read(link)
+        git_dir = os.path.realpath(os.path.join(target, text.removeprefix("gitdir:").strip()))
+        leads_to = os.path.realpath(os.path.join(git_dir, _read(os.path.join(git_dir, "commondir"))))
         # git's own record of which worktree that git directory belongs to
-        back = (git_dir / "gitdir").read_text(encoding="utf-8").strip()
-        owner = Path(back if os.path.isabs(back) else git_dir / back).resolve()
+        owner = os.path.realpath(os.path.join(git_dir, _read(os.path.join(git_dir, "gitdir"))))
     except (OSError, UnicodeDecodeError) as error:
         raise GitError(f"cannot read the git link of {target}: {error}") from None
-    if not text.startswith("gitdir:") or git_dir.parent != common / "worktrees" or leads_to != common:
+    if (
+        not text.startswith("gitdir:")
+        or os.path.dirname(git_dir) != os.path.join(common, "worktrees")
+        or leads_to != common
+    ):
         raise GitError(
             f"the git link of {target} was changed to lead to {leads_to} "
             f"(expected {common}): refusing to run git in that worktree"
         )
-    if owner != (target / ".git").resolve():
+    if owner != os.path.realpath(link):
         raise GitError(
             f"the git link of {target} was changed to another worktree's "
-            f"({owner.parent}): refusing to run git in that worktree"
+            f"({os.path.dirname(owner)}): refusing to run git in that worktree"
         )
-    if (git_dir / "config.worktree").exists():
+    if os.path.exists(os.path.join(git_dir, "config.worktree")):
         # the engine never writes one; its settings (filters, fsmonitor) would apply on the host
         raise GitError(
-            f"{git_dir / 'config.worktree'} appeared in the worktree's git directory: "
+            f"{os.path.join(git_dir, 'config.worktree')} appeared in the worktree's git directory: "
             "refusing to run git in that worktree"
         )
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8") as handle:
+        return handle.read().strip()
