@@ -6,7 +6,9 @@ pytest wrapper in test_benchmarks.py asserts the targets.
 
 1. overhead: a race of 8 candidates whose agent commits one file and exits (every attempt runs to
    the end: validation rejects them all), against the same raw work (git worktree add, the same
-   agent process, the same validation command) done directly, 8 at once, in threads.
+   agent process, the same validation command) done directly, 8 at once, in threads. Wall time,
+   and CPU time (this process's and its children's), which a loaded machine does not inflate the
+   way it does wall time: on a shared machine the wall ratio says little, the CPU ratio holds.
    overhead_sh: the same with the cheapest agent there is (`sh -c "echo > out.txt && git add &&
    git commit"`), validated and scored (best of N), so the engine's own fixed cost per attempt is
    not hidden by an agent's start-up; it also counts the engine's git processes per attempt.
@@ -56,8 +58,16 @@ def _repo() -> Path:
     return make_repo(Path(tempfile.mkdtemp(prefix="outpost-bench-")) / "repo")
 
 
+def _cpu() -> float:
+    """CPU seconds of this process and of the children it has waited for: what a loaded machine
+    cannot inflate the way it does wall time (the other processes' share is not in it)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def overhead(candidates: int = 8, rounds: int = 3) -> dict:
     engine_times, raw_times = [], []
+    engine_cpu, raw_cpu = [], []
     for _ in range(rounds):
         repo = _repo()
         spec = build_spec(
@@ -73,18 +83,23 @@ def overhead(candidates: int = 8, rounds: int = 3) -> dict:
             ],
             validate=ValidateSpec(command=VALIDATION),
         )
+        cpu = _cpu()
         started = time.perf_counter()
         result = run_race(spec)
         engine_times.append(time.perf_counter() - started)
+        engine_cpu.append(_cpu() - cpu)
         assert result.status.value == "no-winner" and all(c.commits for c in result.candidates)
 
+        cpu = _cpu()
         raw_times.append(_raw_round(candidates))
+        raw_cpu.append(_cpu() - cpu)
     engine, raw = statistics.median(engine_times), statistics.median(raw_times)
     return {
         "candidates": candidates,
         "engine_s": round(engine, 3),
         "raw_s": round(raw, 3),
         "ratio": round(engine / raw, 2),
+        "cpu_ratio": round(statistics.median(engine_cpu) / statistics.median(raw_cpu), 2),
     }
 
 
@@ -141,13 +156,6 @@ def _raw_round(candidates: int) -> float:
 SH_AGENT = ("sh", "-c", 'echo "$OUTPOST_CANDIDATE" > out.txt && git add out.txt && git commit -qm out')
 SH_VALIDATION = ("test", "-s", "out.txt")
 SH_SCORE = ("sh", "-c", "wc -c < out.txt")
-
-
-def _cpu() -> float:
-    """CPU seconds of this process and of the children it has waited for: what a loaded machine
-    cannot inflate the way it does wall time (the other processes' share is not in it)."""
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def overhead_sh(candidates: int = 8, rounds: int = 5) -> dict:

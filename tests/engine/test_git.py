@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -266,6 +267,35 @@ def test_a_worktree_command_meeting_another_half_written_is_run_again(repo, monk
     # (the branch it had made before it stopped is the one checked out on the next try)
     assert run(directory, "rev-parse", "--abbrev-ref", "HEAD") == branch
     assert not (repo / ".outpost" / "recovery").exists()  # nothing was taken for a stray
+
+
+def test_a_worktree_command_waits_out_another_add_that_a_loaded_machine_holds_up(repo, monkeypatch):
+    # the other add's next file comes only after several tries: immediate retries all met it
+    # half-written on a loaded machine, so they wait a little longer each time
+    inflight = repo / ".git" / "worktrees" / "inflight"
+    inflight.mkdir(parents=True)
+    (inflight / "gitdir").write_text(f"{repo.parent / 'inflight' / '.git'}\n")
+    (inflight / "HEAD").write_text(g.resolve_commit(repo) + "\n")
+    (inflight / "commondir").write_text("")
+    failures = []
+    once = git_runner._execute_once
+
+    def written_after_seven_tries(command, **options):
+        status, out, err = once(command, **options)
+        if status != 0:
+            failures.append(time.monotonic())
+            if len(failures) == 7:
+                (inflight / "commondir").write_text("../..\n")
+        return status, out, err
+
+    monkeypatch.setattr(git_runner, "_execute_once", written_after_seven_tries)
+    branch = g.branch_name("race1", "alpha", 1)
+    directory = g.worktree_directory(repo, "alpha", branch)
+    g.add_worktree(repo, branch, directory, g.resolve_commit(repo))
+    assert len(failures) == 7  # more than the immediate retries there were, which gave up
+    assert run(directory, "rev-parse", "--abbrev-ref", "HEAD") == branch
+    # the tries were spread out (0.005 s more each time) rather than all in the same instant
+    assert failures[-1] - failures[0] >= git_runner.METADATA_PAUSE * sum(range(1, 7)) * 0.5, failures
 
 
 def test_worktrees_are_allocated_and_removed_concurrently(repo):

@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
@@ -29,7 +30,11 @@ _STATUS = ("--no-optional-locks", "status")
 _METADATA_RACE = re.compile(r"failed to read .*/worktrees/[^/]*/commondir")
 
 
-METADATA_RETRIES = 5
+# A loaded machine can keep the other command from writing its next file for tens of milliseconds
+# (measured: 5 immediate retries all met the same half-written worktree with 8 candidates at once
+# under load 12): the retries wait a little longer each time, 0.3 s in all at most.
+METADATA_RETRIES = 10
+METADATA_PAUSE = 0.005
 
 
 class GitError(OutpostError):
@@ -241,7 +246,9 @@ def _execute(
     location variable the engine ever sets, and only its own."""
     subcommand = command.index("-C") + 2 if "-C" in command else len(command)
     worktree_command = command[subcommand : subcommand + 1] == ["worktree"]
-    for _ in range(METADATA_RETRIES):
+    for attempt in range(METADATA_RETRIES):
+        if attempt:
+            time.sleep(METADATA_PAUSE * attempt)  # a worker thread's: git writes the file meanwhile
         status, out, err = _execute_once(
             command,
             timeout=timeout,
