@@ -12,21 +12,31 @@ def test_race_overhead_against_raw_git_and_process_work():
     print(figures)
     # 1.6-1.7x before the speed work (the sealed verdict, the repository record and per-attempt
     # cgroups had landed); since, the engine's allocations run at once (the raw work's take turns),
-    # the baseline's verdict is not held up by its cleanup and an attempt runs 13 git processes
+    # the baseline's verdict is not held up by its cleanup and an attempt runs 12 git processes
     # instead of 17. Target 1.3x, not reached yet: 1.5-2.1x measured alone on a quiet 2-core machine,
-    # so a regression bound above that noise is asserted until the target is.
+    # so a regression bound above that noise is asserted until the target is. Wall time says little
+    # on a shared machine (0.5-0.9x under load 11-13, where the raw work's turns cost it most); CPU
+    # time holds: 1.33-1.48x there, before and after the engine's fixed cost was cut (the agent's
+    # own Python start-up is most of each attempt).
     assert figures["ratio"] <= 2.5, figures
+    assert figures["cpu_ratio"] <= 1.8, figures
 
 
 def test_race_overhead_with_the_cheapest_agent():
     # An `sh` agent that commits one file, validated and scored: nothing hides the engine's fixed
-    # cost per attempt. Target 1.3x, not reached yet: 1.6-1.97x measured alone on a quiet 2-core
-    # machine (about 31 ms of fixed cost per attempt), so a regression bound above that is asserted.
+    # cost per attempt. Target 1.3x (first bar 1.5x), not reached yet: 1.6-1.97x measured alone on a
+    # quiet 2-core machine before the repository checks were shared by attempts that end together,
+    # the race's last check dropped when nothing ran since, and fewer trips to worker threads; under
+    # load 11-13 the CPU ratio went from 1.71-2.12x to 1.54-1.89x (about 30-45 ms of CPU per
+    # attempt there, inflated by the load), wall time 0.8-0.9x. Bounds above that noise.
     figures = bench_engine.overhead_sh(rounds=5)
     print(figures)
-    assert figures["ratio"] <= 2.5, figures
-    # worktree, grading checkout, pin, verdict, guard, cleanup: a regression adds processes first
-    assert figures["git_calls_per_attempt"] <= 14, figures
+    assert figures["ratio"] <= 2.2, figures
+    assert figures["cpu_ratio"] <= 2.2, figures
+    # worktree, grading checkout, commits, pin, trees, cleanliness, removal: 11 per attempt; the
+    # repository check (2) is shared by attempts that end together; the race's own reads (14) spread
+    # over 8 attempts. Measured 11.8-12.4; 13 when no two attempts end together.
+    assert figures["git_calls_per_attempt"] <= 13, figures
 
 
 def test_cancel_latency_median_under_100ms():
