@@ -99,3 +99,30 @@ def test_a_check_while_another_attempt_runs_does_not_stand_for_the_race_end(repo
     anyio.run(one_ends_while_the_other_runs)
     assert compares == ["a-1", "race"]
     assert [(t["name"], t["candidate"]) for t in race.tampering] == [("refs/tags/written-later", None)]
+
+
+def test_attempts_whose_shared_check_failed_each_look_for_themselves(repo, compares):
+    race, first, second = _race(repo)
+    race._admitted = 2
+    warned = []
+    race.bus.subscribe(lambda e: warned.append(e.key) if e.kind is EventKind.WARNING else None)
+    away = repo.with_name("moved-away")
+
+    async def scenario():
+        lock = race._record_lock
+        await lock.acquire()
+        repo.rename(away)  # git cannot list the refs now: the check fails
+        try:
+            async with anyio.create_task_group() as ending:
+                ending.start_soon(race._check_repository, first)
+                ending.start_soon(race._check_repository, second)
+                await anyio.lowlevel.checkpoint()
+                await anyio.wait_all_tasks_blocked()
+                lock.release()
+        finally:
+            away.rename(repo)
+
+    anyio.run(scenario)
+    # the first check would have served both; it failed, so the second attempt looked again
+    assert compares == ["a-1", "b-1"]
+    assert warned == ["a", "b"]

@@ -54,8 +54,6 @@ class Guarding(RaceState):
             if request.served:
                 return  # a check that started after this attempt had ended has looked
             batch, self._requests = self._requests, []
-            for waiting in batch:
-                waiting.served = True
             ended = [r.attempt for r in batch if r.attempt is not None]
             lead = ended[0] if ended else None
             self._quiet_at = None
@@ -64,14 +62,18 @@ class Guarding(RaceState):
             try:
                 changes = await anyio.to_thread.run_sync(git.guard_changes, self._record, who)
             except git.GitError as error:
+                # the others in the batch look again, each for itself, as each would have
+                self._requests[:0] = [r for r in batch if r is not request]
                 self.bus.publish(
                     Warned(
-                        key=lead.key if lead else None,
-                        attempt=lead.number if lead else None,
+                        key=attempt.key if attempt else None,
+                        attempt=attempt.number if attempt else None,
                         message=f"could not check your repository for changes: {_one_line(error)}",
                     )
                 )
                 return
+            for waiting in batch:
+                waiting.served = True
             if quiet is not None:
                 self._quiet_at = quiet
         if not changes:
