@@ -6,14 +6,17 @@ Textual's Log shows."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 from textual.app import App, ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Log
 
+import outpost_tui.ui
 from outpost_tui.ui.app import OutpostApp
 from outpost_tui.ui.widgets.candidate_panel import CandidatePanel
 from outpost_tui.ui.widgets.panel_log import PanelLog
@@ -160,3 +163,16 @@ async def test_a_panels_log_shows_what_textuals_log_shows():
             shown = [[panel.render_line(y).text for y in range(panel.size.height)]]
             assert shown == [[textual.render_line(y).text for y in range(textual.size.height)]]
         assert panel.lines[-1] == "last" and len(panel.lines) == 50
+
+
+def test_no_rule_styles_a_panels_lines_or_log_by_its_focus():
+    """A panel restyles only itself when the focus moves (CandidatePanel.watch_has_focus): a rule
+    that styled what is inside it by its focus would not apply."""
+    for path in Path(outpost_tui.ui.__file__).parent.rglob("*.tcss"):
+        css = re.sub(r"/\*.*?\*/", "", path.read_text(), flags=re.DOTALL)
+        for selectors in re.findall(r"([^{}]+)\{", css):
+            for selector in selectors.split(","):
+                parts = selector.split()
+                for at, part in enumerate(parts):
+                    if part.startswith("CandidatePanel") and ":focus" in part:
+                        assert at == len(parts) - 1, f"{path.name}: {selector.strip()}"
