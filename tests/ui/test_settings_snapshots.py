@@ -15,6 +15,9 @@ import uuid
 from pathlib import Path
 
 import pytest
+from rich.cells import cell_len
+from textual.coordinate import Coordinate
+from textual.widgets import DataTable
 
 from outpost_tui.engine.durable import checkpoint, local_transport, recovery
 from outpost_tui.engine.racefile import load_race
@@ -146,7 +149,19 @@ async def recovery_list(pilot) -> None:
     await until(pilot, lambda: isinstance(pilot.app.screen, RecoveryScreen), "the wizard")
     screen = pilot.app.screen
     await until(pilot, lambda: screen.summaries and not screen.busy, "the saved runs")
+    runs = screen.query_one("#runs", DataTable)
+    # a table sizes its columns to the rows added when it is next idle: the picture waits for it
+    await until(pilot, lambda: sized(runs), "the run list's columns sized to its rows")
     await pilot.pause()
+
+
+def sized(table: DataTable) -> bool:
+    columns = list(table.columns.values())
+    return table.row_count > 0 and all(
+        column.content_width >= cell_len(str(table.get_cell_at(Coordinate(row, index))))
+        for row in range(table.row_count)
+        for index, column in enumerate(columns)
+    )
 
 
 async def recovery_inspect_step(pilot) -> None:
