@@ -201,7 +201,10 @@ async def test_merge_after_a_fresh_check_and_a_conflict_refused(kept):
         assert "into main" in question and "Integration check just now: clean" in question
         assert "not part of the merge" in question  # its untracked file is named as left out
         await pilot.press("y")
-        await until(pilot, lambda: (repo / "a.txt").exists(), "the merge")
+        # the screen's report of the merge, not a.txt: git writes the file before it moves HEAD
+        await until(
+            pilot, lambda: any("merged " in str(n.message) for n in app._notifications), "the merge's report"
+        )
         assert (repo / "a.txt").read_text() == "good"
         # main had not moved since the baseline: git fast-forwards, as a merge typed by hand would
         assert git(repo, "rev-parse", "HEAD") == git(repo, "rev-parse", f"outpost/speculation/{race}/win/1")
