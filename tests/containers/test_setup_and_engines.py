@@ -17,8 +17,10 @@ import pytest
 from outpost_tui.engine import CandidateSpec, CandidateStatus, RaceStatus, build_spec, run_race
 from outpost_tui.engine.core.events import EventKind
 from outpost_tui.engine.core.spec import SandboxSpec, SetupSpec, ValidateSpec
+from outpost_tui.engine.sandbox.container_engine import list_containers
 from tests.conftest import git
 from tests.engine.test_engines import write_context
+from tests.engine.test_setup import baseline_setup_outlived_by_the_race
 from tests.projects import python_project
 
 from .conftest import IMAGE
@@ -114,6 +116,24 @@ def test_setup_failure_in_a_container_fails_the_candidate_and_files_it_wrote_are
     for path in (kept / ".venv", kept / ".venv" / "pyvenv.cfg", kept / ".setup-host"):
         info = path.stat()
         assert (info.st_uid, info.st_gid) == (os.getuid(), os.getgid()), path
+
+
+def test_a_race_ending_during_the_baselines_setup_leaves_no_container(engine, tmp_path):
+    # The baseline's grading checkout, cancelled during its setup, was never exited: its container
+    # ran on after the race (found under load, one race in three).
+    repo = container_project(tmp_path)
+    marker = Path(git(repo, "rev-parse", "--absolute-git-dir")) / "outpost-test-baseline-setting-up"
+    spec = build_spec(
+        repository=repo,
+        candidates=[CandidateSpec("a", "command", "go", command=("true",))],
+        validate=["true"],
+        sandbox=sandboxed(),
+        setup=baseline_setup_outlived_by_the_race(marker),
+    )
+    result = run_race(spec)
+    assert marker.exists()  # the baseline's setup was running in its container when the race ended
+    assert result.candidates[0].error.startswith("setup failed (exit 4)")
+    assert list_containers(result.id) == []
 
 
 def test_a_network_the_engine_does_not_have_is_refused_clearly(engine, tmp_path):

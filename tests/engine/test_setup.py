@@ -158,6 +158,34 @@ def test_setup_failure_fails_the_candidate_with_its_exit_and_output_and_its_agen
     assert candidate.retained_directory  # a failed attempt's worktree is kept to look at
 
 
+def baseline_setup_outlived_by_the_race(marker: Path) -> SetupSpec:
+    """Setup that hangs in the baseline's grading checkout, and fails a candidate's once the
+    baseline's is under way: the race ends while the baseline's setup still runs."""
+    script = (
+        f'if [ "$OUTPOST_BASELINE" = 1 ]; then : > {marker}; exec sleep 120; fi; '
+        f"while [ ! -e {marker} ]; do sleep 0.05; done; exit 4"
+    )
+    return SetupSpec(command=("sh", "-c", script))
+
+
+def test_a_race_ending_during_the_baselines_setup_leaves_no_grading_checkout(repo, tmp_path):
+    # The checkout was entered only once its setup was over: cancelled during setup, it was never
+    # exited, so its directory (and its sandbox, a container under a container sandbox) stayed.
+    marker = tmp_path / "baseline-setting-up"
+    spec = build_spec(
+        repository=repo,
+        candidates=[cmd("a")],
+        validate=["true"],
+        setup=baseline_setup_outlived_by_the_race(marker),
+    )
+    result = run_race(spec)
+    assert marker.exists()  # the baseline's setup was running when the candidate failed
+    assert record(result, "a").error.startswith("setup failed (exit 4)")
+    assert not list((repo / ".outpost" / "workspaces").glob("*.grading"))
+    assert ".grading" not in git(repo, "worktree", "list")
+    # and nothing it started is left (the autouse fixture checks this process's children)
+
+
 def test_setup_timeout_and_missing_program_fail_clearly(repo):
     timed = run_race(
         build_spec(

@@ -114,11 +114,13 @@ class Checkout:
                 if self.sandbox is None:
                     raise self._start_error or SandboxError("the grading sandbox did not start")
                 await anyio.to_thread.run_sync(self._add)
+            # inside: a checkout whose setup is cancelled (the race ended meanwhile) or fails is
+            # never exited, so its sandbox and directory are removed here or by nobody
+            await self._set_up()
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self._close_and_remove()
             raise
-        await self._set_up()
         return self
 
     async def _acquire(self, started: anyio.Event) -> None:
