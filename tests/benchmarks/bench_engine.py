@@ -30,6 +30,7 @@ import tempfile
 import threading
 import time
 import tracemalloc
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -105,22 +106,8 @@ def overhead(candidates: int = 8, rounds: int = 3) -> dict:
 
 def _raw_round(candidates: int) -> float:
     """The raw work of one round: worktree, agent, a clean checkout graded, 8 at once."""
-    repo = _repo()
-    baseline = subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True
-    ).stdout.strip()
 
-    add_lock = threading.Lock()  # concurrent `git worktree add`s in one repository can fail
-
-    def raw_attempt(n: int) -> None:
-        directory = repo / ".raw" / f"c{n}"
-        with add_lock:
-            subprocess.run(
-                ["git", "worktree", "add", "-q", "-b", f"raw/c{n}", str(directory), baseline],
-                cwd=repo,
-                check=True,
-                capture_output=True,
-            )
+    def agent(directory: Path, n: int) -> None:
         subprocess.run(
             [*AGENT, "--write", f"f{n}.txt", "--commit"],
             cwd=directory,
@@ -128,24 +115,42 @@ def _raw_round(candidates: int) -> float:
             check=True,
             capture_output=True,
         )
-        # The sealed verdict grades the result commit in a clean checkout of its own: the raw
-        # work does the same (add a detached checkout, validate there, remove it).
-        grading = repo / ".raw" / f"c{n}.grading"
-        with add_lock:
-            subprocess.run(
-                ["git", "worktree", "add", "-q", "--detach", str(grading), f"raw/c{n}"],
-                cwd=repo,
-                check=True,
-                capture_output=True,
-            )
+
+    def grade(grading: Path) -> None:
         subprocess.run(list(VALIDATION), cwd=grading, capture_output=True)
+
+    return _raw_attempts(candidates, agent, grade, remove_worktree=False)
+
+
+def _raw_attempts(
+    candidates: int,
+    agent: Callable[[Path, int], None],
+    grade: Callable[[Path], None],
+    *,
+    remove_worktree: bool,
+) -> float:
+    """Seconds for `candidates` raw attempts at once: a worktree, the agent in it, its commit graded
+    in a clean detached checkout of its own (as the sealed verdict does), that checkout removed."""
+    repo = _repo()
+    baseline = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    add_lock = threading.Lock()  # concurrent `git worktree add`s in one repository can fail
+
+    def worktree(*args: str) -> None:
         with add_lock:
-            subprocess.run(
-                ["git", "worktree", "remove", "--force", str(grading)],
-                cwd=repo,
-                check=True,
-                capture_output=True,
-            )
+            subprocess.run(["git", "worktree", *args], cwd=repo, check=True, capture_output=True)
+
+    def raw_attempt(n: int) -> None:
+        directory = repo / ".raw" / f"c{n}"
+        worktree("add", "-q", "-b", f"raw/c{n}", str(directory), baseline)
+        agent(directory, n)
+        grading = repo / ".raw" / f"c{n}.grading"
+        worktree("add", "-q", "--detach", str(grading), f"raw/c{n}")
+        grade(grading)
+        worktree("remove", "--force", str(grading))
+        if remove_worktree:
+            worktree("remove", str(directory))
 
     started = time.perf_counter()
     with ThreadPoolExecutor(candidates) as pool:
@@ -216,21 +221,8 @@ def overhead_sh(candidates: int = 8, rounds: int = 5) -> dict:
 
 def _raw_sh_round(candidates: int) -> float:
     """overhead_sh's raw work of one round."""
-    repo = _repo()
-    baseline = subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True
-    ).stdout.strip()
-    add_lock = threading.Lock()  # concurrent `git worktree add`s in one repository can fail
 
-    def raw_attempt(n: int) -> None:
-        directory = repo / ".raw" / f"c{n}"
-        with add_lock:
-            subprocess.run(
-                ["git", "worktree", "add", "-q", "-b", f"raw/c{n}", str(directory), baseline],
-                cwd=repo,
-                check=True,
-                capture_output=True,
-            )
+    def agent(directory: Path, n: int) -> None:
         subprocess.run(
             SH_AGENT,
             cwd=directory,
@@ -238,31 +230,12 @@ def _raw_sh_round(candidates: int) -> float:
             capture_output=True,
             env={**os.environ, "OUTPOST_CANDIDATE": f"c{n}"},
         )
-        grading = repo / ".raw" / f"c{n}.grading"
-        with add_lock:
-            subprocess.run(
-                ["git", "worktree", "add", "-q", "--detach", str(grading), f"raw/c{n}"],
-                cwd=repo,
-                check=True,
-                capture_output=True,
-            )
+
+    def grade(grading: Path) -> None:
         assert subprocess.run(SH_VALIDATION, cwd=grading).returncode == 0
         float(subprocess.run(SH_SCORE, cwd=grading, check=True, capture_output=True).stdout)
-        with add_lock:
-            subprocess.run(
-                ["git", "worktree", "remove", "--force", str(grading)],
-                cwd=repo,
-                check=True,
-                capture_output=True,
-            )
-            subprocess.run(
-                ["git", "worktree", "remove", str(directory)], cwd=repo, check=True, capture_output=True
-            )
 
-    started = time.perf_counter()
-    with ThreadPoolExecutor(candidates) as pool:
-        list(pool.map(raw_attempt, range(candidates)))
-    return time.perf_counter() - started
+    return _raw_attempts(candidates, agent, grade, remove_worktree=True)
 
 
 def cancel_latency(runs: int = 20, losers: int = 7) -> dict:
