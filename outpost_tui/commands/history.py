@@ -6,6 +6,8 @@ import argparse
 import json
 import time
 
+from . import add_repository_argument
+
 EPILOG = """\
 examples:
   outpost-tui history                   races recorded in the repository here
@@ -29,13 +31,7 @@ def register(subparsers) -> None:
         "newest first: id, start time, status, winner, candidates.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "repository",
-        nargs="?",
-        default=".",
-        metavar="REPO",
-        help="the repository (default: the current directory)",
-    )
+    add_repository_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the races as JSON")
     parser.set_defaults(handler=_handle)
 

@@ -6,6 +6,8 @@ import argparse
 import json
 import time
 
+from . import add_repository_argument
+
 EPILOG = """\
 examples:
   outpost-tui runs                 durable runs of the repository in the current directory
@@ -24,13 +26,7 @@ def register(subparsers) -> None:
         description="List the durable runs saved under <repo>/.outpost/storage.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "repository",
-        nargs="?",
-        default=".",
-        metavar="REPO",
-        help="the repository (default: the current directory)",
-    )
+    add_repository_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the runs as JSON")
     parser.set_defaults(handler=_handle)
 

@@ -10,6 +10,7 @@ import argparse
 
 from ... import exitcodes
 from ...engine.errors import OutpostError
+from .. import add_repository_argument
 from .attempts import archive_attempt, restore_attempt
 from .cleanup import delete_branches, prune, remove_containers
 from .listing import list_kept
@@ -53,13 +54,7 @@ def register(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Review the candidate worktrees races kept, and clean them up without losing anything.",
     )
-    parser.add_argument(
-        "repository",
-        nargs="?",
-        default=".",
-        metavar="REPO",
-        help="the repository (default: the current directory)",
-    )
+    add_repository_argument(parser)
     action = parser.add_mutually_exclusive_group()
     action.add_argument("--archive", metavar="ID", help="archive the attempt's worktree, then remove it")
     action.add_argument("--restore", metavar="ID", help="recreate the attempt's worktree from its archive")
