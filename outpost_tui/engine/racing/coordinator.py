@@ -383,15 +383,7 @@ class Race(BaselineValidation):
             if attempt.cancel_reason is not None:
                 attempt.record.error = attempt.cancel_reason + " before it started"
                 attempt.phase = Phase.SETTLED
-                self.bus.publish(
-                    Settled(
-                        key=attempt.key,
-                        attempt=attempt.number,
-                        status="skipped",
-                        reason=attempt.record.error,
-                        commit=None,
-                    )
-                )
+                self._said_skipped(attempt)
                 continue
             reason = self.accounting.admit()
             if reason is not None:

@@ -81,6 +81,18 @@ class Settling(Guarding):
         attempt.accepted = True
         self.set_winner(attempt, "operator")
 
+    def _said_skipped(self, attempt: Attempt) -> None:
+        """Watchers hear that an attempt that never ran is over, with the reason on its record."""
+        self.bus.publish(
+            Settled(
+                key=attempt.key,
+                attempt=attempt.number,
+                status="skipped",
+                reason=attempt.record.error,
+                commit=None,
+            )
+        )
+
     def restore_winner(self, attempt: Attempt) -> None:
         """A winner decided before the coordinator stopped (a replay): nothing more may start."""
         self._winner = attempt
@@ -285,15 +297,7 @@ class Settling(Guarding):
             if attempt.record.status is CandidateStatus.SKIPPED and attempt.record.error is None:
                 attempt.record.error = self._skip_reason()
                 # its phase stays waiting (it never took an attempt), but watchers see it end
-                self.bus.publish(
-                    Settled(
-                        key=attempt.key,
-                        attempt=attempt.number,
-                        status="skipped",
-                        reason=attempt.record.error,
-                        commit=None,
-                    )
-                )
+                self._said_skipped(attempt)
         self._pending.clear()
         status = self._race_status()
         records = [self.attempts[c.key].record for c in self.spec.candidates]
