@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from pathlib import Path
 
 import anyio
@@ -166,3 +167,86 @@ def test_stale_empty_cgroups_of_killed_coordinators_are_swept_and_live_ones_kept
         for group in (stale / "command-1", stale, recent):
             if group.exists():
                 group.rmdir()
+
+
+def _cgroup_of(text: str) -> str:
+    return next(line[3:] for line in text.splitlines() if line.startswith("0::"))
+
+
+async def test_commands_one_after_another_share_one_emptied_cgroup(tmp_path):
+    """An attempt's commands run one after another in one command cgroup, emptied and confirmed
+    so between them: a daemon the first leaves is killed before the second starts, and the
+    cgroup is recorded (for a crashed coordinator's successor) once."""
+    from outpost_tui.engine.sandbox import containment
+
+    if containment.cgroup_root() is None:
+        pytest.skip("no writable cgroup v2 hierarchy on this machine")
+    registered: list[str] = []
+
+    async def register(resource: str) -> None:
+        registered.append(resource)
+
+    sandbox = LocalSandbox(
+        SandboxContext(
+            repository=tmp_path,
+            directory=tmp_path,
+            git_common_dir=tmp_path,
+            race_id="r",
+            key="alpha",
+            attempt=1,
+            register_resource=register,
+        )
+    )
+    pids_file = tmp_path / "pids"
+    try:
+        first = await sandbox.run(
+            ["sh", "-c", f"setsid sleep 300 & echo $! > {pids_file}; cat /proc/self/cgroup"]
+        )
+        [daemon] = await wait_for_pids(pids_file, 1)
+        assert not alive(daemon)
+        second = await sandbox.run(["cat", "/proc/self/cgroup"])
+        third = await sandbox.run(["cat", "/proc/self/cgroup"])
+        groups = {_cgroup_of(done.stdout_tail) for done in (first, second, third)}
+        assert len(groups) == 1 and next(iter(groups)).endswith("/command-1")
+        assert [r for r in registered if "/command-" in r] == [registered[-1]]
+        attempt = Path(registered[0].removeprefix(containment.RESOURCE_CGROUP))
+        assert attempt.is_dir()
+    finally:
+        await sandbox.close()
+    assert not attempt.exists()  # the attempt's cgroup and the command's with it
+
+
+async def test_a_cgroup_a_command_made_inside_its_own_keeps_the_next_command_out_of_it(sandbox):
+    """A command that makes a cgroup inside its own (it could tune it to refuse new members)
+    leaves that cgroup to the attempt's removal; the next command gets a new one and runs."""
+    from outpost_tui.engine.sandbox import containment
+
+    if containment.cgroup_root() is None:
+        pytest.skip("no writable cgroup v2 hierarchy on this machine")
+    mount = containment._cgroup2_mount()
+    first = await sandbox.run(
+        [
+            "sh",
+            "-c",
+            'd=$(sed -n "s/^0:://p" /proc/self/cgroup); mkdir "$0$d/planted" && echo "$d"',
+            str(mount),
+        ]
+    )
+    assert first.exit_code == 0, first.stderr_tail
+    second = await sandbox.run(["cat", "/proc/self/cgroup"])
+    assert second.exit_code == 0
+    assert _cgroup_of(second.stdout_tail) != first.stdout_tail.strip()
+    assert (Path(f"{mount}{first.stdout_tail.strip()}") / "planted").is_dir()  # removed by close()
+
+
+async def test_a_command_is_waited_for_without_a_thread_of_its_own(sandbox):
+    """The command's exit comes to the event loop through a pidfd: no waitpid thread per child
+    (what Python 3.11's asyncio starts unless told otherwise)."""
+    threads: list[str] = []
+
+    def seen(stream: str, lines: list[str]) -> None:
+        threads.extend(thread.name for thread in threading.enumerate())
+
+    done = await sandbox.run(["sh", "-c", "echo started; read line"], stdin=b"go\n", on_output=seen)
+    assert done.exit_code == 0 and threads
+    assert not [name for name in threads if "waitpid" in name], threads

@@ -8,7 +8,9 @@ machine allows:
   gets a cgroup, each command a child cgroup of it. A tiny sh shim writes its own pid into the
   cgroup *before* it execs the command, so the command and everything it ever starts are inside;
   no fork, setsid or closed pipe leaves a cgroup. Ending a command kills its cgroup (cgroup.kill,
-  or KILL to every member where the kernel has none) and waits until the kernel reports it empty.
+  or KILL to every member where the kernel has none) and waits until the kernel reports it empty;
+  the emptied cgroup takes the attempt's next command (unless the last one made cgroups inside
+  it), and goes with the attempt's.
   Only a process with write access to the cgroup tree itself (root, or the operator on a
   delegated tree) could move out: that is what the container sandbox is for.
 - the process tree: while a command runs its descendants are recorded every POLL seconds by pid
@@ -166,6 +168,28 @@ def _populated(group: Path) -> bool:
         return re.search(r"^populated 1$", (group / "cgroup.events").read_text(), re.M) is not None
     except OSError:
         return bool(_members(group))
+
+
+def empty(group: Path) -> bool:
+    """Whether the kernel says `group` and its children hold no process (a group that is gone
+    holds none)."""
+    try:
+        return re.search(r"^populated 0$", (group / "cgroup.events").read_text(), re.M) is not None
+    except FileNotFoundError:
+        return not group.exists()
+    except OSError:
+        return False
+
+
+def reusable(group: Path) -> bool:
+    """Whether an emptied command cgroup can take the next command as it was made: still there
+    (a stale sweep may have taken it) and with no cgroup of the last command's making inside,
+    whose settings could keep the next one out."""
+    try:
+        with os.scandir(group) as entries:
+            return not any(entry.is_dir(follow_symlinks=False) for entry in entries)
+    except OSError:
+        return False
 
 
 def describe(pids: Iterable[int]) -> list[tuple[int, str, int | None]]:
@@ -338,3 +362,49 @@ def alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+# -- the output pipes ------------------------------------------------------------------------------
+
+
+def kill_pipe_holders(pipes: set[str]) -> list[str]:
+    """KILL every other process holding one of `pipes` open; returns "pid name" of each.
+
+    Holding the command's own output pipe proves the process came from the command."""
+    killed: dict[int, str] = {}
+    if not pipes:
+        return []
+    for _ in range(5):  # a killed daemon's own children may hold the pipe too
+        holders = [pid for pid in _pids() if pid != os.getpid() and _holds(pid, pipes)]
+        if not holders:
+            break
+        for pid in holders:
+            try:
+                name = psutil.Process(pid).name()
+                os.kill(pid, signal.SIGKILL)
+            except (psutil.Error, ProcessLookupError, PermissionError):
+                continue
+            killed.setdefault(pid, f"{pid} {name}")
+        time.sleep(0.05)  # KILL is delivered asynchronously; look again once it has landed
+    return list(killed.values())
+
+
+def _pids() -> list[int]:
+    try:
+        return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return []
+
+
+def _holds(pid: int, pipes: set[str]) -> bool:
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") in pipes:
+                return True
+        except OSError:
+            continue
+    return False

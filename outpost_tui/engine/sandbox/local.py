@@ -8,11 +8,13 @@ started in the background survives its command, let alone its attempt.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -33,6 +35,25 @@ READ_CHUNK = 256 * 1024
 # Seconds the output may stay open once the command's group is gone; longer means a process that
 # left the group (a daemon started in its own session) still holds it.
 DRAIN_GRACE = 2.0
+
+
+def _watch_children_with_pidfds() -> None:
+    """Python 3.11's asyncio waits for each child in a thread of its own (a thread started and a
+    blocking waitpid per command); a pidfd in the event loop tells the same exit without one, as
+    3.12 and later do by themselves."""
+    if sys.version_info >= (3, 12) or not hasattr(os, "pidfd_open"):
+        return
+    policy = asyncio.get_event_loop_policy()
+    if not isinstance(policy, asyncio.DefaultEventLoopPolicy):
+        return  # someone else's loop policy: theirs to configure
+    try:
+        os.close(os.pidfd_open(os.getpid()))  # kernels before 5.3 have no pidfds
+    except OSError:
+        return
+    policy.set_child_watcher(asyncio.PidfdChildWatcher())
+
+
+_watch_children_with_pidfds()
 
 
 def _group_alive(pgid: int) -> bool:
@@ -83,6 +104,10 @@ class LocalSandbox(Sandbox):
         self._running: set[Process] = set()
         self._commands = 0
         self._cgroup: Path | None = None  # the attempt's, made at its first command
+        # Command cgroups found empty after their command, kept for the next one: a cgroup's
+        # creation and removal cost the kernel about a millisecond, and most attempts run several
+        # commands one after another (removed with the attempt's in close()).
+        self._idle: list[Path] = []
 
     async def _attempt_cgroup(self, root: Path) -> Path:
         if self._cgroup is None:
@@ -94,6 +119,22 @@ class LocalSandbox(Sandbox):
             group.mkdir()
             self._cgroup = group
         return self._cgroup
+
+    async def _command_cgroup(self, root: Path) -> Path:
+        """An empty cgroup for the next command: one a previous command left empty, or a new one
+        (recorded before it exists, as every command's processes are)."""
+        attempt = await self._attempt_cgroup(root)
+        while self._idle:
+            group = self._idle.pop()
+            if containment.reusable(group):
+                return group
+        self._commands += 1
+        group = attempt / f"command-{self._commands}"
+        if self.context.register_resource is not None:
+            with anyio.CancelScope(shield=True):
+                await self.context.register_resource(containment.RESOURCE_CGROUP + str(group))
+        group.mkdir(parents=True)  # (the attempt's again, if a stale sweep took it)
+        return group
 
     async def run(
         self,
@@ -113,7 +154,6 @@ class LocalSandbox(Sandbox):
         full_env.pop(containment.MARKER, None)
         program = argv[0]
         _check_program(program, self.directory, full_env.get("PATH"))
-        self._commands += 1
         # Every process the command starts is contained: in a cgroup of its own, or else marked
         # and watched (see containment).
         group: Path | None = None
@@ -122,12 +162,7 @@ class LocalSandbox(Sandbox):
         root = containment.cgroup_root()
         try:
             if root is not None:
-                group = await self._attempt_cgroup(root) / f"command-{self._commands}"
-                if self.context.register_resource is not None:
-                    # recorded before it exists, as every command's processes are
-                    with anyio.CancelScope(shield=True):
-                        await self.context.register_resource(containment.RESOURCE_CGROUP + str(group))
-                group.mkdir(parents=True)  # (the attempt's again, if a stale sweep took it)
+                group = await self._command_cgroup(root)
                 launch = ["/bin/sh", "-c", containment.SHIM, str(group / "cgroup.procs"), *argv]
         except OSError as error:
             raise SandboxError(f"cannot create a cgroup for {program!r}: {error.strerror or error}") from None
@@ -198,7 +233,13 @@ class LocalSandbox(Sandbox):
             ended.set()
             try:
                 if group is not None:
-                    gone = await anyio.to_thread.run_sync(containment.end_cgroup, group)
+                    # most commands leave nothing behind: one read says so, no thread needed
+                    gone = (
+                        []
+                        if containment.empty(group)
+                        else await anyio.to_thread.run_sync(containment.kill_cgroup, group)
+                    )
+                    self._idle.append(group)  # confirmed empty: the next command's
                 else:
                     gone = await anyio.to_thread.run_sync(containment.kill_tree, known, token)
             except containment.ContainmentError as error:
@@ -241,7 +282,7 @@ class LocalSandbox(Sandbox):
             with anyio.move_on_after(DRAIN_GRACE):
                 await drained.wait()
             if not drained.is_set():
-                escaped = await anyio.to_thread.run_sync(_kill_pipe_holders, pipes)
+                escaped = await anyio.to_thread.run_sync(containment.kill_pipe_holders, pipes)
                 if escaped:
                     note(
                         "outpost: killed processes that left the command's process group "
@@ -280,7 +321,7 @@ class LocalSandbox(Sandbox):
                     await stop("cancelled" if cancelled else "error")
                     # a daemon that left the group would outlive the cancelled attempt (a /proc
                     # scan: a few milliseconds)
-                    await anyio.to_thread.run_sync(_kill_pipe_holders, pipes)
+                    await anyio.to_thread.run_sync(containment.kill_pipe_holders, pipes)
                     with anyio.move_on_after(DRAIN_GRACE):
                         await drained.wait()
                     stopping.cancel_scope.cancel()
@@ -438,49 +479,6 @@ def _pipe_ids(process: Process) -> set[str]:
         with contextlib.suppress(OSError):
             ids.add(os.readlink(f"/proc/{process.pid}/fd/{fd}"))
     return {name for name in ids if name.startswith("pipe:")}
-
-
-def _kill_pipe_holders(pipes: set[str]) -> list[str]:
-    """KILL every other process holding one of `pipes` open; returns "pid name" of each.
-
-    Holding the command's own output pipe proves the process came from the command."""
-    killed: dict[int, str] = {}
-    if not pipes:
-        return []
-    for _ in range(5):  # a killed daemon's own children may hold the pipe too
-        holders = [pid for pid in _pids() if pid != os.getpid() and _holds(pid, pipes)]
-        if not holders:
-            break
-        for pid in holders:
-            try:
-                name = psutil.Process(pid).name()
-                os.kill(pid, signal.SIGKILL)
-            except (psutil.Error, ProcessLookupError, PermissionError):
-                continue
-            killed.setdefault(pid, f"{pid} {name}")
-        time.sleep(0.05)  # KILL is delivered asynchronously; look again once it has landed
-    return list(killed.values())
-
-
-def _pids() -> list[int]:
-    try:
-        return [int(name) for name in os.listdir("/proc") if name.isdigit()]
-    except OSError:
-        return []
-
-
-def _holds(pid: int, pipes: set[str]) -> bool:
-    try:
-        fds = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return False
-    for fd in fds:
-        try:
-            if os.readlink(f"/proc/{pid}/fd/{fd}") in pipes:
-                return True
-        except OSError:
-            continue
-    return False
 
 
 def _pgid(pid: int) -> int | None:
