@@ -52,10 +52,10 @@ async def test_a_hand_picked_winner_is_announced_marked_and_still_reads_as_the_w
         await until(pilot, lambda: "leader" in summary(screen), "the leader")
         head = summary(screen)
         assert head.startswith("racing ") and "attempts 2/4 " in head and "█" in head
-        assert {"Cancel", "Accept", "Abort"} <= footer_words(screen)
+        await until(pilot, lambda: {"Cancel", "Accept", "Abort"} <= footer_words(screen), "the racing keys")
 
         await pilot.press("1", "a")
-        assert isinstance(app.screen, ConfirmScreen)
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")
         await pilot.press("y")
         await until(pilot, lambda: app.session.result, "the race to end")
         await until(
@@ -67,14 +67,15 @@ async def test_a_hand_picked_winner_is_announced_marked_and_still_reads_as_the_w
         assert any(m.startswith("race winner: keep won") for m in said(app))
 
         panel = screen.query_one("#panel-keep", CandidatePanel)
-        assert screen.focused is panel and panel.has_class("-winner")
+        assert screen.focused is panel
+        # the screen restyles on its timer: each of these is waited for, not assumed one frame on
+        await until(pilot, lambda: panel.has_class("-winner"), "the winner's class")
         winner_colour = Color.parse(app.theme_variables["status-winner"])
-        assert panel.styles.border_top[1].rgb == winner_colour.rgb  # focused, and still the winner's colour
-
-        await pilot.pause()
-        words = footer_words(screen)
-        assert not {"Cancel", "Accept", "Abort", "Start"} & words and "Results" in words
-        assert "took" in summary(screen)
+        # focused, and still the winner's colour
+        await until(pilot, lambda: panel.styles.border_top[1].rgb == winner_colour.rgb, "the winner's colour")
+        await until(pilot, lambda: "Results" in footer_words(screen), "the footer after the end")
+        assert not {"Cancel", "Accept", "Abort", "Start"} & footer_words(screen)
+        await until(pilot, lambda: "took" in summary(screen), "the race's duration")
 
 
 async def test_quota_and_budget_are_announced_with_when_the_quota_resets(tmp_path):
