@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .index import index_file, may_hide_edits
 from .layout import check_worktree_link
-from .runner import _STATUS, _failure, _revision, _run, output
+from .runner import _STATUS, _failure, _git_dir_names, _revision, _run, output
 
 BOT_NAME = "outpost-tui"
 
@@ -162,8 +163,14 @@ def hidden_edits(directory: Path | str) -> list[str]:
 
     Each flagged file is hashed as git would store it and compared with the index's object id
     (which, once status shows nothing staged, is HEAD's). A flagged file gone from the disk counts:
-    it is an edit too, and keeping a worktree is never the loss removing one can be."""
+    it is an edit too, and keeping a worktree is never the loss removing one can be.
+
+    An index read whole with no flagged entry has none (no git process then); any doubt about
+    the file, and git lists the flagged entries."""
     top = Path(directory)
+    dirs = _git_dir_names(os.fspath(top.absolute()))
+    if dirs is not None and not may_hide_edits(index_file(dirs[0])):
+        return []
     status, out, err = _run(top, "ls-files", "-v", "-s", "-z", strip=False)
     if status != 0:
         raise _failure("git ls-files", top, str(err))
