@@ -37,7 +37,6 @@ from .grading import (
     GRADING_SUFFIX,
     VALIDATED_REFS,
     add_grading_checkout,
-    blob,
     branch_tip,
     branch_tips,
     grading_directory,
@@ -45,7 +44,6 @@ from .grading import (
     pin_validated,
     remove_grading_checkout,
     reset_grading_checkout,
-    tree,
 )
 from .guard import GuardChange, GuardRecord, guard_changes, guard_record
 from .host import HostSnapshot, host_snapshot, resolve_commit
@@ -73,7 +71,9 @@ from .layout import (
 )
 from .listing import included_files, tree_files, untracked_entries, untracked_files
 from .merge import CHERRY_PICK, MERGE, MergeOutcome, cherry_pick_candidate, merge_candidate
+from .objects import blob, tree
 from .runner import GIT_TIMEOUT_STATUS, METADATA_RETRIES, PROGRAM_CONFIG, GitError, error_line, output, run
+from .sessions import close_sessions
 from .worktrees import (
     BRANCH_PREFIX,
     RACE_ID_PATTERN,
@@ -128,6 +128,7 @@ __all__ = [
     "changes",
     "check_worktree_link",
     "cherry_pick_candidate",
+    "close_sessions",
     "commit_all",
     "commits_since",
     "diff",

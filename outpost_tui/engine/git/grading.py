@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from functools import lru_cache
 from pathlib import Path
 
+from . import sessions
 from .integration import _candidate
 from .layout import check_worktree_link, is_inside, workspaces_directory
 from .runner import GitError, _revision, _run, output
@@ -99,36 +99,15 @@ def _remove_grading(root: Path, target: Path) -> None:
         _run(root, "worktree", "prune")
 
 
-def tree(repo_root: Path | str, commit: str) -> dict[str, tuple[str, str]]:
-    """Every file of `commit`: path -> (mode, object id)."""
-    _revision(commit, "commit")
-    return dict(_tree(os.path.realpath(repo_root), commit))
-
-
-@lru_cache(maxsize=4)
-def _tree(root: str, commit: str) -> tuple[tuple[str, tuple[str, str]], ...]:
-    # Every grading reads the baseline's tree: a commit id names one tree for good, so it is
-    # listed once per race (the few most recent are kept; a candidate's is read once anyway).
-    out = str(output("listing files", root, "ls-tree", "-r", "-z", "--full-tree", commit, strip=False))
-    files = []
-    for entry in out.split("\0"):
-        meta, _, path = entry.partition("\t")
-        parts = meta.split()
-        if path and len(parts) == 3:
-            files.append((path, (parts[0], parts[2])))
-    return tuple(files)
-
-
-def blob(repo_root: Path | str, oid: str) -> bytes:
-    _revision(oid, "object id")
-    return bytes(output("reading a file", repo_root, "cat-file", "blob", oid, binary=True, strip=False))
-
-
 def pin_validated(repo_root: Path | str, race_id: str, key: str, attempt: int, commit: str) -> str:
     """A ref that keeps the validated commit reachable whatever happens to the branch."""
     _revision(commit, "commit")
     ref = f"{VALIDATED_REFS}/{branch_name(race_id, key, attempt).removeprefix(BRANCH_PREFIX + '/')}"
-    output("pinning the validated commit", repo_root, "update-ref", ref, commit)
+    try:
+        # the race's update-ref session: one process pins every attempt's commit
+        sessions.update_ref(os.fspath(repo_root), ref, commit)
+    except sessions.SessionFailed:
+        output("pinning the validated commit", repo_root, "update-ref", ref, commit)
     return ref
 
 

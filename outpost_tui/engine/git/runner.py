@@ -281,20 +281,7 @@ def _execute_once(
     env = {**_environment(), **_config_environment(settings)}
     if index is not None:
         env["GIT_INDEX_FILE"] = str(index)
-    try:
-        process = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            cwd="/",
-            start_new_session=new_group,
-        )
-    except FileNotFoundError as error:
-        raise GitError(f"git is not installed or not on PATH (needed for {where})") from error
-    except OSError as error:
-        raise GitError(f"cannot run git in {where}: {error.strerror or error}") from error
+    process = _popen(command, env, where, piped=input is not None, new_group=new_group)
     try:
         if on_start is not None:
             on_start(process.pid)
@@ -319,6 +306,34 @@ def _execute_once(
         return status, out, error_text
     text = out.decode(errors="surrogateescape")
     return status, (text.removesuffix("\n") if strip else text), error_text
+
+
+def _popen(
+    command: list[str], env: dict[str, str], where: str, *, piped: bool, new_group: bool = False
+) -> subprocess.Popen[bytes]:
+    """Every git process the engine starts, started here (its stdin a raw pipe when `piped`)."""
+    try:
+        return subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE if piped else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd="/",
+            start_new_session=new_group,
+            bufsize=0,
+        )
+    except FileNotFoundError as error:
+        raise GitError(f"git is not installed or not on PATH (needed for {where})") from error
+    except OSError as error:
+        raise GitError(f"cannot run git in {where}: {error.strerror or error}") from error
+
+
+def _spawn(directory: str, args: Sequence[str]) -> subprocess.Popen[bytes]:
+    """A long-lived git (a session's) in `directory`, with every call's environment and settings,
+    reading its requests from a pipe."""
+    env = {**_environment(), **_config_environment(_settings(directory, (), False))}
+    return _popen(_command(directory, args), env, directory, piped=True)
 
 
 def _run(

@@ -260,6 +260,9 @@ class Race(BaselineValidation):
                     await self._release_sandboxes()
             unsubscribe()
             flight_log.close()
+            with anyio.CancelScope(shield=True):
+                # the git sessions its gradings and pins used go with the race
+                await anyio.to_thread.run_sync(git.close_sessions, str(repository))
         return result
 
     async def _read_repository(self, repository: Path) -> None:
