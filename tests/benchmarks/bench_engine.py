@@ -135,11 +135,20 @@ def _raw_attempts(
     baseline = subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True
     ).stdout.strip()
-    add_lock = threading.Lock()  # concurrent `git worktree add`s in one repository can fail
 
     def worktree(*args: str) -> None:
-        with add_lock:
-            subprocess.run(["git", "worktree", *args], cwd=repo, check=True, capture_output=True)
+        # All at once, as the engine runs them (no lock: one made every attempt wait for the
+        # others' worktree commands, a cost the engine does not pay). A worktree command that
+        # reads another's metadata half-written fails now and then: retried as the engine's
+        # are, with the branch a failed `add -b` may have made already taken as it is.
+        for pause in (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3):
+            time.sleep(pause)
+            done = subprocess.run(["git", "worktree", *args], cwd=repo, capture_output=True)
+            if done.returncode == 0:
+                return
+            if args[:3] == ("add", "-q", "-b") and b"already exists" in done.stderr:
+                args = ("add", "-q", args[4], args[3])
+        raise RuntimeError(f"git worktree {args[0]} failed: {done.stderr.decode(errors='replace').strip()}")
 
     def raw_attempt(n: int) -> None:
         directory = repo / ".raw" / f"c{n}"
