@@ -21,6 +21,7 @@ pytest wrapper in test_benchmarks.py asserts the targets.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import statistics
@@ -30,7 +31,7 @@ import tempfile
 import threading
 import time
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -64,6 +65,12 @@ def _cpu() -> float:
     cannot inflate the way it does wall time (the other processes' share is not in it)."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _cpu_own() -> float:
+    """CPU seconds of this process alone."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime
 
 
 def overhead(candidates: int = 8, rounds: int = 3) -> dict:
@@ -175,16 +182,10 @@ SH_SCORE = ("sh", "-c", "wc -c < out.txt")
 def overhead_sh(candidates: int = 8, rounds: int = 5) -> dict:
     from outpost_tui.engine.core.spec import ScoreSpec
     from outpost_tui.engine.git import runner as git_runner
+    from outpost_tui.engine.records.flightlog import FlightLog
 
-    engine_times, raw_times, git_calls = [], [], []
-    engine_cpu, raw_cpu = [], []
-    counting = {"calls": 0}
-    execute = git_runner._execute
-
-    def counted(*args, **options):
-        counting["calls"] += 1
-        return execute(*args, **options)
-
+    engine_times, raw_times, counts = [], [], []
+    engine_cpu, raw_cpu, engine_own, raw_own = [], [], [], []
     for _ in range(rounds):
         spec = build_spec(
             repository=_repo(),
@@ -195,25 +196,33 @@ def overhead_sh(candidates: int = 8, rounds: int = 5) -> dict:
             validate=ValidateSpec(command=SH_VALIDATION),
             score=ScoreSpec(command=SH_SCORE),
         )
-        counting["calls"] = 0
-        git_runner._execute = counted
-        try:
-            cpu = _cpu()
+        tally: dict[str, int] = {}
+        with (
+            _counted(git_runner, "_execute", tally, "git"),
+            _counted(anyio.to_thread, "run_sync", tally, "hops"),
+            _counted(FlightLog, "__call__", tally, "events"),
+        ):
+            cpu, own = _cpu(), _cpu_own()
             started = time.perf_counter()
             result = run_race(spec)
             engine_times.append(time.perf_counter() - started)
             engine_cpu.append(_cpu() - cpu)
-        finally:
-            git_runner._execute = execute
-        git_calls.append(counting["calls"])
+            engine_own.append(_cpu_own() - own)
+        counts.append(tally)
         assert result.status.value == "winner", result.status
         assert all(c.score is not None for c in result.candidates), result.to_json()
 
-        cpu = _cpu()
+        cpu, own = _cpu(), _cpu_own()
         raw_times.append(_raw_sh_round(candidates))
         raw_cpu.append(_cpu() - cpu)
+        raw_own.append(_cpu_own() - own)
     engine, raw = statistics.median(engine_times), statistics.median(raw_times)
     cpu_engine, cpu_raw = statistics.median(engine_cpu), statistics.median(raw_cpu)
+    own_engine, own_raw = statistics.median(engine_own), statistics.median(raw_own)
+
+    def per_attempt(what: str) -> float:
+        return round(statistics.median(tally.get(what, 0) for tally in counts) / candidates, 1)
+
     return {
         "candidates": candidates,
         "engine_s": round(engine, 3),
@@ -224,8 +233,32 @@ def overhead_sh(candidates: int = 8, rounds: int = 5) -> dict:
         # the same in CPU time (the engine's own and its git's, the agents' and checks' alike)
         "cpu_ratio": round(cpu_engine / cpu_raw, 2),
         "fixed_cpu_ms_per_attempt": round((cpu_engine - cpu_raw) / candidates * 1000, 1),
-        "git_calls_per_attempt": round(statistics.median(git_calls) / candidates, 1),
+        # where it goes: this process's own CPU (Python: the event loop, threads, spawning) and
+        # what it starts (git, the cgroup shim), per attempt, over the raw work's
+        "own_cpu_ms_per_attempt": round((own_engine - own_raw) / candidates * 1000, 1),
+        "children_cpu_ms_per_attempt": round(
+            ((cpu_engine - own_engine) - (cpu_raw - own_raw)) / candidates * 1000, 1
+        ),
+        "git_calls_per_attempt": per_attempt("git"),
+        "worker_thread_hops_per_attempt": per_attempt("hops"),
+        "flight_log_events_per_attempt": per_attempt("events"),
     }
+
+
+@contextlib.contextmanager
+def _counted(owner: object, name: str, tally: dict[str, int], label: str) -> Iterator[None]:
+    """Count calls of owner.name under `label` while the block runs."""
+    original = getattr(owner, name)
+
+    def counted(*args, **options):
+        tally[label] = tally.get(label, 0) + 1
+        return original(*args, **options)
+
+    setattr(owner, name, counted)
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
 
 
 def _raw_sh_round(candidates: int) -> float:
