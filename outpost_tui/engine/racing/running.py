@@ -249,7 +249,8 @@ class Running(Metering):
             group.cancel()
 
         try:
-            await anyio.to_thread.run_sync(write_agent_files, launch.files)
+            if launch.files:  # (a plain command has none: no trip to a worker thread)
+                await anyio.to_thread.run_sync(write_agent_files, launch.files)
             async with anyio.create_task_group() as group:
                 running = group.cancel_scope
                 group.start_soon(watch_reachability, group.cancel_scope)
@@ -276,8 +277,9 @@ class Running(Metering):
         except OSError as error:
             raise SandboxError(f"cannot write {error.filename}: {error.strerror}") from error
         finally:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(remove_agent_files, launch.files)
+            if launch.files:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(remove_agent_files, launch.files)
         if start_error is not None:
             # the sandbox names a missing program neutrally (validation uses it too)
             message = str(start_error)
