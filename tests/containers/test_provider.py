@@ -196,6 +196,48 @@ async def test_exit_codes_env_and_large_output(provider, attempt, leftovers, mon
     assert leftovers() == []
 
 
+async def test_the_operators_git_identity_is_written_by_the_first_command_only(
+    engine, attempt, leftovers, tmp_path, monkeypatch
+):
+    """The operator's global identity reaches a container's empty home through its first command
+    (no upload of its own), readable by git there as the global config, never as a variable."""
+    home = tmp_path / "operator"
+    home.mkdir()
+    (home / ".gitconfig").write_text("[user]\n\tname = Ada Operator\n\temail = ada@example.invalid\n")
+    monkeypatch.setenv("HOME", str(home))
+    provider = ContainerProvider(SandboxSpec(provider="podman", image=IMAGE))
+    provider.warm_up()  # as a race does: connected (and the identity read) beside its start
+    sandbox = await provider.acquire(attempt)
+    try:
+        mode = "import os; print(oct(os.stat('/tmp/.gitconfig').st_mode & 0o777))"
+        first = await sandbox.run(
+            ["sh", "-c", 'env; python3 -c "$1"; git config --global --get user.name', "sh", mode]
+        )
+        # a later command that removed it finds it gone: written once, by the first command
+        second = await sandbox.run(["sh", "-c", "rm /tmp/.gitconfig; env"])
+        third = await sandbox.run(["sh", "-c", "test -e /tmp/.gitconfig; echo $?"])
+    finally:
+        await close(sandbox)
+        await provider.aclose()
+    assert first.exit_code == 0, first.stderr_tail
+    assert first.stdout_tail.splitlines()[-2:] == ["0o600", "Ada Operator"]
+    assert "OUTPOST_GITCONFIG" not in first.stdout_tail and "OUTPOST_GITCONFIG" not in second.stdout_tail
+    assert third.stdout_tail.strip() == "1"  # not written again
+    assert leftovers() == []
+
+
+async def test_a_warm_up_that_cannot_connect_fails_where_acquiring_would(attempt, tmp_path):
+    """A race warms its provider up as it starts; an engine that is not there is said by the
+    first acquire, in the same words as without the warm-up, and a later acquire tries again."""
+    missing = f"unix://{tmp_path}/no-engine.sock"
+    provider = ContainerProvider(SandboxSpec(provider="podman", image=IMAGE, endpoint=missing))
+    provider.warm_up()
+    for _ in range(2):
+        with pytest.raises(SandboxError, match=f"cannot reach the container engine at {missing}"):
+            await provider.acquire(attempt)
+    await provider.aclose()
+
+
 async def test_a_text_brief_arrives_exactly(provider, attempt, leftovers):
     """Text stdin travels in the exec's request (the wrapper writes it): every byte as given,
     shell syntax and printf directives included, and an empty one is an empty stdin."""

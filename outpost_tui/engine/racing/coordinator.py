@@ -176,6 +176,9 @@ class Race(BaselineValidation):
     async def run(self) -> RaceResult:
         self._check_spec()
         spec = self.spec
+        if self._provider is None:
+            self._provider = provider_for(spec.sandbox)
+        self._provider.warm_up()  # a container engine's connection, while the repository is read
         try:
             self.repository = repository = await anyio.to_thread.run_sync(
                 git.repository_root, spec.repository
@@ -186,8 +189,6 @@ class Race(BaselineValidation):
             raise RaceError(_one_line(error)) from None
         baseline = self.baseline
         assert baseline is not None, "read with the repository"
-        if self._provider is None:
-            self._provider = provider_for(spec.sandbox)
         self._outpost_dir = outpost_dir
         await self._preflight(outpost_dir)
         self._started_at = time.time()

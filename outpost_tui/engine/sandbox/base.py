@@ -118,6 +118,11 @@ class Sandbox(ABC):
 class SandboxProvider(ABC):
     name: str
 
+    def warm_up(self) -> None:
+        """Begin, in the background, what the first `acquire` would wait for (a container engine's
+        connection); a race calls it as it starts. Its failures surface where they would have."""
+        return None  # nothing to begin: a local process starts at once
+
     @abstractmethod
     async def acquire(self, context: SandboxContext) -> Sandbox: ...
 

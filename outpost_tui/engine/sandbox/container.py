@@ -24,6 +24,7 @@ import concurrent.futures
 import contextlib
 import os
 import re
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -47,7 +48,6 @@ from .container_engine import (
     _docker,
     _first_line,
     _remove_quietly,
-    _tar,
     check_network,
     connect_endpoint,
     container_name,
@@ -79,6 +79,13 @@ def _host_git_identity() -> dict[str, str]:
         if status == 0 and out.strip():
             identity[key.split(".")[1]] = out.strip()
     return identity
+
+
+def _gitconfig(identity: dict[str, str]) -> str:
+    """The `~/.gitconfig` a container's first command writes (empty: none to write)."""
+    if not identity:
+        return ""
+    return "[user]\n" + "".join(f"\t{key} = {value}\n" for key, value in identity.items())
 
 
 def _memory(value: str | None) -> str | None:
@@ -125,31 +132,50 @@ class ContainerProvider(SandboxProvider):
         # in threads of their own rather than in a task of the caller's; `drain` joins them.
         self._removals: concurrent.futures.ThreadPoolExecutor | None = None
         self._retiring: dict[str, concurrent.futures.Future[None]] = {}
-        self._identity: dict[str, str] | None = None  # the operator's git identity, read once
+        # the operator's git identity as a ~/.gitconfig, read once with the connection
+        self.gitconfig = ""
+        # `warm_up`'s connection, made in a thread of its own while the race gets ready
+        self._warming: concurrent.futures.Future[tuple[Any, str, str]] | None = None
+
+    def warm_up(self) -> None:
+        """Connect now, in a thread of its own, while the race reads its repository: importing the
+        Docker SDK, reaching the engine, learning what kind it is and reading the operator's git
+        identity took 0.2-0.4 s on every first attempt's path. Its failure is raised by `client`,
+        where a connection that failed then would have been."""
+        if self._warming is not None or self._client is not None:
+            return
+        warming = self._warming = concurrent.futures.Future()
+
+        def connect() -> None:
+            try:
+                warming.set_result(self._connect())
+            except BaseException as error:  # raised where the connection is awaited
+                warming.set_exception(error)
+
+        threading.Thread(target=connect, name="outpost-connect", daemon=True).start()
+
+    def _connect(self) -> tuple[Any, str, str]:
+        """(client, endpoint, gitconfig): blocking, in a worker thread."""
+        client, found = connect_endpoint(self.spec.endpoint, self.spec.provider, timeout=self.request_timeout)
+        try:
+            self._learn_engine(client, found.url)
+            return client, found.url, _gitconfig(_host_git_identity())
+        except BaseException:
+            client.close()
+            raise
 
     async def client(self) -> Any:
         if self._connecting is None:
             self._connecting = anyio.Lock()
         async with self._connecting:  # candidates start together: one connection for all
             if self._client is None:
-                client, found = await anyio.to_thread.run_sync(
-                    lambda: connect_endpoint(
-                        self.spec.endpoint, self.spec.provider, timeout=self.request_timeout
-                    )
-                )
-                try:
-                    await anyio.to_thread.run_sync(self._learn_engine, client, found.url)
-                except BaseException:
-                    client.close()
-                    raise
-                self._client, self.endpoint = client, found.url
+                warming, self._warming = self._warming, None
+                if warming is not None:
+                    made = await anyio.to_thread.run_sync(warming.result, abandon_on_cancel=True)
+                else:
+                    made = await anyio.to_thread.run_sync(self._connect)
+                self._client, self.endpoint, self.gitconfig = made
         return self._client
-
-    async def _git_identity(self) -> dict[str, str]:
-        # once per provider: two git processes per container otherwise
-        if self._identity is None:
-            self._identity = await anyio.to_thread.run_sync(_host_git_identity)
-        return self._identity
 
     def _learn_engine(self, client: Any, endpoint: str) -> None:
         # Podman answers /info slowly (it walks its storage), slower still on a loaded machine: the
@@ -239,7 +265,6 @@ class ContainerProvider(SandboxProvider):
             volumes=[bind["bind"] for bind in binds.values()],
             host_config=host_config,
         )
-        identity = await self._git_identity()
 
         timings: dict[str, float] = {}
         made: list[Any] = []  # the container, as soon as it exists
@@ -283,11 +308,6 @@ class ContainerProvider(SandboxProvider):
                     f"cannot start container {name} from {self.image}: {error.explanation or error}"
                 ) from None
             timings["start"] = time.monotonic() - started
-            if identity:
-                gitconfig = "[user]\n" + "".join(f"\t{k} = {v}\n" for k, v in identity.items())
-                # an image without a writable /tmp: commits then need the repo's identity
-                with contextlib.suppress(docker.errors.APIError):
-                    container.put_archive("/tmp", _tar({".gitconfig": gitconfig.encode()}, *self.inside))
             return container
 
         # (a cancellation cannot land inside: waiting for a worker thread is shielded, and the
@@ -401,6 +421,10 @@ class ContainerProvider(SandboxProvider):
 
     async def aclose(self) -> None:
         await self.drain()
+        warming, self._warming = self._warming, None
+        if warming is not None:  # warmed up, never used: its connection is still this one's
+            with contextlib.suppress(Exception):
+                self._client, self.endpoint, _ = await anyio.to_thread.run_sync(warming.result)
         if self._removals is not None:
             self._removals.shutdown(wait=False)
             self._removals = None

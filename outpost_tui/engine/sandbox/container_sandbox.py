@@ -103,6 +103,7 @@ class ContainerHost(Protocol):
 
     image: str
     endpoint: str | None
+    gitconfig: str  # the operator's git identity, for each container's first command to write
 
     @property
     def inside(self) -> tuple[int, int]: ...
@@ -124,6 +125,7 @@ class ContainerSandbox(Sandbox):
         # create, start, first_exec, halt, remove (seconds): the per-attempt overhead of a container
         self.timings = timings
         self._closed = False
+        self._fresh = True  # no command has run in it yet
         self._gone: EngineGone | None = None  # set once a call finds the engine gone
         # why the last stop could not confirm that a command's processes were gone, if it could not
         self._unconfirmed: str | None = None
@@ -158,6 +160,10 @@ class ContainerSandbox(Sandbox):
         deadline = "" if timeout is None else str(math.ceil(timeout + KILL_GRACE + BACKSTOP_MARGIN))
         command = ["sh", "-c", WRAPPER, "outpost-run", pid_file, stdin_file, deadline, *map(str, argv)]
         variables = gitenv.scrubbed({**(env or {}), "OUTPOST_RUN": WRAPPER})
+        variables.pop("OUTPOST_GITCONFIG", None)
+        if self._fresh and self.provider.gitconfig:
+            variables["OUTPOST_GITCONFIG"] = self.provider.gitconfig
+        self._fresh = False
         text = _as_text(stdin)
         if text is not None:
             variables["OUTPOST_STDIN"] = text

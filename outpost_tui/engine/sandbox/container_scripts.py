@@ -78,16 +78,18 @@ exit 5
 
 # $1 pid file, $2 stdin file or "", $3 deadline in seconds or "", then argv; $OUTPOST_RUN is this script;
 # $OUTPOST_STDIN, when set, is what the stdin file is to hold (written here, sparing an upload; the host
-# puts it there itself when it is not text that fits in a variable). The deadline is a backstop inside the
-# container for when the coordinator that times commands out is gone (its containers outlive it until
-# recovery): the stopper, which ignores TERM, so that it lives to send KILL. The wrapper leads the command's
-# process group (runc makes every exec a session leader; elsewhere it re-executes itself under setsid) and
-# records it, so that the stopper can wait until the command has started. It checks that the program exists
-# (one clear error instead of a shell message that differs between images), unlinks the stdin file once
-# open, runs the command, then kills whatever the command left running, in its group or not, so nothing an
-# agent started in the background survives into validation. It outlives a TERM (a handler, which the command
-# does not inherit, unlike an ignored signal) to report how the command ended: 128+15 when TERM ended it,
-# 128+9 when it had to be KILLed.
+# puts it there itself when it is not text that fits in a variable). $OUTPOST_GITCONFIG, set for a
+# container's first command only, is the operator's git identity for its empty home (an upload per container
+# before; an image without a writable /tmp goes without, and commits then need the repository's identity).
+# The deadline is a backstop inside the container for when the coordinator that times commands out is gone
+# (its containers outlive it until recovery): the stopper, which ignores TERM, so that it lives to send
+# KILL. The wrapper leads the command's process group (runc makes every exec a session leader; elsewhere it
+# re-executes itself under setsid) and records it, so that the stopper can wait until the command has
+# started. It checks that the program exists (one clear error instead of a shell message that differs
+# between images), unlinks the stdin file once open, runs the command, then kills whatever the command left
+# running, in its group or not, so nothing an agent started in the background survives into validation. It
+# outlives a TERM (a handler, which the command does not inherit, unlike an ignored signal) to report how
+# the command ended: 128+15 when TERM ended it, 128+9 when it had to be KILLed.
 WRAPPER = f"""\
 p=$1 i=$2 t=$3; shift 3
 stop='{STOPPER}'
@@ -98,6 +100,10 @@ fi
 unset OUTPOST_RUN
 if [ -n "${{OUTPOST_STDIN+x}}" ]; then (umask 077; printf %s "$OUTPOST_STDIN" > "$i") || exit 125; fi
 unset OUTPOST_STDIN
+if [ -n "${{OUTPOST_GITCONFIG:-}}" ]; then
+  (umask 077; printf %s "$OUTPOST_GITCONFIG" > /tmp/.gitconfig) 2>/dev/null
+fi
+unset OUTPOST_GITCONFIG
 trap : TERM
 echo $$ > "$p" || exit 125
 case $1 in
