@@ -534,7 +534,16 @@ async def test_close_halts_the_container_at_once_and_drain_removes_it(provider, 
     sandbox = await provider.acquire(attempt)
     assert client.containers.get(sandbox.name).status == "running"
     # a daemon the command left behind (as a hostile agent would) is frozen with the rest
-    await sandbox.run(["sh", "-c", "(trap '' TERM; while :; do date +%s%N > beat; sleep 0.01; done) & "])
+    # (the command waits for its first beat: on a loaded machine the wrapper's sweep could
+    # otherwise end the daemon before it wrote any)
+    await sandbox.run(
+        [
+            "sh",
+            "-c",
+            "(trap '' TERM; while :; do date +%s%N > beat; sleep 0.01; done) & "
+            "while [ ! -s beat ]; do sleep 0.01; done",
+        ]
+    )
     await sandbox.close()
     await sandbox.close()
     # closed: nothing in it runs (paused, or already removed) and nothing can be started in it
