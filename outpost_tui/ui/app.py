@@ -370,7 +370,7 @@ class OutpostApp(App):
 
         # Leaving the app is the coordinator going away, not a verdict on the race: a durable race
         # is stopped so that it can be replayed later (`x` is the abort that ends it for good).
-        spec = session.race.spec
+        spec = session.spec
         durable = spec.durability.enabled
 
         def answer(yes: bool | None) -> None:

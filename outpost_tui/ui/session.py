@@ -1,10 +1,13 @@
 """One race run inside the app: the engine's Race, on an event loop of its own in a worker thread.
 
-The engine's work (reading every agent's pipe, decoding its lines, the flight log) never runs on
-the app's event loop: with eight agents printing thousands of lines a second, it would sit between
-a key press and its answer. The screen never reacts to events; it reads `race.model` on a timer,
-under the model's lock. The operator's controls (cancel, accept, abort, stop) are handed to the
-race's own loop. The session owns the Race's lifetime and its outcome.
+The Race is built off the app's loop too (`prepare`): the race machinery's imports and the Race
+itself cost more than the race screen's first frame, which shows the candidates' panels from the
+spec alone and fills them in once the Race exists. The engine's work (reading every agent's pipe,
+decoding its lines, the flight log) never runs on the app's event loop: with eight agents printing
+thousands of lines a second, it would sit between a key press and its answer. The screen never
+reacts to events; it reads `race.model` on a timer, under the model's lock. The operator's
+controls (cancel, accept, abort, stop) are handed to the race's own loop. The session owns the
+Race's lifetime and its outcome.
 """
 
 from __future__ import annotations
@@ -13,13 +16,14 @@ import asyncio
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..engine.api import new_race
-from ..engine.core.events import EventBus
-from ..engine.core.result import RaceResult
-from ..engine.core.spec import RaceSpec
-from ..engine.errors import OutpostError
+if TYPE_CHECKING:
+    from ..engine.core.events import EventBus
+    from ..engine.core.model import RaceModel
+    from ..engine.core.result import RaceResult
+    from ..engine.core.spec import RaceSpec
+    from ..engine.racing.coordinator import Race
 
 # How long the app waits for the race's loop to take an operator's control (it answers within
 # one callback of the engine; this only bounds a loop that is stuck).
@@ -29,21 +33,40 @@ CONTROL_TIMEOUT = 30.0
 class RaceSession:
     def __init__(self, spec: RaceSpec) -> None:
         self.spec = spec
-        self.bus = EventBus()
-        self.race = new_race(spec, bus=self.bus)
-        if spec.durability.enabled and spec.run_id and spec.durability.resume == "retry-incomplete":
-            from ..engine.durable.recovery import restore_model
-
-            restore_model(self.race.model, spec.repository, spec.run_id)
+        self.race: Race | None = None  # built by prepare()
         self.result: RaceResult | None = None
-        self.error: str | None = None
+        self.error: str | None = None  # why the race could not be built, or could not run
         self.started = False
+        self._preparing: asyncio.Future[Race | str] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # the race's own, while it runs
         self._loop_lock = threading.Lock()
 
     @property
-    def model(self):
+    def ready(self) -> bool:
+        """Whether the Race is built (its model and bus exist)."""
+        return self.race is not None
+
+    @property
+    def model(self) -> RaceModel:
+        assert self.race is not None, "the race's model exists once it is prepared"
         return self.race.model
+
+    @property
+    def bus(self) -> EventBus:
+        assert self.race is not None, "the race's event bus exists once it is prepared"
+        return self.race.bus
+
+    async def prepare(self) -> bool:
+        """Build the Race in a thread, once however often it is awaited; False when it cannot be
+        built (`error` says why, in one line)."""
+        if self._preparing is None:
+            self._preparing = asyncio.get_running_loop().run_in_executor(None, _build, self.spec)
+        built = await asyncio.shield(self._preparing)
+        if isinstance(built, str):
+            self.error = built
+            return False
+        self.race = built
+        return True
 
     @property
     def running(self) -> bool:
@@ -54,7 +77,11 @@ class RaceSession:
     async def run(self) -> RaceResult | None:
         """Run the race in a thread on its own event loop; returns when it has ended (every
         candidate's processes stopped). Cancelled (the app going away), it aborts the race and
-        still waits for that end."""
+        still waits for that end. A race that cannot be built does not start (`error` says why)."""
+        if not await self.prepare():
+            return None
+        from ..engine.core.result import RaceResult
+
         self.started = True
         done: asyncio.Future = asyncio.get_running_loop().run_in_executor(None, self._run_in_thread)
         try:
@@ -71,11 +98,16 @@ class RaceSession:
         return self.result
 
     def _run_in_thread(self) -> RaceResult | str:
+        from ..engine.errors import OutpostError
+
+        race = self.race
+        assert race is not None, "run() prepares the race first"
+
         async def main() -> RaceResult:
             with self._loop_lock:
                 self._loop = asyncio.get_running_loop()
             try:
-                return await self.race.run()
+                return await race.run()
             finally:
                 with self._loop_lock:
                     self._loop = None
@@ -107,18 +139,37 @@ class RaceSession:
         return answer.result(timeout=CONTROL_TIMEOUT)
 
     def cancel(self, key: str) -> bool:
-        return self._on_race_loop(self.race.cancel, key)
+        return self.race is not None and self._on_race_loop(self.race.cancel, key)
 
     def abort(self) -> None:
-        self._on_race_loop(self.race.abort)
+        if self.race is not None:
+            self._on_race_loop(self.race.abort)
 
     def stop_resumable(self) -> None:
-        self._on_race_loop(self.race.stop_resumable)
+        if self.race is not None:
+            self._on_race_loop(self.race.stop_resumable)
 
     async def accept(self, key: str) -> str | None:
         """Make `key` the winner by hand; returns why not, or None when done."""
         with self._loop_lock:
             loop = self._loop
-        if loop is None:
+        if loop is None or self.race is None:
             return "the race is not running"
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.race.accept(key), loop))
+
+
+def _build(spec: RaceSpec) -> Race | str:
+    """The Race for `spec` (a replay's model filled from its saved run), or why it cannot be built
+    in one line: the operator reads it on the race screen, never as a traceback."""
+    try:
+        from ..engine.api import new_race
+        from ..engine.core.events import EventBus
+
+        race = new_race(spec, bus=EventBus())
+        if spec.durability.enabled and spec.run_id and spec.durability.resume == "retry-incomplete":
+            from ..engine.durable.recovery import restore_model
+
+            restore_model(race.model, spec.repository, spec.run_id)
+    except Exception as error:
+        return f"cannot prepare the race: {type(error).__name__}: {error}"
+    return race

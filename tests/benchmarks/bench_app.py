@@ -8,7 +8,7 @@ Run on its own:  python -m tests.benchmarks.bench_app [load|first_frame]  (from 
    time in the app's event loop takes the loop's lag. After the race: every line each agent printed
    is in the model, and the process's memory (RSS) at the end against early in the flood.
    The baseline is the same probe and the same presses on the same app before the race starts.
-2. first_frame: from a fresh process's start to the app's first frame painted (a headless run that
+2. first_frame: from a fresh process's launch to the app's first frame painted (a headless run that
    exits on its first paint), against a bare Textual app doing the same in the same run.
 """
 
@@ -197,6 +197,9 @@ async def _load(candidates: int, rate: int, seconds: float, idle_seconds: float)
         screen = app.screen
         panels = list(screen.query(CandidatePanel))
         assert len(panels) == candidates and not screen.table_view
+        while not app.session.ready:  # the screen paints before its race is built
+            assert app.session.error is None, app.session.error
+            await asyncio.sleep(0.02)
         # Timed where the app spends its time per tick and where the race's thread may wait on it.
         lock = app.session.model.lock = TimedLock(app.session.model.lock)
         ticks: list[float] = []
@@ -282,12 +285,13 @@ async def _load(candidates: int, rate: int, seconds: float, idle_seconds: float)
 
 # ------------------------------------------------------------------------------ first frame
 
-# Both programs print the time from their process's start (psutil's create_time) to their first
-# frame painted, and the CPU time the process had used by then, then exit: `on_mount` runs before
-# the first paint, `call_after_refresh` after it.
+# Both programs print the time from their launch to their first frame painted, and the CPU time the
+# process had used by then, then exit: `on_mount` runs before the first paint, `call_after_refresh`
+# after it. The launch is the parent's clock just before it starts the process, passed as the first
+# argument (psutil's create_time counts from the boot time in whole seconds: up to a second off).
 _FIRST_FRAME_OUTPOST = r"""
-import sys, time, psutil
-started = psutil.Process().create_time()
+import sys, time
+started = float(sys.argv[1])
 from outpost_tui.ui.app import OutpostApp
 
 class Timed(OutpostApp):
@@ -299,13 +303,13 @@ class Timed(OutpostApp):
     def painted(self):
         self.call_after_refresh(lambda: self.exit((time.time() - started, time.process_time())))
 
-app = Timed(sys.argv[1] if len(sys.argv) > 1 else None)
+app = Timed(sys.argv[2] if len(sys.argv) > 2 else None)
 print(*app.run(headless=True, size=(200, 60)))
 """
 
 _FIRST_FRAME_BARE = r"""
-import time, psutil
-started = psutil.Process().create_time()
+import sys, time
+started = float(sys.argv[1])
 from textual.app import App
 from textual.widgets import Footer, Header, Static
 
@@ -329,14 +333,15 @@ def first_frame(rounds: int = 7) -> dict:
     env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
     env["OUTPOST_TUI_CONFIG_DIR"] = str(directory / "config")
     programs = {
-        "bare_textual": [sys.executable, "-c", _FIRST_FRAME_BARE],
-        "home": [sys.executable, "-c", _FIRST_FRAME_OUTPOST],
-        "race": [sys.executable, "-c", _FIRST_FRAME_OUTPOST, str(race_file)],
+        "bare_textual": ([sys.executable, "-c", _FIRST_FRAME_BARE], []),
+        "home": ([sys.executable, "-c", _FIRST_FRAME_OUTPOST], []),
+        "race": ([sys.executable, "-c", _FIRST_FRAME_OUTPOST], [str(race_file)]),
     }
     times: dict[str, list[float]] = {name: [] for name in programs}
     cpus: dict[str, list[float]] = {name: [] for name in programs}
     for round_ in range(rounds + 1):
-        for name, argv in programs.items():
+        for name, (program, args) in programs.items():
+            argv = [*program, repr(time.time()), *args]
             done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=directory, timeout=120)
             if done.returncode != 0:
                 raise RuntimeError(f"{name}: {done.stderr[-1000:]}")

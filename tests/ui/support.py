@@ -44,3 +44,10 @@ class ScreenHost(App):
     def _dismissed(self, result: Any) -> None:
         if result is not None:
             self.results.append(result)
+
+
+async def prepared(pilot) -> None:
+    """Let the app run until its race is built: the race screen paints its first frame before (see
+    RaceSession.prepare), and the race's model and event bus exist from then on."""
+    app = pilot.app
+    await until(pilot, lambda: app.session is not None and app.session.ready, "the race to be prepared")

@@ -1,6 +1,8 @@
 """The app's first frame waits only for what it shows: the home screen paints before the race
-machinery and the race file's editor are loaded, and a race screen before the editor is. Timings
-against a bare Textual app are in tests/benchmarks/bench_app.py (first_frame)."""
+machinery and the race file's editor are loaded, and a race screen before the editor, the race
+machinery and the Race itself (its panels show the candidates, "preparing…", and fill in once the
+Race is built in a thread). Timings against a bare Textual app are in tests/benchmarks/bench_app.py
+(first_frame)."""
 
 from __future__ import annotations
 
@@ -8,11 +10,17 @@ import json
 import subprocess
 import sys
 
+import pytest
+from textual.widgets import Static
+
+from outpost_tui.ui.app import OutpostApp
+from outpost_tui.ui.widgets.candidate_panel import CandidatePanel
 from tests.benchmarks.bench_app import _race_file
+from tests.ui.support import until
 
 # The app, headless, exits once it has painted its first frame of the screen it opens on (the home
-# screen or a race's), and prints which modules were loaded by then. App._display is where Textual
-# hands a screen's frame to the terminal.
+# screen or a race's), and prints which modules were loaded by then, whether its race was built
+# and what the frame showed. App._display is where Textual hands a screen's frame to the terminal.
 FIRST_FRAME = r"""
 import json, sys
 from outpost_tui.ui.app import OutpostApp
@@ -26,7 +34,10 @@ class FirstFrame(OutpostApp):
         shown = type(screen).__name__ in ("HomeScreen", "RaceScreen")
         if renderable is not None and self.loaded is None and shown:
             self.loaded = sorted(sys.modules)
-            self.call_later(self.exit, self.loaded)
+            built = self.session is not None and self.session.race is not None
+            # the first frame is a whole screen's (Textual's LayoutUpdate): its lines as text
+            painted = ["".join(s.text for s in strip) for strip in getattr(renderable, "strips", [])]
+            self.call_later(self.exit, {"modules": self.loaded, "built": built, "painted": painted})
 
 print(json.dumps(FirstFrame(sys.argv[1] if len(sys.argv) > 1 else None).run(headless=True, size=(200, 60))))
 """
@@ -34,9 +45,11 @@ print(json.dumps(FirstFrame(sys.argv[1] if len(sys.argv) > 1 else None).run(head
 EDITOR = ("outpost_tui.ui.screens.configure", "outpost_tui.ui.race_document", "tomlkit")
 # What starting a race needs, and no screen shows before.
 RACING = ("outpost_tui.engine.racing.coordinator", "outpost_tui.engine.agents")
+# What builds a Race (the race screen's first frame shows the candidates before it exists).
+RACE = ("outpost_tui.engine.api", "outpost_tui.engine.racing")
 
 
-def loaded_at_first_frame(tmp_path, *args: str) -> set[str]:
+def first_frame(tmp_path, *args: str) -> dict:
     done = subprocess.run(
         [sys.executable, "-c", FIRST_FRAME, *args],
         capture_output=True,
@@ -46,9 +59,13 @@ def loaded_at_first_frame(tmp_path, *args: str) -> set[str]:
         timeout=120,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    modules = set(json.loads(done.stdout.strip().splitlines()[-1]))
-    assert "outpost_tui.ui.app" in modules
-    return modules
+    frame = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "outpost_tui.ui.app" in frame["modules"]
+    return frame
+
+
+def loaded_at_first_frame(tmp_path, *args: str) -> set[str]:
+    return set(first_frame(tmp_path, *args)["modules"])
 
 
 def test_the_home_screen_paints_before_the_race_machinery_and_the_editor_load(tmp_path):
@@ -57,8 +74,50 @@ def test_the_home_screen_paints_before_the_race_machinery_and_the_editor_load(tm
     assert sorted(m for m in modules if m.startswith(EDITOR + RACING)) == []
 
 
-def test_a_race_screen_paints_before_the_editor_loads(tmp_path):
+def test_a_race_screen_paints_its_candidates_before_the_race_is_built_and_the_editor_loads(tmp_path):
     race = _race_file(tmp_path, 8, 10, 1.0)
-    modules = loaded_at_first_frame(tmp_path, str(race))
+    frame = first_frame(tmp_path, str(race))
+    modules = set(frame["modules"])
     assert "outpost_tui.ui.screens.race" in modules
-    assert sorted(m for m in modules if m.startswith(EDITOR)) == []
+    assert sorted(m for m in modules if m.startswith(EDITOR + RACE)) == []
+    assert frame["built"] is False
+    painted = "\n".join(frame["painted"])
+    assert "preparing…" in painted
+    # every candidate's panel is there, by its number, key and agent
+    assert all(f"{n} c{n} · command" in painted for n in range(1, 9)), painted
+
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_the_race_screen_fills_in_once_the_race_is_built(tmp_path):
+    app = OutpostApp(_race_file(tmp_path, 2, 10, 1.0), testing=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        summary = app.screen.query_one("#summary")
+        await until(pilot, lambda: "ready: press s to start" in str(summary.render()), "the race built")
+        assert app.session.ready and not app.session.started
+        states = {
+            panel.key: str(panel.query_one(".state", Static).content)
+            for panel in app.screen.query(CandidatePanel)
+        }
+        assert states == {"c1": "waiting", "c2": "waiting"}
+        await pilot.press("s")
+        await until(pilot, lambda: app.session.result is not None, "the race to end")
+        assert app.session.model.candidates["c1"].lines == 10
+
+
+async def test_a_race_that_cannot_be_built_says_why_in_one_line_and_cannot_start(tmp_path, monkeypatch):
+    # The race machinery cannot be loaded (as with a broken installation): building the Race fails.
+    monkeypatch.setitem(sys.modules, "outpost_tui.engine.api", None)
+    app = OutpostApp(_race_file(tmp_path, 2, 10, 1.0), testing=True)
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        summary = app.screen.query_one("#summary")
+        await until(pilot, lambda: app.session.error is not None, "the race's building to fail")
+        await pilot.pause()
+        said = str(summary.render())
+        assert said.startswith("cannot run: cannot prepare the race: ModuleNotFoundError: ")
+        assert "\n" not in said and "Traceback" not in said
+        assert [n.message for n in app._notifications] == [app.session.error]
+        await pilot.press("s")  # nothing to start: the key is not offered, and pressing it starts nothing
+        await pilot.pause()
+        assert not app.session.started and not app.screen.active_bindings.get("s")

@@ -21,7 +21,7 @@ from outpost_tui.ui.app import OutpostApp
 from outpost_tui.ui.widgets.candidate_panel import CandidatePanel
 from outpost_tui.ui.widgets.panel_log import PanelLog
 from tests.conftest import make_repo
-from tests.ui.support import until
+from tests.ui.support import prepared, until
 
 pytestmark = pytest.mark.anyio
 SIZE = (120, 40)
@@ -54,6 +54,7 @@ async def test_growing_logs_lay_nothing_out_and_a_key_restyles_only_the_two_pane
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen
         panels = {panel.key: panel for panel in screen.query(CandidatePanel)}
+        await prepared(pilot)
         model = app.session.model
         await pilot.press("s")
         await until(pilot, lambda: all(c.state == "running" for c in model.candidates.values()), "the agents")
@@ -103,6 +104,7 @@ async def test_the_screen_draws_without_holding_the_models_lock(tmp_path):
     app = OutpostApp(printers(tmp_path, 2, 20), testing=True)
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen
+        await prepared(pilot)
         model = app.session.model
         log = screen.query_one("#panel-c1", CandidatePanel).query_one(PanelLog)
         free: list[bool] = []

@@ -29,6 +29,7 @@ async def test_sixteen_candidates_get_the_table_with_the_selected_ones_log_besid
         assert screen.table_view  # 16 panels in 120x40 would leave no room for a log
         table = screen.query_one("#table", DataTable)
         assert table.row_count == 16 and table.has_focus
+        await support.prepared(pilot)
         await until(pilot, lambda: app.session.model.candidates["c12"].lines >= 12, "c12's lines")
 
         # typed quickly, 1 then 2 is the twelfth (a person types faster than a loaded test presses)

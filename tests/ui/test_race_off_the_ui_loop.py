@@ -10,6 +10,7 @@ import pytest
 from outpost_tui.ui.app import OutpostApp
 from outpost_tui.ui.screens.confirm import ConfirmScreen
 from tests.conftest import make_repo
+from tests.ui.support import prepared
 from tests.ui.test_operator_fixes import fake, race_file
 from tests.ui.test_race_screen import SIZE, until
 
@@ -29,6 +30,7 @@ async def test_output_is_decoded_off_the_apps_loop_and_cancel_still_reaches_the_
     app = OutpostApp(path, testing=True)
     seen: dict[str, set[int]] = {}
     async with app.run_test(size=SIZE) as pilot:
+        await prepared(pilot)
         session = app.session
         session.bus.subscribe(
             lambda event: seen.setdefault(event.kind.value, set()).add(threading.get_ident())

@@ -16,7 +16,7 @@ from outpost_tui.ui.screens.confirm import ConfirmScreen
 from outpost_tui.ui.screens.race import RaceScreen
 from outpost_tui.ui.widgets.candidate_panel import CandidatePanel
 from tests.conftest import FAKE_AGENT
-from tests.ui.support import until
+from tests.ui.support import prepared, until
 
 pytestmark = pytest.mark.anyio
 SIZE = (120, 40)
@@ -65,6 +65,7 @@ async def test_ready_until_s_then_keys_focus_zoom_and_back(tmp_path):
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen
         assert isinstance(screen, RaceScreen)
+        await prepared(pilot)
         assert not app.session.started
         assert "ready" in str(screen.query_one("#summary").render())
         await pilot.press("2")

@@ -14,7 +14,7 @@ from outpost_tui.ui.app import OutpostApp
 from outpost_tui.ui.screens.confirm import ConfirmScreen
 from outpost_tui.ui.widgets.candidate_panel import CandidatePanel
 from tests.conftest import make_repo
-from tests.ui.support import until
+from tests.ui.support import prepared, until
 from tests.ui.test_operator_fixes import fake, race_file
 
 pytestmark = pytest.mark.anyio
@@ -92,6 +92,7 @@ async def test_quota_and_budget_are_announced_with_when_the_quota_resets(tmp_pat
     )
     app = OutpostApp(path, start=True, testing=True)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await prepared(pilot)
         await until(pilot, lambda: app.session.model.candidates["limited"].state == "quota", "the quota")
         (tmp_path / "go").touch()
         await until(pilot, lambda: app.session.result, "the race")

@@ -25,6 +25,7 @@ from outpost_tui.engine.core.events import (
 )
 from outpost_tui.samples import materialise
 from outpost_tui.ui.app import OutpostApp
+from tests.ui.support import prepared
 
 SIZE = (120, 36)
 T0 = 1_800_000_000.0
@@ -102,11 +103,14 @@ RECORDED = [
 ]
 
 
-def replay(pilot) -> None:
+async def replay(pilot) -> None:
+    await prepared(pilot)
     session = pilot.app.session
     session.started = True
     for event in RECORDED:
         session.bus.publish(event)
+    # the footer shows a started race's keys, as it does once `s` starts one (action_start)
+    pilot.app.screen.refresh_bindings()
 
 
 @pytest.fixture(autouse=True)
@@ -123,13 +127,13 @@ SIZES = pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "12
 
 @SIZES
 def test_race_ready_to_start(snap_compare, tmp_path, size):
-    assert snap_compare(app_for(tmp_path), terminal_size=size)
+    assert snap_compare(app_for(tmp_path), terminal_size=size, run_before=prepared)
 
 
 @SIZES
 def test_race_in_progress(snap_compare, tmp_path, size):
     async def run_before(pilot):
-        replay(pilot)
+        await replay(pilot)
         await pilot.pause(0.3)
 
     assert snap_compare(app_for(tmp_path), terminal_size=size, run_before=run_before)
@@ -138,7 +142,7 @@ def test_race_in_progress(snap_compare, tmp_path, size):
 @SIZES
 def test_confirm_accept(snap_compare, tmp_path, size):
     async def run_before(pilot):
-        replay(pilot)
+        await replay(pilot)
         await pilot.pause(0.3)
         pilot.app.screen.action_accept()
         await pilot.pause(0.1)

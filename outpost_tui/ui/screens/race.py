@@ -1,15 +1,17 @@
 """The race: a live panel per candidate, the race's usage against its budget, and the controls.
 
 Rendering follows dolphie: the engine fills its model, and a timer (10 per second) redraws only
-what changed, in one batched update. Keys (README, "The app"): 1-9 focus a panel, tab cycles, enter
-zooms, escape goes back, c cancels, a accepts, x aborts, d shows a diff, / searches a log.
+what changed, in one batched update. The first frame shows the panels from the spec alone
+("preparing…"); the Race is built once it is painted, in a thread (see RaceSession.prepare).
+Keys (README, "The app"): 1-9 focus a panel, tab cycles, enter zooms, escape goes back,
+c cancels, a accepts, x aborts, d shows a diff, / searches a log.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import on, work
@@ -21,9 +23,9 @@ from textual.reactive import Reactive
 from textual.widget import Widget
 from textual.widgets import DataTable, Input
 
-from ...engine.core.model import CandidateModel
 from ..durable_wait import waiting_for_recovery
 from ..footer_order import FooterOrder, SteadyFooter
+from ..race_controls import RaceControls
 from ..race_layout import TypedNumber, table_or_columns
 from ..race_notices import RaceNotices
 from ..race_source import RaceSource
@@ -33,12 +35,14 @@ from ..widgets.candidate_table import CandidateTable
 from ..widgets.header import OutpostHeader
 from ..widgets.log_search import LogSearch
 from ..widgets.race_summary import RaceSummary, state_line, with_budget
-from .confirm import ConfirmScreen
+
+if TYPE_CHECKING:
+    from ...engine.core.model import CandidateModel
 
 REFRESH_EVERY = 0.1
 
 
-class RaceScreen(FooterOrder):
+class RaceScreen(FooterOrder, RaceControls):
     CSS_PATH = "race.tcss"
     # Textual repaints the whole screen when the focus moves; the panels that gain and lose it
     # restyle and repaint themselves (their borders), and under a flood of logs a whole-screen
@@ -112,9 +116,23 @@ class RaceScreen(FooterOrder):
         first = next(iter(self._panels.values()), None)
         if first is not None:
             self.select(first.key)
+        # Painted first, then built (a durable race waiting for recovery is said once it is).
+        self.call_after_refresh(self._prepare, not self.start_now)
         if self.start_now:
-            self.action_start()
-        else:
+            self.call_after_refresh(self.action_start)
+
+    def _prepare(self, check_durable: bool) -> None:
+        self.run_worker(self._prepared(self.session, check_durable), group="prepare", exit_on_error=False)
+
+    async def _prepared(self, session: RaceSession, check_durable: bool) -> None:
+        ready = await session.prepare()
+        if session is not self.session:  # the file was read again meanwhile: that race is shown
+            return
+        self.refresh_panels()
+        self.refresh_bindings()
+        if not ready:
+            self.notify(session.error or "", severity="error", markup=False, timeout=15)
+        elif check_durable:
             self._check_durable_run()
 
     @work(thread=True, group="durable-check", exit_on_error=False)
@@ -160,6 +178,9 @@ class RaceScreen(FooterOrder):
 
     def refresh_panels(self, rotate: bool = False) -> None:
         if self.rebuilding:
+            return
+        if not self.session.ready:  # the panels show their candidates; the summary says why not more
+            self.query_one("#summary", RaceSummary).show(self._summary())
             return
         due, summary_due = self._due(rotate)
         table = self.table_view
@@ -308,6 +329,8 @@ class RaceScreen(FooterOrder):
         if first is not None:
             self.select(first.key)
         self.refresh_bindings()
+        if not session.ready:
+            self._prepare(check_durable=False)
 
     async def on_screen_resume(self) -> None:
         if not self.session.started:
@@ -331,7 +354,7 @@ class RaceScreen(FooterOrder):
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         session = self.session
         if action == "start":
-            return not session.started
+            return not session.started and session.error is None
         if action == "results":
             return session.result is not None
         if action == "back":
@@ -342,7 +365,7 @@ class RaceScreen(FooterOrder):
             )
         if action == "diff":
             key = self.focused_key()
-            return key is not None and self.session.model.candidates[key].branch is not None
+            return key is not None and session.ready and session.model.candidates[key].branch is not None
         if action in ("cancel", "accept", "abort"):
             # hidden, not greyed, when there is no running race: the footer keeps its room for
             # the keys that still do something
@@ -360,8 +383,11 @@ class RaceScreen(FooterOrder):
         try:
             if not await self.reload_from_file():
                 return
+            ready = await self.session.prepare()
         finally:
             self._starting = False
+        if not ready:
+            return  # the screen's own preparing says why (_prepared)
         self.recovery_run = self._recovery_note = None
         self.notices.from_now(self.session)
         await self.session.run()
@@ -410,48 +436,12 @@ class RaceScreen(FooterOrder):
         elif not self.session.running and len(self.app.screen_stack) > 2:
             self.dismiss()
 
-    def _confirm(self, question: str, then: Callable[[], object]) -> None:
-        def answer(yes: bool | None) -> None:
-            if yes:
-                then()
-
-        self.app.push_screen(ConfirmScreen(question), answer)
-
-    def action_cancel(self) -> None:
-        key = self.focused_key()
-        if key is None or not self.session.running:
-            return
-
-        def cancel() -> None:
-            if not self.session.cancel(key):
-                self.notify(f"{key} has already finished", severity="warning")
-
-        self._confirm(f"Cancel candidate {key}?", cancel)
-
-    def action_accept(self) -> None:
-        key = self.focused_key()
-        if key is not None and self.session.running:
-            question = f"Accept {key} as the winner by hand? Every other candidate is cancelled."
-            self._confirm(question, lambda: self._accept(key))
-
-    @work(group="accept")
-    async def _accept(self, key: str) -> None:
-        why_not = await self.session.accept(key)
-        if why_not:
-            self.notify(f"cannot accept {key}: {why_not}", severity="warning")
-
-    def action_abort(self) -> None:
-        if self.session.running:
-            self._confirm(
-                "Abort the race? Every running candidate is cancelled.", lambda: self.session.abort()
-            )
-
     NO_BRANCH = "has no branch yet"
 
     def diff_base(self) -> tuple[Path | None, str | None]:
         """The repository and the commit a candidate's branch is diffed against."""
         race = self.session.race
-        return race.repository, race.baseline
+        return (race.repository, race.baseline) if race is not None else (None, None)
 
     def action_diff(self) -> None:
         from .diff import DiffScreen
@@ -460,7 +450,7 @@ class RaceScreen(FooterOrder):
         repository, baseline = self.diff_base()
         if key is None or baseline is None or repository is None:
             return
-        candidate = self.session.model.candidates.get(key)
+        candidate = self.session.model.candidates.get(key) if self.session.ready else None
         branch = candidate.branch if candidate is not None else None
         if branch is None:
             self.notify(f"{key} {self.NO_BRANCH}", severity="warning")
@@ -470,7 +460,7 @@ class RaceScreen(FooterOrder):
 
     def action_search(self) -> None:
         key = self.focused_key()
-        if key is not None:
+        if key is not None and self.session.ready:  # before it, every log is empty
             self.query_one("#search", LogSearch).open_on(key)
 
     @on(Input.Submitted, "#search")

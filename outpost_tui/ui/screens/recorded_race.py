@@ -19,6 +19,7 @@ class RecordedSession:
     its model filled once from the recorded events."""
 
     started = True
+    ready = True
     running = False
     error = None
 

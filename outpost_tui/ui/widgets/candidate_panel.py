@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import time
+from typing import TYPE_CHECKING
 
 from rich.highlighter import Highlighter
 from rich.text import Text
@@ -17,11 +18,14 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.widgets import Static
 
-from ...engine.core.model import CandidateModel
 from ...engine.core.spec import BudgetSpec
 from ...engine.verdict.record import describe_tests
 from ..css import widget_css
 from .panel_log import PanelLog
+
+if TYPE_CHECKING:
+    # the live model's module (and the engine's events it imports) loads with the race, not the panels
+    from ...engine.core.model import CandidateModel
 
 FINAL = {"winner", "rejected", "failed", "quota", "cancelled", "skipped"}
 LIVE = ("starting", "setting up", "running", "validating")

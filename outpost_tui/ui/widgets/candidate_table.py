@@ -7,13 +7,17 @@ Like the panels, the table never subscribes to anything: the screen's timer call
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.widgets import DataTable
 
-from ...engine.core.model import CandidateModel
 from ..outcome_style import OUTCOME_STYLE
 from .candidate_panel import FINAL, duration, tokens
+
+if TYPE_CHECKING:
+    # the live model's module (and the engine's events it imports) loads with the race, not the panels
+    from ...engine.core.model import CandidateModel
 
 STATE_STYLE = {**OUTCOME_STYLE, "running": "cyan", "validating": "bold cyan"}
 COLUMNS = ("#", "candidate", "state", "try", "time", "out", "in", "cost", "last line")

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from rich.text import Text
 from textual.widgets import Static
 
+from ...engine.core.usage import Usage
 from ..session import RaceSession
 from .candidate_panel import TOKEN_FIELDS, duration, fill_style, tokens
 
@@ -51,11 +52,16 @@ def leader(session: RaceSession):
 
 def state_line(session: RaceSession, clock: Callable[[], float], recovery_note: str | None) -> Text:
     """The summary's first line: why the race cannot run, how it ended, or where it stands."""
-    spec, model = session.spec, session.model
+    spec = session.spec
     text = Text()
     if session.error:
         text.append(f"cannot run: {session.error}", style="bold red")
         return text
+    if not session.ready:
+        text.append("preparing…", style="bold")
+        text.append(f"  ({spec.mode}, select {spec.select}, {len(spec.candidates)} candidates)")
+        return text
+    model = session.model
     if session.result is not None:
         result = session.result
         if result.winner:
@@ -95,13 +101,14 @@ def state_line(session: RaceSession, clock: Callable[[], float], recovery_note: 
 def with_budget(session: RaceSession, state: Text) -> Text:
     """`state` (the first line), then the budget's bars and why the budget stopped the race, if it
     did; nothing more when the race cannot run."""
-    spec, model = session.spec, session.model
     text = state
     if session.error:
         return text
-    budget, usage = spec.budget, model.usage
+    # before the race is built, nothing is used yet: its limits are shown all the same
+    model = session.model if session.ready else None
+    budget, usage = session.spec.budget, model.usage if model is not None else Usage()
     text.append("\n")
-    text.append_text(_gauge("attempts", model.attempts, budget.attempts, str))
+    text.append_text(_gauge("attempts", model.attempts if model else 0, budget.attempts, str))
     for field, label in TOKEN_FIELDS:
         limit = getattr(budget.tokens, field)
         if limit is None and field == "cache_write":
@@ -116,7 +123,7 @@ def with_budget(session: RaceSession, state: Text) -> Text:
         if usage.cost_unknown:
             cost.append("+ unknown ")
         text.append_text(cost)
-    if model.budget_reason:
+    if model is not None and model.budget_reason:
         text.append(f"· {model.budget_reason}", style="bold yellow")
     return text
 
