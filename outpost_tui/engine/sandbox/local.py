@@ -8,13 +8,11 @@ started in the background survives its command, let alone its attempt.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -26,7 +24,7 @@ import psutil
 from anyio.abc import ByteReceiveStream, Process
 
 from .. import gitenv
-from . import containment
+from . import child_exits, containment
 from .base import Completed, LineSink, Sandbox, SandboxContext, SandboxError, SandboxProvider, Stop, StopSink
 from .lines import LineSplitter, Tail
 
@@ -37,23 +35,7 @@ READ_CHUNK = 256 * 1024
 DRAIN_GRACE = 2.0
 
 
-def _watch_children_with_pidfds() -> None:
-    """Python 3.11's asyncio waits for each child in a thread of its own (a thread started and a
-    blocking waitpid per command); a pidfd in the event loop tells the same exit without one, as
-    3.12 and later do by themselves."""
-    if sys.version_info >= (3, 12) or not hasattr(os, "pidfd_open"):
-        return
-    policy = asyncio.get_event_loop_policy()
-    if not isinstance(policy, asyncio.DefaultEventLoopPolicy):
-        return  # someone else's loop policy: theirs to configure
-    try:
-        os.close(os.pidfd_open(os.getpid()))  # kernels before 5.3 have no pidfds
-    except OSError:
-        return
-    policy.set_child_watcher(asyncio.PidfdChildWatcher())
-
-
-_watch_children_with_pidfds()
+child_exits.watch_children_with_pidfds()
 
 
 def _group_alive(pgid: int) -> bool:
