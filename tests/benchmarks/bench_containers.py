@@ -14,6 +14,7 @@ Run on its own, with an engine (DOCKER_HOST) and the test image (see .ci/podman-
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import shutil
 import statistics
@@ -163,7 +164,32 @@ class Recording(ContainerProvider):
         return (len(ours) + len(creates)) / attempts, by_kind
 
 
-async def race(repo: Path, candidates: int, provider) -> tuple[float, list[float], str]:
+# An attempt's way through the race, by its events: each phase runs from one to the next.
+MILESTONES = (
+    EventKind.ADMITTED,
+    EventKind.WORKTREE_READY,
+    EventKind.AGENT_STARTED,
+    EventKind.AGENT_EXITED,
+    EventKind.VALIDATION_STARTED,
+    EventKind.VALIDATION_FINISHED,
+    EventKind.SETTLED,
+)
+
+
+def phases_of(marks: dict[str, dict[EventKind, float]]) -> dict[str, list[float]]:
+    """Each phase's seconds, one per attempt that went through it, named `from -> to`."""
+    phases: dict[str, list[float]] = {}
+    for before, after in itertools.pairwise(MILESTONES):
+        name = f"{before.value} -> {after.value}"
+        phases[name] = [
+            seen[after] - seen[before] for seen in marks.values() if before in seen and after in seen
+        ]
+    return phases
+
+
+async def race(
+    repo: Path, candidates: int, provider
+) -> tuple[float, list[float], str, dict[str, list[float]]]:
     spec = build_spec(
         repository=repo,
         name="bench",
@@ -174,22 +200,20 @@ async def race(repo: Path, candidates: int, provider) -> tuple[float, list[float
         validate=ValidateSpec(command=("python3", "-m", "unittest", "-q"), timeout=300),
         sandbox=provider.spec if isinstance(provider, ContainerProvider) else SandboxSpec(),
     )
-    admitted: dict[str, float] = {}
-    settled: dict[str, float] = {}
+    marks: dict[str, dict[EventKind, float]] = {}
     bus = EventBus()
 
     def on_event(event) -> None:
-        if event.kind is EventKind.ADMITTED:
-            admitted[event.key] = time.perf_counter()
-        elif event.kind is EventKind.SETTLED:
-            settled[event.key] = time.perf_counter()
+        if event.kind in MILESTONES:
+            marks.setdefault(event.key, {})[event.kind] = time.perf_counter()
 
     bus.subscribe(on_event)
     began = time.perf_counter()
     result = await Race(spec, bus=bus, provider=provider).run()
     wall = time.perf_counter() - began
     statuses = ",".join(sorted({c.status.value for c in result.candidates}))
-    return wall, [settled[k] - admitted[k] for k in admitted], statuses
+    attempts = [seen[EventKind.SETTLED] - seen[EventKind.ADMITTED] for seen in marks.values()]
+    return wall, attempts, statuses, phases_of(marks)
 
 
 async def race_overhead(image: str, candidates: int = 4, rounds: int = 2) -> dict:
@@ -201,11 +225,13 @@ async def race_overhead(image: str, candidates: int = 4, rounds: int = 2) -> dic
     with tempfile.TemporaryDirectory(prefix="outpost-bench-") as scratch:
         root = Path(scratch)
         for number in range(rounds):
-            _, attempts, _ = await race(calc_repo(root / f"local-{number}"), candidates, LocalProvider())
+            _, attempts, _, _ = await race(calc_repo(root / f"local-{number}"), candidates, LocalProvider())
             local_attempts += attempts
             recording = Recording(SandboxSpec(provider="podman", image=image))
             try:
-                _, attempts, statuses = await race(calc_repo(root / f"box-{number}"), candidates, recording)
+                _, attempts, statuses, _ = await race(
+                    calc_repo(root / f"box-{number}"), candidates, recording
+                )
             finally:
                 await recording.aclose()
             assert statuses == "rejected", statuses
@@ -255,11 +281,11 @@ async def main_async(args) -> None:
             f"\nthe same race of {args.candidates} candidates (agent + unittest validation each, "
             "all run to the end)"
         )
-        local_wall, local_attempts, local_status = await race(
+        local_wall, local_attempts, local_status, local_phases = await race(
             calc_repo(root / "calc-local"), args.candidates, LocalProvider()
         )
         recording = Recording(SandboxSpec(provider="podman", image=image))
-        box_wall, box_attempts, box_status = await race(
+        box_wall, box_attempts, box_status, box_phases = await race(
             calc_repo(root / "calc-containers"), args.candidates, recording
         )
         print(f"  {'':<22}{'local':>10}{'containers':>12}{'ratio':>8}")
@@ -269,6 +295,10 @@ async def main_async(args) -> None:
             f"{ms(median(box_attempts)):>12}{median(box_attempts) / median(local_attempts):>7.2f}x"
         )
         print(f"  statuses: local {local_status}; containers {box_status}")
+        print("  where an attempt's time goes (median per attempt):")
+        for phase, seconds in local_phases.items():
+            local, box = median(seconds), median(box_phases.get(phase, []))
+            print(f"    {phase:<42}{ms(local):>10}{ms(box):>12}  +{ms(box - local).strip()}")
         in_race = {
             name: median([s.timings[name] for s in recording.sandboxes if name in s.timings])
             for name in ("create", "start", "halt", "remove")

@@ -633,15 +633,70 @@ def test_provider_for_picks_the_container_provider():
         assert isinstance(provider, ContainerProvider) and provider.name == name
 
 
-async def test_a_repository_the_container_user_cannot_write_is_refused_when_acquired(attempt, leftovers):
-    """The path probe runs as the container starts (beside git's checkout of the worktree): a
-    container that could not commit is refused there, and removed."""
+async def test_a_repository_the_container_user_cannot_write_is_refused_before_any_command(attempt, leftovers):
+    """The race's paths are checked before its first command: the keep-alive's marker was not
+    written, so a probe command says why; nothing the command asked for ran, and no marker is
+    left in the git directory."""
     os.chmod(attempt.git_common_dir, 0o755)
     stranger = ContainerProvider(SandboxSpec(provider="podman", image=IMAGE), user=(4321, 4322))
-    with pytest.raises(SandboxError, match="cannot write in the repository's git directory"):
-        await stranger.acquire(attempt)
+    sandbox = await stranger.acquire(attempt)
+    try:
+        with pytest.raises(SandboxError, match="cannot write in the repository's git directory"):
+            await sandbox.run(["sh", "-c", ": > ran"])
+        # still unchecked: the next command is refused the same way
+        with pytest.raises(SandboxError, match="cannot write in the repository's git directory"):
+            await sandbox.run(["sh", "-c", ": > ran"])
+    finally:
+        await close(sandbox)
+    assert not (attempt.directory / "ran").exists()
     assert leftovers() == []
     assert not list(attempt.git_common_dir.glob(".outpost-owner-*"))
+
+
+async def test_the_first_containers_keep_alive_checks_the_paths_without_a_probe_command(
+    provider, attempt, engine, leftovers
+):
+    """The race's first container writes its marker as it starts: its first command is the only
+    exec it sees (no probe), the marker is gone once read, and later sandboxes carry none."""
+    client, _ = engine
+    sandbox = await provider.acquire(attempt)
+    try:
+        assert sandbox.marker is not None and sandbox.marker.parent == attempt.git_common_dir.resolve()
+        with anyio.fail_after(30):  # the keep-alive writes it as the container starts
+            while not sandbox.marker.exists():
+                await anyio.sleep(0.01)
+        done = await sandbox.run(["true"])
+        execs = client.api.inspect_container(sandbox.container.id).get("ExecIDs") or []
+        later = await provider.acquire(replace(attempt, attempt=2))
+        await close(later)
+    finally:
+        await close(sandbox)
+    assert done.exit_code == 0
+    assert len(execs) == 1, execs
+    assert later.marker is None
+    assert not list(attempt.git_common_dir.glob(".outpost-owner-*"))
+    assert leftovers() == []
+
+
+async def test_a_marker_not_yet_written_falls_back_to_the_probe_and_none_is_left(
+    provider, attempt, engine, leftovers
+):
+    """A keep-alive slower than the first command (a loaded machine): the probe command checks
+    the paths instead, and the marker written afterwards goes with the sandbox's close."""
+    client, _ = engine
+    sandbox = await provider.acquire(attempt)
+    assert sandbox.marker is not None
+    real, sandbox.marker = sandbox.marker, sandbox.marker.with_name(".outpost-owner-not-yet")
+    try:
+        done = await sandbox.run(["true"])
+        execs = client.api.inspect_container(sandbox.container.id).get("ExecIDs") or []
+        sandbox.marker = real
+    finally:
+        await close(sandbox)
+    assert done.exit_code == 0
+    assert len(execs) == 2, execs  # the probe, then the command
+    assert not list(attempt.git_common_dir.glob(".outpost-owner-*"))
+    assert leftovers() == []
 
 
 async def test_a_container_that_cannot_pause_is_removed_by_close(provider, attempt, engine, leftovers):

@@ -65,6 +65,12 @@ if TYPE_CHECKING:
 assert "'" not in STOPPER
 
 
+# The keep-alive of a race's first containers: $1 the marker to write (what it cannot write, it
+# leaves: the probe command then says why), then it becomes the keep-alive itself (same process).
+# `true`, not `:`: a failed redirection ends the shell on a special built-in.
+MARKING = 'true 2>/dev/null > "$1"; exec ' + " ".join(KEEP_ALIVE)
+
+
 # -- the engine ---------------------------------------------------------------------------------
 
 
@@ -255,6 +261,14 @@ class ContainerProvider(SandboxProvider):
             binds=binds,
             **limits,
         )
+        # The race's first containers write a marker in the git directory as they start (no exec of
+        # their own): that the engine sees the repository at its host path, and that what a
+        # container writes there belongs to the user, are then read on the host before the first
+        # command (`check_paths`)
+        marker = None if self._paths_checked else Path(git_dir) / f".outpost-owner-{uuid.uuid4().hex[:8]}"
+        main = (
+            list(KEEP_ALIVE) if marker is None else ["sh", "-c", MARKING, "outpost-keep-alive", str(marker)]
+        )
         options: dict[str, Any] = dict(
             name=name,
             labels=labels,
@@ -272,7 +286,7 @@ class ContainerProvider(SandboxProvider):
         def made_one() -> Container:
             # the engine's answer names the container: the SDK's model would inspect it again
             container: Container = client.containers.prepare_model(
-                {"Id": api.create_container(self.image, list(KEEP_ALIVE), **options)["Id"]}
+                {"Id": api.create_container(self.image, main, **options)["Id"]}
             )
             return container
 
@@ -314,26 +328,24 @@ class ContainerProvider(SandboxProvider):
         # caller holds the sandbox before its next checkpoint)
         try:
             container = await anyio.to_thread.run_sync(create)
-        except SandboxError:
-            raise
         except Exception as error:  # docker, requests and ssh errors alike
-            if made:  # created, then the engine failed us: nobody else would remove it
+            if made and not isinstance(error, SandboxError):
+                # created, then the engine failed us: nobody else would remove it
                 await anyio.to_thread.run_sync(_remove_quietly, made[0])
+            if marker is not None:  # removed with its container: nothing writes it any more
+                await anyio.to_thread.run_sync(_owner_and_remove, marker)
+            if isinstance(error, SandboxError):
+                raise
             raise SandboxError(
                 f"container engine at {describe_endpoint(self.endpoint)} failed: {_first_line(error)}"
             ) from None
-        sandbox = ContainerSandbox(self, container, Path(directory), name, timings)
-        try:
-            await self._check_paths(sandbox, git_dir)
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(_remove_quietly, container)
-            raise
-        return sandbox
+        return ContainerSandbox(self, container, Path(directory), name, timings, marker)
 
-    async def _check_paths(self, sandbox: ContainerSandbox, git_dir: str) -> None:
+    async def check_paths(self, sandbox: ContainerSandbox) -> None:
         """Before the race's first command: the engine sees the repository at its host path and
-        what a container writes there belongs to the user (once per race; other acquires wait)."""
+        what a container writes there belongs to the user (once per race; other commands wait).
+        Read from the marker the sandbox's keep-alive wrote as it started; a probe command when
+        there is none (yet)."""
         if self._paths_checked:
             return
         if self._checking is None:
@@ -341,18 +353,29 @@ class ContainerProvider(SandboxProvider):
         async with self._checking:
             if self._paths_checked:
                 return
-            await self._probe(sandbox, git_dir)
+            # acquired while the paths were unchecked, so it has a marker
+            assert sandbox.marker is not None, "a sandbox of an unchecked provider has its marker"
+            owner = await anyio.to_thread.run_sync(_owner_and_remove, sandbox.marker)
+            if owner is None:  # not written (yet): a command says
+                owner = await self._probe(sandbox, str(sandbox.marker.parent))
+            if owner != self.user:
+                raise SandboxError(
+                    f"files written in the container belong to {owner[0]}:{owner[1]} on the host, "
+                    f"not to {self.user[0]}:{self.user[1]} ({self.mapping_note}): the engine's user "
+                    "namespace maps ids differently; `outpost-tui doctor` says more"
+                )
             self._paths_checked = True
 
-    async def _probe(self, sandbox: ContainerSandbox, git_dir: str) -> None:
+    async def _probe(self, sandbox: ContainerSandbox, git_dir: str) -> tuple[int, int]:
+        """The owner of a file a command writes in the git directory."""
         # A remote engine (tcp, ssh, or a unix socket forwarded from another machine) mounts
         # *its* paths: the repository must exist there at the same path. Once per race: every
         # worktree lives in the same repository. The same probe writes a file there, to see
         # that what the container writes belongs to the user on the host. In the git directory,
         # not the worktree: a container is started while git checks the worktree out (into a
-        # directory that must stay empty until it does), and the probe runs meanwhile.
+        # directory that must stay empty until it does).
         marker = f".outpost-owner-{uuid.uuid4().hex[:8]}"
-        probe = await sandbox.run(
+        probe = await sandbox.execute(
             ["sh", "-c", 'test -f "$1/HEAD" || exit 3; : > "$1/$2"', "sh", git_dir, marker], timeout=30
         )
         owner = await anyio.to_thread.run_sync(_owner_and_remove, Path(git_dir) / marker)
@@ -367,12 +390,7 @@ class ContainerProvider(SandboxProvider):
                 f"a container cannot write in the repository's git directory {git_dir} "
                 f"({self.mapping_note}): {probe.stderr_tail.strip()[:200]}"
             )
-        if owner != self.user:
-            raise SandboxError(
-                f"files written in the container belong to {owner[0]}:{owner[1]} on the host, not "
-                f"to {self.user[0]}:{self.user[1]} ({self.mapping_note}): the engine's user "
-                "namespace maps ids differently; `outpost-tui doctor` says more"
-            )
+        return owner
 
     async def recover(self, resource_id: str) -> bool:
         if not self.owns(resource_id):

@@ -98,6 +98,11 @@ def _as_text(stdin: bytes | None) -> str | None:
         return None
 
 
+def _unlink(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+
+
 class ContainerHost(Protocol):
     """What a sandbox needs of the provider that made it (`container.ContainerProvider`)."""
 
@@ -112,10 +117,18 @@ class ContainerHost(Protocol):
 
     def retire(self, sandbox: ContainerSandbox) -> None: ...
 
+    async def check_paths(self, sandbox: ContainerSandbox) -> None: ...
+
 
 class ContainerSandbox(Sandbox):
     def __init__(
-        self, provider: ContainerHost, container: Any, directory: Path, name: str, timings: dict[str, float]
+        self,
+        provider: ContainerHost,
+        container: Any,
+        directory: Path,
+        name: str,
+        timings: dict[str, float],
+        marker: Path | None = None,
     ) -> None:
         self.provider = provider
         self.container = container
@@ -124,6 +137,9 @@ class ContainerSandbox(Sandbox):
         self.resource_id = RESOURCE_PREFIX + name
         # create, start, first_exec, halt, remove (seconds): the per-attempt overhead of a container
         self.timings = timings
+        # the file its keep-alive writes in the git directory as it starts, for the provider's
+        # check of the race's paths (None: checked before it was made); removed on close
+        self.marker = marker
         self._closed = False
         self._fresh = True  # no command has run in it yet
         self._gone: EngineGone | None = None  # set once a call finds the engine gone
@@ -147,6 +163,32 @@ class ContainerSandbox(Sandbox):
         grace: float | None = None,
         on_stop: StopSink | None = None,
     ) -> Completed:
+        await self.provider.check_paths(self)
+        return await self.execute(
+            argv,
+            env=env,
+            stdin=stdin,
+            on_output=on_output,
+            timeout=timeout,
+            tail_bytes=tail_bytes,
+            grace=grace,
+            on_stop=on_stop,
+        )
+
+    async def execute(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+        on_output: LineSink | None = None,
+        timeout: float | None = None,
+        tail_bytes: int = 64 * 1024,
+        grace: float | None = None,
+        on_stop: StopSink | None = None,
+    ) -> Completed:
+        """`run` without waiting for the provider's check of the race's paths: that check's own
+        probe."""
         if not argv:
             raise SandboxError("empty command")
         if self._closed:
@@ -360,6 +402,10 @@ class ContainerSandbox(Sandbox):
                 halted = await anyio.to_thread.run_sync(self._halt)
             except Exception as error:  # docker, requests and ssh errors alike
                 raise self.not_removed(error) from None
+            finally:
+                # halted or gone, nothing in it writes the marker any more: none is left behind
+                if self.marker is not None:
+                    await anyio.to_thread.run_sync(_unlink, self.marker)
         if halted:
             self.provider.retire(self)
 
