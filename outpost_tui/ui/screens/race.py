@@ -116,8 +116,10 @@ class RaceScreen(FooterOrder, RaceControls):
         first = next(iter(self._panels.values()), None)
         if first is not None:
             self.select(first.key)
-        # Painted first, then built (a durable race waiting for recovery is said once it is).
-        self.call_after_refresh(self._prepare, not self.start_now)
+        # Painted first, then built (a durable race waiting for recovery is said once it is); a
+        # recorded race's session is ready from the start.
+        if not self.session.ready:
+            self.call_after_refresh(self._prepare, not self.start_now)
         if self.start_now:
             self.call_after_refresh(self.action_start)
 
