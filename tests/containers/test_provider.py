@@ -678,6 +678,50 @@ async def test_the_first_containers_keep_alive_checks_the_paths_without_a_probe_
     assert leftovers() == []
 
 
+async def test_agents_containers_start_before_grading_and_baseline_ones(provider, attempt, leftovers):
+    """A grading or baseline container asked for while an agent's is being started waits until
+    that one has started (they are needed later, and would share the engine and the cores)."""
+    client = await provider.client()
+    api = client.api
+    said: list[tuple[str, str]] = []
+    create, start = api.create_container, api.start
+
+    def creating(*args, **options):
+        said.append(("create", options["name"]))
+        return create(*args, **options)
+
+    def starting(container, *args, **options):
+        started = start(container, *args, **options)
+        said.append(("started", container))
+        return started
+
+    api.create_container, api.start = creating, starting
+    sandboxes = {}
+
+    async def acquire(name, context):
+        sandboxes[name] = await provider.acquire(context)
+
+    try:
+        async with anyio.create_task_group() as group:
+            # the agent's is asked for first; the others are asked for while it is being started
+            group.start_soon(acquire, "agent", attempt)
+            await anyio.wait_all_tasks_blocked()
+            group.start_soon(acquire, "grading", replace(attempt, role="grading"))
+            group.start_soon(acquire, "baseline", replace(attempt, key="baseline", attempt=0))
+    finally:
+        api.create_container, api.start = create, start
+        for sandbox in sandboxes.values():
+            await close(sandbox)
+    agent = sandboxes["agent"]
+    order = [
+        what if what == "create" else f"started {'agent' if who == agent.container.id else 'other'}"
+        for what, who in said
+    ]
+    assert order[:2] == ["create", "started agent"], said
+    assert order.count("create") == 3 and len(sandboxes) == 3
+    assert leftovers() == []
+
+
 async def test_a_marker_not_yet_written_falls_back_to_the_probe_and_none_is_left(
     provider, attempt, engine, leftovers
 ):

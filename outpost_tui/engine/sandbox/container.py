@@ -27,6 +27,7 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -140,6 +141,9 @@ class ContainerProvider(SandboxProvider):
         self._retiring: dict[str, concurrent.futures.Future[None]] = {}
         # the operator's git identity as a ~/.gitconfig, read once with the connection
         self.gitconfig = ""
+        # agents' containers being started, and the event set once none is (see `_turn`)
+        self._agents_starting = 0
+        self._agents_started: anyio.Event | None = None
         # `warm_up`'s connection, made in a thread of its own while the race gets ready
         self._warming: concurrent.futures.Future[tuple[Any, str, str]] | None = None
 
@@ -327,7 +331,8 @@ class ContainerProvider(SandboxProvider):
         # (a cancellation cannot land inside: waiting for a worker thread is shielded, and the
         # caller holds the sandbox before its next checkpoint)
         try:
-            container = await anyio.to_thread.run_sync(create)
+            async with self._turn(context):
+                container = await anyio.to_thread.run_sync(create)
         except Exception as error:  # docker, requests and ssh errors alike
             if made and not isinstance(error, SandboxError):
                 # created, then the engine failed us: nobody else would remove it
@@ -340,6 +345,27 @@ class ContainerProvider(SandboxProvider):
                 f"container engine at {describe_endpoint(self.endpoint)} failed: {_first_line(error)}"
             ) from None
         return ContainerSandbox(self, container, Path(directory), name, timings, marker)
+
+    @contextlib.asynccontextmanager
+    async def _turn(self, context: SandboxContext) -> AsyncIterator[None]:
+        """Agents' containers start first. A grading container is needed once its agent is done
+        and the baseline's only by the gate: while an agent's container is being created and
+        started, theirs wait, rather than share the engine and the cores with it (and delay
+        every agent)."""
+        if context.role or context.attempt == 0:  # attempts count from 1: 0 is the baseline
+            while self._agents_starting and self._agents_started is not None:
+                await self._agents_started.wait()
+            yield
+            return
+        if not self._agents_starting:
+            self._agents_started = anyio.Event()
+        self._agents_starting += 1
+        try:
+            yield
+        finally:
+            self._agents_starting -= 1
+            if not self._agents_starting and self._agents_started is not None:
+                self._agents_started.set()
 
     async def check_paths(self, sandbox: ContainerSandbox) -> None:
         """Before the race's first command: the engine sees the repository at its host path and
