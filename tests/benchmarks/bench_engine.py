@@ -198,7 +198,7 @@ def overhead_sh(candidates: int = 8, rounds: int = 5) -> dict:
         )
         tally: dict[str, int] = {}
         with (
-            _counted(git_runner, "_execute", tally, "git"),
+            _counted(git_runner, "_popen", tally, "git"),  # every git process, a session's too
             _counted(anyio.to_thread, "run_sync", tally, "hops"),
             _counted(FlightLog, "__call__", tally, "events"),
         ):
