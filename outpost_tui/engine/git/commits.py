@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import sessions
 from .index import index_file, may_hide_edits
 from .layout import check_worktree_link
 from .runner import _STATUS, _failure, _git_dir_names, _revision, _run, output
@@ -64,7 +66,9 @@ def commits_since(directory: Path | str, baseline: str) -> list[Commit]:
         "--",
     )
     commits = []
-    for line in str(out).splitlines():
+    # one commit a line, "\n" only: a subject may hold a "\r" or a form feed (splitlines would
+    # cut there and take what follows for a commit id, the head's among them)
+    for line in str(out).split("\n"):
         oid, _, subject = line.partition(" ")
         if oid:
             commits.append(Commit(oid=oid, subject=subject))
@@ -72,9 +76,105 @@ def commits_since(directory: Path | str, baseline: str) -> list[Commit]:
 
 
 def head_and_commits(directory: Path | str, baseline: str) -> tuple[str, list[Commit]]:
-    """HEAD and the commits since `baseline`, with one git process when there are commits."""
+    """HEAD and the commits since `baseline`: read through the repository's cat-file session
+    when they are a plain line of commits on top of it (`walked`), else with `git log`."""
+    _revision(baseline, "baseline")
+    check_worktree_link(directory)
+    found = walked(directory, baseline)
+    if found is not None:
+        return found
     commits = commits_since(directory, baseline)
     return (commits[-1].oid if commits else head(directory)), commits
+
+
+# A longer line of commits, or any shape but a line, is git log's to list.
+_WALK_LIMIT = 64
+
+
+_HEX = re.compile(rb"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+
+
+# git's isspace(): not the vertical tab or the form feed
+_SPACE = b" \t\n\r"
+
+
+def walked(directory: Path | str, baseline: str) -> tuple[str, list[Commit]] | None:
+    """HEAD and the commits since `baseline`, read from the commit objects through the repository's
+    cat-file session; None (git log decides) unless the checkout is a linked worktree, nothing
+    rewrites history (grafts, a shallow clone, replace refs), and HEAD sits on a line of at most
+    _WALK_LIMIT commits with one parent each down to `baseline`: then baseline..HEAD is that line,
+    and the objects are what git log reads."""
+    dirs = _git_dir_names(os.fspath(Path(directory).absolute()))
+    if dirs is None or not _HEX.fullmatch(baseline.encode()):
+        return None
+    git_dir, common = dirs
+    name = os.path.basename(git_dir)
+    if os.path.dirname(git_dir) != os.path.join(common, "worktrees") or _history_rewritten(common):
+        return None
+    try:
+        [(oid, kind, content)] = sessions.read_objects(common, [f"worktrees/{name}/HEAD"])
+        head_oid, commits = oid, list[Commit]()
+        while oid != baseline:
+            parsed = _parents_and_subject(content) if kind == "commit" else None
+            if parsed is None or len(parsed[0]) != 1 or len(commits) == _WALK_LIMIT:
+                return None
+            commits.append(Commit(oid=oid, subject=parsed[1]))
+            [(oid, kind, content)] = sessions.read_objects(common, [parsed[0][0]])
+    except sessions.SessionFailed:
+        return None
+    commits.reverse()
+    return head_oid, commits
+
+
+def _history_rewritten(common: str) -> bool:
+    """Anything that makes git log see other parents than the objects name: grafts, a shallow
+    clone's boundary, replace refs (loose or packed)."""
+    if os.path.lexists(os.path.join(common, "shallow")) or os.path.lexists(
+        os.path.join(common, "info", "grafts")
+    ):
+        return True
+    try:
+        with os.scandir(os.path.join(common, "refs", "replace")) as entries:
+            if any(True for _ in entries):
+                return True
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return True
+    try:
+        with open(os.path.join(common, "packed-refs"), "rb") as handle:
+            return b" refs/replace/" in handle.read()
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+
+
+def _parents_and_subject(content: bytes) -> tuple[list[str], str] | None:
+    """A commit object's parents and the subject `git log --format=%s` prints (the first paragraph
+    of its message, blank lines before it skipped, lines joined with a space); None when in doubt
+    (a re-encoded message, a NUL, no tree line first)."""
+    header, blank, message = content.partition(b"\n\n")
+    lines = header.split(b"\n")
+    if not blank or b"\0" in content or not lines[0].startswith(b"tree "):
+        return None
+    parents = []
+    for line in lines[1:]:  # git reads parents only right after the tree line
+        if not line.startswith(b"parent "):
+            break
+        if not _HEX.fullmatch(line[7:]):
+            return None
+        parents.append(line[7:].decode())
+    if any(line.startswith(b"encoding ") for line in lines):
+        return None
+    paragraph: list[bytes] = []
+    for line in message.split(b"\n"):
+        line = line.rstrip(_SPACE)
+        if line:
+            paragraph.append(line)
+        elif paragraph:
+            break
+    return parents, b" ".join(paragraph).decode(errors="surrogateescape")
 
 
 def _left_out(paths: Sequence[str]) -> list[str]:

@@ -3,10 +3,13 @@ what a commit changed for review."""
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import sessions
 from .host import HostSnapshot, host_snapshot
 from .runner import GitError, _git_version, _revision, _run, error_line, output
 
@@ -17,6 +20,9 @@ MERGE_TREE_MAX_OUTPUT = 1024 * 1024
 
 
 MERGE_TREE_MIN_VERSION = (2, 38)
+
+
+_OBJECT_ID = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 
 
 @dataclass(frozen=True)
@@ -83,7 +89,8 @@ def integration_check(
         after = host_snapshot(root)
     except GitError as error:
         return Integration("blocked", reason=str(error), **blocked)
-    if after != before or _candidate(root, branch) != candidate:
+    # a commit id names its commit for good: only a branch can have moved meanwhile
+    if after != before or (branch != candidate and _candidate(root, branch) != candidate):
         return Integration("blocked", reason="Repository changed during integration preflight", **blocked)
     return Integration("clean" if status == 0 else "conflict", conflicts=conflicts, **blocked)
 
@@ -91,6 +98,15 @@ def integration_check(
 def _candidate(root: Path, branch: str) -> str | None:
     if not branch or branch.startswith("-"):
         return None
+    if _OBJECT_ID.fullmatch(branch):
+        # a commit id (the validated commit): the race's cat-file session says it is one
+        try:
+            [(_, kind, _)] = sessions.read_objects(os.fspath(root), [branch])
+        except sessions.SessionFailed:
+            pass
+        else:
+            if kind == "commit":
+                return branch
     status, out, _ = _run(root, "rev-parse", "--verify", "--quiet", f"{branch}^{{commit}}")
     return str(out) if status == 0 and out else None
 

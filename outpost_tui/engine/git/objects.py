@@ -83,7 +83,7 @@ def _listing(root: str, commit: str) -> _Listing:
 
 def _walked(root: str, commit: str) -> _Listing:
     """The listing from the commit's tree objects, read level by level through the session."""
-    [(kind, content)] = sessions.read_objects(root, [commit])
+    [(_, kind, content)] = sessions.read_objects(root, [commit])
     first = content.split(b"\n", 1)[0]
     if kind != "commit" or not first.startswith(b"tree "):
         raise _Unexpected(commit)
@@ -93,7 +93,7 @@ def _walked(root: str, commit: str) -> _Listing:
     trees: dict[str, list[tuple[bytes, bytes, str]]] = {}
     wanted = [top]
     while wanted:
-        for oid, (kind, content) in zip(wanted, sessions.read_objects(root, wanted), strict=True):
+        for oid, (_, kind, content) in zip(wanted, sessions.read_objects(root, wanted), strict=True):
             if kind != "tree":
                 raise _Unexpected(oid)
             trees[oid] = _entries(content, len(top) // 2)
@@ -138,7 +138,7 @@ def blob(repo_root: Path | str, oid: str) -> bytes:
     _revision(oid, "object id")
     if _OBJECT_ID.fullmatch(oid):
         try:
-            [(kind, content)] = sessions.read_objects(os.fspath(repo_root), [oid])
+            [(_, kind, content)] = sessions.read_objects(os.fspath(repo_root), [oid])
         except sessions.SessionFailed:
             pass
         else:

@@ -12,6 +12,7 @@ it did before, with a process of its own, which fails as loudly as it always did
 from __future__ import annotations
 
 import os
+import re
 import select
 import subprocess
 import threading
@@ -126,12 +127,21 @@ _reaper: threading.Thread | None = None
 
 def session(root: str, args: tuple[str, ...]) -> Session:
     """The repository's session of `git <args>` (made on first use); hold `.lock` around a use."""
-    key = (os.path.realpath(root), args)
+    key = (_home(root), args)
     with _sessions_guard:
         found = _sessions.get(key)
         if found is None:
             found = _sessions[key] = Session(key[0], args)
         return found
+
+
+def _home(root: str) -> str:
+    """Where a repository's sessions run, the same from its checkout, a worktree of it or its git
+    directory: the main checkout (a bare repository's own directory)."""
+    real = os.path.realpath(root)
+    dirs = runner._git_dir_names(real)
+    common = dirs[1] if dirs is not None else real
+    return os.path.dirname(common) if os.path.basename(common) == ".git" else common
 
 
 def _watch() -> None:
@@ -165,7 +175,7 @@ def _reap() -> None:
 def close_sessions(root: str) -> None:
     """End the processes of every session of the repository at `root` (the race that used them is
     over; one that needs a session again starts it again)."""
-    real = os.path.realpath(root)
+    real = _home(root)
     with _sessions_guard:
         mine = [s for (where, _), s in _sessions.items() if where == real]
     for found in mine:
@@ -173,29 +183,47 @@ def close_sessions(root: str) -> None:
             found.close()
 
 
-def read_objects(root: str, oids: Sequence[str]) -> list[tuple[str, bytes]]:
-    """(type, content) of each object (hex ids only), through the repository's `cat-file --batch`."""
+_NAME = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._/-]*$")
+
+
+_HEX = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+
+
+def read_objects(root: str, names: Sequence[str]) -> list[tuple[str, str, bytes]]:
+    """(object id, type, content) of each named object through the repository's `cat-file --batch`;
+    ("", "missing", b"") for a name git finds no object for. A name is an object id or a ref
+    (letters, digits, ".", "_", "/", "-"): nothing else is ever written to the session."""
+    for name in names:
+        if not _NAME.fullmatch(name) or ".." in name:
+            raise SessionFailed(f"not a name to ask cat-file for: {name!r}")
     found = session(root, ("cat-file", "--batch"))
-    answers: list[tuple[str, bytes]] = []
+    answers: list[tuple[str, str, bytes]] = []
     with found.lock:
         try:
-            for start in range(0, len(oids), _PIPELINE):
-                chunk = oids[start : start + _PIPELINE]
-                found.exchange("".join(f"{oid}\n" for oid in chunk).encode())
-                for oid in chunk:
-                    header = found.line().split(b" ")
-                    if len(header) != 3 or header[0].decode(errors="replace") != oid:
-                        raise found.failed(f"cat-file answered {b' '.join(header)[:80]!r} for {oid}")
-                    kind, size = header[1].decode(errors="replace"), int(header[2])
-                    content = found.exactly(size + 1)
-                    if content[-1:] != b"\n":
-                        raise found.failed("cat-file's answer did not end where its size said")
-                    answers.append((kind, content[:-1]))
-        except ValueError:
-            raise found.failed("cat-file answered an unreadable size") from None
+            for start in range(0, len(names), _PIPELINE):
+                chunk = names[start : start + _PIPELINE]
+                found.exchange("".join(f"{name}\n" for name in chunk).encode())
+                for name in chunk:
+                    answers.append(_answer(found, name))
         finally:
             found.used = time.monotonic()
     return answers
+
+
+def _answer(found: Session, name: str) -> tuple[str, str, bytes]:
+    """One of cat-file's answers: `<id> <type> <size>`, the content and a newline, or `<name> missing`."""
+    line = found.line().decode(errors="replace")
+    header = line.split(" ")
+    if header == [name, "missing"]:
+        return "", "missing", b""
+    if len(header) != 3 or not _HEX.fullmatch(header[0]) or not header[2].isdigit():
+        raise found.failed(f"cat-file answered {line[:80]!r} for {name}")
+    if _HEX.fullmatch(name) and header[0] != name:
+        raise found.failed(f"cat-file answered {header[0]} for {name}")
+    content = found.exactly(int(header[2]) + 1)
+    if content[-1:] != b"\n":
+        raise found.failed("cat-file's answer did not end where its size said")
+    return header[0], header[1], content[:-1]
 
 
 def update_ref(root: str, ref: str, new: str) -> None:
