@@ -34,7 +34,11 @@ def commit_with(directory: Path, message: bytes, *parents: str) -> str:
     parent_args = [arg for p in (parents or (git(directory, "rev-parse", "HEAD"),)) for arg in ("-p", p)]
     oid = (
         subprocess.run(
-            ["git", "commit-tree", tree, *parent_args], cwd=directory, input=message, capture_output=True, check=True
+            ["git", "commit-tree", tree, *parent_args],
+            cwd=directory,
+            input=message,
+            capture_output=True,
+            check=True,
         )
         .stdout.decode()
         .strip()
@@ -135,7 +139,8 @@ def shapes(repo: Path, directory: Path, baseline: str) -> dict[str, object]:
         head = git(directory, "rev-parse", "HEAD")
         hand_written_commit(
             directory,
-            f"tree {tree}\nauthor A <a@x> 1 +0000\nparent {head}\ncommitter A <a@x> 1 +0000\n\nsneaky\n".encode(),
+            f"tree {tree}\nauthor A <a@x> 1 +0000\nparent {head}\n"
+            "committer A <a@x> 1 +0000\n\nsneaky\n".encode(),
         )
 
     def reencoded() -> None:

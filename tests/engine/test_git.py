@@ -269,6 +269,29 @@ def test_a_worktree_command_meeting_another_half_written_is_run_again(repo, monk
     assert not (repo / ".outpost" / "recovery").exists()  # nothing was taken for a stray
 
 
+def test_a_removal_meeting_another_worktree_removed_at_that_instant_is_run_again(repo, monkeypatch):
+    # git's words when a worktree listed a moment before is gone as it reads it (six removals at
+    # once under load); the instant cannot be made on demand, so the first answer is git's words
+    # and the second the real removal
+    _, directory, _ = new_worktree(repo)
+    once = git_runner._execute_once
+    answers = []
+
+    def another_removed_meanwhile(command, **options):
+        if command[4:6] == ["worktree", "remove"] and not any(a.startswith("fatal") for a in answers):
+            gone = repo / ".git" / "worktrees" / "other-0123"
+            answers.append(f"fatal: Invalid path '{gone}': No such file or directory\n")
+            return 128, "", answers[-1]
+        answers.append("ran")
+        return once(command, **options)
+
+    monkeypatch.setattr(git_runner, "_execute_once", another_removed_meanwhile)
+    assert g.remove_worktree(repo, directory) is True
+    assert not directory.exists()
+    refused = [n for n, a in enumerate(answers) if a.startswith("fatal: Invalid path")]
+    assert len(refused) == 1 and answers[refused[0] + 1 :] == ["ran"]  # the removal, run again
+
+
 def test_a_worktree_command_waits_out_another_add_that_a_loaded_machine_holds_up(repo, monkeypatch):
     # the other add's next file comes only after several tries: immediate retries all met it
     # half-written on a loaded machine, so they wait a little longer each time

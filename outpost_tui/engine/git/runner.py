@@ -24,10 +24,13 @@ from ..errors import OutpostError
 _STATUS = ("--no-optional-locks", "status")
 
 
-# A worktree command reads every worktree's metadata before it writes anything; git writes a new
-# worktree's files one by one, and a command reading them at that instant can find `commondir`
-# created but still empty and stop. Nothing was changed then: it is run again.
-_METADATA_RACE = re.compile(r"failed to read .*/worktrees/[^/]*/commondir")
+# A worktree command reads every worktree's metadata before it writes anything: one being added
+# (git writes its files one by one: `commondir` there but still empty) or removed ("Invalid path
+# '<common>/worktrees/<id>'", seen with six removals at once under load) at that instant makes it
+# stop. Nothing was changed then: it is run again.
+_METADATA_RACE = re.compile(
+    r"failed to read .*/worktrees/[^/]*/commondir|Invalid path '.*/worktrees/[^/']*': No such file"
+)
 
 
 # A loaded machine can keep the other command from writing its next file for tens of milliseconds
