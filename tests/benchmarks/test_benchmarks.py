@@ -35,10 +35,15 @@ def test_race_overhead_with_the_cheapest_agent():
     print(figures)
     assert figures["ratio"] <= 2.2, figures
     assert figures["cpu_ratio"] <= 2.2, figures
-    # worktree, grading checkout, commits, pin, trees, cleanliness, removal: 11 per attempt; the
-    # repository check (2) is shared by attempts that end together; the race's own reads (14) spread
-    # over 8 attempts. Measured 11.8-12.4; 13 when no two attempts end together.
-    assert figures["git_calls_per_attempt"] <= 13, figures
+    # An attempt's own: its worktree and grading checkout added and removed (4, as in the raw work)
+    # and the status before its removal (the index read for hidden-edit flags, no ls-files); its
+    # commits, trees and pin go through the race's two long-lived sessions (cat-file, update-ref).
+    # The repository check (2) is shared by attempts that end together; the race's own (the
+    # baseline's checkout, reads at start and end, the two sessions: ~11) spread over 8 attempts.
+    # Measured 7.8 in three runs under load 7-13 (was 11.9-12.1 in the same runs before the
+    # sessions); ~8.7 when no two attempts end together, a few more with worktree commands retried
+    # under load.
+    assert figures["git_calls_per_attempt"] <= 9.5, figures
 
 
 def test_cancel_latency_median_under_100ms():
