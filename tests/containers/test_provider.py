@@ -653,12 +653,30 @@ async def test_a_repository_the_container_user_cannot_write_is_refused_before_an
     assert not list(attempt.git_common_dir.glob(".outpost-owner-*"))
 
 
+async def counting_execs(provider) -> list[list[str]]:
+    """The commands the provider's sandboxes start in their containers from now on (each exec's
+    command line, up to its argv: the wrapper's own arguments left out), in order."""
+    api = (await provider.client()).api
+    started: list[list[str]] = []
+    create = api.exec_create
+
+    def exec_create(container, command, *args, **options):
+        if command[:3] == ["sh", "-c", WRAPPER]:
+            started.append([*command[:3], *command[7:]])  # past outpost-run, pid, stdin, deadline
+        else:
+            started.append(list(command))
+        return create(container, command, *args, **options)
+
+    api.exec_create = exec_create
+    return started
+
+
 async def test_the_first_containers_keep_alive_checks_the_paths_without_a_probe_command(
-    provider, attempt, engine, leftovers
+    provider, attempt, leftovers
 ):
     """The race's first container writes its marker as it starts: its first command is the only
     exec it sees (no probe), the marker is gone once read, and later sandboxes carry none."""
-    client, _ = engine
+    execs = await counting_execs(provider)
     sandbox = await provider.acquire(attempt)
     try:
         assert sandbox.marker is not None and sandbox.marker.parent == attempt.git_common_dir.resolve()
@@ -666,13 +684,12 @@ async def test_the_first_containers_keep_alive_checks_the_paths_without_a_probe_
             while not sandbox.marker.exists():
                 await anyio.sleep(0.01)
         done = await sandbox.run(["true"])
-        execs = client.api.inspect_container(sandbox.container.id).get("ExecIDs") or []
         later = await provider.acquire(replace(attempt, attempt=2))
         await close(later)
     finally:
         await close(sandbox)
     assert done.exit_code == 0
-    assert len(execs) == 1, execs
+    assert execs == [["sh", "-c", WRAPPER, "true"]], execs  # the command's only: no probe
     assert later.marker is None
     assert not list(attempt.git_common_dir.glob(".outpost-owner-*"))
     assert leftovers() == []
@@ -723,22 +740,21 @@ async def test_agents_containers_start_before_grading_and_baseline_ones(provider
 
 
 async def test_a_marker_not_yet_written_falls_back_to_the_probe_and_none_is_left(
-    provider, attempt, engine, leftovers
+    provider, attempt, leftovers
 ):
     """A keep-alive slower than the first command (a loaded machine): the probe command checks
     the paths instead, and the marker written afterwards goes with the sandbox's close."""
-    client, _ = engine
+    execs = await counting_execs(provider)
     sandbox = await provider.acquire(attempt)
     assert sandbox.marker is not None
     real, sandbox.marker = sandbox.marker, sandbox.marker.with_name(".outpost-owner-not-yet")
     try:
         done = await sandbox.run(["true"])
-        execs = client.api.inspect_container(sandbox.container.id).get("ExecIDs") or []
         sandbox.marker = real
     finally:
         await close(sandbox)
     assert done.exit_code == 0
-    assert len(execs) == 2, execs  # the probe, then the command
+    assert len(execs) == 2 and execs[1] == ["sh", "-c", WRAPPER, "true"], execs  # the probe first
     assert not list(attempt.git_common_dir.glob(".outpost-owner-*"))
     assert leftovers() == []
 
