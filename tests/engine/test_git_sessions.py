@@ -6,6 +6,7 @@ hook and a locked ref are met as they would be without one; none outlives its ra
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from outpost_tui.engine import build_spec, run_race
+from outpost_tui.engine import CandidateSpec, build_spec, run_race
 from outpost_tui.engine import git as g
 from outpost_tui.engine.core.spec import ValidateSpec
 from outpost_tui.engine.git import objects as git_objects
@@ -203,3 +204,30 @@ def test_a_repository_made_elsewhere_is_read_too(tmp_path):
     repo = make_repo(tmp_path / "other")
     commit = git(repo, "rev-parse", "HEAD")
     assert fresh(repo, commit) == {"base.txt": ls_tree(repo, commit)["base.txt"]}
+
+
+def test_an_agent_holds_none_of_the_sessions_pipes(repo, monkeypatch):
+    # a candidate holding the update-ref session's input could move any ref; it gets none of them
+    monkeypatch.setattr(git_sessions, "IDLE_SECONDS", 600.0)
+    commit = git(repo, "rev-parse", "HEAD")
+    fresh(repo, commit)
+    g.pin_validated(repo, "before", "c", 1, commit)
+    pipes = set()
+    for (root, _), found in git_sessions._sessions.items():
+        if root == os.path.realpath(repo) and found._process is not None:
+            for stream in (found._process.stdin, found._process.stdout, found._process.stderr):
+                assert stream is not None
+                pipes.add(os.fstat(stream.fileno()).st_ino)
+    assert len(pipes) == 6
+    listing = "ls -l /proc/$$/fd/ > fds.txt && git add fds.txt && git commit -qm fds"
+    spec = build_spec(
+        repository=repo,
+        candidates=[CandidateSpec("looker", "command", "look", command=("sh", "-c", listing))],
+        validate=ValidateSpec(command=("true",)),
+    )
+    result = run_race(spec)
+    assert result.status.value == "winner", result.to_json()
+    seen = git(repo, "show", f"{result.candidates[0].commit}:fds.txt")
+    held = {int(inode) for inode in re.findall(r"pipe:\[(\d+)\]", seen)}
+    assert held, seen  # its own output pipes at least
+    assert not held & pipes, seen
