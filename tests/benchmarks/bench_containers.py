@@ -3,6 +3,8 @@
 Run on its own, with an engine (DOCKER_HOST) and the test image (see .ci/podman-setup.sh):
     python tests/benchmarks/bench_containers.py [--samples 5] [--candidates 4] [--image TAG]
 
+0. One command in a fresh container, as an exec in a kept-alive container (what the sandbox does)
+   and as the container's own main process: which one costs less per command on this engine.
 1. Sandbox lifecycle, one attempt at a time: acquire (create + start), a first exec of `true`,
    close (remove), against the local provider doing the same (a `true` process).
 2. The same race twice: N candidates that each fix the sample project wrongly (so every attempt
@@ -246,6 +248,36 @@ async def race_overhead(image: str, candidates: int = 4, rounds: int = 2) -> dic
     }
 
 
+def command_costs(api, image: str, samples: int) -> dict[str, list[float]]:
+    """One command (`true`) in a fresh container, two ways, alternating (seconds each, from create
+    to removed): as an exec in a kept-alive container, paused then removed (what the sandbox
+    does), and as the container's own main process, its output attached, waited for and removed."""
+    host_config = api.create_host_config(
+        init=True, cap_drop=["ALL"], security_opt=["no-new-privileges"], network_mode="none"
+    )
+    user = f"{os.getuid()}:{os.getgid()}"
+    costs: dict[str, list[float]] = {"exec in a kept-alive container": [], "main process": []}
+    for _ in range(samples):
+        began = time.perf_counter()
+        container = api.create_container(image, ["sleep", "2147483647"], host_config=host_config, user=user)
+        api.start(container)
+        command = api.exec_create(container, ["true"])
+        api.exec_start(command)
+        assert api.exec_inspect(command)["ExitCode"] == 0
+        api.pause(container)
+        api.remove_container(container, force=True)
+        costs["exec in a kept-alive container"].append(time.perf_counter() - began)
+        began = time.perf_counter()
+        container = api.create_container(image, ["true"], host_config=host_config, user=user)
+        output = api.attach(container, stream=True, logs=True, demux=True)
+        api.start(container)
+        list(output)
+        assert api.wait(container)["StatusCode"] == 0
+        api.remove_container(container, force=True)
+        costs["main process"].append(time.perf_counter() - began)
+    return costs
+
+
 async def main_async(args) -> None:
     image = args.image
     with tempfile.TemporaryDirectory(prefix="outpost-bench-") as scratch:
@@ -265,8 +297,13 @@ async def main_async(args) -> None:
         await lifecycle(container, replace(context, race_id="bench-warmup"), 1)  # connect, caches
 
         print(
-            f"sandbox lifecycle, {args.samples} samples, medians (image {image}, engine {container.endpoint})"
+            f"one command in a fresh container, {args.samples} samples, medians (engine {container.endpoint})"
         )
+        api = (await container.client()).api
+        for way, seconds in (await anyio.to_thread.run_sync(command_costs, api, image, args.samples)).items():
+            print(f"  {way:<32}{ms(median(seconds)):>10}")
+
+        print(f"\nsandbox lifecycle, {args.samples} samples, medians (image {image})")
         local_phases = await lifecycle(LocalProvider(), context, args.samples)
         container_phases = await lifecycle(container, context, args.samples)
         print(f"  {'phase':<12}{'local':>10}{'container':>12}")
