@@ -16,7 +16,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 from . import sessions
-from .runner import _revision, output
+from .runner import GitError, _revision, output
 
 _OBJECT_ID = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 
@@ -29,8 +29,8 @@ _TREE_MODE = b"40000"
 _Listing = tuple[tuple[str, tuple[str, str]], ...]
 
 
-class _Unexpected(Exception):
-    """What git writes does not look like this: `ls-tree` decides."""
+class _Unexpected(GitError):
+    """What git writes does not look like this: `ls-tree` decides (caught in this module)."""
 
 
 def tree(repo_root: Path | str, commit: str) -> dict[str, tuple[str, str]]:

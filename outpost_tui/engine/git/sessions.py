@@ -32,8 +32,9 @@ REQUEST_TIMEOUT = 60.0
 _PIPELINE = 400
 
 
-class SessionFailed(Exception):
-    """The session could not answer; it is closed, and the caller does the work another way."""
+class SessionFailed(runner.GitError):
+    """The session could not answer; it is closed, and the caller does the work another way
+    (never raised past the package: each use catches it and runs its own process)."""
 
 
 class Session:
