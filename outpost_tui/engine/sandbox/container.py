@@ -54,6 +54,7 @@ from .container_engine import (
     container_name,
     describe_endpoint,
     engine_kind,
+    read_only_git_mounts,
     user_mapping,
 )
 from .container_sandbox import ContainerSandbox
@@ -255,7 +256,7 @@ class ContainerProvider(SandboxProvider):
         binds = {
             directory: {"bind": directory, "mode": "rw"},
             git_dir: {"bind": git_dir, "mode": "rw"},
-            **_read_only_git_settings(git_dir),
+            **read_only_git_mounts(git_dir),
         }
         host_config = api.create_host_config(
             init=True,
@@ -485,18 +486,3 @@ def _removal(sandbox: ContainerSandbox) -> None:
         sandbox.remove()
     except Exception as error:  # docker, requests and ssh errors alike: one line for the race
         raise sandbox.not_removed(error) from None
-
-
-def _read_only_git_settings(git_dir: str) -> dict[str, dict[str, str]]:
-    """Mounts that keep the repository's configuration and hooks out of a contained agent's reach.
-
-    Commits need the git directory writable (objects, refs, the worktree's index), but the host's
-    git reads `config` and runs `hooks/*` as the operator: written from inside, they would run
-    the agent's programs outside the container."""
-    hooks = Path(git_dir) / "hooks"
-    hooks.mkdir(exist_ok=True)  # a bind mount needs its source; git creates it anyway
-    mounts = {str(hooks): {"bind": str(hooks), "mode": "ro"}}
-    config = Path(git_dir) / "config"
-    if config.is_file():
-        mounts[str(config)] = {"bind": str(config), "mode": "ro"}
-    return mounts

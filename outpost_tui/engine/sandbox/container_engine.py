@@ -1,6 +1,7 @@
 """The container engine's API as the sandbox uses it: finding and connecting to the engine (Docker or
-Podman, negotiated once), what kind of engine it is, and the containers a race left behind, found
-by their labels, listed and removed."""
+Podman, negotiated once), what kind of engine it is, what a container mounts read-only of the
+repository's git directory, and the containers a race left behind, found by their labels, listed and
+removed."""
 
 from __future__ import annotations
 
@@ -218,6 +219,21 @@ def container_name(race_id: str, key: str, attempt: int, role: str = "") -> str:
 
         name = f"{name[:180]}-{hashlib.sha256(raw.encode()).hexdigest()[:12]}"
     return name
+
+
+def read_only_git_mounts(git_dir: str) -> dict[str, dict[str, str]]:
+    """Mounts that keep the repository's configuration and hooks out of a contained agent's reach.
+
+    Commits need the git directory writable (objects, refs, the worktree's index), but the host's
+    git reads `config` and runs `hooks/*` as the operator: written from inside, they would run
+    the agent's programs outside the container."""
+    hooks = Path(git_dir) / "hooks"
+    hooks.mkdir(exist_ok=True)  # a bind mount needs its source; git creates it anyway
+    mounts = {str(hooks): {"bind": str(hooks), "mode": "ro"}}
+    config = Path(git_dir) / "config"
+    if config.is_file():
+        mounts[str(config)] = {"bind": str(config), "mode": "ro"}
+    return mounts
 
 
 def _tar(files: Mapping[str, bytes], uid: int, gid: int) -> bytes:
