@@ -101,17 +101,19 @@ def race(
     and there is no fixer); returns (result, warnings about it)."""
     directories: dict[str, str] = {}
     warnings: list[str] = []
+    ready: list[bool] = []
+    opened: list[bool] = []
 
     def on_event(event) -> None:
         if event.kind is EventKind.WORKTREE_READY:
             directories[event.key] = event.directory
-        if (
-            event.kind is EventKind.TEXT
-            and event.key == "stubborn"
-            and event.text == "ready"
-            and "fixer" in directories
-        ):
+        if event.kind is EventKind.TEXT and event.key == "stubborn" and event.text == "ready":
+            ready.append(True)
+        # the gate opens once both hold, in whichever order they come: the stubborn agent may be
+        # ready before the fixer's worktree is (then no winner: both would wait for the timeout)
+        if ready and "fixer" in directories and not opened:
             Path(directories["fixer"], "gate").touch()
+            opened.append(True)
         if event.kind is EventKind.WARNING and event.key == "stubborn":
             warnings.append(event.message)
 

@@ -13,27 +13,27 @@ def test_race_overhead_against_raw_git_and_process_work():
     figures = bench_engine.overhead(rounds=5)
     print(figures)
     # 1.6-1.7x before the speed work (the sealed verdict, the repository record and per-attempt
-    # cgroups had landed); since, the engine's allocations run at once (the raw work's take turns),
-    # the baseline's verdict is not held up by its cleanup and an attempt runs 12 git processes
-    # instead of 17. Target 1.3x, not reached yet: 1.5-2.1x measured alone on a quiet 2-core machine,
-    # so a regression bound above that noise is asserted until the target is. Wall time says little
-    # on a shared machine (0.5-0.9x under load 11-13, where the raw work's turns cost it most); CPU
-    # time holds: 1.33-1.48x there, before and after the engine's fixed cost was cut (the agent's
-    # own Python start-up is most of each attempt).
+    # cgroups had landed); since, the engine's allocations run at once, the baseline's verdict is
+    # not held up by its cleanup and an attempt runs 8 git processes instead of 17. Target 1.3x,
+    # not reached yet: 1.44-1.52x measured on a quiet 2-core machine against raw work whose worktree
+    # commands also run at once (CPU 1.25-1.43x: the agent's own Python start-up is most of each
+    # attempt), so a regression bound above that noise is asserted until the target is.
     assert figures["ratio"] <= 2.5, figures
     assert figures["cpu_ratio"] <= 1.8, figures
 
 
 def test_race_overhead_with_the_cheapest_agent():
     # An `sh` agent that commits one file, validated and scored: nothing hides the engine's fixed
-    # cost per attempt. Target 1.3x (first bar 1.5x), not reached yet: 1.6-1.97x measured alone on a
-    # quiet 2-core machine before the repository checks were shared by attempts that end together,
-    # the race's last check dropped when nothing ran since, and fewer trips to worker threads; under
-    # load 11-13 the CPU ratio went from 1.71-2.12x to 1.54-1.89x (about 30-45 ms of CPU per
-    # attempt there, inflated by the load), wall time 0.8-0.9x. Bounds above that noise.
+    # cost per attempt. Target 1.3x (first bar 1.5x), not reached yet. Since the raw work's worktree
+    # commands run all at once (as the engine's do; they took turns behind a lock before), its
+    # wall time fell by a fifth to a half and the wall ratio rose with it: 1.6-2.3x measured on a
+    # quiet 2-core machine and in a fresh CI run (engine 0.37 s against 0.16 s there), where the
+    # CPU ratio, which the raw work's turns never changed, is 1.5-1.75x (28-34 ms of CPU per
+    # attempt, two thirds of it this process's own: the event loop, its threads, spawning).
+    # Bounds above that noise.
     figures = bench_engine.overhead_sh(rounds=5)
     print(figures)
-    assert figures["ratio"] <= 2.2, figures
+    assert figures["ratio"] <= 3.0, figures
     assert figures["cpu_ratio"] <= 2.2, figures
     # An attempt's own: its worktree and grading checkout added and removed (4, as in the raw work)
     # and the status before its removal (the index read for hidden-edit flags, no ls-files); its
