@@ -42,7 +42,16 @@ def anyio_backend():
 
 
 @pytest.fixture
-def sandbox(tmp_path):
+def registered() -> list[str]:
+    """What the sandbox recorded for a crashed coordinator's successor to clean up."""
+    return []
+
+
+@pytest.fixture
+def sandbox(tmp_path, registered):
+    async def register(resource: str) -> None:
+        registered.append(resource)
+
     sandbox = LocalSandbox(
         SandboxContext(
             repository=tmp_path,
@@ -51,6 +60,7 @@ def sandbox(tmp_path):
             race_id="r",
             key="alpha",
             attempt=1,
+            register_resource=register,
         )
     )
     yield sandbox
@@ -173,7 +183,7 @@ def _cgroup_of(text: str) -> str:
     return next(line[3:] for line in text.splitlines() if line.startswith("0::"))
 
 
-async def test_commands_one_after_another_share_one_emptied_cgroup(tmp_path):
+async def test_commands_one_after_another_share_one_emptied_cgroup(sandbox, registered, tmp_path):
     """An attempt's commands run one after another in one command cgroup, emptied and confirmed
     so between them: a daemon the first leaves is killed before the second starts, and the
     cgroup is recorded (for a crashed coordinator's successor) once."""
@@ -181,22 +191,6 @@ async def test_commands_one_after_another_share_one_emptied_cgroup(tmp_path):
 
     if containment.cgroup_root() is None:
         pytest.skip("no writable cgroup v2 hierarchy on this machine")
-    registered: list[str] = []
-
-    async def register(resource: str) -> None:
-        registered.append(resource)
-
-    sandbox = LocalSandbox(
-        SandboxContext(
-            repository=tmp_path,
-            directory=tmp_path,
-            git_common_dir=tmp_path,
-            race_id="r",
-            key="alpha",
-            attempt=1,
-            register_resource=register,
-        )
-    )
     pids_file = tmp_path / "pids"
     try:
         first = await sandbox.run(

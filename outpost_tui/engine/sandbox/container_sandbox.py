@@ -151,29 +151,11 @@ class ContainerSandbox(Sandbox):
         api: APIClient = self.container.client.api
         return api
 
-    async def run(
-        self,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str] | None = None,
-        stdin: bytes | None = None,
-        on_output: LineSink | None = None,
-        timeout: float | None = None,
-        tail_bytes: int = 64 * 1024,
-        grace: float | None = None,
-        on_stop: StopSink | None = None,
-    ) -> Completed:
+    async def run(self, argv: Sequence[str], **options: Any) -> Completed:
+        """The Sandbox contract's run (its options as `execute` takes them), once the provider has
+        checked the race's paths."""
         await self.provider.check_paths(self)
-        return await self.execute(
-            argv,
-            env=env,
-            stdin=stdin,
-            on_output=on_output,
-            timeout=timeout,
-            tail_bytes=tail_bytes,
-            grace=grace,
-            on_stop=on_stop,
-        )
+        return await self.execute(argv, **options)
 
     async def execute(
         self,
