@@ -47,7 +47,10 @@ def fake_candidate(key: str, *flags: str) -> str:
 def test_sample_race_runs_offline_and_the_fixer_wins(tmp_path):
     race_file = materialise("race", tmp_path / "demo")
     started = time.monotonic()
-    done = run_cli("run", str(race_file), "--headless", "--json", env={"OUTPOST_DEMO_PACE": "0.2"})
+    # pace 0.5: the breaker commits about a second before the fixer, time for its grading to reject
+    # it first on a loaded machine (at 0.2 a fresh CI run saw the fixer win while the breaker was
+    # still being graded: cancelled, not rejected)
+    done = run_cli("run", str(race_file), "--headless", "--json", env={"OUTPOST_DEMO_PACE": "0.5"})
     assert done.returncode == 0, done.stderr
     assert time.monotonic() - started < 60
     result = json.loads(done.stdout)
