@@ -32,33 +32,19 @@ def commit_with(directory: Path, message: bytes, *parents: str) -> str:
     """A commit of HEAD's tree with this exact message (as `git commit-tree` writes it), checked out."""
     tree = git(directory, "rev-parse", "HEAD^{tree}")
     parent_args = [arg for p in (parents or (git(directory, "rev-parse", "HEAD"),)) for arg in ("-p", p)]
-    oid = (
-        subprocess.run(
-            ["git", "commit-tree", tree, *parent_args],
-            cwd=directory,
-            input=message,
-            capture_output=True,
-            check=True,
-        )
-        .stdout.decode()
-        .strip()
-    )
-    git(directory, "reset", "-q", "--hard", oid)
-    return oid
+    return checked_out(directory, ["git", "commit-tree", tree, *parent_args], message)
 
 
 def hand_written_commit(directory: Path, body: bytes) -> str:
-    oid = (
-        subprocess.run(
-            ["git", "hash-object", "-t", "commit", "--literally", "-w", "--stdin"],
-            cwd=directory,
-            input=body,
-            capture_output=True,
-            check=True,
-        )
-        .stdout.decode()
-        .strip()
+    return checked_out(
+        directory, ["git", "hash-object", "-t", "commit", "--literally", "-w", "--stdin"], body
     )
+
+
+def checked_out(directory: Path, command: list[str], data: bytes) -> str:
+    """The commit `command` writes from `data` on its input, checked out."""
+    run = subprocess.run(command, cwd=directory, input=data, capture_output=True, check=True)
+    oid = run.stdout.decode().strip()
     git(directory, "reset", "-q", "--hard", oid)
     return oid
 
