@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import shlex
 import threading
 import time
@@ -30,6 +29,7 @@ from typing import Any
 from ... import exitcodes
 from ..core.spec import RaceSpec
 from ..errors import OutpostError
+from ..paths import real_path
 from .checkpoint_state import InvalidState, check_state, run_status
 from .ownership import Owner, describe_age
 from .transport import CorruptObject, Transport, TransportConflict
@@ -104,7 +104,7 @@ def race_identity(spec: RaceSpec) -> str:
     budget = spec.budget
     tokens = budget.tokens
     identity: dict[str, Any] = {
-        "repository": os.path.realpath(spec.repository),
+        "repository": real_path(spec.repository),
         "version": spec.durability.version,
         "provider": spec.sandbox.provider,
         "candidates": [

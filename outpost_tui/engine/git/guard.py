@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..files import link_atomically, write_atomically
+from ..paths import real_path
 from .host import HostSnapshot, host_snapshot
 from .layout import OUTPOST_DIR, RECOVERY, WORKSPACES
 from .runner import GitError, _git_dirs, output
@@ -191,14 +192,14 @@ def _read_head(path: Path) -> str:
 def _worktree_heads(root: Path, common: Path) -> dict[str, str]:
     """HEAD of each of the user's other worktrees (not the race's, under .outpost/workspaces)."""
     heads: dict[str, str] = {}
-    workspaces = os.path.realpath(root / OUTPOST_DIR / WORKSPACES)
+    workspaces = real_path(root / OUTPOST_DIR / WORKSPACES)
     try:
         entries = sorted((common / "worktrees").iterdir())
     except OSError:
         return heads
     for entry in entries:
         try:
-            linked = os.path.realpath((entry / "gitdir").read_text(encoding="utf-8").strip())
+            linked = real_path((entry / "gitdir").read_text(encoding="utf-8").strip())
         except OSError:
             continue
         if not linked.startswith(workspaces + os.sep):

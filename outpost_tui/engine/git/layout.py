@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..paths import real_path
 from .runner import GitError, _git_dirs, _run, output
 
 OUTPOST_DIR = ".outpost"
@@ -38,7 +39,7 @@ def git_common_dir(repo_root: Path | str) -> Path:
     if found is not None:
         return found
     out = output("finding the .git directory", root, "rev-parse", "--git-common-dir")
-    return (root / str(out)).resolve()
+    return Path(real_path(root / str(out)))
 
 
 def _common_dir_from_files(root: Path) -> Path | None:
@@ -80,7 +81,7 @@ def workspaces_directory(repo_root: Path | str) -> Path:
 
 def is_inside(path: Path | str, parent: Path | str) -> bool:
     """Whether `path` lies strictly below `parent`, symlinks resolved in both."""
-    real, base = os.path.realpath(path), os.path.realpath(parent)
+    real, base = real_path(path), real_path(parent)
     return real != base and real.startswith(base + os.sep)
 
 
@@ -108,10 +109,10 @@ def check_worktree_link(directory: Path | str) -> None:
                 f"{link} is not the git link file the engine created: refusing to run git in that worktree"
             )
         text = _read(link)
-        git_dir = os.path.realpath(os.path.join(target, text.removeprefix("gitdir:").strip()))
-        leads_to = os.path.realpath(os.path.join(git_dir, _read(os.path.join(git_dir, "commondir"))))
+        git_dir = real_path(os.path.join(target, text.removeprefix("gitdir:").strip()))
+        leads_to = real_path(os.path.join(git_dir, _read(os.path.join(git_dir, "commondir"))))
         # git's own record of which worktree that git directory belongs to
-        owner = os.path.realpath(os.path.join(git_dir, _read(os.path.join(git_dir, "gitdir"))))
+        owner = real_path(os.path.join(git_dir, _read(os.path.join(git_dir, "gitdir"))))
     except (OSError, UnicodeDecodeError) as error:
         raise GitError(f"cannot read the git link of {target}: {error}") from None
     if (
@@ -123,7 +124,7 @@ def check_worktree_link(directory: Path | str) -> None:
             f"the git link of {target} was changed to lead to {leads_to} "
             f"(expected {common}): refusing to run git in that worktree"
         )
-    if owner != os.path.realpath(link):
+    if owner != real_path(link):
         raise GitError(
             f"the git link of {target} was changed to another worktree's "
             f"({os.path.dirname(owner)}): refusing to run git in that worktree"

@@ -15,6 +15,7 @@ import threading
 from collections import OrderedDict
 from pathlib import Path
 
+from ..paths import real_path
 from . import sessions
 from .runner import GitError, _revision, output
 
@@ -36,7 +37,7 @@ class _Unexpected(GitError):
 def tree(repo_root: Path | str, commit: str) -> dict[str, tuple[str, str]]:
     """Every file of `commit`: path -> (mode, object id)."""
     _revision(commit, "commit")
-    return dict(_cached(os.path.realpath(repo_root), commit))
+    return dict(_cached(real_path(repo_root), commit))
 
 
 # Every grading reads the baseline's tree: a commit id names one tree for good, so it is listed

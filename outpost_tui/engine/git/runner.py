@@ -8,6 +8,7 @@ import contextlib
 import os
 import re
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -18,6 +19,7 @@ from typing import Any, Literal, overload
 
 from .. import gitenv
 from ..errors import OutpostError
+from ..paths import real_path
 
 # status must not take the index lock: agents run git in their worktrees at the same time, and the
 # integration check promises not to touch the host's index.
@@ -477,23 +479,27 @@ def _git_dir_names(root: str) -> tuple[str, str] | None:
     """_git_dirs as strings: every git call asks, and paths as strings cost a fraction."""
     dot_git = os.path.join(root, ".git")
     try:
-        if os.path.isdir(dot_git):
+        kind = os.stat(dot_git).st_mode
+        if stat.S_ISDIR(kind):
             git_dir = dot_git
-        elif os.path.isfile(dot_git):
-            with open(dot_git, encoding="utf-8") as handle:
-                text = handle.read().strip()
+        elif stat.S_ISREG(kind):  # (never opened otherwise: a planted FIFO would hang the read)
+            with open(dot_git, "rb") as handle:
+                text = handle.read().decode().strip()
             if not text.startswith("gitdir:"):
                 return None
-            git_dir = os.path.realpath(os.path.join(root, text.removeprefix("gitdir:").strip()))
+            git_dir = os.path.join(root, text.removeprefix("gitdir:").strip())
         else:
             return None
-        common = os.path.join(git_dir, "commondir")
-        if os.path.isfile(common):
-            with open(common, encoding="utf-8") as handle:
-                common_dir = os.path.join(git_dir, handle.read().strip())
+        git_dir = real_path(git_dir)
+        try:
+            common_kind = os.stat(common := os.path.join(git_dir, "commondir")).st_mode
+        except FileNotFoundError:
+            common_kind = 0
+        if stat.S_ISREG(common_kind):
+            with open(common, "rb") as handle:
+                common_dir = real_path(os.path.join(git_dir, handle.read().decode().strip()))
         else:
             common_dir = git_dir
-        git_dir, common_dir = os.path.realpath(git_dir), os.path.realpath(common_dir)
     except (OSError, UnicodeDecodeError):
         return None
     return (git_dir, common_dir) if os.path.isdir(os.path.join(common_dir, "objects")) else None

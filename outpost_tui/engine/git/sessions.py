@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+from ..paths import real_path
 from . import runner
 
 IDLE_SECONDS = 2.0
@@ -139,7 +140,7 @@ def session(root: str, args: tuple[str, ...]) -> Session:
 def _home(root: str) -> str:
     """Where a repository's sessions run, the same from its checkout, a worktree of it or its git
     directory: the main checkout (a bare repository's own directory)."""
-    real = os.path.realpath(root)
+    real = real_path(root)
     dirs = runner._git_dir_names(real)
     common = dirs[1] if dirs is not None else real
     return os.path.dirname(common) if os.path.basename(common) == ".git" else common

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.spec import KEY_RULE, valid_key
+from ..paths import real_path
 from .commits import is_clean
 from .layout import (
     OUTPOST_DIR,
@@ -82,7 +83,7 @@ _worktree_locks_guard = threading.Lock()
 
 def worktree_lock(repo_root: Path | str) -> WorktreeLock:
     """The repository's worktree lock: whoever adds, removes or prunes worktrees holds it."""
-    key = os.path.realpath(repo_root)
+    key = real_path(repo_root)
     with _worktree_locks_guard:
         return _worktree_locks.setdefault(key, WorktreeLock())
 
@@ -124,7 +125,7 @@ def _registered_worktrees(repo_root: Path | str) -> list[dict[str, Any]]:
 
 
 def _same_path(left: Path | str, right: Path | str) -> bool:
-    return os.path.realpath(left) == os.path.realpath(right)
+    return real_path(left) == real_path(right)
 
 
 def make_worktree_directory(repo_root: Path | str, directory: Path | str) -> bool:
@@ -246,7 +247,8 @@ def worktree_git_dir(directory: Path | str) -> Path:
     git removes it with the worktree."""
     check_worktree_link(directory)
     link = Path(directory).absolute() / ".git"
-    return (link.parent / link.read_text(encoding="utf-8").strip().removeprefix("gitdir:").strip()).resolve()
+    named = link.read_text(encoding="utf-8").strip().removeprefix("gitdir:").strip()
+    return Path(real_path(link.parent / named))
 
 
 def remove_worktree(repo_root: Path | str, directory: Path | str) -> bool:

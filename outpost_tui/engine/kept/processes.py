@@ -12,6 +12,8 @@ from typing import Any
 
 import psutil
 
+from ..paths import real_path
+
 
 @dataclass(frozen=True)
 class Occupant:
@@ -37,7 +39,7 @@ def occupants(directory: os.PathLike[str] | str) -> list[Occupant]:
 
 def occupants_of(directories: list[os.PathLike[str] | str]) -> dict[str, list[Occupant]]:
     """`occupants` of several directories with one pass over the processes (keyed as given)."""
-    bases = {os.fspath(d): os.path.realpath(d) for d in directories}
+    bases = {os.fspath(d): real_path(d) for d in directories}
     found: dict[str, list[Occupant]] = {key: [] for key in bases}
     if not bases:
         return found
@@ -47,14 +49,14 @@ def occupants_of(directories: list[os.PathLike[str] | str]) -> dict[str, list[Oc
             continue
         try:
             name = process.info["name"] or "?"
-            cwd = os.path.realpath(process.cwd() or "/")
+            cwd = real_path(process.cwd() or "/")
             hit = {key for key, base in bases.items() if _inside(cwd, base)}
             for key in hit:
                 found[key].append(Occupant(process.pid, name, "working directory"))
             if len(hit) == len(bases):
                 continue
             for handle in process.open_files():
-                path = os.path.realpath(handle.path)
+                path = real_path(handle.path)
                 for key, base in bases.items():
                     if key not in hit and _inside(path, base):
                         hit.add(key)

@@ -18,6 +18,7 @@ from typing import Any
 from .. import git
 from ..core.events import RaceStarted
 from ..errors import OutpostError
+from ..paths import real_path
 from ..records import history
 from . import archive
 from .comparison import diff_stat
@@ -438,10 +439,10 @@ def _detail(root: Path, row: RetainedAttempt) -> None:
 def find(races: list[RetainedRace], ident: str) -> RetainedAttempt:
     """The attempt `ident` names: RACE/KEY/ATTEMPT, its branch, or its worktree's path."""
     wanted = ident.removeprefix(git.BRANCH_PREFIX + "/").rstrip("/")
-    real = os.path.realpath(ident) if os.path.sep in ident or os.path.exists(ident) else None
+    real = real_path(ident) if os.path.sep in ident or os.path.exists(ident) else None
     for race in races:
         for row in race.attempts:
-            if row.id == wanted or (real and row.path and os.path.realpath(row.path) == real):
+            if row.id == wanted or (real and row.path and real_path(row.path) == real):
                 return row
     known = [row.id for race in races for row in race.attempts][:5]
     raise UnknownAttempt(

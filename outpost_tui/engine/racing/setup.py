@@ -32,6 +32,7 @@ from typing import Any
 
 from .. import git
 from ..core.spec import RaceSpec
+from ..paths import real_path
 from ..records.flightlog import make_private_directory
 
 WORKTREEINCLUDE = ".worktreeinclude"
@@ -193,7 +194,7 @@ def copy_files(repository: Path, directory: Path, paths: list[str]) -> dict[str,
 
 def _inside(path: Path, directory: Path) -> bool:
     # a symlinked parent directory in the worktree could aim a copy outside it
-    return Path(os.path.realpath(path.parent)).is_relative_to(os.path.realpath(directory))
+    return Path(real_path(path.parent)).is_relative_to(real_path(directory))
 
 
 def _content_hash(path: Path) -> str:

@@ -90,6 +90,14 @@ class LocalSandbox(Sandbox):
         # creation and removal cost the kernel about a millisecond, and most attempts run several
         # commands one after another (removed with the attempt's in close()).
         self._idle: list[Path] = []
+        self._base_env: dict[str, str] | None = None
+
+    def _environment(self) -> dict[str, str]:
+        """The process's environment with the context's over it, scrubbed: read once per attempt
+        (a copy and a scrub of the whole environment cost more than the spawn's own Python)."""
+        if self._base_env is None:
+            self._base_env = gitenv.scrubbed({**os.environ, **self.context.env})
+        return self._base_env
 
     async def _attempt_cgroup(self, root: Path) -> Path:
         if self._cgroup is None:
@@ -132,7 +140,7 @@ class LocalSandbox(Sandbox):
     ) -> Completed:
         grace = TERM_GRACE if grace is None else grace
         # a race started from a git hook must not aim the candidate's git at the user's repository
-        full_env = gitenv.scrubbed({**os.environ, **self.context.env, **(env or {})})
+        full_env = {**self._environment(), **gitenv.scrubbed(env or {})}
         full_env.pop(containment.MARKER, None)
         program = argv[0]
         _check_program(program, self.directory, full_env.get("PATH"))
@@ -340,7 +348,7 @@ def _check_program(program: str, directory: Path, path: str | None) -> None:
     """The program must exist and be executable: checked here, before the cgroup shim execs it
     (its shell would otherwise answer with its own, image-dependent message)."""
     if os.sep not in program:
-        if shutil.which(program, path=path) is None:
+        if not _on_path(program, path):
             raise SandboxError(f"program {program!r} not found on PATH")
         return
     target = Path(directory) / program
@@ -348,6 +356,23 @@ def _check_program(program: str, directory: Path, path: str | None) -> None:
         raise SandboxError(f"program {program!r} not found")
     if target.is_dir() or not os.access(target, os.X_OK):
         raise SandboxError(f"program {program!r} is not executable (permission denied)")
+
+
+# Where each program was last found on a PATH: a search stats every directory before it, for each
+# of an attempt's commands; the file found is checked again (still there, still executable) instead.
+_found: dict[tuple[str, str | None], str] = {}
+
+
+def _on_path(program: str, path: str | None) -> bool:
+    known = _found.get((program, path))
+    if known is not None and os.access(known, os.X_OK) and not os.path.isdir(known):
+        return True
+    found = shutil.which(program, path=path)
+    if found is None:
+        _found.pop((program, path), None)
+        return False
+    _found[(program, path)] = found
+    return True
 
 
 async def _feed_stdin(process: Process, data: bytes) -> None:
