@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from outpost_tui.engine.sandbox.base import SandboxContext
+from outpost_tui.engine.sandbox.base import SandboxError
 from outpost_tui.engine.sandbox.local import DRAIN_GRACE, LocalSandbox
 
 pytestmark = pytest.mark.anyio
@@ -244,3 +245,65 @@ async def test_a_command_is_waited_for_without_a_thread_of_its_own(sandbox):
     done = await sandbox.run(["sh", "-c", "echo started; read line"], stdin=b"go\n", on_output=seen)
     assert done.exit_code == 0 and threads
     assert not [name for name in threads if "waitpid" in name], threads
+
+
+async def test_a_program_found_on_path_once_is_looked_for_again_when_it_goes(sandbox, tmp_path):
+    """Where a program was found is remembered between commands, never trusted: removed or no
+    longer executable, it is reported as not found, before anything starts."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    program = tools / "outpost-probe-tool"
+    program.write_text("#!/bin/sh\necho here\n")
+    program.chmod(0o755)
+    env = {"PATH": f"{tools}:/usr/bin:/bin"}
+    assert (await sandbox.run([program.name], env=env)).stdout_tail == "here\n"
+    program.chmod(0o644)
+    with pytest.raises(SandboxError, match="program 'outpost-probe-tool' not found on PATH"):
+        await sandbox.run([program.name], env=env)
+    program.chmod(0o755)
+    assert (await sandbox.run([program.name], env=env)).exit_code == 0
+    program.unlink()
+    with pytest.raises(SandboxError, match="not found on PATH"):
+        await sandbox.run([program.name], env=env)
+    # one of the same name earlier on the PATH is the one that runs, as the shell would choose
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    (earlier / program.name).write_text("#!/bin/sh\necho earlier\n")
+    (earlier / program.name).chmod(0o755)
+    program.write_text("#!/bin/sh\necho here\n")
+    program.chmod(0o755)
+    env = {"PATH": f"{earlier}:{tools}:/usr/bin:/bin"}
+    assert (await sandbox.run([program.name], env=env)).stdout_tail == "earlier\n"
+
+
+async def test_the_environment_is_read_once_per_attempt_and_scrubbed(tmp_path, monkeypatch):
+    """The process's environment as the attempt's first command found it, git's location variables
+    gone (from the process's, the context's and the command's own), the command's over the rest."""
+    monkeypatch.setenv("GIT_DIR", "/elsewhere/.git")
+    monkeypatch.setenv("OUTPOST_PROBE", "process")
+    sandbox = LocalSandbox(
+        SandboxContext(
+            repository=tmp_path,
+            directory=tmp_path,
+            git_common_dir=tmp_path,
+            race_id="r",
+            key="alpha",
+            attempt=1,
+            env={"GIT_INDEX_FILE": "/elsewhere/index", "OUTPOST_CONTEXT": "context"},
+        )
+    )
+    try:
+        show = [
+            "sh",
+            "-c",
+            'echo "${GIT_DIR-}|${GIT_INDEX_FILE-}|${GIT_WORK_TREE-}|$OUTPOST_PROBE|$OUTPOST_CONTEXT"',
+        ]
+        first = await sandbox.run(show, env={"GIT_WORK_TREE": "/elsewhere"})
+        assert first.stdout_tail == "|||process|context\n"
+        monkeypatch.setenv("OUTPOST_PROBE", "changed")
+        second = await sandbox.run(show, env={"OUTPOST_PROBE": "command"})
+        assert second.stdout_tail == "|||command|context\n"
+        # the attempt's environment is the one its first command found
+        assert (await sandbox.run(show)).stdout_tail == "|||process|context\n"
+    finally:
+        await sandbox.close()
