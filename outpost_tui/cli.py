@@ -155,9 +155,14 @@ def _main(argv: list[str]) -> int:
         if app_args is not None:
             race_file, start = app_args
             if race_file is not None:
-                from .commands.run import load_spec
+                from .ui.race_sketch import sketch_race
 
-                load_spec(race_file)  # a bad race file is one line here, not an app that opens on it
+                # A file the app can paint (its candidates named) is checked in the app, after
+                # its first frame; any other is one line here, not an app that opens on it.
+                if sketch_race(Path(race_file)) is None:
+                    from .commands.run import load_spec
+
+                    load_spec(race_file)
             from .ui import open_app
 
             return open_app(race_file, start=start)

@@ -30,7 +30,12 @@ def launch(
 
     app = OutpostApp(race_file, start=start, screen=screen, repository=repository)
     app.run()
-    result = app.session.result if app.session else None
+    session = app.session
+    if session is not None and not session.checked and session.error:
+        # the race file was checked after the app opened, and is bad: said here too, as `check` says it
+        print(f"outpost-tui: {session.error}", file=sys.stderr)
+        return exitcodes.BAD_INPUT
+    result = session.result if session else None
     if result is None:
         return 0
     return 0 if result.winner else 1

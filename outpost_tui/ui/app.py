@@ -18,6 +18,7 @@ from .commands import OutpostCommands
 
 if TYPE_CHECKING:
     from ..engine.core.spec import RaceSpec
+    from .race_sketch import RaceSketch
     from .session import RaceSession
 
 
@@ -135,23 +136,30 @@ class OutpostApp(App):
 
     def open_race(self, path: Path, *, start: bool = False) -> None:
         """Open a race file on the race screen, ready to start (or started)."""
-        # The race file's reader and the race machinery are imported when a race is opened: the
-        # home screen's first frame does not wait for them.
-        from ..engine.racefile import RaceFileError, load_race
+        from .race_sketch import sketch_race
 
-        try:
-            spec = load_race(path)
-        except RaceFileError as error:
-            self.notify(str(error), severity="error", timeout=15)
-            if not self.screen_stack or len(self.screen_stack) <= 1:
-                from .screens.home import HomeScreen
+        # The screen paints the file's candidates from its sketch; the file is checked (every
+        # agent's adapter loaded, git run) after that, off this loop. A file with no sketch is
+        # checked now, and goes no further than its one-line error.
+        race: RaceSpec | RaceSketch | None = sketch_race(Path(path))
+        if race is None:
+            from ..engine.racefile import RaceFileError, load_race
 
-                self.push_screen(HomeScreen())
-            return
+            try:
+                race = load_race(path)
+            except RaceFileError as error:
+                self.notify(str(error), severity="error", timeout=15)
+                if not self.screen_stack or len(self.screen_stack) <= 1:
+                    from .screens.home import HomeScreen
+
+                    self.push_screen(HomeScreen())
+                return
         self.race_file = Path(path)
-        self.start_race(spec, start=start)
+        self.start_race(race, start=start)
 
-    def start_race(self, spec: RaceSpec, *, start: bool = True) -> None:
+    def start_race(self, spec: RaceSpec | RaceSketch, *, start: bool = True) -> None:
+        """A race on the race screen: a checked spec, or a race file's sketch (checked once the
+        screen has painted)."""
         from .screens.race import RaceScreen
 
         if self.session is not None and self.session.running:
@@ -300,8 +308,8 @@ class OutpostApp(App):
             race = getattr(self.session, "race", None)
             if race is not None and race.repository is not None:
                 return Path(race.repository)
-            if self.session.spec.repository:
-                return Path(self.session.spec.repository)
+            if self.session.sketch.repository is not None:  # what its file names, checked or not
+                return self.session.sketch.repository
         return self.repository
 
     def action_worktrees(self) -> None:
@@ -340,7 +348,7 @@ class OutpostApp(App):
             return
         self.notify(f"screenshot saved: {Path(saved).resolve()}", markup=False)
 
-    def action_configure(self) -> None:
+    async def action_configure(self) -> None:
         from ..engine.racefile import RaceFileError
         from .screens.configure import ConfigureScreen
 
@@ -350,6 +358,11 @@ class OutpostApp(App):
         if self.session.started:
             self.notify("the race has started: configure it before starting", severity="warning")
             return
+        if not self.session.checked:
+            await self.session.prepare()  # pressed before the file's check ended: after it, then
+            if not self.session.checked:  # the file does not check: said as `check` says it
+                self.notify(f"cannot configure: {self.session.error}", severity="error", markup=False)
+                return
         try:
             screen = ConfigureScreen(self.session.spec, self.race_file)
         except RaceFileError as error:  # the file changed on disk since it was opened
@@ -409,7 +422,7 @@ class OutpostApp(App):
 
             screen = self.screen if isinstance(self.screen, RaceScreen) else None
             if not session.started and screen is not None:
-                commands.append(("Start race", session.spec.name, screen.action_start))
+                commands.append(("Start race", session.sketch.name, screen.action_start))
                 commands.append(("Configure race", "edit candidates and budgets", self.action_configure))
             if session.running:
                 commands.append(("Abort race", "cancel every running candidate", session.abort))

@@ -5,8 +5,10 @@ elsewhere), so it compares the file's bytes with these and reads it again when t
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..engine.core.spec import RaceSpec
+if TYPE_CHECKING:
+    from ..engine.core.spec import RaceSpec
 
 
 def _read(path: Path | None) -> bytes | None:
@@ -17,9 +19,10 @@ def _read(path: Path | None) -> bytes | None:
 
 
 class RaceSource:
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path | None, read_as: bytes | None = None) -> None:
+        """read_as: the bytes the race was read from, when they were kept (else read now)."""
         self.path = path
-        self.read_as = _read(path)
+        self.read_as = read_as if read_as is not None else _read(path)
 
     def changed(self) -> bool:
         return self.path is not None and _read(self.path) != self.read_as

@@ -1,8 +1,9 @@
 """One race run inside the app: the engine's Race, on an event loop of its own in a worker thread.
 
-The Race is built off the app's loop too (`prepare`): the race machinery's imports and the Race
-itself cost more than the race screen's first frame, which shows the candidates' panels from the
-spec alone and fills them in once the Race exists. The engine's work (reading every agent's pipe,
+The Race is built off the app's loop too (`prepare`): the race file's check, the race machinery's
+imports and the Race itself cost more than the race screen's first frame, which shows the
+candidates' panels from a sketch of the file (race_sketch.py) and fills them in once the Race
+exists. The engine's work (reading every agent's pipe,
 decoding its lines, the flight log) never runs on the app's event loop: with eight agents printing
 thousands of lines a second, it would sit between a key press and its answer. The screen never
 reacts to events; it reads `race.model` on a timer, under the model's lock. The operator's
@@ -18,6 +19,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
+from .race_sketch import RaceSketch
+
 if TYPE_CHECKING:
     from ..engine.core.events import EventBus
     from ..engine.core.model import RaceModel
@@ -31,15 +34,29 @@ CONTROL_TIMEOUT = 30.0
 
 
 class RaceSession:
-    def __init__(self, spec: RaceSpec) -> None:
-        self.spec = spec
+    def __init__(self, spec: RaceSpec | RaceSketch) -> None:
+        """A checked race's spec, or the sketch of a race file still to be checked (by prepare)."""
+        if isinstance(spec, RaceSketch):
+            self.sketch, self._spec = spec, None
+        else:
+            self.sketch, self._spec = RaceSketch.of(spec), spec
         self.race: Race | None = None  # built by prepare()
         self.result: RaceResult | None = None
         self.error: str | None = None  # why the race could not be built, or could not run
         self.started = False
-        self._preparing: asyncio.Future[Race | str] | None = None
+        self._preparing: asyncio.Future[tuple[RaceSpec, Race] | str] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # the race's own, while it runs
         self._loop_lock = threading.Lock()
+
+    @property
+    def checked(self) -> bool:
+        """Whether the race file was checked (the spec exists)."""
+        return self._spec is not None
+
+    @property
+    def spec(self) -> RaceSpec:
+        assert self._spec is not None, "a race file's spec exists once it is checked (prepare)"
+        return self._spec
 
     @property
     def ready(self) -> bool:
@@ -57,15 +74,18 @@ class RaceSession:
         return self.race.bus
 
     async def prepare(self) -> bool:
-        """Build the Race in a thread, once however often it is awaited; False when it cannot be
-        built (`error` says why, in one line)."""
+        """Check the race file (for a sketch) and build the Race in a thread, once however often
+        it is awaited; False when it cannot be built (`error` says why, in one line: for a bad
+        race file, as `check` says it)."""
         if self._preparing is None:
-            self._preparing = asyncio.get_running_loop().run_in_executor(None, _build, self.spec)
+            self._preparing = asyncio.get_running_loop().run_in_executor(
+                None, _build, self._spec or self.sketch
+            )
         built = await asyncio.shield(self._preparing)
         if isinstance(built, str):
             self.error = built
             return False
-        self.race = built
+        self._spec, self.race = built
         return True
 
     @property
@@ -158,10 +178,18 @@ class RaceSession:
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.race.accept(key), loop))
 
 
-def _build(spec: RaceSpec) -> Race | str:
-    """The Race for `spec` (a replay's model filled from its saved run), or why it cannot be built
-    in one line: the operator reads it on the race screen, never as a traceback."""
+def _build(spec: RaceSpec | RaceSketch) -> tuple[RaceSpec, Race] | str:
+    """The spec (a sketch's file checked) and the Race for it (a replay's model filled from its
+    saved run), or why it cannot be built in one line: the operator reads it on the race screen,
+    never as a traceback."""
+    from ..engine.errors import OutpostError
+
     try:
+        if isinstance(spec, RaceSketch):
+            try:
+                spec = _check(spec)
+            except OutpostError as error:  # the race file's RaceFileError: file, line, key, what
+                return str(error)
         from ..engine.api import new_race
         from ..engine.core.events import EventBus
 
@@ -172,4 +200,14 @@ def _build(spec: RaceSpec) -> Race | str:
             restore_model(race.model, spec.repository, spec.run_id)
     except Exception as error:
         return f"cannot prepare the race: {type(error).__name__}: {error}"
-    return race
+    return spec, race
+
+
+def _check(sketch: RaceSketch) -> RaceSpec:
+    """The sketched file's spec, checked from the bytes the sketch was read from."""
+    from ..engine.racefile import load_race_text
+
+    assert sketch.path is not None and sketch.source is not None, "a sketch read from a file"
+    # decoded by the sketch already: UTF-8
+    text = sketch.source.decode("utf-8")
+    return load_race_text(text, sketch.path.expanduser().resolve(), shown=str(sketch.path))

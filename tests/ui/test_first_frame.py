@@ -1,8 +1,9 @@
 """The app's first frame waits only for what it shows: the home screen paints before the race
-machinery and the race file's editor are loaded, and a race screen before the editor, the race
-machinery and the Race itself (its panels show the candidates, "preparing…", and fill in once the
-Race is built in a thread). Timings against a bare Textual app are in tests/benchmarks/bench_app.py
-(first_frame)."""
+machinery and the race file's editor are loaded, and a race screen before its race file is checked
+(every agent's adapter, git) and before the editor, the race machinery and the Race itself (its
+panels show the candidates from a sketch of the file, "preparing…", and fill in once the file is
+checked and the Race built in a thread). Timings against a bare Textual app are in
+tests/benchmarks/bench_app.py (first_frame)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import sys
 import pytest
 from textual.widgets import Static
 
+from outpost_tui.engine.racefile import RaceFileError, load_race
 from outpost_tui.ui.app import OutpostApp
 from outpost_tui.ui.widgets.candidate_panel import CandidatePanel
 from tests.benchmarks.bench_app import _race_file
@@ -47,6 +49,8 @@ EDITOR = ("outpost_tui.ui.screens.configure", "outpost_tui.ui.race_document", "t
 RACING = ("outpost_tui.engine.racing.coordinator", "outpost_tui.engine.agents")
 # What builds a Race (the race screen's first frame shows the candidates before it exists).
 RACE = ("outpost_tui.engine.api", "outpost_tui.engine.racing")
+# What checks a race file: its reader, every agent's adapter (their options), git.
+CHECK = ("outpost_tui.engine.racefile", "outpost_tui.engine.agents", "outpost_tui.engine.git.")
 
 
 def first_frame(tmp_path, *args: str) -> dict:
@@ -79,7 +83,8 @@ def test_a_race_screen_paints_its_candidates_before_the_race_is_built_and_the_ed
     frame = first_frame(tmp_path, str(race))
     modules = set(frame["modules"])
     assert "outpost_tui.ui.screens.race" in modules
-    assert sorted(m for m in modules if m.startswith(EDITOR + RACE)) == []
+    assert sorted(m for m in modules if m.startswith(EDITOR + RACE + CHECK)) == []
+    assert "outpost_tui.engine.git" not in modules
     assert frame["built"] is False
     painted = "\n".join(frame["painted"])
     assert "preparing…" in painted
@@ -104,6 +109,32 @@ async def test_the_race_screen_fills_in_once_the_race_is_built(tmp_path):
         await pilot.press("s")
         await until(pilot, lambda: app.session.result is not None, "the race to end")
         assert app.session.model.candidates["c1"].lines == 10
+
+
+async def test_a_race_file_whose_check_fails_after_the_first_frame_says_where_and_cannot_start(tmp_path):
+    # Its candidates read (the screen paints them), but its repository is no git repository: only
+    # the check, after the first frame, finds that.
+    race = _race_file(tmp_path, 2, 10, 1.0)
+    (tmp_path / "plain").mkdir()
+    race.write_text(race.read_text().replace(str(tmp_path / "repo"), str(tmp_path / "plain")))
+    app = OutpostApp(race, testing=True)
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        assert [panel.key for panel in app.screen.query(CandidatePanel)] == ["c1", "c2"]
+        await until(pilot, lambda: app.session.error is not None, "the race file's check to fail")
+        await pilot.pause()
+        said = str(app.screen.query_one("#summary").render())
+        # the file, its line and key, and what is wrong: as `check` says it
+        with pytest.raises(RaceFileError) as checked:
+            load_race(race)
+        assert said == f"cannot run: {checked.value}"
+        assert said.startswith(f"cannot run: {race}:3: race.repository: not a git repository: ")
+        assert [n.message for n in app._notifications] == [app.session.error]
+        await pilot.press("s")
+        await pilot.pause()
+        assert not app.session.started and not app.session.checked and app.session.race is None
+        await pilot.press("f5")  # nothing checked to configure: said, not a crash
+        await pilot.pause()
+        assert [n.message for n in app._notifications][-1] == f"cannot configure: {app.session.error}"
 
 
 async def test_a_race_that_cannot_be_built_says_why_in_one_line_and_cannot_start(tmp_path, monkeypatch):

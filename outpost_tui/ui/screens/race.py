@@ -1,8 +1,9 @@
 """The race: a live panel per candidate, the race's usage against its budget, and the controls.
 
 Rendering follows dolphie: the engine fills its model, and a timer (10 per second) redraws only
-what changed, in one batched update. The first frame shows the panels from the spec alone
-("preparing…"); the Race is built once it is painted, in a thread (see RaceSession.prepare).
+what changed, in one batched update. The first frame shows the panels from the race file's sketch
+("preparing…"); the file is checked and the Race built once it is painted, in a thread (see
+RaceSession.prepare).
 Keys (README, "The app"): 1-9 focus a panel, tab cycles, enter zooms, escape goes back,
 c cancels, a accepts, x aborts, d shows a diff, / searches a log.
 """
@@ -72,7 +73,7 @@ class RaceScreen(FooterOrder, RaceControls):
         self.clock = clock
         self._panels: dict[str, CandidatePanel] = {}
         self._turn = 0  # the grid row the timer redraws next (see _due)
-        self.source = RaceSource(getattr(session.spec, "path", None))
+        self.source = RaceSource(session.sketch.path, session.sketch.source)
         # The open race's durable run, when it waits for recovery (f4 opens the wizard on it).
         self.recovery_run: str | None = None
         self._recovery_note: str | None = None
@@ -93,22 +94,27 @@ class RaceScreen(FooterOrder, RaceControls):
             table.can_focus = False  # until fit_layout shows it
             yield table
             with Grid(id="panels"):
-                for index, candidate in enumerate(self.session.spec.candidates, 1):
-                    panel = CandidatePanel(
-                        candidate.key,
-                        candidate.agent,
-                        index,
-                        clock=self.clock,
-                        budget=self.session.spec.budget,
-                        timeout=candidate.timeout or self.session.spec.budget.candidate_timeout,
-                    )
-                    self._panels[candidate.key] = panel
+                for index, (key, agent) in enumerate(self.session.sketch.candidates, 1):
+                    panel = CandidatePanel(key, agent, index, clock=self.clock)
+                    self._panels[key] = panel
                     yield panel
+        if self.session.checked:
+            self._limit_panels()
         yield LogSearch(id="search")
         yield SteadyFooter(compact=True)
 
+    def _limit_panels(self) -> None:
+        """Each panel's limits, from the checked spec: the race's budget and its own timeout."""
+        spec = self.session.spec
+        for candidate in spec.candidates:
+            panel = self._panels.get(candidate.key)
+            if panel is None:  # never: the sketch and the check read the same bytes
+                continue
+            panel.budget = spec.budget
+            panel.planned_timeout = candidate.timeout or spec.budget.candidate_timeout
+
     def on_mount(self) -> None:
-        self.title = f"outpost-tui · {self.session.spec.name}"
+        self.title = f"outpost-tui · {self.session.sketch.name}"
         self.set_interval(REFRESH_EVERY, self._tick)
         self._build_table()
         self.fit_layout()
@@ -130,6 +136,8 @@ class RaceScreen(FooterOrder, RaceControls):
         ready = await session.prepare()
         if session is not self.session:  # the file was read again meanwhile: that race is shown
             return
+        if ready:
+            self._limit_panels()
         self.refresh_panels()
         self.refresh_bindings()
         if not ready:
@@ -325,7 +333,7 @@ class RaceScreen(FooterOrder, RaceControls):
             self.rebuilding = False
         self._build_table()
         self.fit_layout()
-        self.title = f"outpost-tui · {session.spec.name}"
+        self.title = f"outpost-tui · {session.sketch.name}"
         self.refresh_panels()
         first = next(iter(self._panels.values()), None)
         if first is not None:

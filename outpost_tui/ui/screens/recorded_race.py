@@ -10,6 +10,7 @@ from typing import cast
 from rich.text import Text
 from textual.binding import Binding
 
+from ..race_sketch import RaceSketch
 from ..session import RaceSession
 from .race import RaceScreen
 
@@ -19,6 +20,7 @@ class RecordedSession:
     its model filled once from the recorded events."""
 
     started = True
+    checked = True
     ready = True
     running = False
     error = None
@@ -26,6 +28,7 @@ class RecordedSession:
     def __init__(self, recording) -> None:
         self.recording = recording
         self.spec = recording.spec
+        self.sketch = RaceSketch.of(recording.spec)
         self.model = recording.model
         self.result = recording.result
 

@@ -52,11 +52,15 @@ def leader(session: RaceSession):
 
 def state_line(session: RaceSession, clock: Callable[[], float], recovery_note: str | None) -> Text:
     """The summary's first line: why the race cannot run, how it ended, or where it stands."""
-    spec = session.spec
     text = Text()
     if session.error:
         text.append(f"cannot run: {session.error}", style="bold red")
         return text
+    if not session.checked:
+        text.append("preparing…", style="bold")
+        text.append(f"  ({len(session.sketch.candidates)} candidates)")
+        return text
+    spec = session.spec
     if not session.ready:
         text.append("preparing…", style="bold")
         text.append(f"  ({spec.mode}, select {spec.select}, {len(spec.candidates)} candidates)")
@@ -103,6 +107,9 @@ def with_budget(session: RaceSession, state: Text) -> Text:
     did; nothing more when the race cannot run."""
     text = state
     if session.error:
+        return text
+    if not session.checked:  # its limits are not known yet: the line they will take is kept
+        text.append("\nchecking the race file…", style="dim")
         return text
     # before the race is built, nothing is used yet: its limits are shown all the same
     model = session.model if session.ready else None

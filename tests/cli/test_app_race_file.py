@@ -1,0 +1,84 @@
+"""`outpost-tui RACE.toml` opens the app on a race file that names its candidates and checks the
+file after the app's first frame; a bad file still ends as one line naming what is wrong and where,
+with exit code 2: before the app opens when its candidates cannot even be read, after it when only
+the check finds the fault."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.cli.support import CLI
+
+
+def test_a_file_whose_candidates_cannot_be_read_is_one_line_and_no_app(tmp_path: Path):
+    broken = tmp_path / "race.toml"
+    broken.write_text('[race]\nrepository = "."\n[[candidates]\nkey = "a"\n')
+    done = subprocess.run([*CLI, str(broken)], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"outpost-tui: {broken}:3: ") and done.stderr.count("\n") == 1
+    assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+def test_a_file_only_its_check_refuses_opens_the_app_then_ends_with_its_one_line(tmp_path: Path):
+    (tmp_path / "plain").mkdir()  # no git repository: only the check (git) finds it
+    race = tmp_path / "race.toml"
+    race.write_text('[race]\nrepository = "plain"\n\n[[candidates]]\nkey = "only"\nagent = "command"\n')
+    leader, follower = pty.openpty()
+    env = {
+        **os.environ,
+        "TERM": "xterm-256color",
+        "COLUMNS": "120",
+        "LINES": "40",
+        "OUTPOST_TUI_CONFIG_DIR": str(tmp_path / "config"),
+    }
+    process = subprocess.Popen(
+        [*CLI, str(race)],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        env=env,
+        cwd=tmp_path,
+        start_new_session=True,
+    )
+    os.close(follower)
+    seen = b""
+
+    def drain(timeout: float) -> None:
+        # the app blocks on a full terminal: keep reading whatever it draws
+        nonlocal seen
+        ready, _, _ = select.select([leader], [], [], timeout)
+        if ready:
+            with contextlib.suppress(OSError):
+                seen += os.read(leader, 65536)
+
+    try:
+        deadline = time.monotonic() + 60
+        while b"cannot run" not in seen:
+            assert time.monotonic() < deadline, f"the app never said why: {seen[-2000:]!r}"
+            assert process.poll() is None, f"it ended instead of opening the app: {seen[-2000:]!r}"
+            drain(0.5)
+        os.write(leader, b"\x11")  # ctrl+q: nothing runs, the app quits at once
+        deadline = time.monotonic() + 30
+        while process.poll() is None:
+            assert time.monotonic() < deadline, "the app did not quit"
+            drain(0.2)
+        drain(0.2)
+        assert process.returncode == 2
+        # printed once the app has given the terminal back (after its last escape sequence)
+        said = seen.decode(errors="replace").replace("\r", "").rstrip("\n")
+        last = said[said.rindex("\x1b[") :].split("outpost-tui: ", 1)[-1]
+        assert last.startswith(f"{race}:2: race.repository: not a git repository: "), said[-500:]
+        assert "\n" not in last and "Traceback" not in said
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        os.close(leader)
