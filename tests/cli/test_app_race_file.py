@@ -11,7 +11,6 @@ import pty
 import select
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
