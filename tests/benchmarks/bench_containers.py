@@ -10,7 +10,8 @@ Run on its own, with an engine (DOCKER_HOST) and the test image (see .ci/podman-
 2. The same race twice: N candidates that each fix the sample project wrongly (so every attempt
    runs agent, validation and cleanup to the end), once with provider "local", once in containers.
    Per-attempt wall time (admitted → settled) and the race's wall time, and the container phases of
-   each attempt inside the race, where they compete for 2 cores.
+   each attempt inside the race, where they compete for 2 cores; the CPU per attempt of this
+   process and of the engine (engine_cpu.py says what it counts).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -42,7 +44,9 @@ from outpost_tui.engine.core.spec import (
 from outpost_tui.engine.racing.coordinator import Race
 from outpost_tui.engine.sandbox.base import SandboxContext
 from outpost_tui.engine.sandbox.container import ContainerProvider
+from outpost_tui.engine.sandbox.container_engine import resolve_endpoint
 from outpost_tui.engine.sandbox.local import LocalProvider
+from tests.benchmarks.engine_cpu import EngineCpu
 
 WRONG_FIX = """\
 import subprocess
@@ -189,9 +193,17 @@ def phases_of(marks: dict[str, dict[EventKind, float]]) -> dict[str, list[float]
     return phases
 
 
+def own_cpu() -> float:
+    """Seconds of CPU this process has used (the engine's Python: event loop and threads)."""
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    return used.ru_utime + used.ru_stime
+
+
 async def race(
     repo: Path, candidates: int, provider
-) -> tuple[float, list[float], str, dict[str, list[float]]]:
+) -> tuple[float, list[float], str, dict[str, list[float]], dict[str, float]]:
+    """(wall, attempts' seconds, statuses, phases, CPU seconds per attempt by part: `this process`,
+    and the engine's parts for a container race)."""
     spec = build_spec(
         repository=repo,
         name="bench",
@@ -210,12 +222,19 @@ async def race(
             marks.setdefault(event.key, {})[event.kind] = time.perf_counter()
 
     bus.subscribe(on_event)
+    endpoint = None
+    if isinstance(provider, ContainerProvider):
+        endpoint = resolve_endpoint(provider.spec.endpoint, provider.spec.provider)
+    engine = EngineCpu(endpoint) if endpoint and endpoint.startswith("unix://") else None
+    cpu_began = own_cpu()
     began = time.perf_counter()
     result = await Race(spec, bus=bus, provider=provider).run()
     wall = time.perf_counter() - began
+    cpu = {"this process": own_cpu() - cpu_began, **(engine.since() if engine else {})}
     statuses = ",".join(sorted({c.status.value for c in result.candidates}))
     attempts = [seen[EventKind.SETTLED] - seen[EventKind.ADMITTED] for seen in marks.values()]
-    return wall, attempts, statuses, phases_of(marks)
+    per_attempt = {part: seconds / max(1, len(attempts)) for part, seconds in cpu.items()}
+    return wall, attempts, statuses, phases_of(marks), per_attempt
 
 
 async def race_overhead(image: str, candidates: int = 4, rounds: int = 2) -> dict:
@@ -224,20 +243,26 @@ async def race_overhead(image: str, candidates: int = 4, rounds: int = 2) -> dic
     to settled). Also whether each attempt's grading container was up before its agent ended."""
     local_attempts: list[float] = []
     box_attempts: list[float] = []
+    local_cpu: list[dict[str, float]] = []
+    box_cpu: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory(prefix="outpost-bench-") as scratch:
         root = Path(scratch)
         for number in range(rounds):
-            _, attempts, _, _ = await race(calc_repo(root / f"local-{number}"), candidates, LocalProvider())
+            _, attempts, _, _, cpu = await race(
+                calc_repo(root / f"local-{number}"), candidates, LocalProvider()
+            )
             local_attempts += attempts
+            local_cpu.append(cpu)
             recording = Recording(SandboxSpec(provider="podman", image=image))
             try:
-                _, attempts, statuses, _ = await race(
+                _, attempts, statuses, _, cpu = await race(
                     calc_repo(root / f"box-{number}"), candidates, recording
                 )
             finally:
                 await recording.aclose()
             assert statuses == "rejected", statuses
             box_attempts += attempts
+            box_cpu.append(cpu)
     local, box = median(local_attempts), median(box_attempts)
     return {
         "candidates": candidates,
@@ -245,7 +270,15 @@ async def race_overhead(image: str, candidates: int = 4, rounds: int = 2) -> dic
         "local_attempt_s": round(local, 3),
         "container_attempt_s": round(box, 3),
         "overhead_per_attempt_s": round(box - local, 3),
+        # CPU seconds per attempt (medians over the rounds): this process's, and the engine's
+        "local_cpu_per_attempt_s": medians(local_cpu),
+        "container_cpu_per_attempt_s": medians(box_cpu),
     }
+
+
+def medians(readings: list[dict[str, float]]) -> dict[str, float]:
+    parts = {part for reading in readings for part in reading}
+    return {part: round(median([r[part] for r in readings if part in r]), 3) for part in sorted(parts)}
 
 
 def command_costs(api, image: str, samples: int) -> dict[str, list[float]]:
@@ -318,11 +351,11 @@ async def main_async(args) -> None:
             f"\nthe same race of {args.candidates} candidates (agent + unittest validation each, "
             "all run to the end)"
         )
-        local_wall, local_attempts, local_status, local_phases = await race(
+        local_wall, local_attempts, local_status, local_phases, local_cpu = await race(
             calc_repo(root / "calc-local"), args.candidates, LocalProvider()
         )
         recording = Recording(SandboxSpec(provider="podman", image=image))
-        box_wall, box_attempts, box_status, box_phases = await race(
+        box_wall, box_attempts, box_status, box_phases, box_cpu = await race(
             calc_repo(root / "calc-containers"), args.candidates, recording
         )
         print(f"  {'':<22}{'local':>10}{'containers':>12}{'ratio':>8}")
@@ -352,6 +385,10 @@ async def main_async(args) -> None:
         )
         for what, (count, seconds) in sorted(by_kind.items(), key=lambda item: -item[1][0] * item[1][1]):
             print(f"    {what:<22}{count:5.2f} x {ms(seconds).strip():>7} (median; to the answer's headers)")
+        print("  CPU per attempt (engine_cpu.py says what is counted; the commands' own work is not):")
+        print(f"    {'this process (local)':<36}{ms(local_cpu['this process']):>10}")
+        for part, seconds in box_cpu.items():
+            print(f"    {part + ' (containers)':<36}{ms(seconds):>10}")
         print(
             f"  per-attempt overhead inside the race: "
             f"{ms(median(box_attempts) - median(local_attempts)).strip()}"
