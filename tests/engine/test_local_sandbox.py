@@ -12,8 +12,7 @@ import anyio
 import psutil
 import pytest
 
-from outpost_tui.engine.sandbox.base import SandboxContext
-from outpost_tui.engine.sandbox.base import SandboxError
+from outpost_tui.engine.sandbox.base import SandboxContext, SandboxError
 from outpost_tui.engine.sandbox.local import DRAIN_GRACE, LocalSandbox
 
 pytestmark = pytest.mark.anyio
