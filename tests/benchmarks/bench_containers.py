@@ -281,17 +281,20 @@ def medians(readings: list[dict[str, float]]) -> dict[str, float]:
     return {part: round(median([r[part] for r in readings if part in r]), 3) for part in sorted(parts)}
 
 
-def command_costs(api, image: str, samples: int) -> dict[str, list[float]]:
-    """One command (`true`) in a fresh container, two ways, alternating (seconds each, from create
-    to removed): as an exec in a kept-alive container, paused then removed (what the sandbox
-    does), and as the container's own main process, its output attached, waited for and removed."""
+def command_costs(
+    api, image: str, samples: int, engine: EngineCpu | None = None
+) -> dict[str, dict[str, list[float]]]:
+    """One command (`true`) in a fresh container, two ways, alternating: as an exec in a
+    kept-alive container, paused then removed (what the sandbox does), and as the container's own
+    main process, its output attached, waited for and removed. Per way, the seconds from create to
+    removed ("wall") and the engine's CPU seconds meanwhile ("engine CPU", when it can be read:
+    engine_cpu.py; an exec's cleanup that the engine runs seconds later is not in it)."""
     host_config = api.create_host_config(
         init=True, cap_drop=["ALL"], security_opt=["no-new-privileges"], network_mode="none"
     )
     user = f"{os.getuid()}:{os.getgid()}"
-    costs: dict[str, list[float]] = {"exec in a kept-alive container": [], "main process": []}
-    for _ in range(samples):
-        began = time.perf_counter()
+
+    def exec_in_kept_alive() -> None:
         container = api.create_container(image, ["sleep", "2147483647"], host_config=host_config, user=user)
         api.start(container)
         command = api.exec_create(container, ["true"])
@@ -299,15 +302,25 @@ def command_costs(api, image: str, samples: int) -> dict[str, list[float]]:
         assert api.exec_inspect(command)["ExitCode"] == 0
         api.pause(container)
         api.remove_container(container, force=True)
-        costs["exec in a kept-alive container"].append(time.perf_counter() - began)
-        began = time.perf_counter()
+
+    def main_process() -> None:
         container = api.create_container(image, ["true"], host_config=host_config, user=user)
         output = api.attach(container, stream=True, logs=True, demux=True)
         api.start(container)
         list(output)
         assert api.wait(container)["StatusCode"] == 0
         api.remove_container(container, force=True)
-        costs["main process"].append(time.perf_counter() - began)
+
+    ways = {"exec in a kept-alive container": exec_in_kept_alive, "main process": main_process}
+    costs: dict[str, dict[str, list[float]]] = {way: {"wall": [], "engine CPU": []} for way in ways}
+    for _ in range(samples):
+        for way, run in ways.items():
+            cpu = sum(engine.since().values()) if engine else 0.0
+            began = time.perf_counter()
+            run()
+            costs[way]["wall"].append(time.perf_counter() - began)
+            if engine:
+                costs[way]["engine CPU"].append(sum(engine.since().values()) - cpu)
     return costs
 
 
@@ -333,8 +346,13 @@ async def main_async(args) -> None:
             f"one command in a fresh container, {args.samples} samples, medians (engine {container.endpoint})"
         )
         api = (await container.client()).api
-        for way, seconds in (await anyio.to_thread.run_sync(command_costs, api, image, args.samples)).items():
-            print(f"  {way:<32}{ms(median(seconds)):>10}")
+        assert container.endpoint is not None, "connected"
+        engine = EngineCpu(container.endpoint) if container.endpoint.startswith("unix://") else None
+        costs = await anyio.to_thread.run_sync(command_costs, api, image, args.samples, engine)
+        print(f"  {'':<32}{'wall':>10}{'engine CPU':>12}")
+        for way, figures in costs.items():
+            cpu = ms(median(figures["engine CPU"])) if figures["engine CPU"] else "        -"
+            print(f"  {way:<32}{ms(median(figures['wall'])):>10}{cpu:>12}")
 
         print(f"\nsandbox lifecycle, {args.samples} samples, medians (image {image})")
         local_phases = await lifecycle(LocalProvider(), context, args.samples)
