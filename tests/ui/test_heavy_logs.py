@@ -141,15 +141,20 @@ class SideBySide(App):
 
     def compose(self) -> ComposeResult:
         with Horizontal():
+            # neither takes the focus, which would restyle it (a panel's log never takes it)
             yield Log(max_lines=50, id="textual")
             yield PanelLog(max_lines=50, id="panel")
+
+    def on_mount(self) -> None:
+        for log in self.query(Log):
+            log.can_focus = False
 
 
 async def test_a_panels_log_shows_what_textuals_log_shows():
     batches = [
         [f"line {n}" for n in range(30)],
         ["", "two\nlines", "tab\there", "wide 漢字 line", "bell\x07", "crlf\r\nend", "trailing\n"],
-        [f"more {n} " + "x" * n for n in range(40)],  # past max_lines: the first ones go
+        [f"more {n} " + "x" * 2 * n for n in range(40)],  # past max_lines: the first ones go; wider
         ["last"],
     ]
     app = SideBySide()
@@ -162,9 +167,28 @@ async def test_a_panels_log_shows_what_textuals_log_shows():
             assert list(panel.lines) == list(textual.lines)
             await until(pilot, lambda: panel.virtual_size == textual.virtual_size, "the same size")
             assert panel.scroll_offset == textual.scroll_offset
-            shown = [[panel.render_line(y).text for y in range(panel.size.height)]]
-            assert shown == [[textual.render_line(y).text for y in range(textual.size.height)]]
+            for x in (0, 3):  # as it is, and scrolled sideways
+                panel.scroll_to(x=x, animate=False, immediate=True)
+                textual.scroll_to(x=x, animate=False, immediate=True)
+                shown = [cells(panel.render_line(y)) for y in range(panel.size.height)]
+                assert shown == [cells(textual.render_line(y)) for y in range(textual.size.height)]
+                assert any(text for text, _, _ in shown[0])
+            panel.scroll_end(animate=False, immediate=True)
+            textual.scroll_end(animate=False, immediate=True)
         assert panel.lines[-1] == "last" and len(panel.lines) == 50
+
+
+def cells(strip) -> list[tuple[str, object, object]]:
+    """Each cell a line shows: its character, its style, and the offset text selection reads
+    from it (where in the log's text a mouse on that cell is)."""
+    shown = []
+    for segment in strip:
+        style = segment.style
+        offset = style.meta.get("offset") if style is not None and style._meta else None
+        plain = style.clear_meta_and_links() if style is not None else None
+        for at, character in enumerate(segment.text):
+            shown.append((character, plain, None if offset is None else (offset[0] + at, offset[1])))
+    return shown
 
 
 def test_no_rule_styles_a_panels_lines_or_log_by_its_focus():

@@ -9,7 +9,9 @@ measure the new lines' width, and lays the whole screen out again whenever its l
 appends and trims the lines in a few C-level calls, measures only the lines it keeps, repaints the
 log's own region once, and changes its scrollable size without a layout: the log always shows its
 scrollbar (Log's `overflow: scroll`), so its length never changes the size of anything on screen.
-What it shows, line for line, is what Log shows.
+Under such a flood every line in sight is new at each redraw: a plain line (printable ASCII, as
+agents nearly always print) is drawn as one strip of one segment, where Log builds a Text and four
+strips from it. What it shows, line for line, is what Log shows.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from rich.cells import cell_len
+from rich.segment import Segment
 from rich.style import Style
 from textual.geometry import Region, Size
 from textual.strip import Strip
@@ -39,6 +42,18 @@ class PanelLog(Log):
     @property
     def rich_style(self) -> Style:
         return self._style_now or super().rich_style
+
+    def _render_line(self, y: int, scroll_x: int, width: int) -> Strip:
+        if y >= len(self._lines) or self.highlight or self.text_selection is not None:
+            return super()._render_line(y, scroll_x, width)
+        line = self._lines[y]
+        if not (line.isascii() and line.isprintable()):  # tabs, control codes, wide characters
+            return super()._render_line(y, scroll_x, width)
+        # Log's strip, cropped and padded to the width, with the offsets text selection reads
+        offset = Style.from_meta({"offset": (scroll_x, y)})
+        style = self.rich_style
+        shown = line[scroll_x : scroll_x + width].ljust(width)
+        return Strip([Segment(shown, style + offset if style else offset)], width)
 
     def write_lines(self, lines: Iterable[str], scroll_end: bool | None = None) -> PanelLog:
         """Write `lines` as Log does: an entry of several lines is split, an empty entry shows
