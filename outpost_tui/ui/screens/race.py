@@ -40,7 +40,8 @@ from ..widgets.race_summary import RaceSummary, state_line, with_budget
 if TYPE_CHECKING:
     from ...engine.core.model import CandidateModel
 
-REFRESH_EVERY = 0.1
+REFRESH_EVERY = 0.05
+PANELS_PER_TICK = 1  # see _due
 
 
 class RaceScreen(FooterOrder, RaceControls):
@@ -72,7 +73,7 @@ class RaceScreen(FooterOrder, RaceControls):
         self.start_now = start
         self.clock = clock
         self._panels: dict[str, CandidatePanel] = {}
-        self._turn = 0  # the grid row the timer redraws next (see _due)
+        self._turn = 0  # the band of panels the timer redraws next (see _due)
         self.source = RaceSource(session.sketch.path, session.sketch.source)
         # The open race's durable run, when it waits for recovery (f4 opens the wizard on it).
         self.recovery_run: str | None = None
@@ -166,25 +167,34 @@ class RaceScreen(FooterOrder, RaceControls):
         self.refresh_panels(rotate=True)
 
     def _due(self, rotate: bool) -> tuple[set[str], bool]:
-        """The panels to redraw now, and whether the summary is due too.
+        """The panels to redraw now, and whether what spans the screen (the summary, the table)
+        is due too.
 
-        Every panel, unless `rotate` (the timer): then one row of the grid per tick, in turn. The
-        compositor repaints the box around everything that changed, so under a flood of log lines
-        eight panels redrawn at once cost a whole-screen paint ten times a second; a row at a time
-        keeps each paint to a band, and every panel still moves a few times a second. Panels out of
-        sight (the table's hidden ones, the others while one is zoomed) are not drawn at all; a
-        zoomed panel, the only one in sight, is drawn on every tick."""
+        Every panel and all of it, unless `rotate` (the timer): then one band per tick, in turn,
+        a band being at most PANELS_PER_TICK neighbours on one row of the grid, and the rest once
+        a round. The compositor repaints the box around everything that changed, and the event
+        loop answers nothing else meanwhile: under a flood of log lines, the panels redrawn at
+        once cost a paint of the screen; a band at a time keeps each paint to a panel, and every
+        panel still moves a few times a second. Panels out of sight (the table's hidden ones, the
+        others while one is zoomed) are not drawn at all; the only one in sight (zoomed, or the
+        table's selected one) on every tick, what spans the screen on every other."""
         shown = {key for key, panel in self._panels.items() if panel.display and panel.region}
         if self.maximized is not None:
             shown = {key for key, panel in self._panels.items() if panel is self.maximized}
         if not rotate:
             return set(self._panels), True
-        rows = sorted({self._panels[key].region.y for key in shown})
-        if len(rows) <= 1:
-            return shown, True
-        self._turn = (self._turn + 1) % len(rows)
-        row = rows[self._turn]
-        return {key for key in shown if self._panels[key].region.y == row}, self._turn == 0
+        bands: list[list[str]] = []
+        for key in sorted(shown, key=lambda key: (self._panels[key].region.y, self._panels[key].region.x)):
+            band = bands[-1] if bands else None
+            y = self._panels[key].region.y
+            if band and len(band) < PANELS_PER_TICK and self._panels[band[0]].region.y == y:
+                band.append(key)
+            else:
+                bands.append([key])
+        self._turn = (self._turn + 1) % max(2, len(bands))
+        if len(bands) <= 1:
+            return shown, self._turn == 0
+        return set(bands[self._turn]), self._turn == 0
 
     def refresh_panels(self, rotate: bool = False) -> None:
         if self.rebuilding:
@@ -192,7 +202,7 @@ class RaceScreen(FooterOrder, RaceControls):
         if not self.session.ready:  # the panels show their candidates; the summary says why not more
             self.query_one("#summary", RaceSummary).show(self._summary())
             return
-        due, summary_due = self._due(rotate)
+        due, whole = self._due(rotate)
         table = self.table_view
         model = self.session.model
         # The race runs in a thread of its own (see RaceSession) and waits on the model's lock
@@ -205,11 +215,11 @@ class RaceScreen(FooterOrder, RaceControls):
                 if panel is None:
                     continue
                 taken = panel.take(candidate) if key in due else None
-                if taken is None and table:
+                if taken is None and table and whole:
                     taken = candidate.copy(candidate.log_count)  # the table shows its last line
                 if taken is not None:
                     copies[key] = taken
-            summary = self._summary() if summary_due else None
+            summary = self._summary() if whole else None
             self.notices.say(self.session)
         with self.app.batch_update():
             if summary is not None:
@@ -217,7 +227,8 @@ class RaceScreen(FooterOrder, RaceControls):
             for key in due & copies.keys():
                 self._panels[key].refresh_from(copies[key])
             if table:
-                self.query_one("#table", CandidateTable).refresh_from(copies, self.clock)
+                if whole:
+                    self.query_one("#table", CandidateTable).refresh_from(copies, self.clock)
             elif (
                 self.focused is None
                 and getattr(self, "_selected", None) in self._panels

@@ -10,8 +10,8 @@ appends and trims the lines in a few C-level calls, measures only the lines it k
 log's own region once, and changes its scrollable size without a layout: the log always shows its
 scrollbar (Log's `overflow: scroll`), so its length never changes the size of anything on screen.
 Under such a flood every line in sight is new at each redraw: a plain line (printable ASCII, as
-agents nearly always print) is drawn as one strip of one segment, where Log builds a Text and four
-strips from it. What it shows, line for line, is what Log shows.
+agents nearly always print) is drawn as one strip of its text and its padding, where Log builds a
+Text and four strips from it. What it shows, line for line, is what Log shows.
 """
 
 from __future__ import annotations
@@ -49,11 +49,16 @@ class PanelLog(Log):
         line = self._lines[y]
         if not (line.isascii() and line.isprintable()):  # tabs, control codes, wide characters
             return super()._render_line(y, scroll_x, width)
-        # Log's strip, cropped and padded to the width, with the offsets text selection reads
-        offset = Style.from_meta({"offset": (scroll_x, y)})
+        # Log's strip, cropped and padded to the width: the text, then the padding, each with the
+        # offset text selection reads (where in the log's text a cell is)
         style = self.rich_style
-        shown = line[scroll_x : scroll_x + width].ljust(width)
-        return Strip([Segment(shown, style + offset if style else offset)], width)
+        shown = line[scroll_x : scroll_x + width]
+        segments = []
+        for x, text in ((scroll_x, shown), (scroll_x + len(shown), " " * (width - len(shown)))):
+            if text:
+                offset = Style.from_meta({"offset": (x, y)})
+                segments.append(Segment(text, style + offset if style else offset))
+        return Strip(segments, width)
 
     def write_lines(self, lines: Iterable[str], scroll_end: bool | None = None) -> PanelLog:
         """Write `lines` as Log does: an entry of several lines is split, an empty entry shows
