@@ -4,7 +4,10 @@ screen says why and offers the recovery wizard (f4)."""
 
 from __future__ import annotations
 
-from ..engine.core.spec import RaceSpec
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..engine.core.spec import RaceSpec
 
 
 def waiting_for_recovery(spec: RaceSpec) -> str | None:

@@ -3,6 +3,8 @@ when panels would be too small to show a log; and which candidate a typed number
 
 from __future__ import annotations
 
+from textual.geometry import Offset
+
 # A terminal this wide (or wider) puts three panels side by side.
 WIDE = 180
 # A panel shows its five lines and its border in 7 rows: below this many, its log is gone.
@@ -20,6 +22,19 @@ def table_or_columns(count: int, width: int, height: int, choice: str | None) ->
     rows = -(-count // columns)
     room = max(0, (height or 24) - 5)  # header, two summary lines, footer, margin
     return count > 1 and room // max(1, rows) < PANEL_ROWS_NEEDED, columns
+
+
+def in_bands(places: dict[str, Offset], size: int) -> list[list[str]]:
+    """The panels at `places` (each one's top left corner on screen) in reading order, in bands of
+    at most `size` neighbours on one row: what the race screen redraws together."""
+    bands: list[list[str]] = []
+    for key in sorted(places, key=lambda key: (places[key].y, places[key].x)):
+        band = bands[-1] if bands else None
+        if band and len(band) < size and places[band[0]].y == places[key].y:
+            band.append(key)
+        else:
+            bands.append([key])
+    return bands
 
 
 class TypedNumber:

@@ -100,6 +100,41 @@ async def test_growing_logs_lay_nothing_out_and_a_key_restyles_only_the_two_pane
         await until(pilot, lambda: app.session.result is not None, "the abort")
 
 
+async def test_each_tick_redraws_one_band_of_panels_and_a_round_redraws_them_all(tmp_path):
+    from outpost_tui.ui.screens import race
+
+    app = OutpostApp(printers(tmp_path, 4, 5), testing=True)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        panels = {panel.key: panel for panel in screen.query(CandidatePanel)}
+        await prepared(pilot)
+        await pilot.press("s")
+        model = app.session.model
+        await until(pilot, lambda: all(c.state == "running" for c in model.candidates.values()), "the agents")
+        ticks: list[set[str]] = []
+        refresh = screen.refresh_panels
+
+        def counted(rotate: bool = False) -> None:
+            if rotate:  # the timer's
+                ticks.append(set())
+            refresh(rotate)
+
+        for key, panel in panels.items():
+            draw = panel.refresh_from
+            panel.refresh_from = lambda model, force=False, key=key, draw=draw: (
+                ticks and ticks[-1].add(key),
+                draw(model, force),
+            )
+        screen.refresh_panels = counted
+        await until(pilot, lambda: len(ticks) >= 12, "a dozen ticks")
+        # four panels, two a row (120 columns): a panel per tick, each once in a round of four
+        assert race.PANELS_PER_TICK == 1 and all(len(drawn) <= 1 for drawn in ticks), ticks
+        for start in range(len(ticks) - 4):
+            assert set().union(*ticks[start : start + 4]) == set(panels), ticks
+        await pilot.press("x", "y")
+        await until(pilot, lambda: app.session.result is not None, "the abort")
+
+
 async def test_the_screen_draws_without_holding_the_models_lock(tmp_path):
     app = OutpostApp(printers(tmp_path, 2, 20), testing=True)
     async with app.run_test(size=SIZE) as pilot:

@@ -70,6 +70,8 @@ async def test_three_candidates_in_120x40_keep_their_panels(tmp_path):
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         assert not app.screen.table_view
+        # a screen of panels builds no table (the dearest widget of its first frame after them)
+        assert not app.screen.query("#table")
         heights = {panel.region.height for panel in app.screen.query(CandidatePanel)}
         assert min(heights) >= 11
         await pilot.resize_terminal(200, 60)  # a big terminal: panels side by side, all tall
@@ -77,3 +79,9 @@ async def test_three_candidates_in_120x40_keep_their_panels(tmp_path):
         panels = list(app.screen.query(CandidatePanel))
         assert len({panel.region.y for panel in panels}) == 1  # three columns, one row
         assert min(panel.region.height for panel in panels) > 40
+        await pilot.press("l")  # the table, asked for: built then, a row per candidate
+        await until(pilot, lambda: app.screen.query("#table"), "the table")
+        table = app.screen.query_one("#table", DataTable)
+        assert app.screen.table_view and table.row_count == 3 and table.has_focus
+        await pilot.press("down")
+        assert app.screen.focused_key() == "c2"

@@ -27,7 +27,7 @@ from textual.widgets import DataTable, Input
 from ..durable_wait import waiting_for_recovery
 from ..footer_order import FooterOrder, SteadyFooter
 from ..race_controls import RaceControls
-from ..race_layout import TypedNumber, table_or_columns
+from ..race_layout import TypedNumber, in_bands, table_or_columns
 from ..race_notices import RaceNotices
 from ..race_source import RaceSource
 from ..session import RaceSession
@@ -73,6 +73,7 @@ class RaceScreen(FooterOrder, RaceControls):
         self.start_now = start
         self.clock = clock
         self._panels: dict[str, CandidatePanel] = {}
+        self._table: CandidateTable | None = None  # added once shown (see _add_table)
         self._turn = 0  # the band of panels the timer redraws next (see _due)
         self.source = RaceSource(session.sketch.path, session.sketch.source)
         # The open race's durable run, when it waits for recovery (f4 opens the wizard on it).
@@ -90,15 +91,11 @@ class RaceScreen(FooterOrder, RaceControls):
     def compose(self) -> ComposeResult:
         yield OutpostHeader()
         yield RaceSummary(id="summary")
-        with Horizontal(id="body"):
-            table = CandidateTable(id="table", cursor_type="row", zebra_stripes=True)
-            table.can_focus = False  # until fit_layout shows it
-            yield table
-            with Grid(id="panels"):
-                for index, (key, agent) in enumerate(self.session.sketch.candidates, 1):
-                    panel = CandidatePanel(key, agent, index, clock=self.clock)
-                    self._panels[key] = panel
-                    yield panel
+        with Horizontal(id="body"), Grid(id="panels"):
+            for index, (key, agent) in enumerate(self.session.sketch.candidates, 1):
+                panel = CandidatePanel(key, agent, index, clock=self.clock)
+                self._panels[key] = panel
+                yield panel
         if self.session.checked:
             self._limit_panels()
         yield LogSearch(id="search")
@@ -117,7 +114,6 @@ class RaceScreen(FooterOrder, RaceControls):
     def on_mount(self) -> None:
         self.title = f"outpost-tui · {self.session.sketch.name}"
         self.set_interval(REFRESH_EVERY, self._tick)
-        self._build_table()
         self.fit_layout()
         self.refresh_panels()
         first = next(iter(self._panels.values()), None)
@@ -170,27 +166,20 @@ class RaceScreen(FooterOrder, RaceControls):
         """The panels to redraw now, and whether what spans the screen (the summary, the table)
         is due too.
 
-        Every panel and all of it, unless `rotate` (the timer): then one band per tick, in turn,
-        a band being at most PANELS_PER_TICK neighbours on one row of the grid, and the rest once
-        a round. The compositor repaints the box around everything that changed, and the event
-        loop answers nothing else meanwhile: under a flood of log lines, the panels redrawn at
-        once cost a paint of the screen; a band at a time keeps each paint to a panel, and every
-        panel still moves a few times a second. Panels out of sight (the table's hidden ones, the
-        others while one is zoomed) are not drawn at all; the only one in sight (zoomed, or the
-        table's selected one) on every tick, what spans the screen on every other."""
+        Every panel and all of it, unless `rotate` (the timer): then one band of panels per tick,
+        in turn (see in_bands), and the rest once a round. The compositor repaints the box around
+        everything that changed, and the event loop answers nothing else meanwhile: under a flood
+        of log lines, the panels redrawn at once cost a paint of the screen; a band at a time
+        keeps each paint to a panel, and every panel still moves a few times a second. Panels out
+        of sight (the table's hidden ones, the others while one is zoomed) are not drawn at all;
+        the only one in sight (zoomed, or the table's selected one) on every tick, what spans the
+        screen on every other."""
         shown = {key for key, panel in self._panels.items() if panel.display and panel.region}
         if self.maximized is not None:
             shown = {key for key, panel in self._panels.items() if panel is self.maximized}
         if not rotate:
             return set(self._panels), True
-        bands: list[list[str]] = []
-        for key in sorted(shown, key=lambda key: (self._panels[key].region.y, self._panels[key].region.x)):
-            band = bands[-1] if bands else None
-            y = self._panels[key].region.y
-            if band and len(band) < PANELS_PER_TICK and self._panels[band[0]].region.y == y:
-                band.append(key)
-            else:
-                bands.append([key])
+        bands = in_bands({key: self._panels[key].region.offset for key in shown}, PANELS_PER_TICK)
         self._turn = (self._turn + 1) % max(2, len(bands))
         if len(bands) <= 1:
             return shown, self._turn == 0
@@ -227,8 +216,8 @@ class RaceScreen(FooterOrder, RaceControls):
             for key in due & copies.keys():
                 self._panels[key].refresh_from(copies[key])
             if table:
-                if whole:
-                    self.query_one("#table", CandidateTable).refresh_from(copies, self.clock)
+                if whole and self._table is not None:  # shown: added by fit_layout
+                    self._table.refresh_from(copies, self.clock)
             elif (
                 self.focused is None
                 and getattr(self, "_selected", None) in self._panels
@@ -261,10 +250,20 @@ class RaceScreen(FooterOrder, RaceControls):
         (or the operator's own choice, `l`)."""
         size = self.size
         table, columns = table_or_columns(len(self._panels), size.width, size.height, self.layout_choice)
+        if table and self._table is None:
+            self._add_table()
         self.set_class(table, "-table")
         self.query_one("#panels", Grid).styles.grid_size_columns = 1 if table else columns
-        # a hidden table must not take focus (its enter would shadow zoom)
-        self.query_one("#table", DataTable).can_focus = table
+        if self._table is not None:
+            # a hidden table must not take focus (its enter would shadow zoom)
+            self._table.can_focus = table
+
+    def _add_table(self) -> None:
+        """The table, the first time the screen shows it: a screen of panels never builds one
+        (its widget is the dearest of the screen's first frame after the panels)."""
+        self._table = CandidateTable(id="table", cursor_type="row", zebra_stripes=True)
+        self._table.build(self._panels)
+        self.query_one("#body").mount(self._table, before=0)
 
     def on_resize(self) -> None:
         self.fit_layout()
@@ -275,9 +274,6 @@ class RaceScreen(FooterOrder, RaceControls):
         key = self.focused_key()
         if key is not None:
             self.select(key)
-
-    def _build_table(self) -> None:
-        self.query_one("#table", CandidateTable).build(self._panels)
 
     @on(DataTable.RowSelected, "#table")
     def _row_selected(self) -> None:
@@ -301,8 +297,8 @@ class RaceScreen(FooterOrder, RaceControls):
         if key not in self._panels:
             return
         self._show_selected(key)
-        if self.table_view:
-            table = self.query_one("#table", DataTable)
+        if self.table_view and self._table is not None:  # shown: added by fit_layout
+            table = self._table
             table.move_cursor(row=table.get_row_index(key))
             table.focus()
         else:
@@ -337,12 +333,12 @@ class RaceScreen(FooterOrder, RaceControls):
             self.host.session = session
         self.source.read_as = source if source is not None else self.source.now()
         self._panels.clear()
+        self._table = None  # recomposed without it: fit_layout adds one if it is shown
         self.rebuilding = True  # the timer must not draw into widgets being replaced
         try:
             await self.recompose()
         finally:
             self.rebuilding = False
-        self._build_table()
         self.fit_layout()
         self.title = f"outpost-tui · {session.sketch.name}"
         self.refresh_panels()

@@ -18,14 +18,14 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.widgets import Static
 
-from ...engine.core.spec import BudgetSpec
-from ...engine.verdict.record import describe_tests
 from ..css import widget_css
 from .panel_log import PanelLog
 
 if TYPE_CHECKING:
-    # the live model's module (and the engine's events it imports) loads with the race, not the panels
+    # the live model's module (and the engine's events it imports) loads with the race, and the
+    # spec's with the race file's check: the race screen's first frame paints the panels before
     from ...engine.core.model import CandidateModel
+    from ...engine.core.spec import BudgetSpec
 
 FINAL = {"winner", "rejected", "failed", "quota", "cancelled", "skipped"}
 LIVE = ("starting", "setting up", "running", "validating")
@@ -85,7 +85,7 @@ class CandidatePanel(Vertical, can_focus=True):
         self.agent = agent
         self.index = index
         self.clock = clock
-        self.budget = budget or BudgetSpec()
+        self.budget = budget  # None: no limits known (yet)
         self.planned_timeout = timeout
         # numbers past 9 are typed as two digits (1 then 2 for the twelfth)
         self.border_title = f"{index} {key} · {agent}"
@@ -161,6 +161,8 @@ class CandidatePanel(Vertical, can_focus=True):
         if model.accepted and "accepted by operator" not in why:
             why = "accepted by operator" + (f" · {why}" if why else "")
         if model.tests:  # graded: the counts, then the gate's reason (the settled reason)
+            from ...engine.verdict.record import describe_tests
+
             counts = f"tests {describe_tests(model.tests)}"
             why = f"{counts} · {why}" if why else counts
         if model.review:
@@ -242,10 +244,10 @@ class CandidatePanel(Vertical, can_focus=True):
     def tokens_line(self, model: CandidateModel) -> Content:
         """Each count, and the race's limit beside it where there is one. Cache writes are shown
         only when limited: they are rarely what an operator watches."""
-        usage, limits = model.usage, self.budget.tokens
+        usage, limits = model.usage, self.budget.tokens if self.budget is not None else None
         parts: list[str | tuple[str, str]] = []
         for field, label in TOKEN_FIELDS:
-            used, limit = getattr(usage, field), getattr(limits, field)
+            used, limit = getattr(usage, field), getattr(limits, field, None)
             if limit is None and field == "cache_write":
                 continue
             if parts:
@@ -256,7 +258,7 @@ class CandidatePanel(Vertical, can_focus=True):
         return Content.assemble(*parts)
 
     def cost_line(self, model: CandidateModel) -> Content:
-        usage, limit = model.usage, self.budget.cost_usd
+        usage, limit = model.usage, self.budget.cost_usd if self.budget is not None else None
         parts: list[str | tuple[str, str]] = [usage.cost_text() + ("~" if usage.estimated else "")]
         if limit is not None:
             parts.append((f" of ${limit:.2f} race", _share_style(usage.cost_usd, limit)))
