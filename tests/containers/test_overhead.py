@@ -40,9 +40,9 @@ TARGET_S = 0.3  # the issue's target: a container attempt within 0.3 s of a loca
 BOUND_S = {"podman": 2.5, "docker": 6.0}
 # This process's own CPU per container attempt (the SDK's requests, the output pumps, the engine's
 # Python): 0.053-0.063 s on Podman and 0.055 s on Docker Engine at load 2-4, 0.057-0.105 s on
-# Podman and 0.059-0.093 s on Docker Engine at load 4-11, against 0.025-0.037 s for a local attempt. It depends far less on the
-# machine's load than wall time does: the tighter guard against a regression of this project's own
-# code.
+# Podman and 0.059-0.093 s on Docker Engine at load 4-11, against 0.025-0.037 s for a local
+# attempt. It depends far less on the machine's load than wall time does: the tighter guard against
+# a regression of this project's own code.
 OWN_CPU_BOUND_S = 0.15
 
 
