@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import time
@@ -78,6 +79,10 @@ class OutpostApp(App):
     def on_mount(self) -> None:
         if self.testing:
             self.animation_level = "none"
+        # What is loaded and built to open the app (Textual, its stylesheet, the screens) lives as
+        # long as the app: kept out of the collector's full passes, which otherwise walk all of it
+        # again and again while agents print (a pass held the loop 50-150 ms under a flood).
+        self.call_after_refresh(gc.freeze)
         self._load_themes()
         self._load_keymap()
         from .settings import load_settings

@@ -14,6 +14,7 @@ Race's lifetime and its outcome.
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -86,6 +87,7 @@ class RaceSession:
             self.error = built
             return False
         self._spec, self.race = built
+        gc.freeze()  # the race machinery, as long-lived as the app's own (see OutpostApp.on_mount)
         return True
 
     @property
