@@ -113,15 +113,22 @@ def test_app_answers_keys_under_heavy_logs():
     assert figures["rss_mib_late"] <= figures["rss_mib_early"] * 1.2 + 10, figures
     # Nearly load-independent: the app's own work. A tick holds the model's lock (which the race's
     # thread waits on for every event) only to copy what changed: p95 0.5-2.1 ms measured under
-    # load 10-15 on this 2-core machine, 15-24 ms when the panels were drawn under it. The app's
-    # thread spent 0.19-0.22 s of CPU per second of flood (0.27-0.30 before a panel's log cost what
-    # it shows and a key repainted two panels, not the screen); 0.32 was seen in a full run beside
-    # other work, so its bound only stops a gross regression: the lock's bound is the sharp one.
-    assert figures["lock_held_by_app_ms"]["p95"] <= 5, figures
+    # load 10-15 on this 2-core machine, 0.32-0.36 ms under load 3-5 since a tick redraws one
+    # panel (15-24 ms when the panels were drawn under it). A tick's CPU (one panel's copy and
+    # drawing, the compositor's paint after it not counted): p95 2.8-3.6 ms (a row of three
+    # panels per tick: p50 4.2-4.8, p95 5.8-7.4). The app's thread spent 0.19-0.22 s of CPU per
+    # second of flood (0.27-0.30 before a panel's log cost what it shows and a key repainted two
+    # panels, not the screen); 0.22-0.32 under load 3-7, so its bound only stops a gross
+    # regression: the lock's and the tick's bounds are the sharp ones.
+    assert figures["lock_held_by_app_ms"]["p95"] <= 3, figures
+    assert figures["tick_cpu_ms"]["p95"] <= 10, figures
     assert figures["ui_thread_cpu_per_s"] <= 0.45, figures
     idle, flood = figures["idle"], figures["flood"]
     # Targets under the flood: key to focus change p95 < 50 ms, event-loop lag p95 < 20 ms. Bounds
-    # here are twice those, for a loaded CI machine. They mean something only where the same app,
+    # here are half as much again, for a loaded CI machine (measured under load 3.3-4.7, above the
+    # cores, where this test skips: lag p95 11-42 ms, key p95 9-55 ms; the loop's longest holds
+    # are a panel's paint, CPU p50 5-6 ms, and the collector's full passes, kept short by
+    # gc.freeze). They mean something only where the same app,
     # idle, answers within them: when the idle baseline of this run already misses them, the
     # machine is too loaded to tell (other processes get the CPU), and that is reported instead.
     # Since a key costs the idle app about 2 ms, the idle baseline passes on a machine loaded far
@@ -131,8 +138,8 @@ def test_app_answers_keys_under_heavy_logs():
     if idle["key_p95_ms"] > 50 or idle["lag_p95_ms"] > 20 or load > (os.cpu_count() or 1):
         pytest.skip(f"machine too loaded to time the app (load {load:.1f}): idle {idle} (flood {flood})")
     assert flood["keys"] >= 10, figures  # a key every 0.25 s, each answered
-    assert flood["key_p95_ms"] <= 100, figures
-    assert flood["lag_p95_ms"] <= 40, figures
+    assert flood["key_p95_ms"] <= 75, figures
+    assert flood["lag_p95_ms"] <= 30, figures
 
 
 def test_app_first_frame_against_a_bare_textual_app():
@@ -141,11 +148,12 @@ def test_app_first_frame_against_a_bare_textual_app():
     figures = bench_app.first_frame(rounds=5)
     print(figures)
     # Target: the first frame within 0.5 s of the process's launch. Against a bare Textual app's
-    # first frame in the same run (measured under load 3-7 on this 2-core machine: home 1.07-1.47x
-    # its wall time and 1.24-1.55x its CPU; the race screen of 8 candidates 1.8-2.7x and 2.1-2.2x:
-    # before it paints, it reads the race file, which loads the race file's reader, every agent's
-    # adapter and the git modules and runs git twice; the Race is built after), with headroom.
-    for screen, wall_ratio, cpu_ratio in (("home", 2.5, 3.0), ("race", 3.0, 4.0)):
+    # first frame in the same run (measured under load 3-7 on this 2-core machine: home 1.07-1.50x
+    # its wall time and 1.24-1.57x its CPU; the race screen of 8 candidates 1.71-2.16x and
+    # 1.79-2.38x, 445-465 ms where the bare app took 214 ms: it paints from the race file's
+    # candidates alone, the file's check (every agent's adapter, git) and the Race come after;
+    # 1.8-2.7x and 2.1-2.2x when it checked the file first), with headroom.
+    for screen, wall_ratio, cpu_ratio in (("home", 2.5, 3.0), ("race", 2.6, 3.0)):
         assert figures[screen]["ratio"] <= wall_ratio, (screen, figures)
         assert figures[screen]["cpu_ratio"] <= cpu_ratio, (screen, figures)
     # The absolute target, twice over, where the machine paints a bare Textual app within it: on
