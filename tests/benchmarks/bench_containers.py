@@ -82,9 +82,13 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-async def lifecycle(provider, context: SandboxContext, samples: int) -> dict[str, list[float]]:
+async def lifecycle(
+    provider, context: SandboxContext, samples: int, engine: EngineCpu | None = None
+) -> dict[str, list[float]]:
     """acquire, a first exec, close (what an attempt waits for), then the removal a container
-    sandbox finishes off the attempt's path (the provider's drain)."""
+    sandbox finishes off the attempt's path (the provider's drain). With `engine`, also the
+    engine's CPU seconds in each (`<phase> CPU`; an exec's cleanup, which the engine runs seconds
+    later, counts in whichever phase it falls)."""
     phases: dict[str, list[float]] = {
         "acquire": [],
         "first exec": [],
@@ -92,22 +96,35 @@ async def lifecycle(provider, context: SandboxContext, samples: int) -> dict[str
         "total": [],
         "removal": [],
     }
+
+    def engine_cpu() -> float:
+        return sum(engine.since().values()) if engine else 0.0
+
     for n in range(samples):
         attempt = replace(context, attempt=n + 1)
+        cpu = [engine_cpu()]
         began = time.perf_counter()
         sandbox = await provider.acquire(attempt)
         acquired = time.perf_counter()
+        cpu.append(engine_cpu())
         done = await sandbox.run(["true"])
         ran = time.perf_counter()
+        cpu.append(engine_cpu())
         await sandbox.close()
         closed = time.perf_counter()
+        cpu.append(engine_cpu())
         assert await provider.drain() == {}
+        cpu.append(engine_cpu())
         assert done.exit_code == 0
         phases["acquire"].append(acquired - began)
         phases["first exec"].append(ran - acquired)
         phases["close"].append(closed - ran)
         phases["total"].append(closed - began)
         phases["removal"].append(time.perf_counter() - closed)
+        if engine:
+            names = ("acquire", "first exec", "close", "removal")
+            for phase, (before, after) in zip(names, itertools.pairwise(cpu), strict=True):
+                phases.setdefault(f"{phase} CPU", []).append(after - before)
         for name in ("create", "start", "halt", "remove"):
             if hasattr(sandbox, "timings") and name in sandbox.timings:
                 phases.setdefault(name, []).append(sandbox.timings[name])
@@ -356,12 +373,14 @@ async def main_async(args) -> None:
 
         print(f"\nsandbox lifecycle, {args.samples} samples, medians (image {image})")
         local_phases = await lifecycle(LocalProvider(), context, args.samples)
-        container_phases = await lifecycle(container, context, args.samples)
-        print(f"  {'phase':<12}{'local':>10}{'container':>12}")
+        container_phases = await lifecycle(container, context, args.samples, engine)
+        print(f"  {'phase':<12}{'local':>10}{'container':>12}{'engine CPU':>12}")
         for phase in ("create", "start", "acquire", "first exec", "halt", "close", "total", "removal"):
             local = median(local_phases.get(phase, []))
             local_text = ms(local) if local_phases.get(phase) else "        -"
-            print(f"  {phase:<12}{local_text:>10}{ms(median(container_phases[phase])):>12}")
+            seconds = container_phases.get(f"{phase} CPU")
+            cpu_text = ms(median(seconds)) if seconds else "        -"
+            print(f"  {phase:<12}{local_text:>10}{ms(median(container_phases[phase])):>12}{cpu_text:>12}")
         overhead = median(container_phases["total"]) - median(local_phases["total"])
         print(f"  container overhead per attempt (removal not counted: off its path): {ms(overhead).strip()}")
 
