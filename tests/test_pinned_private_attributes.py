@@ -4,8 +4,6 @@ used for: an upgrade that renames or repurposes one fails here, loudly, rather t
 - docker (Docker SDK): `APIClient._get` (GET /_ping, whose headers name the engine and its API
   version without the seconds /version takes on a loaded Podman) and `APIClient._version` (written
   by sandbox/container.py's `_negotiate`: the API version every later request's URL carries).
-- anyio: `Process._transport` (read by sandbox/local.py's `_pipe_ids`: this process's own ends of a
-  command's stdout and stderr pipes, still there after a quick command has exited).
 - textual: the Log's `_lines` (the lines it shows), `_width` (its widest line, its scrollable
   width), `_render_line_cache` (drawn lines by index) and `_process_line` (control codes and tabs
   as drawn), and `Widget._scroll_update` (the scrollbars to a new scrollable size without a
@@ -16,18 +14,12 @@ used for: an upgrade that renames or repurposes one fails here, loudly, rather t
 from __future__ import annotations
 
 import inspect
-import os
-import subprocess
-import sys
 from importlib.metadata import version
 
-import anyio
 import docker
 import pytest
 from textual.widget import Widget
 from textual.widgets import Log
-
-from outpost_tui.engine.sandbox.local import _pipe_ids
 
 
 def test_the_pins_are_the_versions_these_roles_were_checked_against():
@@ -69,25 +61,3 @@ def test_docker_get_is_the_private_plain_get_of_a_url():
     assert not isinstance(failed.value, (TypeError, AttributeError))
     # the SDK's own ping is the same call: the role stays what the SDK itself relies on
     assert "self._get(self._url('/_ping'))" in inspect.getsource(docker.api.client.APIClient.ping)
-
-
-@pytest.mark.anyio
-async def test_anyio_process_transport_holds_our_ends_of_the_pipes():
-    # the child waits for its stdin to close: its pipes are all open while we look
-    process = await anyio.open_process(
-        [sys.executable, "-c", "import sys; sys.stdin.read()"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    async with process:
-        transport = process._transport
-        ours = {
-            f"pipe:[{os.fstat(transport.get_pipe_transport(fd).get_extra_info('pipe').fileno()).st_ino}]"
-            for fd in (1, 2)
-        }
-        childs = {os.readlink(f"/proc/{process.pid}/fd/{fd}") for fd in (1, 2)}
-        assert len(ours) == 2 and ours == childs  # the same two pipes, seen from our end
-        assert _pipe_ids(process) == ours
-        await process.stdin.aclose()
-        assert await process.wait() == 0

@@ -12,30 +12,24 @@ import contextlib
 import os
 import shutil
 import signal
-import subprocess
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import anyio
 import psutil
-from anyio.abc import ByteReceiveStream, Process
 
 from .. import gitenv
-from . import child_exits, containment
+from . import containment
 from .base import Completed, LineSink, Sandbox, SandboxContext, SandboxError, SandboxProvider, Stop, StopSink
+from .child import Child
 from .lines import LineSplitter, Tail
 
 TERM_GRACE = 2.0
-READ_CHUNK = 256 * 1024
 # Seconds the output may stay open once the command's group is gone; longer means a process that
 # left the group (a daemon started in its own session) still holds it.
 DRAIN_GRACE = 2.0
-
-
-child_exits.watch_children_with_pidfds()
 
 
 def _group_alive(pgid: int) -> bool:
@@ -54,7 +48,7 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 
 async def stop_group(
-    process: Process, grace: float = TERM_GRACE, also: Callable[[], Awaitable[None]] | None = None
+    process: Child, grace: float = TERM_GRACE, also: Callable[[], Awaitable[None]] | None = None
 ) -> str:
     """TERM the process group (then run `also`: the rest of the stop that TERMs), KILL it after
     `grace`, and reap the leader; returns what ended the leader: "exited" (before the TERM),
@@ -83,7 +77,7 @@ class LocalSandbox(Sandbox):
     def __init__(self, context: SandboxContext) -> None:
         self.context = context
         self.directory = context.directory
-        self._running: set[Process] = set()
+        self._running: set[Child] = set()
         self._commands = 0
         self._cgroup: Path | None = None  # the attempt's, made at its first command
         # Command cgroups found empty after their command, kept for the next one: a cgroup's
@@ -164,15 +158,14 @@ class LocalSandbox(Sandbox):
                     await self.context.register_resource(containment.RESOURCE_MARKER + token)
         known: dict[int, float] = {}
         started = time.monotonic()
+        outputs = {name: _Output(name, Tail(tail_bytes), on_output) for name in ("stdout", "stderr")}
         try:
-            process = await anyio.open_process(
+            process = Child.start(
                 launch,
-                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
+                stdin=stdin,
                 cwd=self.directory,
                 env=full_env,
-                start_new_session=True,
+                on_data=lambda name, chunk: outputs[name].take(chunk),
             )
         except (FileNotFoundError, NotADirectoryError):
             if group is not None:
@@ -183,33 +176,17 @@ class LocalSandbox(Sandbox):
                 await anyio.to_thread.run_sync(containment.end_cgroup, group)
             raise SandboxError(f"program {program!r} is not executable (permission denied)") from None
         self._running.add(process)
-        pipes = _pipe_ids(process)
-        if group is None and self.context.register_resource is not None:
-            with anyio.CancelScope(shield=True):
-                await self.context.register_resource(resource_id_for(process.pid))
-        assert process.stdout is not None and process.stderr is not None, "both are pipes"
-        readers = {
-            name: _Reader(name, stream, Tail(tail_bytes), on_output)
-            for name, stream in (("stdout", process.stdout), ("stderr", process.stderr))
-        }
+        pipes = process.pipe_ids
         timed_out = False
-        drained = anyio.Event()
         ended = anyio.Event()
 
         def note(text: str) -> None:
-            tail = readers["stderr"].tail
+            tail = outputs["stderr"].tail
             before = tail.text()
             gap = "\n" if before and not before.endswith("\n") else ""
             tail.add(f"{gap}{text}\n".encode())
             if on_output is not None:
                 on_output("stderr", [text])
-
-        async def read_all() -> None:
-            # resumable: a cancelled attempt reads on from where it was while its command stops
-            async with anyio.create_task_group() as readings:
-                for reader in readers.values():
-                    readings.start_soon(reader.read)
-            drained.set()
 
         async def watch() -> None:
             # the fallback's record of the command's tree, by pid and start time
@@ -269,6 +246,7 @@ class LocalSandbox(Sandbox):
 
         async def drain() -> None:
             """Wait for the output to end; what holds it open after the command's end is killed."""
+            drained = process.drained
             with anyio.move_on_after(DRAIN_GRACE):
                 await drained.wait()
             if not drained.is_set():
@@ -281,52 +259,53 @@ class LocalSandbox(Sandbox):
                 with anyio.move_on_after(DRAIN_GRACE):
                     await drained.wait()
 
+        async def finish() -> None:
+            """The command's end (or its timeout), everything it started gone, its output read."""
+            nonlocal timed_out
+            with anyio.move_on_after(timeout) as deadline:
+                await process.wait()
+            with anyio.CancelScope(shield=True):
+                if deadline.cancelled_caught:
+                    timed_out = True
+                    await stop("timeout")
+                else:
+                    # The leader is gone; sweep whatever it left in its group so the pipes close.
+                    _signal_group(process.pid, signal.SIGKILL)
+                    await end()
+            await drain()
+
         try:
-            async with anyio.create_task_group() as tasks:
-                if stdin is not None:
-                    tasks.start_soon(_feed_stdin, process, stdin)
-                tasks.start_soon(read_all)
-                if group is None:
+            if group is None:
+                if self.context.register_resource is not None:
+                    with anyio.CancelScope(shield=True):
+                        await self.context.register_resource(resource_id_for(process.pid))
+                async with anyio.create_task_group() as tasks:
                     tasks.start_soon(watch)
-                with anyio.move_on_after(timeout) as deadline:
-                    await process.wait()
-                with anyio.CancelScope(shield=True):
-                    if deadline.cancelled_caught:
-                        timed_out = True
-                        await stop("timeout")
-                    else:
-                        # The leader is gone; sweep whatever it left in its group so the pipes close.
-                        _signal_group(process.pid, signal.SIGKILL)
-                        await end()
-                await drain()
-                tasks.cancel_scope.cancel()  # held by what cannot be killed: stop reading
+                    await finish()
+                    tasks.cancel_scope.cancel()
+            else:
+                await finish()
         except BaseException as error:
             cancelled = isinstance(error, anyio.get_cancelled_exc_class())
             with anyio.CancelScope(shield=True):
-                # The output is read on while the command stops, so what it prints in the grace
-                # (the usage of a call still in flight) is counted, up to the end of its output.
-                async with anyio.create_task_group() as stopping:
-                    if not drained.is_set():
-                        stopping.start_soon(read_all)
-                    await stop("cancelled" if cancelled else "error")
-                    # a daemon that left the group would outlive the cancelled attempt (a /proc
-                    # scan: a few milliseconds)
-                    await anyio.to_thread.run_sync(containment.kill_pipe_holders, pipes)
-                    with anyio.move_on_after(DRAIN_GRACE):
-                        await drained.wait()
-                    stopping.cancel_scope.cancel()
+                # The output is read on while the command stops (the loop's readers stay), so what
+                # it prints in the grace (the usage of a call still in flight) is counted, up to
+                # the end of its output.
+                await stop("cancelled" if cancelled else "error")
+                # a daemon that left the group would outlive the cancelled attempt (a /proc scan:
+                # a few milliseconds)
+                await anyio.to_thread.run_sync(containment.kill_pipe_holders, pipes)
+                with anyio.move_on_after(DRAIN_GRACE):
+                    await process.drained.wait()
             raise
         finally:
             self._running.discard(process)
-            if process.returncode is not None:
-                # pipes abandoned to an escaped process are closed here, not by the event loop's
-                # shutdown (which reports them as "Event loop is closed")
-                with anyio.CancelScope(shield=True):
-                    await process.aclose()
+            # what still holds the output (held by what cannot be killed) is no longer read
+            process.close()
         return Completed(
             exit_code=process.returncode if process.returncode is not None else -signal.SIGKILL,
-            stdout_tail=readers["stdout"].tail.text(),
-            stderr_tail=readers["stderr"].tail.text(),
+            stdout_tail=outputs["stdout"].tail.text(),
+            stderr_tail=outputs["stderr"].tail.text(),
             timed_out=timed_out,
             duration=time.monotonic() - started,
         )
@@ -375,46 +354,27 @@ def _on_path(program: str, path: str | None) -> bool:
     return True
 
 
-async def _feed_stdin(process: Process, data: bytes) -> None:
-    assert process.stdin is not None
-    try:
-        await process.stdin.send(data)
-    except (anyio.BrokenResourceError, anyio.ClosedResourceError, BrokenPipeError):
-        pass  # the agent closed its stdin without reading it all; that is its choice
-    finally:
-        with contextlib.suppress(anyio.BrokenResourceError, BrokenPipeError, OSError):
-            await process.stdin.aclose()
+class _Output:
+    """One output stream of a command: its tail kept, its lines handed on in batches (the last
+    partial line only at the end of the stream)."""
 
-
-class _Reader:
-    """One output stream of a command, read in batches of lines. Reading can be resumed after a
-    cancellation (nothing is lost: a cancelled receive takes no data); the last partial line is
-    flushed only at the end of the stream."""
-
-    def __init__(self, label: str, stream: ByteReceiveStream, tail: Tail, on_output: LineSink | None) -> None:
+    def __init__(self, label: str, tail: Tail, on_output: LineSink | None) -> None:
         self.label = label
-        self.stream = stream
         self.tail = tail
         self.on_output = on_output
         self.splitter = LineSplitter()
-        self.ended = False
 
-    async def read(self) -> None:
-        while not self.ended:
-            try:
-                chunk = await self.stream.receive(READ_CHUNK)
-            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                self.ended = True
-                break
-            self.tail.add(chunk)
-            if self.on_output is not None:
-                lines = self.splitter.feed(chunk)
-                if lines:
-                    self.on_output(self.label, lines)
-        if self.on_output is not None:
+    def take(self, chunk: bytes) -> None:
+        if not chunk:  # the end of the stream
             rest = self.splitter.flush()
-            if rest:
+            if rest and self.on_output is not None:
                 self.on_output(self.label, rest)
+            return
+        self.tail.add(chunk)
+        if self.on_output is not None:
+            lines = self.splitter.feed(chunk)
+            if lines:
+                self.on_output(self.label, lines)
 
 
 class LocalProvider(SandboxProvider):
@@ -464,28 +424,6 @@ class LocalProvider(SandboxProvider):
             await anyio.sleep(0.02)
         _signal_group(pgid, signal.SIGKILL)
         return True
-
-
-def _pipe_ids(process: Process) -> set[str]:
-    """The kernel's names of a command's stdout and stderr pipes ("pipe:[inode]").
-
-    Read from this process's own ends of the pipes, which exist as long as it reads them: the
-    child's side (/proc/<pid>/fd) is gone when a quick command has already exited. anyio gives no
-    public handle on those ends (its version is pinned exactly); without one, the child's side is
-    the fallback."""
-    ids = set()
-    # Any: a private attribute, so no type promised; None or a change fails below and falls back
-    transport: Any = getattr(process, "_transport", None)
-    for fd in (1, 2):
-        try:
-            pipe = transport.get_pipe_transport(fd).get_extra_info("pipe")
-            ids.add(f"pipe:[{os.fstat(pipe.fileno()).st_ino}]")
-            continue
-        except (AttributeError, OSError, ValueError):
-            pass
-        with contextlib.suppress(OSError):
-            ids.add(os.readlink(f"/proc/{process.pid}/fd/{fd}"))
-    return {name for name in ids if name.startswith("pipe:")}
 
 
 def _pgid(pid: int) -> int | None:

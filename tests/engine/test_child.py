@@ -1,0 +1,176 @@
+"""A command's process watched by the event loop itself: its output, its input and its exit, with
+no thread, task or transport of its own, in whichever thread the loop runs (the app runs a race on
+a loop of its own in a worker thread)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from outpost_tui.engine.sandbox.child import Child, DataSink
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def _collect() -> tuple[dict[str, bytearray], list[str], DataSink]:
+    seen: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
+    ends: list[str] = []
+
+    def on_data(name: str, chunk: bytes) -> None:
+        if chunk:
+            seen[name] += chunk
+        else:
+            ends.append(name)
+
+    return seen, ends, on_data
+
+
+async def test_output_exit_code_and_the_end_of_both_streams(tmp_path):
+    seen, ends, on_data = _collect()
+    child = Child.start(
+        ["sh", "-c", "echo out; echo err >&2; exit 3"],
+        stdin=None,
+        cwd=tmp_path,
+        env=os.environ,
+        on_data=on_data,
+    )
+    assert await child.wait() == 3
+    await child.drained.wait()
+    child.close()
+    assert bytes(seen["stdout"]) == b"out\n" and bytes(seen["stderr"]) == b"err\n"
+    assert sorted(ends) == ["stderr", "stdout"]  # each stream's end told once
+
+
+async def test_an_input_larger_than_a_pipe_holds_arrives_whole(tmp_path):
+    data = os.urandom(3 * 1024 * 1024)  # the pipe holds 64 KiB: written as the command reads
+    seen, _, on_data = _collect()
+    child = Child.start(["cat"], stdin=data, cwd=tmp_path, env=os.environ, on_data=on_data)
+    assert await child.wait() == 0
+    await child.drained.wait()
+    child.close()
+    assert bytes(seen["stdout"]) == data
+
+
+async def test_a_command_that_never_reads_its_input_is_no_error(tmp_path):
+    seen, _, on_data = _collect()
+    child = Child.start(
+        ["sh", "-c", "exec 0<&-; echo done"],
+        stdin=b"x" * (1024 * 1024),
+        cwd=tmp_path,
+        env=os.environ,
+        on_data=on_data,
+    )
+    assert await child.wait() == 0
+    await child.drained.wait()
+    child.close()
+    assert bytes(seen["stdout"]) == b"done\n"
+
+
+async def test_what_the_output_sink_raises_is_raised_by_wait_and_the_command_still_reaped(tmp_path):
+    class Refused(Exception):
+        pass
+
+    calls: list[bytes] = []
+
+    def on_data(name: str, chunk: bytes) -> None:
+        calls.append(chunk)
+        if chunk:
+            raise Refused(chunk)
+
+    child = Child.start(
+        ["sh", "-c", "echo one; sleep 0.2; echo two"],
+        stdin=None,
+        cwd=tmp_path,
+        env=os.environ,
+        on_data=on_data,
+    )
+    with pytest.raises(Refused):
+        await child.wait()
+    assert await child.wait() == 0  # the first exception once; then the exit
+    await child.drained.wait()
+    child.close()
+    assert calls[-1] == b"" and b"two\n" in calls  # later data still handed on, its errors dropped
+
+
+async def test_the_pipes_named_are_the_commands_own_output(tmp_path):
+    _, _, on_data = _collect()
+    child = Child.start(["sleep", "30"], stdin=None, cwd=tmp_path, env=os.environ, on_data=on_data)
+    child_stdin_closed = Child.start(
+        ["sleep", "30"], stdin=b"", cwd=tmp_path, env=os.environ, on_data=on_data
+    )
+    try:
+        theirs = {os.readlink(f"/proc/{child_stdin_closed.pid}/fd/{fd}") for fd in (1, 2)}
+        assert child_stdin_closed.pipe_ids == theirs and all(p.startswith("pipe:[") for p in theirs)
+        assert child.pipe_ids.isdisjoint(theirs)
+    finally:
+        for started in (child, child_stdin_closed):
+            os.killpg(started.pid, 9)
+            assert await started.wait() == -9
+            started.close()
+
+
+async def test_a_closed_child_releases_the_output_it_no_longer_reads(tmp_path):
+    _, _, on_data = _collect()
+    holder = tmp_path / "holder.pid"
+    # a daemon in a session of its own keeps the output open after the command's end
+    child = Child.start(
+        ["sh", "-c", f"setsid sh -c 'echo $$ > {holder}; exec sleep 30' & exit 0"],
+        stdin=None,
+        cwd=tmp_path,
+        env=os.environ,
+        on_data=on_data,
+    )
+    assert await child.wait() == 0
+    with anyio.move_on_after(0.3):
+        await child.drained.wait()
+    assert not child.drained.is_set()  # held open by the daemon
+    child.close()
+    while not holder.exists() or not holder.read_text().strip():
+        await anyio.sleep(0.01)
+    os.kill(int(holder.read_text()), 9)
+
+
+PROGRAM = r"""
+import asyncio, os, sys, threading
+sys.path.insert(0, sys.argv[1])
+
+async def child_in_another_thread():
+    from outpost_tui.engine.sandbox.child import Child, DataSink
+    codes, waiters = [], []
+
+    def race_thread():
+        async def run():
+            child = Child.start(["sh", "-c", "exit 3"], stdin=None, cwd="/", env=os.environ,
+                                on_data=lambda name, chunk: None)
+            waiters.extend(t.name for t in threading.enumerate() if t is not threading.main_thread()
+                           and t is not threading.current_thread())
+            code = await child.wait()
+            child.close()
+            return code
+        codes.append(asyncio.run(run()))
+
+    thread = threading.Thread(target=race_thread)
+    thread.start()
+    await asyncio.to_thread(thread.join)
+    print(codes, [w for w in waiters if not w.startswith("asyncio")])
+
+asyncio.run(child_in_another_thread())
+"""
+
+
+def test_a_loop_in_another_thread_hears_its_childs_exit_with_no_thread_waiting():
+    import subprocess
+
+    root = str(Path(__file__).resolve().parents[2])
+    done = subprocess.run([sys.executable, "-c", PROGRAM, root], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[3] []", done.stdout  # its exit code, and no thread waiting for it
