@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import time
@@ -27,8 +28,12 @@ from outpost_tui.engine.core.spec import ValidateSpec
 from tests.conftest import alive, cmd, git, pids
 
 
-def no_children_left() -> bool:
-    return psutil.Process().children(recursive=True) == []
+def children_left() -> list[tuple[int, str, list[str], str]]:
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            found.append((child.pid, child.name(), child.cmdline(), child.status()))
+    return found
 
 
 @pytest.fixture(autouse=True)
@@ -65,7 +70,7 @@ def test_first_acceptable_wins_and_losers_are_gone_at_once(repo, tmp_path):
     # Both the loser and the child it started in the background are gone, right away.
     assert not any(alive(pid) for pid in pids(loser_pids))
     assert elapsed < 20
-    assert no_children_left()
+    assert children_left() == []
 
 
 def test_result_records_branch_commit_commits_and_integration(repo):

@@ -74,8 +74,11 @@ async def stop_group(
 
 
 class LocalSandbox(Sandbox):
-    def __init__(self, context: SandboxContext) -> None:
+    def __init__(self, context: SandboxContext, environ: Mapping[str, str] | None = None) -> None:
+        """`environ`: the process's environment, scrubbed, as its provider read it for the race
+        (by default, read at the first command)."""
         self.context = context
+        self._environ = environ
         self.directory = context.directory
         self._running: set[Child] = set()
         self._commands = 0
@@ -87,10 +90,11 @@ class LocalSandbox(Sandbox):
         self._base_env: dict[str, str] | None = None
 
     def _environment(self) -> dict[str, str]:
-        """The process's environment with the context's over it, scrubbed: read once per attempt
-        (a copy and a scrub of the whole environment cost more than the spawn's own Python)."""
+        """The process's environment with the context's over it, scrubbed: read once (a copy and
+        a scrub of the whole environment cost more than a spawn's own Python)."""
         if self._base_env is None:
-            self._base_env = gitenv.scrubbed({**os.environ, **self.context.env})
+            environ = gitenv.scrubbed() if self._environ is None else self._environ
+            self._base_env = {**environ, **gitenv.scrubbed(self.context.env)}
         return self._base_env
 
     async def _attempt_cgroup(self, root: Path) -> Path:
@@ -380,8 +384,15 @@ class _Output:
 class LocalProvider(SandboxProvider):
     name = "local"
 
+    def __init__(self) -> None:
+        self._environ: dict[str, str] | None = None
+
     async def acquire(self, context: SandboxContext) -> Sandbox:
-        return LocalSandbox(context)
+        # the process's environment read once per race (a provider is a race's), not per sandbox:
+        # each attempt has two (its agent's, its grading checkout's)
+        if self._environ is None:
+            self._environ = gitenv.scrubbed()
+        return LocalSandbox(context, self._environ)
 
     def owns(self, resource_id: str) -> bool:
         return resource_id.startswith(("pgid:", containment.RESOURCE_CGROUP, containment.RESOURCE_MARKER))
