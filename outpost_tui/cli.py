@@ -155,14 +155,9 @@ def _main(argv: list[str]) -> int:
         if app_args is not None:
             race_file, start = app_args
             if race_file is not None:
-                from .ui.race_sketch import sketch_race
+                from .commands.run import check_before_opening
 
-                # A file the app can paint (its candidates named) is checked in the app, after
-                # its first frame; any other is one line here, not an app that opens on it.
-                if sketch_race(Path(race_file)) is None:
-                    from .commands.run import load_spec
-
-                    load_spec(race_file)
+                check_before_opening(race_file)
             from .ui import open_app
 
             return open_app(race_file, start=start)

@@ -75,9 +75,19 @@ def _handle(args) -> int:
     if not args.headless:
         from ..ui import open_app
 
-        load_spec(args.race_file, resume=args.resume)  # a bad race file is one line, not an app
+        check_before_opening(args.race_file)
         return open_app(args.race_file, start=True)
     return run_headless(args.race_file, json_output=args.json, verbose=args.verbose, resume=args.resume)
+
+
+def check_before_opening(path: str | Path) -> None:
+    """Before the app opens on a race file: one the app can paint (its candidates named) is checked
+    in the app, after its first frame; any other is refused here, in one line (RaceFileError), not
+    an app that opens on it. Without a terminal no app opens: the file is checked here."""
+    from ..ui.race_sketch import sketch_race
+
+    if not (sys.stdin.isatty() and sys.stdout.isatty()) or sketch_race(Path(path)) is None:
+        load_spec(path)
 
 
 def load_spec(path: str | Path, *, resume: bool = False):

@@ -3,9 +3,9 @@
 The Race is built off the app's loop too (`prepare`): the race file's check, the race machinery's
 imports and the Race itself cost more than the race screen's first frame, which shows the
 candidates' panels from a sketch of the file (race_sketch.py) and fills them in once the Race
-exists. The engine's work (reading every agent's pipe,
-decoding its lines, the flight log) never runs on the app's event loop: with eight agents printing
-thousands of lines a second, it would sit between a key press and its answer. The screen never
+exists. The engine's work (reading every agent's pipe, decoding its lines, the flight log) never
+runs on the app's event loop: with eight agents printing thousands of lines a second, it would sit
+between a key press and its answer. The screen never
 reacts to events; it reads `race.model` on a timer, under the model's lock. The operator's
 controls (cancel, accept, abort, stop) are handed to the race's own loop. The session owns the
 Race's lifetime and its outcome.

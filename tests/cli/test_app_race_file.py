@@ -26,6 +26,17 @@ def test_a_file_whose_candidates_cannot_be_read_is_one_line_and_no_app(tmp_path:
     assert "Traceback" not in done.stderr and done.stdout == ""
 
 
+def test_without_a_terminal_no_app_opens_and_the_file_is_checked_at_once(tmp_path: Path):
+    (tmp_path / "plain").mkdir()
+    race = tmp_path / "race.toml"
+    race.write_text('[race]\nrepository = "plain"\n\n[[candidates]]\nkey = "only"\nagent = "command"\n')
+    for command in ([str(race)], ["run", str(race)]):
+        done = subprocess.run([*CLI, *command], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+        assert done.returncode == 2, command
+        assert done.stderr.startswith(f"outpost-tui: {race}:2: race.repository: not a git repository: ")
+        assert done.stderr.count("\n") == 1 and done.stdout == ""
+
+
 def test_a_file_only_its_check_refuses_opens_the_app_then_ends_with_its_one_line(tmp_path: Path):
     (tmp_path / "plain").mkdir()  # no git repository: only the check (git) finds it
     race = tmp_path / "race.toml"

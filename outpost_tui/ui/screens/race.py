@@ -1,6 +1,6 @@
 """The race: a live panel per candidate, the race's usage against its budget, and the controls.
 
-Rendering follows dolphie: the engine fills its model, and a timer (10 per second) redraws only
+Rendering follows dolphie: the engine fills its model, and a timer (20 per second) redraws only
 what changed, in one batched update. The first frame shows the panels from the race file's sketch
 ("preparing…"); the file is checked and the Race built once it is painted, in a thread (see
 RaceSession.prepare).
