@@ -78,7 +78,7 @@ async def test_growing_logs_lay_nothing_out_and_a_key_restyles_only_the_two_pane
             return restyle(nodes, *a, **k)
 
         app.stylesheet.update_nodes = counted
-        # every panel draws its growing log a few times over (the screen draws a row per tick)
+        # every panel draws its growing log a few times over (the screen draws a panel per tick)
         drawn = {key: len(panel.query_one(PanelLog).lines) for key, panel in panels.items()}
         await until(
             pilot,
