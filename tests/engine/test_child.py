@@ -4,11 +4,13 @@ a loop of its own in a worker thread)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from pathlib import Path
 
 import anyio
+import psutil
 import pytest
 
 from outpost_tui.engine.sandbox.child import Child, DataSink
@@ -174,3 +176,25 @@ def test_a_loop_in_another_thread_hears_its_childs_exit_with_no_thread_waiting()
     done = subprocess.run([sys.executable, "-c", PROGRAM, root], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[3] []", done.stdout  # its exit code, and no thread waiting for it
+
+
+async def test_a_command_that_cannot_be_watched_is_killed_and_reaped(tmp_path, monkeypatch):
+    """Started but not watched (here: the loop refuses its pidfd), a command would run on with
+    nobody to stop or reap it: it is killed with its group before the error is raised."""
+    loop = asyncio.get_running_loop()
+    original = loop.add_reader
+
+    def add_reader(fd, callback, *args):
+        if callback.__name__ == "_pidfd_readable":
+            raise OSError("no more watchers")
+        return original(fd, callback, *args)
+
+    before = {child.pid for child in psutil.Process().children()}
+    monkeypatch.setattr(loop, "add_reader", add_reader)
+    with pytest.raises(OSError, match="no more watchers"):
+        Child.start(
+            ["sleep", "30"], stdin=None, cwd=tmp_path, env=os.environ, on_data=lambda name, chunk: None
+        )
+    monkeypatch.undo()
+    # neither running nor a zombie: a child not reaped would still be listed
+    assert {child.pid for child in psutil.Process().children()} == before

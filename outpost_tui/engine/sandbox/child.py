@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import subprocess
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -74,7 +75,17 @@ class Child:
             start_new_session=True,
             bufsize=0,
         )
-        return cls(process, on_data, stdin)
+        try:
+            return cls(process, on_data, stdin)
+        except BaseException:
+            # not watched, so nobody else would: the command and its group go, reaped here
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            for pipe in (process.stdin, process.stdout, process.stderr):
+                if pipe is not None:
+                    pipe.close()
+            raise
 
     async def wait(self) -> int:
         """The exit code (negative: the signal that ended it); raises what `on_data` raised first."""
