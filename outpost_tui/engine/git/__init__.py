@@ -45,7 +45,7 @@ from .grading import (
     remove_grading_checkout,
     reset_grading_checkout,
 )
-from .guard import GuardChange, GuardRecord, guard_changes, guard_record
+from .guard import GuardChange, GuardRecord, guard_changes, guard_record, listed_refs
 from .host import HostSnapshot, host_snapshot, resolve_commit
 from .integration import (
     MERGE_TREE_MAX_OUTPUT,
@@ -149,6 +149,7 @@ __all__ = [
     "is_clean",
     "is_inside",
     "list_worktrees",
+    "listed_refs",
     "make_grading_directory",
     "make_worktree_directory",
     "merge_candidate",

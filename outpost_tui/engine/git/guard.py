@@ -133,8 +133,11 @@ class GuardRecord:
         return self.head.removeprefix("ref:").strip() if self.head.startswith("ref:") else None
 
 
-def guard_record(root: Path, race_id: str, host: HostSnapshot | None) -> GuardRecord:
-    """Record the repository at `root` as the race `race_id` finds it."""
+def guard_record(
+    root: Path, race_id: str, host: HostSnapshot | None, refs: dict[str, str] | None = None
+) -> GuardRecord:
+    """Record the repository at `root` as the race `race_id` finds it; `refs`: every ref as
+    `listed_refs` read it moments before, while nothing else ran yet (else read here)."""
     root = Path(root)
     dirs = _git_dirs(root)
     if dirs is None:
@@ -145,7 +148,7 @@ def guard_record(root: Path, race_id: str, host: HostSnapshot | None) -> GuardRe
         common=common,
         git_dir=git_dir,
         race_id=race_id,
-        refs=_refs(root, race_id),
+        refs=_not_the_races(listed_refs(root) if refs is None else refs, race_id),
         head=_read_head(git_dir / "HEAD"),
         worktree_heads=_worktree_heads(root, common),
         settings=_settings(common, git_dir),
@@ -171,15 +174,24 @@ def guard_changes(record: GuardRecord, who: str) -> list[GuardChange]:
 # --- refs and HEADs -----------------------------------------------------------------------------
 
 
-def _refs(root: Path, race_id: str) -> dict[str, str]:
+def listed_refs(root: Path) -> dict[str, str]:
+    """Every ref of the repository at `root` and the object it names."""
     out = str(output("listing refs", root, "for-each-ref", "--format=%(objectname) %(refname)"))
-    own = f"refs/heads/{BRANCH_PREFIX}/{race_id}/"
     refs = {}
     for line in out.splitlines():
         oid, _, name = line.partition(" ")
-        if name and not name.startswith(own):
+        if name:
             refs[name] = oid
     return refs
+
+
+def _not_the_races(refs: dict[str, str], race_id: str) -> dict[str, str]:
+    own = f"refs/heads/{BRANCH_PREFIX}/{race_id}/"
+    return {name: oid for name, oid in refs.items() if not name.startswith(own)}
+
+
+def _refs(root: Path, race_id: str) -> dict[str, str]:
+    return _not_the_races(listed_refs(root), race_id)
 
 
 def _read_head(path: Path) -> str:

@@ -216,8 +216,11 @@ class Race(BaselineValidation):
         race_id = self.id
         assert race_id is not None, "a new race's, or its saved run's"
         try:
+            # (a durable run reads them again: resuming one, the crashed run's leftovers were
+            # stopped meanwhile, and its record starts from what they left)
+            refs = self._refs_before if self._durable is None else None
             self._record = await anyio.to_thread.run_sync(
-                git.guard_record, repository, race_id, self._host_before
+                git.guard_record, repository, race_id, self._host_before, refs
             )
         except git.GitError as error:
             raise RaceError(_one_line(error)) from None
@@ -267,8 +270,8 @@ class Race(BaselineValidation):
         return result
 
     async def _read_repository(self, repository: Path) -> None:
-        """The baseline, the checkout's snapshot and the files [setup] copies, read at once: each
-        is a git process of its own, and nothing else runs yet."""
+        """The baseline, the checkout's snapshot, the files [setup] copies and the refs, read at
+        once: each is a git process of its own, and nothing else runs yet."""
         spec = self.spec
         failures: dict[int, Exception] = {}
 
@@ -290,8 +293,12 @@ class Race(BaselineValidation):
             # read once: every candidate gets the same files (and a big checkout is walked once)
             self._copy_paths = setups.files_to_copy(repository, spec.setup.copy)
 
+        def refs() -> None:
+            # the guard's record of them, taken before any candidate can move one
+            self._refs_before = git.listed_refs(repository)
+
         async with anyio.create_task_group() as reading:
-            for order, step in enumerate((baseline, host, copied)):
+            for order, step in enumerate((baseline, host, copied, refs)):
                 reading.start_soon(read, order, step)
         if failures:
             raise failures[min(failures)]

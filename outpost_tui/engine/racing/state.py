@@ -60,6 +60,7 @@ class RaceState:
         self.suspended = False  # stopped by stop_resumable: the saved run stays resumable
         self._durable: Checkpointing | None = None  # when [durability] is enabled
         self._host_before: git.HostSnapshot | None = None
+        self._refs_before: dict[str, str] | None = None  # every ref as the race found them
         self._record: git.GuardRecord | None = None  # the user's repository as the race found it
         self._record_lock = anyio.Lock()
         self.tampering: list[dict[str, Any]] = []  # what candidates changed in it (result JSON "tampering")
