@@ -24,7 +24,9 @@ TARGET_S = 0.3  # the issue's target: a container attempt within 0.3 s of a loca
 # 0.88-2.54 s at load 6-9, 1.97-2.10 s against 2.18-2.47 s at load 10-15; Docker Engine 3.50-4.55 s
 # against 5.09-6.40 s at load 6-11. Later (one connection pool per engine, no environment read per
 # request): Podman 0.74-2.31 s at load 2-4 (five runs), 2.35-2.60 s at load 4-8; Docker Engine
-# 1.80 s at load 3.6 (one run), 3.16-3.51 s at load 6-11.
+# 1.80 s at load 3.6 (one run), 3.16-3.51 s at load 6-11, and side by side with the code before
+# issue 13's container work (909ac29^), six pairs at load 9-12: 2.32-3.24 s against 2.88-3.89 s,
+# lower in each pair (Podman, three pairs at load 9-10: 1.57-2.17 s against 1.02-2.37 s).
 # Not reached, and out of reach on two cores: the engine's own CPU per attempt, read from /proc
 # and Podman's conmon cgroup (bench_containers, engine_cpu.py), is 0.20-0.33 s of the Podman
 # service and 0.15-0.37 s of conmon and what it runs (the lower ends at load 2-4, the upper at
