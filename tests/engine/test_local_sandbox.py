@@ -307,3 +307,57 @@ async def test_the_environment_is_read_once_per_attempt_and_scrubbed(tmp_path, m
         assert (await sandbox.run(show)).stdout_tail == "|||process|context\n"
     finally:
         await sandbox.close()
+
+
+async def test_an_attempts_grading_checkout_runs_in_the_cgroup_its_agent_emptied(tmp_path):
+    """The agent's sandbox hands its emptied cgroups to the attempt's grading checkout's (not to
+    another attempt's, nor to one that is not a grading checkout); what nobody takes goes with the
+    provider's drain at the race's end."""
+
+    from outpost_tui.engine.sandbox import containment
+    from outpost_tui.engine.sandbox.local import LocalProvider
+
+    if containment.cgroup_root() is None:
+        pytest.skip("no writable cgroup v2 hierarchy on this machine")
+    provider = LocalProvider()
+
+    def context(key: str, attempt: int, **options) -> SandboxContext:
+        return SandboxContext(
+            repository=tmp_path,
+            directory=tmp_path,
+            git_common_dir=tmp_path,
+            race_id="r",
+            key=key,
+            attempt=attempt,
+            **options,
+        )
+
+    async def cgroup_of(box) -> str:
+        return _cgroup_of((await box.run(["cat", "/proc/self/cgroup"])).stdout_tail)
+
+    agent = await provider.acquire(context("alpha", 1, grading_follows=True))
+    pids_file = tmp_path / "pids"
+    await agent.run(["sh", "-c", f"setsid sleep 300 & echo $! > {pids_file}"])
+    [daemon] = await wait_for_pids(pids_file, 1)
+    used = await cgroup_of(agent)
+    await agent.close()
+    assert not alive(daemon)
+    other = await provider.acquire(context("beta", 1, role="grading"))  # another attempt's
+    grading = await provider.acquire(context("alpha", 1, role="grading"))
+    try:
+        assert await cgroup_of(other) != used
+        assert await cgroup_of(grading) == used  # the same emptied cgroup, not a new one
+    finally:
+        await grading.close()
+        await other.close()
+    root = containment.cgroup_root()
+    assert root is not None
+    assert not list(root.glob("r.alpha.1.*"))  # removed with the grading checkout's sandbox
+    # an agent whose grading never comes: its cgroups are kept for it until the drain
+    lonely = await provider.acquire(context("gamma", 1, grading_follows=True))
+    await cgroup_of(lonely)
+    await lonely.close()
+    held = list(root.glob("r.gamma.1.*"))
+    assert len(held) == 1 and held[0].is_dir()
+    assert await provider.drain(5.0) == {}
+    assert not held[0].exists()

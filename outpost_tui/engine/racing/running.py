@@ -85,6 +85,7 @@ class Running(Metering):
             attempt=attempt.number,
             env=env,
             register_resource=register,
+            grading_follows=True,
         )
         # A sandbox that takes a while to start (a container) starts while git checks the
         # worktree out, in the empty directory made for it (a fresh attempt's only: a replay's
@@ -119,7 +120,7 @@ class Running(Metering):
             directory.name,
             None,
             provider,
-            replace(context, register_resource=register, role="grading"),
+            replace(context, register_resource=register, role="grading", grading_follows=False),
             spec.cleanup_timeout,
             self._grading_setup(candidate.key, attempt.number, attempt.setup.ports if attempt.setup else []),
         )

@@ -140,6 +140,16 @@ class Settling(Guarding):
             record.status = CandidateStatus.FAILED
         elif attempt is self._winner and record.error is None:
             record.status = CandidateStatus.WINNER
+        elif (
+            attempt.phase is Phase.VALIDATED
+            and attempt.accepted
+            and self._winner is None
+            and attempt.cancel_reason is not None
+        ):
+            # it passed, but the race was stopped (an abort, its checkpoint not saved) before a
+            # winner was chosen: not rejected, and the record says why
+            record.status = CandidateStatus.CANCELLED
+            record.error = record.error or attempt.cancel_reason
         elif attempt.phase is Phase.VALIDATED and record.error is None and not attempt.operator_accept:
             record.status = CandidateStatus.REJECTED
             if attempt.accepted and self.spec.select == "first" and self._winner is not None:

@@ -84,6 +84,9 @@ class SandboxContext:
     # What the sandbox is for besides the attempt's agent ("grading": its grading checkout's),
     # so that both can exist at once (a grading container is started while the agent runs).
     role: str = ""
+    # The attempt's grading checkout follows this sandbox: a provider may pass what this one made
+    # (and emptied) on to that one's; its `drain` frees what nobody took.
+    grading_follows: bool = False
 
 
 class Sandbox(ABC):

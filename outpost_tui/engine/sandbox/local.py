@@ -74,11 +74,18 @@ async def stop_group(
 
 
 class LocalSandbox(Sandbox):
-    def __init__(self, context: SandboxContext, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        context: SandboxContext,
+        environ: Mapping[str, str] | None = None,
+        provider: LocalProvider | None = None,
+    ) -> None:
         """`environ`: the process's environment, scrubbed, as its provider read it for the race
-        (by default, read at the first command)."""
+        (by default, read at the first command); `provider`: the one that hands an attempt's
+        emptied cgroups from its agent's sandbox to its grading checkout's."""
         self.context = context
         self._environ = environ
+        self._provider = provider
         self.directory = context.directory
         self._running: set[Child] = set()
         self._commands = 0
@@ -98,6 +105,10 @@ class LocalSandbox(Sandbox):
         return self._base_env
 
     async def _attempt_cgroup(self, root: Path) -> Path:
+        if self._cgroup is None and self._provider is not None:
+            handed = self._provider.take_cgroups(self.context)
+            if handed is not None:
+                self._cgroup, self._idle, self._commands = handed
         if self._cgroup is None:
             context = self.context
             group = root / f"{context.race_id}.{context.key}.{context.attempt}.{uuid.uuid4().hex[:8]}"
@@ -320,6 +331,13 @@ class LocalSandbox(Sandbox):
                 await stop_group(process)
         if self._cgroup is not None:
             group, self._cgroup = self._cgroup, None
+            if self._provider is not None and self.context.grading_follows and containment.empty(group):
+                # Emptied (every command's processes confirmed gone), so the attempt's grading
+                # checkout runs in it: a cgroup made and removed costs the kernel about a
+                # millisecond, two per sandbox. Its settings are the attempt's own doing, as they
+                # are between its commands; a cgroup made inside one is never reused.
+                self._provider.hand_cgroups(self.context, (group, self._idle, self._commands))
+                return
             with anyio.CancelScope(shield=True):
                 try:
                     await anyio.to_thread.run_sync(containment.end_cgroup, group)
@@ -381,18 +399,47 @@ class _Output:
                 self.on_output(self.label, lines)
 
 
+# an attempt's cgroup, its emptied command cgroups, and how many it has made
+_Cgroups = tuple[Path, list[Path], int]
+
+
 class LocalProvider(SandboxProvider):
     name = "local"
 
     def __init__(self) -> None:
         self._environ: dict[str, str] | None = None
+        # an attempt's cgroups, emptied by its agent's sandbox, for its grading checkout's
+        self._handed: dict[tuple[str, str, int], _Cgroups] = {}
 
     async def acquire(self, context: SandboxContext) -> Sandbox:
         # the process's environment read once per race (a provider is a race's), not per sandbox:
         # each attempt has two (its agent's, its grading checkout's)
         if self._environ is None:
             self._environ = gitenv.scrubbed()
-        return LocalSandbox(context, self._environ)
+        return LocalSandbox(context, self._environ, self)
+
+    def hand_cgroups(self, context: SandboxContext, cgroups: _Cgroups) -> None:
+        self._handed[(context.race_id, context.key, context.attempt)] = cgroups
+
+    def take_cgroups(self, context: SandboxContext) -> _Cgroups | None:
+        if context.role != "grading":
+            return None
+        return self._handed.pop((context.race_id, context.key, context.attempt), None)
+
+    async def drain(self, timeout: float | None = None) -> dict[str, str]:
+        """Remove the cgroups handed on that no grading checkout took (its attempt ended first)."""
+        left: dict[str, str] = {}
+        handed, self._handed = [group for group, _, _ in self._handed.values()], {}
+        with anyio.move_on_after(timeout):
+            while handed:
+                try:
+                    await anyio.to_thread.run_sync(containment.end_cgroup, handed[0])
+                except containment.ContainmentError as error:
+                    left[containment.RESOURCE_CGROUP + str(handed[0])] = str(error)
+                handed.pop(0)
+        for group in handed:
+            left[containment.RESOURCE_CGROUP + str(group)] = f"not removed within {timeout:g}s"
+        return left
 
     def owns(self, resource_id: str) -> bool:
         return resource_id.startswith(("pgid:", containment.RESOURCE_CGROUP, containment.RESOURCE_MARKER))
