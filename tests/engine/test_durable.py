@@ -532,6 +532,9 @@ def test_a_storage_failure_stops_the_race_with_exit_8(repo, tmp_path):
     assert f"{objects} in storage" in err.strip().splitlines()[-1]
     result = json.loads(out)
     assert result["status"] == "aborted" and "checkpoint storage failed" in result["error"]
+    # its work may have passed validation before the write failed: cancelled all the same (the
+    # race stopped before a winner was chosen), never "rejected" with no reason
+    assert result["candidates"][0]["status"] == "cancelled"
     assert result["candidates"][0]["error"] == "cancelled: checkpoint storage failed"
     # Ownership stays held: the last checkpoint still names the stopped coordinator.
     objects.unlink()
