@@ -23,6 +23,20 @@ if TYPE_CHECKING:
     from .session import RaceSession
 
 
+_start_frozen = False
+
+
+def _freeze_the_start() -> None:
+    """What is loaded and built to open the app (Textual, its stylesheet, the screens) lives as
+    long as the app: kept out of the collector's full passes, which otherwise walk all of it again
+    and again while agents print (a pass held the loop 50-150 ms under a flood). Once a process:
+    what is frozen is never collected, and an app opened later (tests open many) is not for good."""
+    global _start_frozen
+    if not _start_frozen:
+        _start_frozen = True
+        gc.freeze()
+
+
 class OutpostApp(App):
     TITLE = "outpost-tui"
     COMMANDS = App.COMMANDS | {OutpostCommands}
@@ -79,10 +93,7 @@ class OutpostApp(App):
     def on_mount(self) -> None:
         if self.testing:
             self.animation_level = "none"
-        # What is loaded and built to open the app (Textual, its stylesheet, the screens) lives as
-        # long as the app: kept out of the collector's full passes, which otherwise walk all of it
-        # again and again while agents print (a pass held the loop 50-150 ms under a flood).
-        self.call_after_refresh(gc.freeze)
+        self.call_after_refresh(_freeze_the_start)
         self._load_themes()
         self._load_keymap()
         from .settings import load_settings
