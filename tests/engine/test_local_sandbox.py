@@ -361,3 +361,29 @@ async def test_an_attempts_grading_checkout_runs_in_the_cgroup_its_agent_emptied
     assert len(held) == 1 and held[0].is_dir()
     assert await provider.drain(5.0) == {}
     assert not held[0].exists()
+
+
+async def test_processes_that_cannot_be_confirmed_gone_fail_the_command_in_one_line(tmp_path, monkeypatch):
+    """Tracked by the process tree (no cgroup), a command whose processes do not go after KILL
+    fails with the sandbox's own error: one line, never an exception group from inside."""
+    from outpost_tui.engine.sandbox import containment
+
+    monkeypatch.setenv(containment.PREFERENCE, "tree")
+
+    def unkillable(known, token):
+        raise containment.ContainmentError("processes [4242] are still alive after KILL")
+
+    monkeypatch.setattr(containment, "kill_tree", unkillable)
+    sandbox = LocalSandbox(
+        SandboxContext(
+            repository=tmp_path, directory=tmp_path, git_common_dir=tmp_path, race_id="r", key="a", attempt=1
+        )
+    )
+    try:
+        with pytest.raises(SandboxError) as failed:
+            await sandbox.run(["sh", "-c", "exit 0"])
+        assert str(failed.value) == (
+            "processes of 'sh' could not be stopped: processes [4242] are still alive after KILL"
+        )
+    finally:
+        await sandbox.close()

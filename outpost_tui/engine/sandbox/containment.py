@@ -332,7 +332,9 @@ def kill_tree(known: dict[int, float], token: str | None) -> list[tuple[int, str
     """KILL every process of `known` still alive with the same start time, every holder of the
     marker, and their descendants, until a round finds none; (pid, name, pgid) of those killed."""
     killed: list[tuple[int, str, int | None]] = []
-    for _ in range(20):
+    # as long as a cgroup's: on a loaded machine a killed process can take a while to be gone
+    deadline = time.monotonic() + CONFIRM_WITHIN
+    while time.monotonic() < deadline:
         targets = {pid: started for pid, started in known.items() if _start_time(pid) == started}
         if token is not None:
             targets.update(marked(token))

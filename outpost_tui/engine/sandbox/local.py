@@ -203,12 +203,15 @@ class LocalSandbox(Sandbox):
             if on_output is not None:
                 on_output("stderr", [text])
 
-        async def watch() -> None:
-            # the fallback's record of the command's tree, by pid and start time
-            while not ended.is_set():
+        async def wait() -> int:
+            """The command's exit; the fallback records the command's tree meanwhile, by pid and
+            start time (in this task: a task group would wrap what `end` raises in a group)."""
+            if group is not None:
+                return await process.wait()
+            while True:
                 known.update(await anyio.to_thread.run_sync(containment.descendants, process.pid))
                 with anyio.move_on_after(containment.POLL):
-                    await ended.wait()
+                    return await process.wait()
 
         async def end() -> None:
             """Kill everything the command started that is still there, confirmed gone."""
@@ -278,7 +281,7 @@ class LocalSandbox(Sandbox):
             """The command's end (or its timeout), everything it started gone, its output read."""
             nonlocal timed_out
             with anyio.move_on_after(timeout) as deadline:
-                await process.wait()
+                await wait()
             with anyio.CancelScope(shield=True):
                 if deadline.cancelled_caught:
                     timed_out = True
@@ -290,16 +293,10 @@ class LocalSandbox(Sandbox):
             await drain()
 
         try:
-            if group is None:
-                if self.context.register_resource is not None:
-                    with anyio.CancelScope(shield=True):
-                        await self.context.register_resource(resource_id_for(process.pid))
-                async with anyio.create_task_group() as tasks:
-                    tasks.start_soon(watch)
-                    await finish()
-                    tasks.cancel_scope.cancel()
-            else:
-                await finish()
+            if group is None and self.context.register_resource is not None:
+                with anyio.CancelScope(shield=True):
+                    await self.context.register_resource(resource_id_for(process.pid))
+            await finish()
         except BaseException as error:
             cancelled = isinstance(error, anyio.get_cancelled_exc_class())
             with anyio.CancelScope(shield=True):
