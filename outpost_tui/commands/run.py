@@ -76,7 +76,7 @@ def _handle(args) -> int:
         from ..ui import open_app
 
         check_before_opening(args.race_file)
-        return open_app(args.race_file, start=True)
+        return open_app(args.race_file, start=True, replay=args.resume)
     return run_headless(args.race_file, json_output=args.json, verbose=args.verbose, resume=args.resume)
 
 
@@ -92,14 +92,10 @@ def check_before_opening(path: str | Path) -> None:
 
 def load_spec(path: str | Path, *, resume: bool = False):
     """The race file's spec; RaceFileError (one line naming file, line and key) when it is bad."""
-    from dataclasses import replace
-
     from ..engine.racefile import load_race
 
     spec = load_race(path)
-    if resume:
-        spec = replace(spec, durability=replace(spec.durability, resume="retry-incomplete"))
-    return spec
+    return spec.replay_authorised() if resume else spec
 
 
 def run_headless(

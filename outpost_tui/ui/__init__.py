@@ -8,7 +8,9 @@ from pathlib import Path
 from .. import exitcodes
 
 
-def open_app(race_file: str | None = None, *, start: bool = False, screen: str | None = None) -> int:
+def open_app(
+    race_file: str | None = None, *, start: bool = False, screen: str | None = None, replay: bool = False
+) -> int:
     """Open the app from the command line; it needs a terminal on both ends."""
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         print(
@@ -16,7 +18,7 @@ def open_app(race_file: str | None = None, *, start: bool = False, screen: str |
             file=sys.stderr,
         )
         return exitcodes.BAD_INPUT
-    return launch(race_file, start=start, screen=screen)
+    return launch(race_file, start=start, screen=screen, replay=replay)
 
 
 def launch(
@@ -25,10 +27,12 @@ def launch(
     start: bool = False,
     screen: str | None = None,
     repository: str | Path = ".",
+    replay: bool = False,
 ) -> int:
+    """replay: the race file's interrupted run may be replayed (`run RACE.toml --resume`)."""
     from .app import OutpostApp  # Textual loads only when the app opens: `--help` stays instant
 
-    app = OutpostApp(race_file, start=start, screen=screen, repository=repository)
+    app = OutpostApp(race_file, start=start, screen=screen, repository=repository, replay=replay)
     app.run()
     session = app.session
     if session is not None and not session.checked and session.error:

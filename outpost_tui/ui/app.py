@@ -62,9 +62,12 @@ class OutpostApp(App):
         testing: bool = False,
         clock: Callable[[], float] = time.time,
         recorded: str | None = None,
+        replay: bool = False,
     ) -> None:
-        """recorded: the id of a race recorded in `repository`, to open read-only."""
+        """recorded: the id of a race recorded in `repository`, to open read-only; replay: the
+        race file's interrupted run may be replayed (`run RACE.toml --resume`)."""
         super().__init__()
+        self.replay = replay
         self.recorded_race = recorded
         self.clock = clock  # elapsed times on screen; tests fix it
         self.race_file = Path(race_file) if race_file else None
@@ -103,7 +106,7 @@ class OutpostApp(App):
         if self._load_errors:
             self.notify("; ".join(self._load_errors), severity="error", timeout=10)
         if self.race_file is not None:
-            self.open_race(self.race_file, start=self.start_race_now)
+            self.open_race(self.race_file, start=self.start_race_now, replay=self.replay)
         elif self.recorded_race is not None:
             self.show_recorded(self.recorded_race)
         elif self.first_screen == "recover":
@@ -150,8 +153,9 @@ class OutpostApp(App):
 
     # --------------------------------------------------------------------------- races
 
-    def open_race(self, path: Path, *, start: bool = False) -> None:
-        """Open a race file on the race screen, ready to start (or started)."""
+    def open_race(self, path: Path, *, start: bool = False, replay: bool = False) -> None:
+        """Open a race file on the race screen, ready to start (or started); `replay`: replaying
+        its interrupted run is authorised."""
         from .race_sketch import sketch_race
 
         # The screen paints the file's candidates from its sketch; the file is checked (every
@@ -171,11 +175,11 @@ class OutpostApp(App):
                     self.push_screen(HomeScreen())
                 return
         self.race_file = Path(path)
-        self.start_race(race, start=start)
+        self.start_race(race, start=start, replay=replay)
 
-    def start_race(self, spec: RaceSpec | RaceSketch, *, start: bool = True) -> None:
+    def start_race(self, spec: RaceSpec | RaceSketch, *, start: bool = True, replay: bool = False) -> None:
         """A race on the race screen: a checked spec, or a race file's sketch (checked once the
-        screen has painted)."""
+        screen has painted); `replay`: replaying its interrupted run is authorised."""
         from .screens.race import RaceScreen
 
         if self.session is not None and self.session.running:
@@ -183,7 +187,7 @@ class OutpostApp(App):
             return
         from .session import RaceSession
 
-        self.session = RaceSession(spec)
+        self.session = RaceSession(spec, replay=replay)
         self.push_screen(RaceScreen(self.session, start=start, clock=self.clock))
 
     # ------------------------------------------------------------------ recorded races

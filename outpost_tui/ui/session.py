@@ -35,12 +35,14 @@ CONTROL_TIMEOUT = 30.0
 
 
 class RaceSession:
-    def __init__(self, spec: RaceSpec | RaceSketch) -> None:
-        """A checked race's spec, or the sketch of a race file still to be checked (by prepare)."""
+    def __init__(self, spec: RaceSpec | RaceSketch, *, replay: bool = False) -> None:
+        """A checked race's spec, or the sketch of a race file still to be checked (by prepare);
+        `replay`: replaying the file's interrupted run is authorised (`run RACE.toml --resume`)."""
+        self.replay = replay
         if isinstance(spec, RaceSketch):
             self.sketch, self._spec = spec, None
         else:
-            self.sketch, self._spec = RaceSketch.of(spec), spec
+            self.sketch, self._spec = RaceSketch.of(spec), spec.replay_authorised() if replay else spec
         self.race: Race | None = None  # built by prepare()
         self.result: RaceResult | None = None
         self.error: str | None = None  # why the race could not be built, or could not run
@@ -80,7 +82,7 @@ class RaceSession:
         race file, as `check` says it)."""
         if self._preparing is None:
             self._preparing = asyncio.get_running_loop().run_in_executor(
-                None, _build, self._spec or self.sketch
+                None, _build, self._spec or self.sketch, self.replay
             )
         built = await asyncio.shield(self._preparing)
         if isinstance(built, str):
@@ -194,10 +196,10 @@ def _freeze_the_race_machinery() -> None:
         gc.freeze()
 
 
-def _build(spec: RaceSpec | RaceSketch) -> tuple[RaceSpec, Race] | str:
-    """The spec (a sketch's file checked) and the Race for it (a replay's model filled from its
-    saved run), or why it cannot be built in one line: the operator reads it on the race screen,
-    never as a traceback."""
+def _build(spec: RaceSpec | RaceSketch, replay: bool = False) -> tuple[RaceSpec, Race] | str:
+    """The spec (a sketch's file checked; its interrupted run's replay authorised when `replay`)
+    and the Race for it (a replay's model filled from its saved run), or why it cannot be built in
+    one line: the operator reads it on the race screen, never as a traceback."""
     from ..engine.errors import OutpostError
 
     try:
@@ -206,6 +208,8 @@ def _build(spec: RaceSpec | RaceSketch) -> tuple[RaceSpec, Race] | str:
                 spec = _check(spec)
             except OutpostError as error:  # the race file's RaceFileError: file, line, key, what
                 return str(error)
+            if replay:
+                spec = spec.replay_authorised()
         from ..engine.api import new_race
         from ..engine.core.events import EventBus
 

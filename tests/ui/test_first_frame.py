@@ -152,3 +152,20 @@ async def test_a_race_that_cannot_be_built_says_why_in_one_line_and_cannot_start
         await pilot.press("s")  # nothing to start: the key is not offered, and pressing it starts nothing
         await pilot.pause()
         assert not app.session.started and not app.screen.active_bindings.get("s")
+
+
+@pytest.mark.parametrize("replay", [False, True])
+async def test_the_app_opened_with_resume_may_replay_the_files_interrupted_run(tmp_path, replay):
+    """`run RACE.toml --resume` opens the app on the file with replaying its interrupted run
+    authorised, as the headless run does; without it, never."""
+    race = _race_file(tmp_path, 2, 10, 1.0)
+    race.write_text(
+        race.read_text().replace('name = "flood"\n', 'name = "flood"\nrun_id = "r1"\n', 1)
+        + "\n[durability]\nenabled = true\n"
+    )
+    app = OutpostApp(race, testing=True, replay=replay)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: app.session.checked, "the race file's check")
+        assert app.session.spec.durability.enabled
+        assert app.session.spec.durability.resume == ("retry-incomplete" if replay else None)
+        assert app.session.race.spec.durability.resume == app.session.spec.durability.resume

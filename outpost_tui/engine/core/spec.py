@@ -13,7 +13,7 @@ import json
 import re
 import shlex
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
@@ -418,3 +418,8 @@ class RaceSpec:
             if candidate.key == key:
                 return candidate
         raise KeyError(key)
+
+    def replay_authorised(self) -> RaceSpec:
+        """The same race with replaying its interrupted run authorised (`run --resume`, `recover
+        --replay`, the app opened with `run RACE.toml --resume`)."""
+        return replace(self, durability=replace(self.durability, resume="retry-incomplete"))

@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -151,7 +151,7 @@ def replay_spec(repository: str | Path, run_id: str, race_file: str | Path | Non
         raise RaceFileError(str(path), None, None, "has no [race] run_id (a durable race needs one)")
     if spec.run_id != run_id:
         raise UnknownRun(f"{path} is for run {spec.run_id!r}, not {run_id!r}")
-    return replace(spec, durability=replace(spec.durability, resume="retry-incomplete"))
+    return spec.replay_authorised()
 
 
 def restore_model(model: RaceModel, repository: str | Path, run_id: str) -> None:
