@@ -1,12 +1,19 @@
-"""Running `python -m outpost_tui.cli` as a real subprocess, and small race files for it."""
+"""Running `python -m outpost_tui.cli` as a real subprocess (in a pseudo-terminal too), and small race
+files for it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import pty
+import select
+import signal
 import subprocess
 import sys
 import textwrap
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.conftest import FAKE_AGENT
@@ -68,3 +75,60 @@ def one_line_error(done: subprocess.CompletedProcess) -> str:
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     return lines[0]
+
+
+class AppInATerminal:
+    """The command line run in a real pseudo-terminal (120x40), as an operator runs the app:
+    `seen` is what it has drawn so far."""
+
+    def __init__(self, argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
+        self.leader, follower = pty.openpty()
+        self.process = subprocess.Popen(
+            argv,
+            stdin=follower,
+            stdout=follower,
+            stderr=follower,
+            env={
+                **os.environ,
+                "TERM": "xterm-256color",
+                "COLUMNS": "120",
+                "LINES": "40",
+                "OUTPOST_TUI_CONFIG_DIR": str(cwd / "config"),
+                **(env or {}),
+            },
+            cwd=cwd,
+            start_new_session=True,
+        )
+        os.close(follower)
+        self.seen = b""
+
+    def drain(self, timeout: float) -> None:
+        # the app blocks on a full terminal: keep reading whatever it draws
+        ready, _, _ = select.select([self.leader], [], [], timeout)
+        if ready:
+            with contextlib.suppress(OSError):
+                self.seen += os.read(self.leader, 65536)
+
+    def wait_for(self, shown: Callable[[bytes], bool], what: str, timeout: float) -> None:
+        """Until `shown(seen)`, the app still open."""
+        deadline = time.monotonic() + timeout
+        while not shown(self.seen):
+            assert time.monotonic() < deadline, f"the app never showed {what}: {self.seen[-2000:]!r}"
+            self.drain(0.5)
+            assert self.process.poll() is None, f"it ended instead of opening the app: {self.seen[-2000:]!r}"
+
+    def quit(self) -> int:
+        """ctrl+q, then its exit code once it has ended (reading what it draws meanwhile)."""
+        os.write(self.leader, b"\x11")
+        deadline = time.monotonic() + 30
+        while self.process.poll() is None:
+            assert time.monotonic() < deadline, "the app did not quit"
+            self.drain(0.2)
+        self.drain(0.2)
+        return self.process.returncode
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        os.close(self.leader)

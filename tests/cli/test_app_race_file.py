@@ -5,16 +5,10 @@ the check finds the fault."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import pty
-import select
-import signal
 import subprocess
-import time
 from pathlib import Path
 
-from tests.cli.support import CLI
+from tests.cli.support import CLI, AppInATerminal
 
 
 def test_a_file_whose_candidates_cannot_be_read_is_one_line_and_no_app(tmp_path: Path):
@@ -41,54 +35,14 @@ def test_a_file_only_its_check_refuses_opens_the_app_then_ends_with_its_one_line
     (tmp_path / "plain").mkdir()  # no git repository: only the check (git) finds it
     race = tmp_path / "race.toml"
     race.write_text('[race]\nrepository = "plain"\n\n[[candidates]]\nkey = "only"\nagent = "command"\n')
-    leader, follower = pty.openpty()
-    env = {
-        **os.environ,
-        "TERM": "xterm-256color",
-        "COLUMNS": "120",
-        "LINES": "40",
-        "OUTPOST_TUI_CONFIG_DIR": str(tmp_path / "config"),
-    }
-    process = subprocess.Popen(
-        [*CLI, str(race)],
-        stdin=follower,
-        stdout=follower,
-        stderr=follower,
-        env=env,
-        cwd=tmp_path,
-        start_new_session=True,
-    )
-    os.close(follower)
-    seen = b""
-
-    def drain(timeout: float) -> None:
-        # the app blocks on a full terminal: keep reading whatever it draws
-        nonlocal seen
-        ready, _, _ = select.select([leader], [], [], timeout)
-        if ready:
-            with contextlib.suppress(OSError):
-                seen += os.read(leader, 65536)
-
+    app = AppInATerminal([*CLI, str(race)], tmp_path)
     try:
-        deadline = time.monotonic() + 60
-        while b"cannot run" not in seen:
-            assert time.monotonic() < deadline, f"the app never said why: {seen[-2000:]!r}"
-            assert process.poll() is None, f"it ended instead of opening the app: {seen[-2000:]!r}"
-            drain(0.5)
-        os.write(leader, b"\x11")  # ctrl+q: nothing runs, the app quits at once
-        deadline = time.monotonic() + 30
-        while process.poll() is None:
-            assert time.monotonic() < deadline, "the app did not quit"
-            drain(0.2)
-        drain(0.2)
-        assert process.returncode == 2
+        app.wait_for(lambda seen: b"cannot run" in seen, "why it cannot run", 60)
+        assert app.quit() == 2  # ctrl+q: nothing runs, the app quits at once
         # printed once the app has given the terminal back (after its last escape sequence)
-        said = seen.decode(errors="replace").replace("\r", "").rstrip("\n")
+        said = app.seen.decode(errors="replace").replace("\r", "").rstrip("\n")
         last = said[said.rindex("\x1b[") :].split("outpost-tui: ", 1)[-1]
         assert last.startswith(f"{race}:2: race.repository: not a git repository: "), said[-500:]
         assert "\n" not in last and "Traceback" not in said
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        os.close(leader)
+        app.close()

@@ -36,45 +36,33 @@ def _collect() -> tuple[dict[str, bytearray], list[str], DataSink]:
     return seen, ends, on_data
 
 
-async def test_output_exit_code_and_the_end_of_both_streams(tmp_path):
+async def _run_to_its_end(argv: list[str], directory, stdin: bytes | None = None):
+    """(exit code, output by stream, the streams whose end was told) of a command run to its end."""
     seen, ends, on_data = _collect()
-    child = Child.start(
-        ["sh", "-c", "echo out; echo err >&2; exit 3"],
-        stdin=None,
-        cwd=tmp_path,
-        env=os.environ,
-        on_data=on_data,
-    )
-    assert await child.wait() == 3
+    child = Child.start(argv, stdin=stdin, cwd=directory, env=os.environ, on_data=on_data)
+    code = await child.wait()
     await child.drained.wait()
     child.close()
-    assert bytes(seen["stdout"]) == b"out\n" and bytes(seen["stderr"]) == b"err\n"
+    return code, {name: bytes(data) for name, data in seen.items()}, ends
+
+
+async def test_output_exit_code_and_the_end_of_both_streams(tmp_path):
+    code, seen, ends = await _run_to_its_end(["sh", "-c", "echo out; echo err >&2; exit 3"], tmp_path)
+    assert code == 3
+    assert seen["stdout"] == b"out\n" and seen["stderr"] == b"err\n"
     assert sorted(ends) == ["stderr", "stdout"]  # each stream's end told once
 
 
 async def test_an_input_larger_than_a_pipe_holds_arrives_whole(tmp_path):
     data = os.urandom(3 * 1024 * 1024)  # the pipe holds 64 KiB: written as the command reads
-    seen, _, on_data = _collect()
-    child = Child.start(["cat"], stdin=data, cwd=tmp_path, env=os.environ, on_data=on_data)
-    assert await child.wait() == 0
-    await child.drained.wait()
-    child.close()
-    assert bytes(seen["stdout"]) == data
+    code, seen, _ = await _run_to_its_end(["cat"], tmp_path, stdin=data)
+    assert code == 0 and seen["stdout"] == data
 
 
 async def test_a_command_that_never_reads_its_input_is_no_error(tmp_path):
-    seen, _, on_data = _collect()
-    child = Child.start(
-        ["sh", "-c", "exec 0<&-; echo done"],
-        stdin=b"x" * (1024 * 1024),
-        cwd=tmp_path,
-        env=os.environ,
-        on_data=on_data,
-    )
-    assert await child.wait() == 0
-    await child.drained.wait()
-    child.close()
-    assert bytes(seen["stdout"]) == b"done\n"
+    argv = ["sh", "-c", "exec 0<&-; echo done"]
+    code, seen, _ = await _run_to_its_end(argv, tmp_path, stdin=b"x" * (1024 * 1024))
+    assert code == 0 and seen["stdout"] == b"done\n"
 
 
 async def test_what_the_output_sink_raises_is_raised_by_wait_and_the_command_still_reaped(tmp_path):

@@ -47,22 +47,25 @@ def registered() -> list[str]:
     return []
 
 
+def context_in(directory: Path, key: str = "alpha", attempt: int = 1, **options) -> SandboxContext:
+    """An attempt's sandbox context in `directory` (its repository and worktree both), race "r"."""
+    return SandboxContext(
+        repository=directory,
+        directory=directory,
+        git_common_dir=directory,
+        race_id="r",
+        key=key,
+        attempt=attempt,
+        **options,
+    )
+
+
 @pytest.fixture
 def sandbox(tmp_path, registered):
     async def register(resource: str) -> None:
         registered.append(resource)
 
-    sandbox = LocalSandbox(
-        SandboxContext(
-            repository=tmp_path,
-            directory=tmp_path,
-            git_common_dir=tmp_path,
-            race_id="r",
-            key="alpha",
-            attempt=1,
-            register_resource=register,
-        )
-    )
+    sandbox = LocalSandbox(context_in(tmp_path, register_resource=register))
     yield sandbox
     anyio.run(sandbox.close)  # removes the attempt's cgroup
 
@@ -282,15 +285,7 @@ async def test_the_environment_is_read_once_per_attempt_and_scrubbed(tmp_path, m
     monkeypatch.setenv("GIT_DIR", "/elsewhere/.git")
     monkeypatch.setenv("OUTPOST_PROBE", "process")
     sandbox = LocalSandbox(
-        SandboxContext(
-            repository=tmp_path,
-            directory=tmp_path,
-            git_common_dir=tmp_path,
-            race_id="r",
-            key="alpha",
-            attempt=1,
-            env={"GIT_INDEX_FILE": "/elsewhere/index", "OUTPOST_CONTEXT": "context"},
-        )
+        context_in(tmp_path, env={"GIT_INDEX_FILE": "/elsewhere/index", "OUTPOST_CONTEXT": "context"})
     )
     try:
         show = [
@@ -321,29 +316,18 @@ async def test_an_attempts_grading_checkout_runs_in_the_cgroup_its_agent_emptied
         pytest.skip("no writable cgroup v2 hierarchy on this machine")
     provider = LocalProvider()
 
-    def context(key: str, attempt: int, **options) -> SandboxContext:
-        return SandboxContext(
-            repository=tmp_path,
-            directory=tmp_path,
-            git_common_dir=tmp_path,
-            race_id="r",
-            key=key,
-            attempt=attempt,
-            **options,
-        )
-
     async def cgroup_of(box) -> str:
         return _cgroup_of((await box.run(["cat", "/proc/self/cgroup"])).stdout_tail)
 
-    agent = await provider.acquire(context("alpha", 1, grading_follows=True))
+    agent = await provider.acquire(context_in(tmp_path, "alpha", 1, grading_follows=True))
     pids_file = tmp_path / "pids"
     await agent.run(["sh", "-c", f"setsid sleep 300 & echo $! > {pids_file}"])
     [daemon] = await wait_for_pids(pids_file, 1)
     used = await cgroup_of(agent)
     await agent.close()
     assert not alive(daemon)
-    other = await provider.acquire(context("beta", 1, role="grading"))  # another attempt's
-    grading = await provider.acquire(context("alpha", 1, role="grading"))
+    other = await provider.acquire(context_in(tmp_path, "beta", 1, role="grading"))  # another attempt's
+    grading = await provider.acquire(context_in(tmp_path, "alpha", 1, role="grading"))
     try:
         assert await cgroup_of(other) != used
         assert await cgroup_of(grading) == used  # the same emptied cgroup, not a new one
@@ -354,7 +338,7 @@ async def test_an_attempts_grading_checkout_runs_in_the_cgroup_its_agent_emptied
     assert root is not None
     assert not list(root.glob("r.alpha.1.*"))  # removed with the grading checkout's sandbox
     # an agent whose grading never comes: its cgroups are kept for it until the drain
-    lonely = await provider.acquire(context("gamma", 1, grading_follows=True))
+    lonely = await provider.acquire(context_in(tmp_path, "gamma", 1, grading_follows=True))
     await cgroup_of(lonely)
     await lonely.close()
     held = list(root.glob("r.gamma.1.*"))
@@ -374,11 +358,7 @@ async def test_processes_that_cannot_be_confirmed_gone_fail_the_command_in_one_l
         raise containment.ContainmentError("processes [4242] are still alive after KILL")
 
     monkeypatch.setattr(containment, "kill_tree", unkillable)
-    sandbox = LocalSandbox(
-        SandboxContext(
-            repository=tmp_path, directory=tmp_path, git_common_dir=tmp_path, race_id="r", key="a", attempt=1
-        )
-    )
+    sandbox = LocalSandbox(context_in(tmp_path, "a"))
     try:
         with pytest.raises(SandboxError) as failed:
             await sandbox.run(["sh", "-c", "exit 0"])

@@ -49,15 +49,26 @@ def printers(tmp_path, count: int, batch: int):
     return path
 
 
+async def started(pilot, app):
+    """The race built, started (s), every agent running; its model."""
+    await prepared(pilot)
+    await pilot.press("s")
+    model = app.session.model
+    await until(pilot, lambda: all(c.state == "running" for c in model.candidates.values()), "the agents")
+    return model
+
+
+async def aborted(pilot, app) -> None:
+    await pilot.press("x", "y")
+    await until(pilot, lambda: app.session.result is not None, "the abort")
+
+
 async def test_growing_logs_lay_nothing_out_and_a_key_restyles_only_the_two_panels(tmp_path):
     app = OutpostApp(printers(tmp_path, 4, 5), testing=True)
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen
         panels = {panel.key: panel for panel in screen.query(CandidatePanel)}
-        await prepared(pilot)
-        model = app.session.model
-        await pilot.press("s")
-        await until(pilot, lambda: all(c.state == "running" for c in model.candidates.values()), "the agents")
+        model = await started(pilot, app)
         await until(pilot, lambda: all(c.branch for c in model.candidates.values()), "their branches")
         # the footer shows the keys of a running race and a candidate with a branch (diff) from now on
         await pilot.press("2")
@@ -96,8 +107,7 @@ async def test_growing_logs_lay_nothing_out_and_a_key_restyles_only_the_two_pane
             repr(panels["c3"]),
         ]
         assert layouts == [] and full_paints == []
-        await pilot.press("x", "y")
-        await until(pilot, lambda: app.session.result is not None, "the abort")
+        await aborted(pilot, app)
 
 
 async def test_each_tick_redraws_one_band_of_panels_and_a_round_redraws_them_all(tmp_path):
@@ -107,10 +117,7 @@ async def test_each_tick_redraws_one_band_of_panels_and_a_round_redraws_them_all
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen
         panels = {panel.key: panel for panel in screen.query(CandidatePanel)}
-        await prepared(pilot)
-        await pilot.press("s")
-        model = app.session.model
-        await until(pilot, lambda: all(c.state == "running" for c in model.candidates.values()), "the agents")
+        await started(pilot, app)
         ticks: list[set[str]] = []
         refresh = screen.refresh_panels
 
@@ -131,8 +138,7 @@ async def test_each_tick_redraws_one_band_of_panels_and_a_round_redraws_them_all
         assert race.PANELS_PER_TICK == 1 and all(len(drawn) <= 1 for drawn in ticks), ticks
         for start in range(len(ticks) - 4):
             assert set().union(*ticks[start : start + 4]) == set(panels), ticks
-        await pilot.press("x", "y")
-        await until(pilot, lambda: app.session.result is not None, "the abort")
+        await aborted(pilot, app)
 
 
 async def test_the_screen_draws_without_holding_the_models_lock(tmp_path):
@@ -167,8 +173,7 @@ async def test_the_screen_draws_without_holding_the_models_lock(tmp_path):
         await pilot.press("s")
         await until(pilot, lambda: len(free) >= 5 and len(log.lines) >= 100, "c1's log drawn a few times")
         assert all(free), free
-        await pilot.press("x", "y")
-        await until(pilot, lambda: app.session.result is not None, "the abort")
+        await aborted(pilot, app)
 
 
 class SideBySide(App):
