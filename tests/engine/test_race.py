@@ -28,24 +28,31 @@ from outpost_tui.engine.core.spec import ValidateSpec
 from tests.conftest import alive, cmd, git, pids
 
 
-def children_left() -> list[tuple[int, str, list[str], str]]:
+def our_children() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+def children_left(before: set[int]) -> list[tuple[int, str, list[str], str]]:
+    """This process's children that were not there `before` (an earlier test's git session may
+    linger up to its idle time in the same worker): pid, name, command line, status."""
     found = []
     for child in psutil.Process().children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            found.append((child.pid, child.name(), child.cmdline(), child.status()))
+        if child.pid not in before:
+            with contextlib.suppress(psutil.Error):
+                found.append((child.pid, child.name(), child.cmdline(), child.status()))
     return found
 
 
 @pytest.fixture(autouse=True)
 def no_orphan_or_zombie_after_a_race():
     """After every race in this file, no process it started is left: not running, not a zombie."""
-    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    before = our_children()
     yield
-    left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
-    assert left == [], [(p.pid, p.name(), p.status()) for p in left]
+    assert children_left(before) == []
 
 
 def test_first_acceptable_wins_and_losers_are_gone_at_once(repo, tmp_path):
+    before = our_children()
     signal_file = tmp_path / "loser-started"
     loser_pids = tmp_path / "loser.pid"
     spec = build_spec(
@@ -70,7 +77,7 @@ def test_first_acceptable_wins_and_losers_are_gone_at_once(repo, tmp_path):
     # Both the loser and the child it started in the background are gone, right away.
     assert not any(alive(pid) for pid in pids(loser_pids))
     assert elapsed < 20
-    assert children_left() == []
+    assert children_left(before) == []
 
 
 def test_result_records_branch_commit_commits_and_integration(repo):
