@@ -1,4 +1,8 @@
+import inspect
+
 import pytest
+
+from tests.ui.support import footer_settled
 
 
 @pytest.fixture
@@ -11,3 +15,19 @@ def no_user_configuration(monkeypatch, tmp_path_factory):
     """A developer's own themes and keymap must not change what the tests see."""
     monkeypatch.setenv("OUTPOST_TUI_CONFIG_DIR", str(tmp_path_factory.mktemp("outpost-config")))
     monkeypatch.delenv("OUTPOST_TUI_THEME", raising=False)
+
+
+@pytest.fixture
+def snap_compare(snap_compare):
+    """Every picture waits for the footer to show the screen's bindings as they are: on a loaded
+    machine the plugin's own idle wait (by process CPU time) can end before the footer rebuilds."""
+
+    def compare(app, *args, run_before=None, **kwargs):
+        async def settled(pilot) -> None:
+            if run_before is not None and inspect.isawaitable(done := run_before(pilot)):
+                await done
+            await footer_settled(pilot)
+
+        return snap_compare(app, *args, run_before=settled, **kwargs)
+
+    return compare

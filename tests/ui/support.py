@@ -51,3 +51,30 @@ async def prepared(pilot) -> None:
     RaceSession.prepare), and the race's model and event bus exist from then on."""
     app = pilot.app
     await until(pilot, lambda: app.session is not None and app.session.ready, "the race to be prepared")
+
+
+def footer_current(screen: Screen) -> bool:
+    """Whether the screen's footer shows its bindings as they are now: the footer rebuilds itself a
+    few loop turns after a screen's bindings change (a wizard leaving its busy state), and a picture
+    taken in between shows keys dimmed that are live."""
+    active = screen.active_bindings
+    keys = list(screen.query("FooterKey"))
+    if not screen.query("Footer"):
+        return True
+    return bool(keys) and all(
+        key.key in active and active[key.key].enabled != key.has_class("-disabled") for key in keys
+    )
+
+
+async def footer_settled(pilot) -> None:
+    """Let the app run until its footer shows the screen's current bindings and has stopped
+    rebuilding: one change of bindings can rebuild it twice, a few loop turns apart."""
+    screen = pilot.app.screen
+    deadline = time.monotonic() + 60.0
+    while True:
+        await until(pilot, lambda: footer_current(screen), "the footer's bindings")
+        shown = list(screen.query("FooterKey"))
+        await pilot.pause(0.05)
+        if footer_current(screen) and list(screen.query("FooterKey")) == shown:
+            return
+        assert time.monotonic() < deadline, "timed out waiting for the footer to settle"
