@@ -9,11 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from textual.geometry import Region
 from textual.widgets import Log, Static
 
 from outpost_tui.ui.app import OutpostApp
 from outpost_tui.ui.screens.confirm import ConfirmScreen
-from outpost_tui.ui.widgets.candidate_panel import CandidatePanel, duration, tokens
+from outpost_tui.ui.widgets.candidate_panel import CandidatePanel, PanelFigures, duration, tokens
 from tests.agents.replay import path_with, write_fake
 from tests.conftest import FAKE_AGENT
 from tests.ui.support import until
@@ -42,7 +43,7 @@ def fake(*flags: str) -> list[str]:
 
 
 def line(panel: CandidatePanel, name: str) -> str:
-    return str(panel.query_one(f".{name}", Static).render())
+    return panel.line(name)
 
 
 async def abort(pilot, app: OutpostApp) -> None:
@@ -121,9 +122,14 @@ async def test_a_running_candidate_shows_its_time_tokens_and_cost_against_the_li
         await until(pilot, lambda: line(spender, "time").startswith("time 2m10s / 15m  ███░"), "the clock")
         # Truncated, never wrapped: one row each, even when the text is wider than the panel.
         for panel in screen.query(CandidatePanel):
-            for name in ("state", "time", "tokens", "cost"):
-                assert panel.query_one(f".{name}", Static).size.height == 1, (panel.key, name)
-        assert len(line(spender, "tokens")) > spender.query_one(".tokens", Static).size.width
+            figures = panel.query_one(PanelFigures)
+            rows = [strip.text for strip in figures.render_lines(Region(0, 0, *figures.size))]
+            assert [row.split()[0] for row in rows] == [
+                line(panel, name).split()[0] for name in ("state", "time", "tokens", "cost")
+            ], panel.key
+        figures = spender.query_one(PanelFigures)
+        assert len(line(spender, "tokens")) > figures.size.width
+        assert figures.render_lines(Region(0, 2, figures.size.width, 1))[0].text.rstrip().endswith("…")
         assert line(screen.query_one("#panel-idle1", CandidatePanel), "tokens").startswith(
             "out 0 of 200k race"
         )

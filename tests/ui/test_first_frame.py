@@ -12,7 +12,6 @@ import subprocess
 import sys
 
 import pytest
-from textual.widgets import Static
 
 from outpost_tui.engine.racefile import RaceFileError, load_race
 from outpost_tui.ui.app import OutpostApp
@@ -101,10 +100,7 @@ async def test_the_race_screen_fills_in_once_the_race_is_built(tmp_path):
         summary = app.screen.query_one("#summary")
         await until(pilot, lambda: "ready: press s to start" in str(summary.render()), "the race built")
         assert app.session.ready and not app.session.started
-        states = {
-            panel.key: str(panel.query_one(".state", Static).content)
-            for panel in app.screen.query(CandidatePanel)
-        }
+        states = {panel.key: panel.line("state") for panel in app.screen.query(CandidatePanel)}
         assert states == {"c1": "waiting", "c2": "waiting"}
         await pilot.press("s")
         await until(pilot, lambda: app.session.result is not None, "the race to end")

@@ -16,6 +16,8 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.content import Content
+from textual.style import Style
+from textual.widget import Widget
 from textual.widgets import Static
 
 from ..css import widget_css
@@ -35,6 +37,8 @@ WARN_AT, ALARM_AT = 0.75, 0.9
 # Output first, as in the race's header: it is what costs most and what limits usually cap, and
 # it stays in view when a narrow panel cuts the line short.
 TOKEN_FIELDS = (("output", "out"), ("input", "in"), ("cached", "cached"), ("cache_write", "written"))
+# The panel's one-row lines, top to bottom (see `line`).
+FIGURES = ("state", "time", "tokens", "cost")
 
 
 def tokens(n: int) -> str:
@@ -92,14 +96,11 @@ class CandidatePanel(Vertical, can_focus=True):
         self._version = -1
         self._seen = 0
         self.filter: str | None = None
-        self._shown: dict[Static, Content] = {}  # what each line last showed
-        self._shown_widgets: list[Static] = []
+        self._shown_reason: Content | None = None
+        self._lines: tuple[PanelFigures, Static] | None = None
 
     def compose(self) -> ComposeResult:
-        yield Static("", classes="state")
-        yield Static("", classes="time")
-        yield Static("", classes="tokens")
-        yield Static("", classes="cost")
+        yield PanelFigures(classes="figures")
         yield Static("", classes="reason -empty")
         log = PanelLog(max_lines=2000, auto_scroll=True)
         log.can_focus = False  # tab moves between candidates, not into their logs
@@ -110,21 +111,19 @@ class CandidatePanel(Vertical, can_focus=True):
         # and follows again once they scroll back to the end.
         self.query_one(PanelLog).anchor()
 
-    def _line_widgets(self) -> list[Static]:
-        """state, time, tokens, cost and reason (looked up once: a query per line per refresh
-        adds up under a flood)."""
-        if not self._shown_widgets:
-            self._shown_widgets = [
-                self.query_one(f".{name}", Static) for name in ("state", "time", "tokens", "cost", "reason")
-            ]
-        return self._shown_widgets
+    def _line_widgets(self) -> tuple[PanelFigures, Static]:
+        """figures and reason (looked up once: a query per line per refresh adds up under a
+        flood)."""
+        if self._lines is None:
+            self._lines = self.query_one(PanelFigures), self.query_one(".reason", Static)
+        return self._lines
 
-    def _show(self, line: Static, content: Content, *, layout: bool = False) -> None:
-        """Update a line only when what it shows changed: under a flood of log lines most of them
-        do not, and every update costs a repaint (a layout too when its height may change)."""
-        if self._shown.get(line) != content:
-            self._shown[line] = content
-            line.update(content, layout=layout)
+    def line(self, name: str) -> str:
+        """What one of the panel's lines shows now, as text: state, time, tokens, cost or reason."""
+        figures, reason = self._line_widgets()
+        if name == "reason":
+            return str(reason.render())
+        return str(figures.lines[FIGURES.index(name)])
 
     def watch_has_focus(self, _has_focus: bool) -> None:
         # Focus changes the border and nothing else (candidate_panel.tcss styles none of the
@@ -144,16 +143,10 @@ class CandidatePanel(Vertical, can_focus=True):
         if model.version == self._version and not force and model.state not in LIVE:
             return
         self._version = model.version
-        # one row each (CSS height 1): no layout
-        lines = self._line_widgets()
-        # the first four lines; the last, the reason, is shown below
-        for line, content in zip(
-            lines,
-            (self.state_line(model), self.time_line(model), self.tokens_line(model), self.cost_line(model)),
-            strict=False,
-        ):
-            self._show(line, content)
-        reason = lines[-1]
+        figures, reason = self._line_widgets()
+        figures.show(
+            (self.state_line(model), self.time_line(model), self.tokens_line(model), self.cost_line(model))
+        )
         why = model.reason or model.retrying or ""
         if model.committed_on_behalf:
             note = f"committed on its behalf: {model.committed_on_behalf}"
@@ -170,7 +163,10 @@ class CandidatePanel(Vertical, can_focus=True):
             why = f"⚑ review before merging: {flags}" + (f" · {why}" if why else "")
         if model.tampering:
             why = f"⚠ changed your repository: {'; '.join(model.tampering)}" + (f" · {why}" if why else "")
-        self._show(reason, Content(why[:300]), layout=True)  # up to three rows
+        shown = Content(why[:300])
+        if shown != self._shown_reason:  # up to three rows: its height may change
+            self._shown_reason = shown
+            reason.update(shown, layout=True)
         reason.set_class(not why, "-empty")
         # one restyle when the state changes, not one per class that changes with it
         self.update_classes(
@@ -264,6 +260,34 @@ class CandidatePanel(Vertical, can_focus=True):
             parts.append((f" of ${limit:.2f} race", _share_style(usage.cost_usd, limit)))
         parts.append(f"  · {model.lines} lines · {model.tools} tools")
         return Content.assemble(*parts)
+
+
+class PanelFigures(Widget):
+    """A panel's four one-row lines (state, time, tokens, cost) in one widget, each cut short
+    rather than wrapped (CSS). One widget instead of four: the panels' widgets are most of what
+    the race screen builds and styles before its first frame."""
+
+    COMPONENT_CLASSES = {"panel-figures--muted"}
+
+    def __init__(self, *, classes: str | None = None) -> None:
+        super().__init__(classes=classes)
+        self.lines: tuple[Content, ...] = (Content(""),) * len(FIGURES)
+
+    def show(self, lines: tuple[Content, ...]) -> None:
+        """Draw `lines` unless they are what is shown: under a flood of log lines most redraws
+        change none of them, and each change costs a repaint (never a layout: the height is
+        fixed)."""
+        if lines != self.lines:
+            self.lines = lines
+            self.refresh()
+
+    def render(self) -> Content:
+        # The muted colour is resolved here, against the panel's background and the current theme
+        # (the theme's $text-muted is "auto 60%", which a style inside the content cannot
+        # resolve).
+        muted = Style.from_rich_style(self.get_component_rich_style("panel-figures--muted"))
+        state, time_, tokens_, cost = self.lines
+        return Content("\n").join((state, time_, tokens_.stylize_before(muted), cost.stylize_before(muted)))
 
 
 class Match(Highlighter):
