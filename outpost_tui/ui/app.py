@@ -35,6 +35,7 @@ def _freeze_the_start() -> None:
     if not _start_frozen:
         _start_frozen = True
         gc.freeze()
+    gc.enable()  # held off until now when the command line opened the app (ui.hold_the_collector)
 
 
 class OutpostApp(App):

@@ -7,6 +7,7 @@ tests/benchmarks/bench_app.py (first_frame)."""
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import sys
 import pytest
 
 from outpost_tui.engine.racefile import RaceFileError, load_race
+from outpost_tui.ui import hold_the_collector
 from outpost_tui.ui.app import OutpostApp
 from outpost_tui.ui.widgets.candidate_panel import CandidatePanel
 from tests.benchmarks.bench_app import _race_file
@@ -92,6 +94,17 @@ def test_a_race_screen_paints_its_candidates_before_the_race_is_built_and_the_ed
 
 
 pytestmark = pytest.mark.anyio
+
+
+async def test_the_collector_the_command_line_holds_off_is_let_go_once_the_app_has_painted(tmp_path):
+    hold_the_collector()  # as launch does before it loads the app
+    try:
+        assert not gc.isenabled()
+        app = OutpostApp(_race_file(tmp_path, 2, 10, 1.0), testing=True)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, gc.isenabled, "the collector to run again")
+    finally:
+        gc.enable()
 
 
 async def test_the_race_screen_fills_in_once_the_race_is_built(tmp_path):
