@@ -234,7 +234,7 @@ class CandidatePanel(Vertical, can_focus=True):
         return Content.assemble(
             f"time {duration(elapsed)} / {duration(limit)}  ",
             ("█" * filled, fill_style(fraction)),
-            ("░" * (BAR_CELLS - filled), "$text-muted"),
+            "░" * (BAR_CELLS - filled),  # muted where drawn (PanelFigures.render)
         )
 
     def tokens_line(self, model: CandidateModel) -> Content:
@@ -284,9 +284,12 @@ class PanelFigures(Widget):
     def render(self) -> Content:
         # The muted colour is resolved here, against the panel's background and the current theme
         # (the theme's $text-muted is "auto 60%", which a style inside the content cannot
-        # resolve).
+        # resolve: the time bar's unfilled cells, styled so, were drawn at full strength).
         muted = Style.from_rich_style(self.get_component_rich_style("panel-figures--muted"))
         state, time_, tokens_, cost = self.lines
+        bar = str(time_).find("░")  # the time bar's unfilled cells, to the end of its line
+        if bar >= 0:
+            time_ = time_.stylize(muted, bar)
         return Content("\n").join((state, time_, tokens_.stylize_before(muted), cost.stylize_before(muted)))
 
 
