@@ -104,3 +104,30 @@ async def test_the_picker_key_is_in_the_help_and_rebindable_by_its_id():
         app.action_change_theme()  # Textual's "Theme" palette command opens the same picker
         await pilot.pause()
         assert isinstance(app.screen, ThemePickerScreen)
+
+
+async def test_each_theme_says_dark_or_light_in_a_muted_style_after_its_name():
+    app = OutpostApp(testing=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("t")
+        options = app.screen.query_one("#themes", OptionList)
+        await pilot.pause()
+        rows = [
+            [segment for segment in options.render_line(y) if segment.text.strip()]
+            for y in range(options.size.height)
+        ]
+        labelled = [row for row in rows if row and row[-1].text.strip() in ("dark", "light")]
+        assert labelled, rows
+        for *name, kind in labelled:
+            # dimmed, or drawn closer to the background than the name: never starker, as an
+            # unresolved theme variable had it
+            assert kind.style.dim or contrast(kind.style) < contrast(name[0].style), (name, kind)
+
+
+def contrast(style) -> float:
+    def luminance(color) -> float:
+        red, green, blue = color.get_truecolor()
+        return 0.2126 * red + 0.7152 * green + 0.0722 * blue
+
+    return abs(luminance(style.color) - luminance(style.bgcolor))

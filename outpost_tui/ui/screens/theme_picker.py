@@ -44,7 +44,7 @@ class ThemePickerScreen(ModalScreen[str | None]):
 
     def _option(self, name: str, width: int) -> Option:
         theme = self.app.available_themes[name]
-        label = Content.assemble(name.ljust(width + 2), ("dark" if theme.dark else "light", "$text-muted"))
+        label = Content.assemble(name.ljust(width + 2), ("dark" if theme.dark else "light", "dim"))
         return Option(label, id=name)
 
     def on_mount(self) -> None:
