@@ -19,15 +19,19 @@ def no_user_configuration(monkeypatch, tmp_path_factory):
 
 @pytest.fixture
 def snap_compare(snap_compare):
-    """Every picture waits for the footer to show the screen's bindings as they are: on a loaded
-    machine the plugin's own idle wait (by process CPU time) can end before the footer rebuilds."""
+    """Every picture waits for the footer to show the screen's bindings as they are, after the
+    test's steps and keys: on a loaded machine the plugin's own idle wait (by process CPU time) can
+    end before the footer rebuilds."""
 
-    def compare(app, *args, run_before=None, **kwargs):
+    def compare(app, *, press=(), run_before=None, **kwargs):
+        # the keys are pressed here, not by the plugin, so that the wait comes after them too
         async def settled(pilot) -> None:
             if run_before is not None and inspect.isawaitable(done := run_before(pilot)):
                 await done
+            if press:
+                await pilot.press(*press)
             await footer_settled(pilot)
 
-        return snap_compare(app, *args, run_before=settled, **kwargs)
+        return snap_compare(app, run_before=settled, **kwargs)
 
     return compare
