@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import gc
 import sys
 from pathlib import Path
 
 from .. import exitcodes
+from . import collector
 
 
 def open_app(
@@ -31,14 +31,14 @@ def launch(
     replay: bool = False,
 ) -> int:
     """replay: the race file's interrupted run may be replayed (`run RACE.toml --resume`)."""
-    hold_the_collector()
+    collector.hold_off()
     try:
         from .app import OutpostApp  # Textual loads only when the app opens: `--help` stays instant
 
         app = OutpostApp(race_file, start=start, screen=screen, repository=repository, replay=replay)
         app.run()
     finally:
-        gc.enable()
+        collector.let_go()
     session = app.session
     if session is not None and not session.checked and session.error:
         # the race file was checked after the app opened, and is bad: said here too, as `check` says it
@@ -48,11 +48,3 @@ def launch(
     if result is None:
         return 0
     return 0 if result.winner else 1
-
-
-def hold_the_collector() -> None:
-    """Hold the cyclic garbage collector off until the app has painted its first frame (the app
-    lets it go then: see app._freeze_the_start). Loading Textual and building the first screen
-    made about 200 collections, 45 ms of a 0.4 s start, over objects that nearly all live as long
-    as the app; what little garbage they leave (about 3,500 objects) is frozen with the rest."""
-    gc.disable()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 import time
@@ -15,27 +14,13 @@ from textual import events
 from textual.app import App
 from textual.binding import Binding
 
+from . import collector
 from .commands import OutpostCommands
 
 if TYPE_CHECKING:
     from ..engine.core.spec import RaceSpec
     from .race_sketch import RaceSketch
     from .session import RaceSession
-
-
-_start_frozen = False
-
-
-def _freeze_the_start() -> None:
-    """What is loaded and built to open the app (Textual, its stylesheet, the screens) lives as
-    long as the app: kept out of the collector's full passes, which otherwise walk all of it again
-    and again while agents print (a pass held the loop 50-150 ms under a flood). Once a process:
-    what is frozen is never collected, and an app opened later (tests open many) is not for good."""
-    global _start_frozen
-    if not _start_frozen:
-        _start_frozen = True
-        gc.freeze()
-    gc.enable()  # held off until now when the command line opened the app (ui.hold_the_collector)
 
 
 class OutpostApp(App):
@@ -97,7 +82,7 @@ class OutpostApp(App):
     def on_mount(self) -> None:
         if self.testing:
             self.animation_level = "none"
-        self.call_after_refresh(_freeze_the_start)
+        self.call_after_refresh(collector.app_painted)
         self._load_themes()
         self._load_keymap()
         from .settings import load_settings

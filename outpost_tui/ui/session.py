@@ -14,12 +14,12 @@ Race's lifetime and its outcome.
 from __future__ import annotations
 
 import asyncio
-import gc
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
+from . import collector
 from .race_sketch import RaceSketch
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ class RaceSession:
             self.error = built
             return False
         self._spec, self.race = built
-        _freeze_the_race_machinery()
+        collector.race_built()
         return True
 
     @property
@@ -180,20 +180,6 @@ class RaceSession:
         if loop is None or self.race is None:
             return "the race is not running"
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.race.accept(key), loop))
-
-
-_machinery_frozen = False
-
-
-def _freeze_the_race_machinery() -> None:
-    """The race machinery's modules, loaded with the first race built, are as long-lived as the
-    app's own (see OutpostApp.on_mount): kept out of the collector's full passes. Once: what is
-    frozen is never collected, and a later race's objects (the first one's with it) are not for
-    good."""
-    global _machinery_frozen
-    if not _machinery_frozen:
-        _machinery_frozen = True
-        gc.freeze()
 
 
 def _build(spec: RaceSpec | RaceSketch, replay: bool = False) -> tuple[RaceSpec, Race] | str:

@@ -305,8 +305,8 @@ _FIRST_FRAME_OUTPOST = (
     r"""
 import sys, time
 started = float(sys.argv[1])
-from outpost_tui.ui import hold_the_collector
-hold_the_collector()  # as the command line's launch does
+from outpost_tui.ui import collector
+collector.hold_off()  # as the command line's launch does
 from outpost_tui.ui.app import OutpostApp
 SCREENS = ("HomeScreen", "RaceScreen")
 

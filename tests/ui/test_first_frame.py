@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from outpost_tui.engine.racefile import RaceFileError, load_race
-from outpost_tui.ui import hold_the_collector
+from outpost_tui.ui import collector
 from outpost_tui.ui.app import OutpostApp
 from outpost_tui.ui.widgets.candidate_panel import CandidatePanel
 from tests.benchmarks.bench_app import _race_file
@@ -97,7 +97,7 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_the_collector_the_command_line_holds_off_is_let_go_once_the_app_has_painted(tmp_path):
-    hold_the_collector()  # as launch does before it loads the app
+    collector.hold_off()  # as launch does before it loads the app
     try:
         assert not gc.isenabled()
         app = OutpostApp(_race_file(tmp_path, 2, 10, 1.0), testing=True)
