@@ -57,10 +57,10 @@ def footer_current(screen: Screen) -> bool:
     """Whether the screen's footer shows its bindings as they are now: the footer rebuilds itself a
     few loop turns after a screen's bindings change (a wizard leaving its busy state), and a picture
     taken in between shows keys dimmed that are live."""
-    active = screen.active_bindings
-    keys = list(screen.query("FooterKey"))
     if not screen.query("Footer"):
         return True
+    active = screen.active_bindings
+    keys = list(screen.query("FooterKey"))
     return bool(keys) and all(
         key.key in active and active[key.key].enabled != key.has_class("-disabled") for key in keys
     )

@@ -190,10 +190,6 @@ def _not_the_races(refs: dict[str, str], race_id: str) -> dict[str, str]:
     return {name: oid for name, oid in refs.items() if not name.startswith(own)}
 
 
-def _refs(root: Path, race_id: str) -> dict[str, str]:
-    return _not_the_races(listed_refs(root), race_id)
-
-
 def _read_head(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8", errors="surrogateescape").strip()
@@ -224,7 +220,7 @@ def _undo(root: Path, *args: str) -> str:
 
 
 def _compare_refs(record: GuardRecord) -> list[GuardChange]:
-    now = _refs(record.root, record.race_id)
+    now = _not_the_races(listed_refs(record.root), record.race_id)
     checked_out = record.checked_out
     changes = []
     for name in sorted(set(record.refs) | set(now)):

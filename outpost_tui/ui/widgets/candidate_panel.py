@@ -96,7 +96,7 @@ class CandidatePanel(Vertical, can_focus=True):
         self._version = -1
         self._seen = 0
         self.filter: str | None = None
-        self._shown_reason: Content | None = None
+        self._shown_reason = Content("")  # what the reason line shows: nothing, as composed
         self._lines: tuple[PanelFigures, Static] | None = None
 
     def compose(self) -> ComposeResult:
