@@ -22,8 +22,9 @@ TARGET_S = 0.3  # the issue's target: a container attempt within 0.3 s of a loca
 # per container, agents' containers started before grading and baseline ones), side by side with
 # the code before it in one run, on a machine shared with other work: Podman 0.83-1.64 s against
 # 0.88-2.54 s at load 6-9, 1.97-2.10 s against 2.18-2.47 s at load 10-15; Docker Engine 3.50-4.55 s
-# against 5.09-6.40 s at load 6-11. Later (one connection pool per engine, no environment read per
-# request): Podman 0.74-2.31 s at load 2-4 (five runs), 2.35-2.60 s at load 4-8; Docker Engine
+# against 5.09-6.40 s at load 6-11. Later (with one connection pool per engine, since reverted: a
+# connection an exec's stream had taken over could be handed to another request): Podman
+# 0.74-2.31 s at load 2-4 (five runs), 2.35-2.60 s at load 4-8; Docker Engine
 # 1.80 s at load 3.6 (one run), 3.16-3.51 s at load 6-11, and side by side with the code before
 # issue 13's container work (909ac29^), six pairs at load 9-12: 2.32-3.24 s against 2.88-3.89 s,
 # lower in each pair (Podman, three pairs at load 9-10: 1.57-2.17 s against 1.02-2.37 s).
@@ -42,9 +43,10 @@ TARGET_S = 0.3  # the issue's target: a container attempt within 0.3 s of a loca
 BOUND_S = {"podman": 2.5, "docker": 6.0}
 # This process's own CPU per container attempt (the SDK's requests, the output pumps, the engine's
 # Python): 0.053-0.063 s on Podman and 0.055 s on Docker Engine at load 2-4, 0.057-0.105 s on
-# Podman and 0.059-0.093 s on Docker Engine at load 4-11, against 0.025-0.037 s for a local
-# attempt. It depends far less on the machine's load than wall time does: the tighter guard against
-# a regression of this project's own code.
+# Podman and 0.059-0.093 s on Docker Engine at load 4-11 with the shared pool; 0.065 s on Podman at
+# load 1 without it; against 0.025-0.037 s for a local attempt. It depends far less on the
+# machine's load than wall time does: the tighter guard against a regression of this project's own
+# code.
 OWN_CPU_BOUND_S = 0.15
 
 
