@@ -11,7 +11,9 @@ pytest wrapper in test_benchmarks.py asserts the targets.
    way it does wall time: on a shared machine the wall ratio says little, the CPU ratio holds.
    overhead_sh: the same with the cheapest agent there is (`sh -c "echo > out.txt && git add &&
    git commit"`), validated and scored (best of N), so the engine's own fixed cost per attempt is
-   not hidden by an agent's start-up; it also counts the engine's git processes per attempt.
+   not hidden by an agent's start-up; it also counts the engine's git processes per attempt, and
+   runs a third baseline: the raw work with the engine's checks done directly (raw_work.py), which
+   splits the fixed cost into what the checks cost as processes and what the engine adds.
 2. cancel: from the winner's acceptance to every loser's process group gone (7 losers), 20 runs.
 3. throughput: one candidate printing 200,000 lines, against a plain read loop over the same
    program's pipe; and the engine's peak memory for 50,000 lines against 200,000.
@@ -31,8 +33,7 @@ import tempfile
 import threading
 import time
 import tracemalloc
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -50,6 +51,7 @@ from outpost_tui.engine import (
     run_race,
 )
 from outpost_tui.engine.core.spec import DurabilitySpec, ValidateSpec
+from tests.benchmarks import raw_work
 from tests.conftest import FAKE_AGENT, make_repo
 
 AGENT = (sys.executable, str(FAKE_AGENT))
@@ -126,52 +128,7 @@ def _raw_round(candidates: int) -> float:
     def grade(grading: Path) -> None:
         subprocess.run(list(VALIDATION), cwd=grading, capture_output=True)
 
-    return _raw_attempts(candidates, agent, grade, remove_worktree=False)
-
-
-def _raw_attempts(
-    candidates: int,
-    agent: Callable[[Path, int], None],
-    grade: Callable[[Path], None],
-    *,
-    remove_worktree: bool,
-) -> float:
-    """Seconds for `candidates` raw attempts at once: a worktree, the agent in it, its commit graded
-    in a clean detached checkout of its own (as the sealed verdict does), that checkout removed."""
-    repo = _repo()
-    baseline = subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True
-    ).stdout.strip()
-
-    def worktree(*args: str) -> None:
-        # All at once, as the engine runs them (no lock: one made every attempt wait for the
-        # others' worktree commands, a cost the engine does not pay). A worktree command that
-        # reads another's metadata half-written fails now and then: retried as the engine's
-        # are, with the branch a failed `add -b` may have made already taken as it is.
-        for pause in (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3):
-            time.sleep(pause)
-            done = subprocess.run(["git", "worktree", *args], cwd=repo, capture_output=True)
-            if done.returncode == 0:
-                return
-            if args[:3] == ("add", "-q", "-b") and b"already exists" in done.stderr:
-                args = ("add", "-q", args[4], args[3])
-        raise RuntimeError(f"git worktree {args[0]} failed: {done.stderr.decode(errors='replace').strip()}")
-
-    def raw_attempt(n: int) -> None:
-        directory = repo / ".raw" / f"c{n}"
-        worktree("add", "-q", "-b", f"raw/c{n}", str(directory), baseline)
-        agent(directory, n)
-        grading = repo / ".raw" / f"c{n}.grading"
-        worktree("add", "-q", "--detach", str(grading), f"raw/c{n}")
-        grade(grading)
-        worktree("remove", "--force", str(grading))
-        if remove_worktree:
-            worktree("remove", str(directory))
-
-    started = time.perf_counter()
-    with ThreadPoolExecutor(candidates) as pool:
-        list(pool.map(raw_attempt, range(candidates)))
-    return time.perf_counter() - started
+    return raw_work.attempts(_repo(), candidates, agent, grade, remove_worktree=False)
 
 
 SH_AGENT = ("sh", "-c", 'echo "$OUTPOST_CANDIDATE" > out.txt && git add out.txt && git commit -qm out')
@@ -184,8 +141,8 @@ def overhead_sh(candidates: int = 8, rounds: int = 5) -> dict:
     from outpost_tui.engine.git import runner as git_runner
     from outpost_tui.engine.records.flightlog import FlightLog
 
-    engine_times, raw_times, counts = [], [], []
-    engine_cpu, raw_cpu, engine_own, raw_own = [], [], [], []
+    engine_times, raw_times, checked_times, counts = [], [], [], []
+    engine_cpu, raw_cpu, checked_cpu, engine_own, raw_own = [], [], [], [], []
     for _ in range(rounds):
         spec = build_spec(
             repository=_repo(),
@@ -216,7 +173,12 @@ def overhead_sh(candidates: int = 8, rounds: int = 5) -> dict:
         raw_times.append(_raw_sh_round(candidates))
         raw_cpu.append(_cpu() - cpu)
         raw_own.append(_cpu_own() - own)
+
+        cpu = _cpu()
+        checked_times.append(_raw_sh_round(candidates, checks=True))
+        checked_cpu.append(_cpu() - cpu)
     engine, raw = statistics.median(engine_times), statistics.median(raw_times)
+    checked, cpu_checked = statistics.median(checked_times), statistics.median(checked_cpu)
     cpu_engine, cpu_raw = statistics.median(engine_cpu), statistics.median(raw_cpu)
     own_engine, own_raw = statistics.median(engine_own), statistics.median(raw_own)
 
@@ -239,6 +201,13 @@ def overhead_sh(candidates: int = 8, rounds: int = 5) -> dict:
         "children_cpu_ms_per_attempt": round(
             ((cpu_engine - own_engine) - (cpu_raw - own_raw)) / candidates * 1000, 1
         ),
+        # The fixed cost split in two: the engine's checks as processes run directly (the raw
+        # work with them, raw_work.attempts(checks=True)), and what the engine adds to that.
+        "checked_s": round(checked, 3),
+        "checks_ms_per_attempt": round((checked - raw) / candidates * 1000, 1),
+        "checks_cpu_ms_per_attempt": round((cpu_checked - cpu_raw) / candidates * 1000, 1),
+        "ratio_to_checked": round(engine / checked, 2),
+        "cpu_ratio_to_checked": round(cpu_engine / cpu_checked, 2),
         "git_calls_per_attempt": per_attempt("git"),
         "worker_thread_hops_per_attempt": per_attempt("hops"),
         "flight_log_events_per_attempt": per_attempt("events"),
@@ -261,8 +230,8 @@ def _counted(owner: object, name: str, tally: dict[str, int], label: str) -> Ite
         setattr(owner, name, original)
 
 
-def _raw_sh_round(candidates: int) -> float:
-    """overhead_sh's raw work of one round."""
+def _raw_sh_round(candidates: int, *, checks: bool = False) -> float:
+    """overhead_sh's raw work of one round (with the engine's checks done directly: `checks`)."""
 
     def agent(directory: Path, n: int) -> None:
         subprocess.run(
@@ -277,7 +246,7 @@ def _raw_sh_round(candidates: int) -> float:
         assert subprocess.run(SH_VALIDATION, cwd=grading).returncode == 0
         float(subprocess.run(SH_SCORE, cwd=grading, check=True, capture_output=True).stdout)
 
-    return _raw_attempts(candidates, agent, grade, remove_worktree=True)
+    return raw_work.attempts(_repo(), candidates, agent, grade, remove_worktree=True, checks=checks)
 
 
 def cancel_latency(runs: int = 20, losers: int = 7) -> dict:
