@@ -13,7 +13,8 @@ pytest wrapper in test_benchmarks.py asserts the targets.
    git commit"`), validated and scored (best of N), so the engine's own fixed cost per attempt is
    not hidden by an agent's start-up; it also counts the engine's git processes per attempt, and
    runs a third baseline: the raw work with the engine's checks done directly (raw_work.py), which
-   splits the fixed cost into what the checks cost as processes and what the engine adds.
+   splits the fixed cost into what the checks cost as processes and what the engine adds. Also
+   per attempt: worker-thread hops, flight-log events, and the time waited for each lock.
 2. cancel: from the winner's acceptance to every loser's process group gone (7 losers), 20 runs.
 3. throughput: one candidate printing 200,000 lines, against a plain read loop over the same
    program's pipe; and the engine's peak memory for 50,000 lines against 200,000.
@@ -52,6 +53,7 @@ from outpost_tui.engine import (
 )
 from outpost_tui.engine.core.spec import DurabilitySpec, ValidateSpec
 from tests.benchmarks import raw_work
+from tests.benchmarks.lock_waits import LOCKS, lock_waits
 from tests.conftest import FAKE_AGENT, make_repo
 
 AGENT = (sys.executable, str(FAKE_AGENT))
@@ -142,6 +144,7 @@ def overhead_sh(candidates: int = 8, rounds: int = 5) -> dict:
     from outpost_tui.engine.records.flightlog import FlightLog
 
     engine_times, raw_times, checked_times, counts = [], [], [], []
+    waits: list[dict[str, float]] = []
     engine_cpu, raw_cpu, checked_cpu, engine_own, raw_own = [], [], [], [], []
     for _ in range(rounds):
         spec = build_spec(
@@ -158,6 +161,7 @@ def overhead_sh(candidates: int = 8, rounds: int = 5) -> dict:
             _counted(git_runner, "_popen", tally, "git"),  # every git process, a session's too
             _counted(anyio.to_thread, "run_sync", tally, "hops"),
             _counted(FlightLog, "__call__", tally, "events"),
+            lock_waits() as waited,
         ):
             cpu, own = _cpu(), _cpu_own()
             started = time.perf_counter()
@@ -166,6 +170,7 @@ def overhead_sh(candidates: int = 8, rounds: int = 5) -> dict:
             engine_cpu.append(_cpu() - cpu)
             engine_own.append(_cpu_own() - own)
         counts.append(tally)
+        waits.append(waited)
         assert result.status.value == "winner", result.status
         assert all(c.score is not None for c in result.candidates), result.to_json()
 
@@ -211,6 +216,10 @@ def overhead_sh(candidates: int = 8, rounds: int = 5) -> dict:
         "git_calls_per_attempt": per_attempt("git"),
         "worker_thread_hops_per_attempt": per_attempt("hops"),
         "flight_log_events_per_attempt": per_attempt("events"),
+        # from asking for a lock to holding it (lock_waits.py says which locks)
+        "lock_wait_ms_per_attempt": {
+            lock: round(statistics.median(w[lock] for w in waits) / candidates * 1000, 2) for lock in LOCKS
+        },
     }
 
 
