@@ -9,6 +9,13 @@ from tests.benchmarks import bench_engine
 pytestmark = [pytest.mark.benchmark, pytest.mark.alone]
 
 
+def _loaded() -> float | None:
+    """The load average when it is above the cores: then other processes decide wall times, and
+    only what they cannot inflate (CPU time, counts) is asserted."""
+    load = os.getloadavg()[0]
+    return load if load > (os.cpu_count() or 1) else None
+
+
 def test_race_overhead_against_raw_git_and_process_work():
     figures = bench_engine.overhead(rounds=5)
     print(figures)
@@ -17,9 +24,12 @@ def test_race_overhead_against_raw_git_and_process_work():
     # not held up by its cleanup and an attempt runs 8 git processes instead of 17. Target 1.3x,
     # not reached yet: 1.44-1.52x measured on a quiet 2-core machine against raw work whose worktree
     # commands also run at once (CPU 1.25-1.43x: the agent's own Python start-up is most of each
-    # attempt), so a regression bound above that noise is asserted until the target is.
-    assert figures["ratio"] <= 2.5, figures
+    # attempt), so a regression bound above that noise is asserted until the target is (wall time
+    # where the machine is not loaded beyond its cores: under a load average of 3-5 this test failed
+    # once in ten runs, while five runs printed in the same window had a CPU ratio of 1.24-1.38x).
     assert figures["cpu_ratio"] <= 1.8, figures
+    if _loaded() is None:
+        assert figures["ratio"] <= 2.5, figures
 
 
 def test_race_overhead_with_the_cheapest_agent():
@@ -41,8 +51,7 @@ def test_race_overhead_with_the_cheapest_agent():
     # whose Python runs on one core at a time, and other processes' load takes more of its share
     # than of the raw work's many short processes (a fresh CI run, load above the cores after the
     # parallel tests: engine 0.69 s against 0.20 s, 3.5x, while its CPU ratio was 1.58x).
-    load = os.getloadavg()[0]
-    if load <= (os.cpu_count() or 1):
+    if _loaded() is None:
         assert figures["ratio"] <= 3.0, figures
     # The same raw work with the engine's checks done directly, each once and at its cheapest
     # (raw_work.py: the repository read and guarded, the baseline graded, worktrees checked clean,
@@ -84,8 +93,8 @@ def test_durable_checkpoint_writes_do_not_grow_with_usage_reports():
     # getting cheaper (0.50 s there once the race's git went through its sessions, 0.65-0.89 s
     # before; the durable race's own time unchanged, 0.81-1.07 s): 1.19-1.79 measured then. A
     # load average above the cores times the disk, not the checkpoints: reported, not asserted.
-    load = os.getloadavg()[0]
-    if figures["ratio"] > 1.5 and load > (os.cpu_count() or 1):
+    load = _loaded()
+    if figures["ratio"] > 1.5 and load is not None:
         pytest.skip(f"load average {load:.1f}: fsync latency decides the ratio ({figures})")
     assert figures["ratio"] <= 1.5, figures
 
@@ -148,8 +157,8 @@ def test_app_answers_keys_under_heavy_logs():
     # Since a key costs the idle app about 2 ms, the idle baseline passes on a machine loaded far
     # beyond its cores (load 12 on 2 cores), where eight flooding agents and the app then share
     # what is left: a load average above the core count is reported the same way.
-    load = os.getloadavg()[0]
-    if idle["key_p95_ms"] > 50 or idle["lag_p95_ms"] > 20 or load > (os.cpu_count() or 1):
+    if idle["key_p95_ms"] > 50 or idle["lag_p95_ms"] > 20 or _loaded() is not None:
+        load = os.getloadavg()[0]
         pytest.skip(f"machine too loaded to time the app (load {load:.1f}): idle {idle} (flood {flood})")
     assert flood["keys"] >= 10, figures  # a key every 0.25 s, each answered
     assert flood["key_p95_ms"] <= 75, figures
