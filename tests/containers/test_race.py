@@ -38,14 +38,21 @@ def agent(key: str, script: str, brief: str = "fix add", **env: str) -> Candidat
 def test_each_candidate_runs_in_its_own_container_and_tests_inside_pick_the_winner(engine, calc_repo):
     events = []
     directories: dict[str, str] = {}
+    settled: list[bool] = []
+    opened: list[bool] = []
 
     def on_event(event) -> None:
         events.append(event)
         if event.kind is EventKind.WORKTREE_READY:
             directories[event.key] = event.directory
-        # "right" finishes only once "wrong" is settled, so "wrong" is rejected, never cancelled
+        # "right" finishes only once "wrong" is settled, so "wrong" is rejected, never cancelled;
+        # the gate opens once both hold, in whichever order they come ("right"'s container may
+        # start after "wrong" has settled: a gate never opened would leave "right" waiting)
         if event.kind is EventKind.SETTLED and event.key == "wrong":
+            settled.append(True)
+        if settled and "right" in directories and not opened:
             Path(directories["right"], "gate").touch()
+            opened.append(True)
 
     spec = build_spec(
         repository=calc_repo,
@@ -106,6 +113,7 @@ def test_a_hung_candidate_is_cancelled_and_its_container_removed(engine, calc_re
     race_id: list[str] = []
     directories: dict[str, str] = {}
     hung_running: list[list[dict]] = []
+    opened: list[bool] = []
 
     def on_event(event) -> None:
         if event.kind is EventKind.RACE_STARTED:
@@ -114,7 +122,12 @@ def test_a_hung_candidate_is_cancelled_and_its_container_removed(engine, calc_re
             directories[event.key] = event.directory
         if event.kind is EventKind.TEXT and event.key == "hung" and "ready" in event.text:
             hung_running.append(list_containers(race_id[0]))
+        # the gate opens once both hold, in whichever order they come: the hung agent can be
+        # ready before the winner's container has started (its worktree is ready only then), and
+        # a gate never opened left both agents waiting, with no timeout, until pytest's
+        if hung_running and "winner" in directories and not opened:
             Path(directories["winner"], "gate").touch()
+            opened.append(True)
 
     spec = build_spec(
         repository=calc_repo,
