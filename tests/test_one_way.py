@@ -123,6 +123,8 @@ TESTS = Path(__file__).parent
 REACHES_INTO_GIT = {
     "tests/engine/test_git.py",
     "tests/benchmarks/bench_engine.py",
+    # times the waits for the worktree lock and the sessions' locks from inside
+    "tests/benchmarks/lock_waits.py",
     # the index read, the sessions and the commit walk held to git's own answers, part by part
     "tests/engine/test_index_flags.py",
     "tests/engine/test_git_sessions.py",
