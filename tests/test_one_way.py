@@ -125,6 +125,8 @@ REACHES_INTO_GIT = {
     "tests/benchmarks/bench_engine.py",
     # times the waits for the worktree lock and the sessions' locks from inside
     "tests/benchmarks/lock_waits.py",
+    # runs the engine's own driver lookup as a raw git call
+    "tests/benchmarks/raw_work.py",
     # the index read, the sessions and the commit walk held to git's own answers, part by part
     "tests/engine/test_index_flags.py",
     "tests/engine/test_git_sessions.py",

@@ -27,9 +27,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-DRIVERS = (
-    r"^((filter|diff|merge)\..+\.(clean|smudge|process|textconv|command|driver)|include(if\..+)?\.path)$"
-)
+from outpost_tui.engine.git.runner import _DRIVERS  # the engine's own lookup of planted drivers
 
 
 def _git(repo: Path, *args: str, check: bool = True, input: bytes | None = None) -> str:
@@ -94,7 +92,7 @@ def attempts(
     if checks:
         reads = [
             ("rev-parse", "--show-toplevel", "--verify", "HEAD^{commit}"),
-            ("config", "--null", "--get-regexp", DRIVERS),
+            ("config", "--null", "--show-scope", "--show-origin", "--get-regexp", _DRIVERS),
             ("status", "--porcelain=v2", "--branch", "--untracked-files=all", "-z"),
             ("for-each-ref", "--format=%(objectname) %(refname)"),
         ]
