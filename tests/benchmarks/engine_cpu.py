@@ -9,7 +9,11 @@ Counted, where found on this machine:
 Not counted: Docker's containerd-shim processes (they detach, and live in no cgroup of their own),
 and each container's own cgroup (runc's init inside it, then the command's work).
 A process reaped after the reading (an exec's cleanup, 5 s later with this CI's settings) counts
-in the next one."""
+in the next one.
+
+`machine_seconds()` is the other end: the CPU every process on the machine has used (the kernel's
+work for them included), from /proc/stat. Over a race, it bounds what any sandbox could reach: a
+race cannot end before its busy seconds, spread over the cores, have been spent."""
 
 from __future__ import annotations
 
@@ -65,6 +69,13 @@ def _process_seconds(pid: str) -> float:
     except OSError:
         return 0.0
     return sum(int(value) for value in fields[11:15]) / TICK
+
+
+def machine_seconds() -> float:
+    """CPU seconds the whole machine has been busy since it booted, all cores summed (user, nice,
+    system, irq, softirq and steal: everything but idle and waiting for I/O)."""
+    fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    return (sum(fields) - fields[3] - fields[4]) / TICK
 
 
 def _conmon_seconds() -> float | None:
