@@ -12,8 +12,8 @@ Run on its own, with an engine (DOCKER_HOST) and the test image (see .ci/podman-
    Per-attempt wall time (admitted → settled) and the race's wall time, and the container phases of
    each attempt inside the race, where they compete for 2 cores; the CPU per attempt of this
    process, of the engine and of the whole machine (engine_cpu.py says what it counts), and from
-   the machine's the least overhead any sandbox could reach: the race cannot end before its CPU
-   is spent, whatever the sandbox's code does.
+   the machine's the least the race could last for what it cost: it cannot end before that CPU is
+   spent on the cores (a lower floor needs fewer or cheaper containers, not faster Python).
 """
 
 from __future__ import annotations
@@ -307,7 +307,7 @@ async def race_overhead(image: str, candidates: int = 4, rounds: int = 2) -> dic
         # the race's wall time over local's: all of it, and shared out among the attempts
         "race_overhead_s": round(median(race_overheads), 3),
         "race_overhead_per_attempt_s": round(median(race_overheads) / candidates, 3),
-        # the least race overhead the CPU the machine spent allows, whatever the sandbox does
+        # the least race overhead the CPU the machine spent allows (engine_cpu.machine_seconds)
         "least_race_overhead_s": round(median(least), 3),
         # CPU seconds per attempt (medians over the rounds): this process's, the engine's parts,
         # and the whole machine's

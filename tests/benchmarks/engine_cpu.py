@@ -12,8 +12,9 @@ A process reaped after the reading (an exec's cleanup, 5 s later with this CI's 
 in the next one.
 
 `machine_seconds()` is the other end: the CPU every process on the machine has used (the kernel's
-work for them included), from /proc/stat. Over a race, it bounds what any sandbox could reach: a
-race cannot end before its busy seconds, spread over the cores, have been spent."""
+work for them included), from /proc/stat. A race cannot end before its busy seconds, spread over
+the cores, have been spent: with the parts above, that says how much of a race's length its
+containers' cost to the machine decides, and how much outpost-tui's own process does."""
 
 from __future__ import annotations
 
