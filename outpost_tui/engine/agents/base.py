@@ -29,6 +29,9 @@ class Launch:
     # Files the agent reads outside its worktree (absolute path -> text), written before it starts
     # and removed after it ends; they live in the repository's git directory, which containers mount.
     files: Mapping[str, str] = field(default_factory=dict)
+    # Where the agent program keeps its own state outside the worktree (sessions, logs): what an
+    # isolating sandbox lets it write besides the worktree.
+    state: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -87,6 +87,12 @@ def setup_paths_rule(*, glob: bool) -> Callable[[tuple[str, ...]], None]:
     return rule
 
 
+def absolute_paths_rule(paths: tuple[str, ...]) -> None:
+    for index, path in enumerate(paths):
+        if not path.startswith("/") or ".." in path.split("/"):
+            raise Refused(f"{json.dumps(path)} must be an absolute path without '..'", (index,))
+
+
 def env_rule(env: Mapping[str, str]) -> None:
     for name in env:
         if is_scrubbed(name):

@@ -32,6 +32,7 @@ Select = Literal["first", "best"]
 Provider = Literal["local", "docker", "podman"]
 Gate = Literal["strict", "exit-code"]
 ProtectMode = Literal["restore", "reject", "flag"]
+Isolation = Literal["auto", "bubblewrap", "none"]
 Resume = Literal["retry-incomplete"]
 
 # A validation or score callable receives a ValidationContext (see validation.py) and returns a bool
@@ -226,6 +227,21 @@ class SandboxSpec:
     )
     cpus: float | None = setting(None, positive=True, default_text="no limit")
     pids: int | None = setting(None, minimum=1, default_text="no limit")
+    isolation: Isolation = setting(
+        "auto",
+        rules="the local sandbox: bubblewrap when it works on this machine, else unisolated with a "
+        "warning in the result and the log; bubblewrap or the race does not start; unisolated, "
+        "warned (see docs/threat-model.md)",
+    )
+    writable: tuple[str, ...] = setting(
+        (),
+        type="list of paths",
+        expected='a list of absolute paths, e.g. ["/var/cache/ccache"]',
+        check=rules.absolute_paths_rule,
+        rules="what a bubblewrap-isolated candidate may write besides its worktree, its own git "
+        "repository, its private /tmp and its agent's own state directory: shared caches; never "
+        "the repository or `.outpost/`",
+    )
 
 
 @dataclass(frozen=True)

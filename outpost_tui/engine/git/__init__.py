@@ -7,9 +7,10 @@ any file git would not recreate.
 
 One module per concept: `runner` (the one way git runs), `layout` (the repository and `.outpost/`),
 `host` (the user's repository as the race found it), `listing` (files `[setup]` copies),
-`commits`, `worktrees`, `grading` (checkouts of a graded commit), `integration` (merge-tree and
-review), `guard` (the user's refs and settings, compared after each attempt) and `merge` (the
-operator's own merge); the environment every started program gets is `engine/gitenv.py`.
+`commits`, `worktrees`, `private` (a candidate's own repository, its result brought in),
+`grading` (checkouts of a graded commit), `integration` (merge-tree and review), `guard` (the
+user's refs and settings, compared after each attempt) and `merge` (the operator's own merge);
+the environment every started program gets is `engine/gitenv.py`.
 
 The names below are the package's public face, and the only way in: code outside this package
 writes `git.run(...)`, `git.output(...)`, `git.GitError` (after `from .. import git`) or imports
@@ -72,6 +73,7 @@ from .layout import (
 from .listing import included_files, tree_files, untracked_entries, untracked_files
 from .merge import CHERRY_PICK, MERGE, MergeOutcome, cherry_pick_candidate, merge_candidate
 from .objects import blob, tree
+from .private import import_result, make_private, pointer_file, private_git_dir
 from .runner import GIT_TIMEOUT_STATUS, METADATA_RETRIES, PROGRAM_CONFIG, GitError, error_line, output, run
 from .sessions import close_sessions
 from .worktrees import (
@@ -144,6 +146,7 @@ __all__ = [
     "hidden_edits",
     "host_snapshot",
     "identity",
+    "import_result",
     "included_files",
     "integration_check",
     "is_clean",
@@ -151,10 +154,13 @@ __all__ = [
     "list_worktrees",
     "listed_refs",
     "make_grading_directory",
+    "make_private",
     "make_worktree_directory",
     "merge_candidate",
     "output",
     "pin_validated",
+    "pointer_file",
+    "private_git_dir",
     "remove_grading_checkout",
     "remove_worktree",
     "repository_root",

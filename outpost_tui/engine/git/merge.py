@@ -3,7 +3,9 @@
 Every call first runs a fresh integration check (git.integration_check: the host clean and attached,
 the candidate's commit the expected one, merge-tree clean) and refuses when it is blocked or
 conflicting, so nothing half-merged is ever left in the user's checkout by this module. The merge is
-the user's own act: their hooks and their identity apply, as for a `git merge` they typed. Should git
+the user's own act: their hooks and their identity apply, as for a `git merge` they typed; filter,
+diff and merge drivers named in the repository's own config do not (a candidate of the fallback
+sandbox can write that file), those of the user's global config do. Should git
 stop half-way anyway (a hook refuses, the host moved since the check), the merge or cherry-pick is
 aborted so the checkout is back where it was.
 """

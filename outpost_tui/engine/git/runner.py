@@ -86,9 +86,13 @@ GIT_TIMEOUT_STATUS = -9
 
 
 def _environment() -> dict[str, str]:
-    # prompts would hang a worker thread forever; C locale keeps git's messages parseable
+    # prompts would hang a worker thread forever; C locale keeps git's messages parseable. Replace
+    # refs and grafts are history a repository's content (or a candidate) makes up: the engine
+    # reads the objects as they are.
     return {
         **gitenv.scrubbed(),
+        "GIT_NO_REPLACE_OBJECTS": "1",
+        "GIT_GRAFT_FILE": os.devnull,
         "GIT_TERMINAL_PROMPT": "0",
         "LC_ALL": "C",
         "LANGUAGE": "C",
@@ -110,7 +114,9 @@ def _settings(directory: str, config: Sequence[str], users_own: bool) -> list[tu
     """The settings of one call as (key, value): the program switches, the drivers, the caller's."""
     pairs = [_pair(setting) for setting in config]
     if users_own:
-        return pairs
+        # the user's hooks run as in their own `git merge`; drivers named in the repository's
+        # config do not: a candidate of the fallback sandbox could have written them there
+        return [*_driver_config(directory), *pairs]
     fixed = [_pair(setting) for setting in PROGRAM_CONFIG]
     return [*fixed, *_driver_config(directory), *pairs]
 
@@ -244,11 +250,13 @@ def _execute(
     new_group: bool = False,
     input: bytes | None = None,
     index: Path | None = None,
+    borrow: Path | None = None,
 ) -> tuple[int, str | bytes, str]:
     """The one place the engine starts git: scrubbed environment, output captured.
 
-    `index` is a private index file (object-store plumbing builds trees in one): the only git
-    location variable the engine ever sets, and only its own."""
+    `index` is a private index file (object-store plumbing builds trees in one), `borrow` an object
+    directory read beside the repository's own (a candidate's private repository, whose result
+    commit is being brought in): the only git location variables the engine ever sets."""
     subcommand = command.index("-C") + 2 if "-C" in command else len(command)
     worktree_command = command[subcommand : subcommand + 1] == ["worktree"]
     for attempt in range(METADATA_RETRIES):
@@ -264,6 +272,7 @@ def _execute(
             new_group=new_group,
             input=input,
             index=index,
+            borrow=borrow,
         )
         if not (worktree_command and status != 0 and _METADATA_RACE.search(err)):
             break
@@ -281,11 +290,14 @@ def _execute_once(
     new_group: bool,
     input: bytes | None,
     index: Path | None,
+    borrow: Path | None,
 ) -> tuple[int, str | bytes, str]:
     where = command[command.index("-C") + 1] if "-C" in command else "/"
     env = {**_environment(), **_config_environment(settings)}
     if index is not None:
         env["GIT_INDEX_FILE"] = str(index)
+    if borrow is not None:
+        env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = str(borrow)
     process = _popen(command, env, where, piped=input is not None, new_group=new_group)
     try:
         if on_start is not None:
@@ -350,6 +362,7 @@ def _run(
     strip: bool = True,
     input: bytes | None = None,
     index: Path | None = None,
+    borrow: Path | None = None,
     users_own: bool = False,
 ) -> tuple[int, str | bytes, str]:
     """Run git in `directory` and return (status, stdout, stderr) without raising on a non-zero exit.
@@ -367,6 +380,7 @@ def _run(
         settings=_settings(directory, config, users_own),
         input=input,
         index=index,
+        borrow=borrow,
     )
 
 
@@ -400,7 +414,7 @@ def run(
 
     By default bounded at 60 s and stdout as git wrote it; `timeout=None` waits as long as git
     takes, `strip=True` drops the final newline, `binary=True` keeps stdout as bytes. The other
-    options are the runner's own (`config`, `input`, `index`, `users_own`)."""
+    options are the runner's own (`config`, `input`, `index`, `borrow`, `users_own`)."""
     return _run(directory, *args, timeout=timeout, strip=strip, binary=binary, **options)
 
 

@@ -160,6 +160,12 @@ class Running(Metering):
             "set when the race and the attempt start"
         )
         assert attempt.sandbox is not None, "acquired before the work"
+        assert self._provider is not None, "set when the race starts"
+        # An isolated candidate's git writes a repository of its own, never the user's: made
+        # before anything runs in the sandbox, its result brought in once the agent is done.
+        private = self._provider.isolates_git
+        if private:
+            await anyio.to_thread.run_sync(git.make_private, self.repository, directory)
         if attempt.setup is not None and not await self._set_up(attempt, directory):
             return
 
@@ -243,6 +249,7 @@ class Running(Metering):
         running: anyio.CancelScope | None = None
         unreachable: str | None = None
         start_error: SandboxError | None = None
+        not_brought: str | None = None
 
         async def watch_reachability(group: anyio.CancelScope) -> None:
             nonlocal unreachable
@@ -264,6 +271,7 @@ class Running(Metering):
                         timeout=timeout,
                         grace=adapter.term_grace,
                         on_stop=on_stop,
+                        writable=launch.state,
                     )
                 except SandboxError as error:
                     start_error = error
@@ -278,9 +286,15 @@ class Running(Metering):
         except OSError as error:
             raise SandboxError(f"cannot write {error.filename}: {error.strerror}") from error
         finally:
-            if launch.files:
-                with anyio.CancelScope(shield=True):
+            with anyio.CancelScope(shield=True):
+                if launch.files:
                     await anyio.to_thread.run_sync(remove_agent_files, launch.files)
+                if private:
+                    # on every way out, cancelled too: the branch holds what the candidate committed
+                    not_brought = await self._bring_in(attempt, directory)
+        if private and not_brought is not None:
+            record.error = not_brought
+            return
         if start_error is not None:
             # the sandbox names a missing program neutrally (validation uses it too)
             message = str(start_error)
@@ -449,6 +463,18 @@ class Running(Metering):
         await self._save()
         if accepted and spec.select == "first":
             await self._claim_victory(attempt)
+
+    async def _bring_in(self, attempt: Attempt, directory: Path) -> str | None:
+        """The candidate's result commit onto its branch, from its own repository; why not (one
+        line, also a warning) when what it left cannot be taken."""
+        assert self.repository is not None, "set when the race starts"
+        try:
+            await anyio.to_thread.run_sync(git.import_result, self.repository, directory, attempt.branch)
+        except git.GitError as error:
+            reason = _one_line(error)
+            self.bus.publish(Warned(key=attempt.candidate.key, attempt=attempt.number, message=reason))
+            return reason
+        return None
 
     async def _wait_baseline(self) -> BaselineOutcome | None:
         if self._baseline_done is not None:

@@ -104,12 +104,15 @@ class Sandbox(ABC):
         tail_bytes: int = 64 * 1024,
         grace: float | None = None,
         on_stop: StopSink | None = None,
+        writable: Sequence[str] = (),
     ) -> Completed:
         """Run argv in the worktree; a non-zero exit is returned, not raised.
 
         `grace`: seconds between TERM and KILL when the command is stopped (None: the provider's
-        own); `on_stop` hears how it was stopped. Raises SandboxError when the program cannot be
-        started (not found, not executable).
+        own); `on_stop` hears how it was stopped; `writable`: paths outside the worktree the
+        command's program keeps its own state in (an agent's sessions), which an isolating
+        sandbox lets it write. Raises SandboxError when the program cannot be started (not
+        found, not executable).
         """
 
     @abstractmethod
@@ -128,6 +131,17 @@ class SandboxProvider(ABC):
 
     @abstractmethod
     async def acquire(self, context: SandboxContext) -> Sandbox: ...
+
+    def isolation(self) -> tuple[str, str]:
+        """How candidates are kept apart from the user's repository and from each other, for the
+        result ("bubblewrap", "none", "container"), and the warning a race shows when they are not."""
+        return "container", ""
+
+    @property
+    def isolates_git(self) -> bool:
+        """Whether a candidate's git is a repository of its own (engine/git/private.py), which
+        the engine makes before the agent starts and brings the result in from after."""
+        return False
 
     @abstractmethod
     async def recover(self, resource_id: str) -> bool:

@@ -168,6 +168,7 @@ class ContainerSandbox(Sandbox):
         tail_bytes: int = 64 * 1024,
         grace: float | None = None,
         on_stop: StopSink | None = None,
+        writable: Sequence[str] = (),  # the container's own HOME holds an agent's state
     ) -> Completed:
         """`run` without waiting for the provider's check of the race's paths: that check's own
         probe."""

@@ -12,16 +12,19 @@ import contextlib
 import os
 import shutil
 import signal
+import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
 import psutil
 
-from .. import gitenv
-from . import containment
+from .. import git, gitenv
+from ..core.spec import Isolation
+from . import containment, isolation
 from .base import Completed, LineSink, Sandbox, SandboxContext, SandboxError, SandboxProvider, Stop, StopSink
 from .child import Child
 from .lines import LineSplitter, Tail
@@ -95,6 +98,42 @@ class LocalSandbox(Sandbox):
         # commands one after another (removed with the attempt's in close()).
         self._idle: list[Path] = []
         self._base_env: dict[str, str] | None = None
+        self._fence: isolation.Fence | None = None  # made at the first command, when isolated
+
+    @property
+    def bwrap(self) -> str | None:
+        return None if self._provider is None else self._provider.bwrap
+
+    def _fenced(self, argv: Sequence[str], writable: Sequence[str]) -> list[str]:
+        """`argv` inside the attempt's fence: its worktree (or checkout), its own git repository,
+        its private /tmp; made once, at the sandbox's first command."""
+        program = self.bwrap
+        assert program is not None, "only an isolated sandbox fences its commands"
+        context = self.context
+        if self._fence is None:
+            tmp = Path(tempfile.mkdtemp(prefix=f"outpost-{context.key}-{context.attempt}-"))
+            # its own git directory, read-only: a checkout's git reads it, an agent its brief there
+            git_dir = git.worktree_git_dir(self.directory)
+            private = pointer = None
+            if context.role != "grading":
+                private = git.private_git_dir(self.directory)
+                pointer = git.pointer_file(self.directory)
+                if not private.is_dir():
+                    private = pointer = None
+            self._fence = isolation.Fence(
+                repository=context.repository,
+                common=context.git_common_dir,
+                directory=self.directory,
+                tmp=tmp,
+                private_git=private,
+                pointer=pointer,
+                writable=tuple(self._provider.writable if self._provider else ()),
+                git_dir=git_dir,
+            )
+        fence = self._fence
+        if writable:
+            fence = replace(fence, writable=(*fence.writable, *writable))
+        return fence.wrap(program, argv)
 
     def _environment(self) -> dict[str, str]:
         """The process's environment with the context's over it, scrubbed: read once (a copy and
@@ -146,6 +185,7 @@ class LocalSandbox(Sandbox):
         tail_bytes: int = 64 * 1024,
         grace: float | None = None,
         on_stop: StopSink | None = None,
+        writable: Sequence[str] = (),
     ) -> Completed:
         grace = TERM_GRACE if grace is None else grace
         # a race started from a git hook must not aim the candidate's git at the user's repository
@@ -153,16 +193,22 @@ class LocalSandbox(Sandbox):
         full_env.pop(containment.MARKER, None)
         program = argv[0]
         _check_program(program, self.directory, full_env.get("PATH"))
+        launch = list(argv)
+        if self.bwrap is not None:
+            try:
+                launch = await anyio.to_thread.run_sync(self._fenced, argv, writable)
+            except (OSError, git.GitError) as error:
+                raise SandboxError(f"cannot isolate {program!r}: {error}") from None
+            full_env["TMPDIR"] = "/tmp"
         # Every process the command starts is contained: in a cgroup of its own, or else marked
         # and watched (see containment).
         group: Path | None = None
         token: str | None = None
-        launch = list(argv)
         root = containment.cgroup_root()
         try:
             if root is not None:
                 group = await self._command_cgroup(root)
-                launch = ["/bin/sh", "-c", containment.SHIM, str(group / "cgroup.procs"), *argv]
+                launch = ["/bin/sh", "-c", containment.SHIM, str(group / "cgroup.procs"), *launch]
         except OSError as error:
             raise SandboxError(f"cannot create a cgroup for {program!r}: {error.strerror or error}") from None
         if group is None:
@@ -326,6 +372,11 @@ class LocalSandbox(Sandbox):
         for process in list(self._running):
             with anyio.CancelScope(shield=True):
                 await stop_group(process)
+        if self._fence is not None:
+            # the private /tmp: nothing of the candidate's work lives there (its worktree does)
+            tmp, self._fence = self._fence.tmp, None
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(lambda: shutil.rmtree(tmp, ignore_errors=True))
         if self._cgroup is not None:
             group, self._cgroup = self._cgroup, None
             if self._provider is not None and self.context.grading_follows and containment.empty(group):
@@ -403,16 +454,33 @@ _Cgroups = tuple[Path, list[Path], int]
 class LocalProvider(SandboxProvider):
     name = "local"
 
-    def __init__(self) -> None:
+    def __init__(self, wanted: Isolation = "auto", writable: Sequence[str] = ()) -> None:
+        """`wanted`: [sandbox] isolation; `writable`: [sandbox] writable."""
+        self._wanted: Isolation = wanted
+        self.writable = tuple(writable)
+        self.bwrap: str | None = None
+        self._chosen = False
+        self._warning = ""
         self._environ: dict[str, str] | None = None
         # an attempt's cgroups, emptied by its agent's sandbox, for its grading checkout's
         self._handed: dict[tuple[str, str, int], _Cgroups] = {}
+
+    def isolation(self) -> tuple[str, str]:
+        if not self._chosen:
+            self.bwrap, self._warning = isolation.choose(self._wanted)
+            self._chosen = True
+        return (isolation.BUBBLEWRAP if self.bwrap else isolation.UNISOLATED), self._warning
+
+    @property
+    def isolates_git(self) -> bool:
+        return self.isolation()[0] == isolation.BUBBLEWRAP
 
     async def acquire(self, context: SandboxContext) -> Sandbox:
         # the process's environment read once per race (a provider is a race's), not per sandbox:
         # each attempt has two (its agent's, its grading checkout's)
         if self._environ is None:
             self._environ = gitenv.scrubbed()
+        self.isolation()
         return LocalSandbox(context, self._environ, self)
 
     def hand_cgroups(self, context: SandboxContext, cgroups: _Cgroups) -> None:

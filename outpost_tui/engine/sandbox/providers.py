@@ -11,5 +11,5 @@ from .local import LocalProvider
 
 def provider_for(spec: SandboxSpec) -> SandboxProvider:
     if spec.provider == "local":
-        return LocalProvider()
+        return LocalProvider(spec.isolation, spec.writable)
     return ContainerProvider(spec)
