@@ -16,7 +16,10 @@ examples:
 
 Every race leaves its events under <repo>/.outpost/runs/<race-id>/. A race with no race-finished
 event is "unfinished": its coordinator was killed, or it is still running. A race whose events
-cannot be read is listed as "unreadable" with the reason.
+cannot be read is listed as "unreadable" with the reason. Each race's flight log is checked against
+the seal the race made when it ended: one changed since is listed as "tampered" with what changed
+and nothing it claims; a finished one with no seal (recorded before logs were sealed) is marked
+"(unsealed)": nothing vouches for what it says.
 
 exit codes: 0 listed, 2 not a git repository (or its runs directory cannot be listed)
 """
@@ -49,6 +52,8 @@ def race_line(race) -> str:
     )
     if race.problem:
         line += f"  ({race.problem})"
+    elif race.seal == "unsealed" and race.finished:
+        line += "  (unsealed)"
     return line
 
 

@@ -20,9 +20,13 @@ examples:
 lines), from the events recorded under <repo>/.outpost/runs/<race-id>/. In the app, panels, zoom,
 log search and diffs work; cancel, accept, abort and start do not: the race is over.
 
+The flight log is checked against the seal the race made when it ended: a log changed since is
+not shown; one with no seal (recorded before logs were sealed) is shown with a warning.
+
 exit codes: 0 shown, 1 the race never finished (its coordinator was killed, or it still runs):
 --json has no result to print and --headless says so after what was recorded, 2 unknown race id,
-not a git repository, bad arguments, or the app without a terminal
+not a git repository, bad arguments, or the app without a terminal, 6 the flight log does not
+match its seal
 """
 
 
@@ -65,10 +69,19 @@ def _never_finished(race_id: str) -> str:
     )
 
 
+def _unsealed(race_id: str) -> str:
+    return (
+        f"outpost-tui: warning: race {race_id}'s flight log has no seal (recorded before logs were "
+        f"sealed, or its coordinator was killed): nothing vouches for what it says"
+    )
+
+
 def _print_result(repository: str, race_id: str) -> int:
-    from ..engine.records.history import recorded_result
+    from ..engine.records.history import recorded_result, recorded_seal
 
     result = recorded_result(repository, race_id)
+    if recorded_seal(repository, race_id).state == "unsealed" and result is not None:
+        print(_unsealed(race_id), file=sys.stderr)
     if result is None:
         print(_never_finished(race_id), file=sys.stderr)
         return exitcodes.NO_WINNER
@@ -87,6 +100,9 @@ def _print_progress(repository: str, race_id: str) -> int:
     # are known, and the printer only reads one for its usage lines, which a replay omits.
     printer = ProgressPrinter(RaceModel([]), stream=sys.stdout)
     recording = load_recording(repository, race_id, consumers=[printer])
+    if recording.race.seal == "unsealed" and recording.result is not None:
+        sys.stdout.flush()
+        print(_unsealed(race_id), file=sys.stderr)
     if recording.skipped:
         sys.stdout.flush()
         print(

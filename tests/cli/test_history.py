@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from outpost_tui.engine.records.flightlog import seal_path
 from tests.cli.support import fake_candidate, one_line_error, run_cli, write_race
 
 VALIDATE = Path(__file__).parents[1] / "fixtures" / "agents" / "validate.py"
@@ -85,7 +86,8 @@ def test_an_unknown_race_id_is_one_line_and_exit_2(repo, live):
 
 def test_a_race_that_never_finished(repo, live):
     race_id, _, printed = live
-    # As a coordinator killed before its end leaves it: no race-finished event.
+    # As a coordinator killed before its end leaves it: no race-finished event, no seal.
+    seal_path(race_id).unlink()
     race_file = repo / ".outpost" / "runs" / race_id / "race.jsonl"
     race_file.write_text(
         "".join(line + "\n" for line in race_file.read_text().splitlines() if '"race-finished"' not in line)

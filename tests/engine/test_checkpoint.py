@@ -35,6 +35,7 @@ from outpost_tui.engine.durable.checkpoint import (
     race_identity,
     read_run,
     release_run,
+    sealed_envelope,
 )
 from outpost_tui.engine.durable.local_transport import LocalTransport
 from outpost_tui.engine.durable.ownership import this_host
@@ -362,7 +363,9 @@ def test_valid_json_with_a_wrong_state_is_refused_before_any_write(
     envelope = json.loads(transport.read(key).data)
     damage, expected = BAD_STATES[name]
     damage(envelope["state"])
-    transport.write(key, json.dumps(envelope).encode(), if_revision=transport.read(key).revision)
+    # sealed again, as a buggy version would have written it: what is tested is the state's rules
+    damaged = sealed_envelope(key, json.dumps(envelope["owner"]), json.dumps(envelope["state"]))
+    transport.write(key, damaged, if_revision=transport.read(key).revision)
     path = transport.object_path(key)
     before = path.read_bytes()
     for attempt in (

@@ -17,7 +17,7 @@ import pytest
 from outpost_tui.engine import CandidateSpec, build_spec, run_race_async
 from outpost_tui.engine.core.spec import DurabilitySpec
 from outpost_tui.engine.durable import run as durable
-from outpost_tui.engine.durable.checkpoint import checkpoint_key, read_saved
+from outpost_tui.engine.durable.checkpoint import checkpoint_key, read_saved, sealed_envelope
 from outpost_tui.engine.durable.local_transport import LocalTransport
 from tests.conftest import FAKE_AGENT, flags, git
 
@@ -460,7 +460,9 @@ def damage_saved_state(repo: Path, damage) -> Path:
     stored = transport.read(key)
     envelope = json.loads(stored.data)
     damage(envelope["state"])
-    transport.write(key, json.dumps(envelope).encode(), if_revision=stored.revision)
+    # sealed again, as a buggy version would have written it: what is tested is the state's rules
+    damaged = sealed_envelope(key, json.dumps(envelope["owner"]), json.dumps(envelope["state"]))
+    transport.write(key, damaged, if_revision=stored.revision)
     return transport.object_path(key)
 
 

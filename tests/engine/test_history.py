@@ -19,6 +19,7 @@ from outpost_tui.engine import build_spec, run_race
 from outpost_tui.engine.core.events import Event
 from outpost_tui.engine.errors import OutpostError
 from outpost_tui.engine.git import GitError
+from outpost_tui.engine.records.flightlog import seal_path
 from outpost_tui.engine.records.history import (
     UNFINISHED,
     UNREADABLE,
@@ -186,6 +187,7 @@ def test_a_finished_race_and_a_killed_one_are_listed_newest_first(repo, tmp_path
 
 def test_a_torn_last_line_and_unknown_kinds_are_skipped(repo):
     result, seen = finished_race(repo)
+    seal_path(result.id).unlink()  # as a coordinator killed before it sealed its log leaves it
     directory = runs(repo) / result.id
     with open(directory / "good.1.jsonl", "ab") as handle:
         handle.write(
@@ -204,6 +206,7 @@ def test_a_torn_last_line_and_unknown_kinds_are_skipped(repo):
 
 def test_an_event_whose_payload_cannot_be_replayed_is_left_out(repo):
     result, seen = finished_race(repo)
+    seal_path(result.id).unlink()  # as a coordinator killed before it sealed its log leaves it
     with open(runs(repo) / result.id / "bad.1.jsonl", "a") as handle:
         handle.write(json.dumps({"kind": "log", "at": time.time(), "key": "bad", "attempt": 1}) + "\n")
     recording = load_recording(repo, result.id)
@@ -213,6 +216,7 @@ def test_an_event_whose_payload_cannot_be_replayed_is_left_out(repo):
 
 def test_a_race_killed_while_writing_its_finish_is_unfinished(repo):
     result, _ = finished_race(repo)
+    seal_path(result.id).unlink()  # as a coordinator killed before it sealed its log leaves it
     race_file = runs(repo) / result.id / "race.jsonl"
     lines = race_file.read_bytes().splitlines(keepends=True)
     assert b'"race-finished"' in lines[-1]

@@ -11,7 +11,13 @@ owns the rules around it:
   released (`release_run`, the recovery "release" step) and claimed again, the old coordinator's
   writes are refused (fencing);
 - a garbled or truncated file, or one whose state breaks the rules of checkpoint_state, is reported
-  and left untouched, never overwritten: every read checks it before anything acts on it.
+  and left untouched, never overwritten: every read checks it before anything acts on it;
+- every revision carries a seal (`records.seal`: an HMAC under a key outside the repository) over
+  the storage key and the envelope's text, spliced in last: `{"format":1,"owner":...,"state":...,
+  "seal":"<hex>"}`. A file a candidate edited, forged or copied from another run fails it and is
+  refused like a corrupt one; one with no seal (written before checkpoints were sealed, or with
+  its seal cut off) is refused too: a state nobody can vouch for is never resumed, released or
+  used to stop a process.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 import shlex
 import threading
 import time
@@ -30,6 +37,7 @@ from ... import exitcodes
 from ..core.spec import RaceSpec
 from ..errors import OutpostError
 from ..paths import real_path
+from ..records import seal
 from .checkpoint_state import InvalidState, check_state, run_status
 from .ownership import Owner, describe_age
 from .transport import CorruptObject, Transport, TransportConflict
@@ -82,6 +90,10 @@ class IdentityMismatch(CheckpointError):
 
 class CorruptCheckpoint(CheckpointError):
     exit_code = exitcodes.CORRUPT_CHECKPOINT
+
+
+class UnsealedCheckpoint(CorruptCheckpoint):
+    """A checkpoint without a seal: nothing says the engine wrote it, so it is not acted on."""
 
 
 class UnknownRun(CheckpointError):
@@ -142,7 +154,8 @@ class RunSummary:
     key: str
     revision: str
     owner: Owner | None
-    # The race status when finished, else "owned" | "interrupted" | "released"; "corrupt" if unreadable.
+    # The race status when finished, else "owned" | "interrupted" | "released"; "corrupt" if unreadable,
+    # "unsealed" when nothing vouches for it (see _decode).
     status: str
     updated_at: float
     problem: str | None = None
@@ -156,15 +169,30 @@ def _encode_state(run_id: str, state: dict[str, Any]) -> str:
         raise TypeError(f"the state of run {run_id} is not plain JSON: {error}") from None
 
 
-def _envelope(owner: Owner | None, state_text: str) -> bytes:
+# The seal is the envelope's last member, so what it covers is every byte before it, exactly.
+_SEALED = re.compile(rb',"seal":"(' + seal.SEAL_PATTERN.encode() + rb')"\}\s*\Z')
+
+
+def _envelope(owner: Owner | None, state_text: str, key: str) -> bytes:
     # Spliced rather than re-serialised: a heartbeat rewrites the owner without re-encoding the state.
     owner_text = "null" if owner is None else json.dumps(owner.to_json(), separators=(",", ":"))
-    return f'{{"format":{FORMAT},"owner":{owner_text},"state":{state_text}}}'.encode()
+    return sealed_envelope(key, owner_text, state_text)
 
 
-def _decode(where: str, data: bytes, key: str) -> tuple[Owner | None, dict[str, Any]]:
+def sealed_envelope(key: str, owner_text: str, state_text: str) -> bytes:
+    """The bytes stored for a checkpoint at `key`: the envelope of the owner's and the state's JSON
+    text, sealed (the one way an envelope is made, for the store and for tests that damage one)."""
+    body = f'{{"format":{FORMAT},"owner":{owner_text},"state":{state_text}'.encode()
+    return body + b',"seal":"' + seal.seal(seal.CHECKPOINT, key.encode(), body).encode() + b'"}'
+
+
+def _decode(
+    where: str, data: bytes, key: str, run_id: str | None = None
+) -> tuple[Owner | None, dict[str, Any]]:
+    named = f"run {run_id}: {where}" if run_id is not None else where
+
     def corrupt(reason: str) -> CorruptCheckpoint:
-        return CorruptCheckpoint(f"{where}: {reason}; the file was left untouched")
+        return CorruptCheckpoint(f"{named}: {reason}; the file was left untouched")
 
     try:
         envelope = json.loads(data)
@@ -184,6 +212,19 @@ def _decode(where: str, data: bytes, key: str) -> tuple[Owner | None, dict[str, 
         owner = None if raw_owner is None else Owner.from_json(raw_owner)
     except ValueError as error:
         raise corrupt(str(error)) from None
+    # Before its rules: a forged state is refused as forged, whatever it says.
+    sealed = _SEALED.search(data)
+    if sealed is None or "seal" not in envelope:
+        raise UnsealedCheckpoint(
+            f"{named}: the checkpoint has no seal (written before checkpoints were sealed, or its "
+            f"seal was cut off), so nothing vouches for it: it is not resumed, released or stopped; "
+            f"start the race under a new run_id; the file was left untouched"
+        )
+    if not seal.verify(sealed.group(1).decode(), seal.CHECKPOINT, key.encode(), data[: sealed.start()]):
+        raise corrupt(
+            f"the checkpoint does not match its seal (changed outside outpost-tui, or sealed under "
+            f"another key than {seal.key_path()})"
+        )
     try:
         check_state(state, key=key)
     except InvalidState as error:
@@ -191,20 +232,20 @@ def _decode(where: str, data: bytes, key: str) -> tuple[Owner | None, dict[str, 
     return owner, state
 
 
-def read_saved(transport: Transport, key: str) -> Saved | None:
+def read_saved(transport: Transport, key: str, run_id: str | None = None) -> Saved | None:
     try:
         stored = transport.read(key)
     except CorruptObject as error:
         raise CorruptCheckpoint(str(error)) from None
     if stored is None:
         return None
-    owner, state = _decode(transport.describe(key), stored.data, key)
+    owner, state = _decode(transport.describe(key), stored.data, key, run_id)
     return Saved(state, owner, stored.revision, stored.modified_at)
 
 
 def read_run(transport: Transport, run_id: str) -> Saved:
     """The recovery "inspect" step: the saved run, or UnknownRun."""
-    saved = read_saved(transport, checkpoint_key(run_id))
+    saved = read_saved(transport, checkpoint_key(run_id), run_id)
     if saved is None:
         raise UnknownRun(
             f"no saved run {run_id} ({transport.describe(checkpoint_key(run_id))} does not exist)"
@@ -227,7 +268,7 @@ def release_run(transport: Transport, run_id: str, revision: str) -> str:
         )
     state_text = _encode_state(run_id, saved.state)
     try:
-        return transport.write(key, _envelope(None, state_text), if_revision=revision)
+        return transport.write(key, _envelope(None, state_text, key), if_revision=revision)
     except TransportConflict:
         raise RevisionChanged(f"run {run_id} changed while it was being released: inspect it again") from None
 
@@ -244,8 +285,9 @@ def list_runs(transport: Transport) -> list[RunSummary]:
         try:
             saved = read_saved(transport, entry.key)
         except CorruptCheckpoint as error:
+            status = "unsealed" if isinstance(error, UnsealedCheckpoint) else "corrupt"
             runs.append(
-                RunSummary(None, entry.key, entry.revision, None, "corrupt", entry.modified_at, str(error))
+                RunSummary(None, entry.key, entry.revision, None, status, entry.modified_at, str(error))
             )
             continue
         if saved is None:
@@ -295,7 +337,7 @@ class CheckpointStore:
         return self.transport.describe(self.key)
 
     def read(self) -> Saved | None:
-        return read_saved(self.transport, self.key)
+        return read_saved(self.transport, self.key, self.run_id)
 
     def _stamp(self, state: dict[str, Any]) -> dict[str, Any]:
         # identity and run_id are what resume checks and `outpost-tui runs` shows: the store keeps them.
@@ -319,7 +361,7 @@ class CheckpointStore:
             try:
                 revision = self.transport.write(
                     self.key,
-                    _envelope(owner, state_text),
+                    _envelope(owner, state_text, self.key),
                     if_revision=None if saved is None else saved.revision,
                 )
             except TransportConflict:
@@ -342,7 +384,7 @@ class CheckpointStore:
             raise RuntimeError(f"run {self.run_id} is not claimed by this store")
         try:
             self.revision = self.transport.write(
-                self.key, _envelope(owner, state_text), if_revision=self.revision
+                self.key, _envelope(owner, state_text, self.key), if_revision=self.revision
             )
         except TransportConflict:
             raise RevisionChanged(

@@ -5,6 +5,11 @@ listed, printed again as its headless run printed it, or shown in the app as it 
 coordinator died has no race-finished event: it is "unfinished". Reading never fails on one bad
 race: a torn last line (a crash mid-write) is skipped and a race that cannot be read at all is
 listed with its problem.
+
+What is read back is checked against the log's seal first (flightlog.py): a race whose files
+changed after it wrote them is "tampered", listed with what changed and nothing it claims (no
+status, no winner), and `show` refuses it; a race with no seal (recorded before logs were sealed,
+or still running, or killed) is read as it is and marked "unsealed".
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
 
+from ... import exitcodes
 from .. import git
 from ..core.events import (
     Admitted,
@@ -31,11 +37,12 @@ from ..core.model import RaceModel
 from ..core.result import RaceResult, race_result_from_json
 from ..core.spec import BudgetSpec, CandidateSpec, RaceSpec
 from ..errors import OutpostError
-from .flightlog import flight_log_lines, runs_directory
+from .flightlog import SealCheck, check_seal, flight_log_lines, parsed_lines, runs_directory, verified_bytes
 
 RACE_FILE = "race.jsonl"
 UNFINISHED = "unfinished"
 UNREADABLE = "unreadable"
+TAMPERED = "tampered"
 UNKNOWN_AGENT = "?"
 
 
@@ -47,6 +54,12 @@ class UnreadableRace(OutpostError):
     """The race's directory is there but its race-level events cannot be read (one line)."""
 
 
+class TamperedRace(UnreadableRace):
+    """The race's flight log is not what the race wrote (its seal says so): nothing of it is shown."""
+
+    exit_code = exitcodes.CORRUPT_CHECKPOINT
+
+
 @dataclass(frozen=True)
 class RecordedRace:
     id: str
@@ -54,12 +67,13 @@ class RecordedRace:
     name: str | None = None
     started_at: float | None = None
     finished_at: float | None = None
-    status: str = UNFINISHED  # a race status, "unfinished" or "unreadable"
+    status: str = UNFINISHED  # a race status, "unfinished", "unreadable" or "tampered"
     winner: str | None = None
     winner_branch: str | None = None
     candidates: tuple[str, ...] = ()
     run_id: str | None = None
     problem: str | None = None
+    seal: str = "unsealed"  # "sealed", "unsealed" or "tampered": see flightlog.SealCheck
 
     @property
     def finished(self) -> bool:
@@ -79,6 +93,7 @@ class RecordedRace:
             "run_id": self.run_id,
             "directory": str(self.directory),
             "problem": self.problem,
+            "seal": self.seal,
         }
 
 
@@ -117,13 +132,31 @@ def _events_of(path: Path, rank: int, race_level: bool) -> Iterator[tuple[float,
             yield event.at, rank, index, event
 
 
+def _tampered(race_id: str, directory: Path, check: SealCheck) -> TamperedRace:
+    return TamperedRace(
+        f"recorded race {race_id!r} does not match its flight log's seal: {check.problem}; "
+        f"nothing it says is shown"
+    )
+
+
+def _race_file(directory: Path) -> tuple[bytes, SealCheck]:
+    """race.jsonl, read once, and the log's seal checked on those very bytes (the other files'
+    names and sizes only: a summary reads nothing else)."""
+    data = (directory / RACE_FILE).read_bytes()
+    check = check_seal(directory)
+    if check.state == "sealed" and not verified_bytes(directory, RACE_FILE, data):
+        check = SealCheck("tampered", f"{RACE_FILE} changed after the race wrote it")
+    return data, check
+
+
 def _race_summary(race_id: str, directory: Path) -> RecordedRace:
     try:
+        data, check = _race_file(directory)
+        if check.state == "tampered":
+            return RecordedRace(race_id, directory, status=TAMPERED, problem=check.problem, seal=TAMPERED)
         events = [
             e
-            for e in (
-                event_from_json(line, race_level=True) for line in flight_log_lines(directory / RACE_FILE)
-            )
+            for e in (event_from_json(line, race_level=True) for line in parsed_lines(data.splitlines(True)))
             if e is not None
         ]
     except FileNotFoundError:
@@ -153,6 +186,7 @@ def _race_summary(race_id: str, directory: Path) -> RecordedRace:
         started_at=first.at,
         candidates=tuple(str(c) for c in candidates) if isinstance(candidates, list) else (),
         run_id=_text(first.run_id),
+        seal=check.state,
     )
     if finish is None:
         return summary
@@ -169,6 +203,7 @@ def _race_summary(race_id: str, directory: Path) -> RecordedRace:
         winner_branch=_text(winner.get("branch")),
         candidates=summary.candidates,
         run_id=summary.run_id,
+        seal=summary.seal,
     )
 
 
@@ -205,7 +240,10 @@ def recorded_result(repository: str | Path, race_id: str) -> dict[str, Any] | No
     directory = race_directory(repository, race_id)
     result = None
     try:
-        for line in flight_log_lines(directory / RACE_FILE):
+        data, check = _race_file(directory)
+        if check.state == "tampered":
+            raise _tampered(race_id, directory, check)
+        for line in parsed_lines(data.splitlines(True)):
             match event_from_json(line, race_level=True):
                 case RaceStarted():
                     result = None  # a replayed durable race: only a finish after its last start counts
@@ -216,6 +254,11 @@ def recorded_result(repository: str | Path, race_id: str) -> dict[str, Any] | No
             f"recorded race {race_id!r} cannot be read: {RACE_FILE}: {error.strerror or error}"
         ) from None
     return result
+
+
+def recorded_seal(repository: str | Path, race_id: str) -> SealCheck:
+    """What the race's flight log is against its seal, every byte checked."""
+    return check_seal(race_directory(repository, race_id), contents=True)
 
 
 def race_directory(repository: str | Path, race_id: str) -> Path:
@@ -253,8 +296,12 @@ def _attempt_files(directory: Path, order: list[str]) -> list[Path]:
 def iter_events(repository: str | Path, race_id: str) -> Iterator[Event]:
     """The race's events from all its files, in timestamp order (equal timestamps: race-level
     events first, then candidates in declared order). UnknownRace is raised here, at the call;
-    a file that cannot be opened is left out."""
-    return _events_in(race_directory(repository, race_id))
+    a file that cannot be opened is left out; TamperedRace when the log does not match its seal."""
+    directory = race_directory(repository, race_id)
+    check = check_seal(directory, contents=True)
+    if check.state == "tampered":
+        raise _tampered(race_id, directory, check)
+    return _events_in(directory)
 
 
 def _events_in(directory: Path) -> Iterator[Event]:
@@ -325,7 +372,12 @@ def load_recording(
     in one pass over its files, without holding every event in memory."""
     root = git.repository_root(repository)
     directory = _find(runs_directory(root / git.OUTPOST_DIR), race_id)
+    check = check_seal(directory, contents=True)
+    if check.state == "tampered":
+        raise _tampered(race_id, directory, check)
     summary = _race_summary(race_id, directory)
+    if summary.seal == TAMPERED:
+        raise _tampered(race_id, directory, SealCheck("tampered", summary.problem))
     if summary.problem:
         raise UnreadableRace(f"recorded race {race_id!r} cannot be read: {summary.problem}")
     model = RaceModel([(key, UNKNOWN_AGENT) for key in summary.candidates])
