@@ -146,6 +146,24 @@ def _ignored_paths(directory: Path) -> set[str]:
     return {p for p in str(out).split("\0") if p}
 
 
+class NestedRepository(ArchiveError):
+    """A git repository or worktree lives inside the worktree: no archive can hold its work."""
+
+    def __init__(self, top: Path, where: Path) -> None:
+        super().__init__(
+            f"{where} holds a nested git repository: an archive cannot hold it, "
+            f"so {top} is neither archived nor removed (move it out by hand)"
+        )
+
+
+def nested_repository(directory: str) -> str | None:
+    """The first directory at or below `directory` holding a `.git`, symlinks never followed."""
+    for current, dirs, files in os.walk(directory, followlinks=False):
+        if ".git" in dirs or ".git" in files:
+            return current
+    return None
+
+
 def is_ignored(path: str, ignored: set[str]) -> bool:
     if path in ignored:
         return True
@@ -182,15 +200,17 @@ def scan(directory: Path | str, include_ignored: bool) -> tuple[list[Entry], lis
     empty: list[str] = []
     for current, prefix, dirs, files in walk(top):
         if prefix and (".git" in dirs or ".git" in files):
-            raise ArchiveError(
-                f"{top / prefix} holds a nested git repository: an archive cannot hold it, "
-                "so the worktree is not archived (move it out by hand)"
-            )
+            raise NestedRepository(top, top / prefix)
         for name in list(dirs):
             if not include_ignored and f"{prefix}{name}/" in ignored:
-                # left out whole, with its size, and never walked: node_modules, .venv, build trees
+                # left out whole, with its size, and never archived: node_modules, .venv, build trees
                 dirs.remove(name)
                 full = os.path.join(current, name)
+                # ...but removing the worktree deletes it: a repository or worktree in there (a
+                # candidate's `git worktree add`, a rival's worktree moved in) keeps the worktree
+                nested = nested_repository(full)
+                if nested is not None:
+                    raise NestedRepository(top, Path(nested))
                 left.append(Entry(prefix + name, "dir", os.lstat(full).st_mode, disk_usage(full)))
         if prefix and not dirs and not files and not is_ignored(prefix.rstrip("/"), ignored):
             empty.append(prefix.rstrip("/"))

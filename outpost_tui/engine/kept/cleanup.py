@@ -15,6 +15,7 @@ until it is archived.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -87,6 +88,8 @@ def plan_prune(races: list[RetainedRace], *, older_than_days: float | None = Non
                 why = "in use by " + "; ".join(o.describe() for o in row.occupants[:3])
             elif row.container and str(row.container.get("status")) in ("running", "paused", "restarting"):
                 why = f"its container {row.container.get('name')} is {row.container.get('status')}"
+            elif os.path.islink(row.path):
+                why = f"it is a symbolic link to {os.readlink(row.path)}: not followed, remove it by hand"
             elif row.link_changed:
                 why = "its git link was changed: not inspected, remove it by hand after a look"
             elif row.locked:
@@ -117,9 +120,14 @@ def prune(
     """Carry out `steps`; `on_step(phase, step, text)` hears "start", "removed" and "kept"."""
     root = Path(root)
     report = PruneReport()
-    for leftover in leftovers(root):
+    found = leftovers(root)
+    for leftover in found:
         report.leftovers_freed += archive.disk_usage(leftover)
         shutil.rmtree(leftover)
+    if found:
+        # an interrupted removal may have renamed its worktree aside before git forgot it
+        with git.worktree_lock(root).exclusive():
+            git.output("git worktree prune", root, "worktree", "prune")
     report.freed_bytes += report.leftovers_freed
     for index, step in enumerate(steps):
         if step.action == KEEP:

@@ -4,7 +4,9 @@ Separate from `archive` because removing is the one step here that deletes bytes
 are its own: a worktree is removed only after its archive is verified against the disk, and never
 while a process runs in it. Removal renames the directory aside in one step before deleting it, so
 an interruption at any point leaves either the worktree or a verified archive (usually both); what
-was written into it between the check and the rename keeps the directory whole, aside, and says so.
+was written into it between the check and the rename, a repository that appeared in it, or its archive
+ref deleted or moved, puts the directory back whole, and says so. A worktree reached through a
+symbolic link is never followed: the link's target is someone else's.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import git
+from ..paths import real_path
 from . import archive
 from .archive import (
     Archive,
@@ -38,7 +41,6 @@ REMOVING = "removing"  # .outpost/recovery/removing-*: directories renamed aside
 CHANGED = "changed"  # .outpost/recovery/changed-*: written to after their check; never deleted by us
 
 
-@dataclass
 @dataclass
 class Removal:
     directory: str
@@ -70,8 +72,17 @@ def archive_and_remove(
 ) -> Removal:
     """Archive the worktree, verify the archive, then remove the worktree (the branch stays)."""
     root, top = Path(root), Path(directory).absolute()
-    if not git.is_inside(top, git.workspaces_directory(root)):
-        raise ArchiveError(f"{top} is not a worktree under {git.workspaces_directory(root)}: not removed")
+    workspaces = git.workspaces_directory(root)
+    if not git.is_inside(top, workspaces):
+        raise ArchiveError(f"{top} is not a worktree under {workspaces}: not removed")
+    link = _link_on_the_way(top, workspaces)
+    if link is not None:
+        # A candidate that swapped its directory for a link (to a rival's worktree, to the user's
+        # files) would have the rival's bytes archived under its name and the link's target removed.
+        raise ArchiveError(
+            f"{link} is a symbolic link (to {os.readlink(link)}), not the worktree's own directory: "
+            f"{top} not followed, not removed"
+        )
     found = occupants(top)
     if found:
         raise Occupied(top, found)
@@ -84,31 +95,65 @@ def archive_and_remove(
     freed = disk_usage(top) + (disk_usage(git_dir) if git_dir else 0)
     aside = root / git.OUTPOST_DIR / git.RECOVERY / f"{REMOVING}-{top.name}-{uuid.uuid4().hex[:8]}"
     aside.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    # One rename: from here the worktree is gone for git, and the bytes still on disk until deleted.
     with git.worktree_lock(root).exclusive():
+        # the archive ref is what holds the work once the directory goes: looked at once more
+        if not _still_archived(root, archived):
+            raise ArchiveError(
+                f"{archived.ref} no longer points at the archive {archived.commit[:12]} (deleted or "
+                f"moved since it was verified): {top} not removed"
+            )
+        # One rename: from here the worktree's bytes are out of everyone's way, still on disk.
         os.rename(top, aside)
-        git.output("git worktree prune", root, "worktree", "prune")
-    # Whatever wrote into the worktree between the check and the rename is caught here, before a
-    # byte is deleted: the directory then stays aside, whole, and the error says where.
+    # Whatever wrote into the worktree between the check and the rename, or moved its archive ref,
+    # is caught here, before a byte is deleted: the directory then goes back, whole.
     changed = _written_since(root, aside, archived, left_out)
     if changed is not None:
-        # out of the removing-* names, which a later prune deletes as finished business
-        kept = aside.with_name(f"{CHANGED}-{top.name}-{uuid.uuid4().hex[:8]}")
-        os.rename(aside, kept)
+        raise ArchiveError(_put_back(root, top, aside, f"{changed} changed while {top} was being removed"))
+    if not _still_archived(root, archived):
         raise ArchiveError(
-            f"{changed} changed while {top} was being removed: nothing was deleted, the "
-            f"directory is kept whole at {kept} (its archive {archived.commit[:12]} "
-            "holds what was checked)"
+            _put_back(root, top, aside, f"{archived.ref} was deleted or moved while {top} was being removed")
         )
+    with git.worktree_lock(root).exclusive():
+        git.output("git worktree prune", root, "worktree", "prune")
     shutil.rmtree(aside)
     return Removal(str(top), archived, freed)
+
+
+def _link_on_the_way(top: Path, workspaces: Path) -> Path | None:
+    """The first symbolic link from the worktree up to the workspaces directory, or None."""
+    base = real_path(workspaces)
+    for path in (top, *top.parents):
+        if real_path(path) == base:
+            return None
+        if os.path.islink(path):
+            return path
+    return top  # never met the workspaces directory by name: reached through a link
+
+
+def _still_archived(root: Path, archived: Archive) -> bool:
+    return archive.archived_commit(root, archived.attempt) == archived.commit
+
+
+def _put_back(root: Path, top: Path, aside: Path, why: str) -> str:
+    """Move a directory on its way out back where it was; the error line saying where it is."""
+    # git's record of the worktree was kept (no prune yet): back in place, it is whole again
+    with git.worktree_lock(root).exclusive():
+        if not os.path.lexists(top):
+            os.rename(aside, top)
+            return f"{why}: nothing was deleted, the worktree is back at {top}"
+    # out of the removing-* names, which a later prune deletes as finished business
+    kept = aside.with_name(f"{CHANGED}-{top.name}-{uuid.uuid4().hex[:8]}")
+    os.rename(aside, kept)
+    return f"{why}: nothing was deleted, the directory is kept whole at {kept} ({top} was taken meanwhile)"
 
 
 def _written_since(root: Path, aside: Path, archived: Archive, left_out: set[str]) -> str | None:
     """The first file under `aside` that the archive does not hold as it is, or None."""
     tree = tree_entries(root, archived.commit)
     algorithm = object_format(root)
-    for current, prefix, _dirs, files in walk(aside):
+    for current, prefix, dirs, files in walk(aside):
+        if prefix and (".git" in dirs or ".git" in files):
+            return prefix + ".git"  # a repository appeared, perhaps under an ignored directory
         for name in files:
             path = prefix + name
             if is_ignored(path, {p + "/" for p in left_out} | left_out):
@@ -138,6 +183,11 @@ def leftovers(root: Path | str) -> list[Path]:
     """Directories a removal renamed aside and did not finish deleting (interrupted)."""
     recovery = Path(root) / git.OUTPOST_DIR / git.RECOVERY
     try:
-        return sorted(p for p in recovery.iterdir() if p.name.startswith(REMOVING + "-") and p.is_dir())
+        # a link there is nothing a removal made: never followed (its target is someone's files)
+        return sorted(
+            p
+            for p in recovery.iterdir()
+            if p.name.startswith(REMOVING + "-") and p.is_dir() and not p.is_symlink()
+        )
     except FileNotFoundError:
         return []
