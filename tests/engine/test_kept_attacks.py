@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from outpost_tui.engine.errors import OutpostError
 from outpost_tui.engine.kept import archive as a
 from outpost_tui.engine.kept import cleanup as c
 from outpost_tui.engine.kept import removal as r
@@ -249,3 +250,12 @@ def test_control_an_archive_ref_left_alone_lets_the_worktree_go(repo, monkeypatc
     removal = r.archive_and_remove(repo, win, attempt(kept, "win"))
     assert looked == [removal.archive.commit] and not win.exists()
     assert str(win) not in registered(repo)
+
+
+@pytest.mark.parametrize("days", [float("nan"), float("inf"), -1.0])
+def test_plan_prune_refuses_an_age_no_worktree_can_reach(repo, days):
+    kept_race(repo)
+    with pytest.raises(OutpostError, match="a finite number, 0 or more"):
+        c.plan_prune(retained(repo), older_than_days=days)
+    # the control: an age every worktree has reached
+    assert {s.action for s in c.plan_prune(retained(repo), older_than_days=0)} == {c.REMOVE}

@@ -7,6 +7,8 @@ Here the command line and its dispatch; `listing.py` (the review screen or a lis
 from __future__ import annotations
 
 import argparse
+import json
+import math
 
 from ... import exitcodes
 from ...engine.errors import OutpostError
@@ -39,8 +41,11 @@ Prune, branch deletion and container removal ask for confirmation in a terminal;
 need --yes.
 During a prune, Ctrl-C stops after the worktree being archived; nothing is ever half-removed.
 
+With --json, stdout is JSON on every exit; an error is {"error": LINE, "exit_code": N}.
+
 exit codes: 0 done, 1 something was refused or kept (said on stderr), 2 bad input (not a git
-repository, no such attempt or race), 130 stopped by Ctrl-C (what was done is reported)
+repository, no such attempt or race, --older-than not a finite number of days, 0 or more),
+130 stopped by Ctrl-C (what was done is reported)
 """
 
 REFUSED = exitcodes.REFUSED
@@ -74,8 +79,7 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--older-than",
-        type=float,
-        metavar="DAYS",
+        metavar="DAYS",  # read by _days, so that --json also hears a bad value as JSON
         help="with --prune: only worktrees at least DAYS old (unfinished races included)",
     )
     parser.add_argument(
@@ -100,13 +104,45 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=_handle)
 
 
+def _days(text: str) -> float:
+    try:
+        days = float(text)
+    except ValueError:
+        days = math.nan
+    # nan compares false with every age (nothing would ever be old enough), inf likewise
+    if not math.isfinite(days) or days < 0:
+        raise OutpostError(f"--older-than must be a finite number of days, 0 or more: not {text!r}")
+    return days
+
+
 def _handle(args) -> int:
+    if not args.json:
+        return _dispatch(args)
+    # --json: stdout is JSON on every exit, an error included (its line also goes to stderr)
+    try:
+        return _dispatch(args)
+    except OutpostError as error:
+        _print_error(str(error), error.exit_code)
+        raise
+    except KeyboardInterrupt:
+        _print_error("interrupted", exitcodes.INTERRUPTED)
+        raise
+    except Exception as error:  # a bug: cli.py reports it and logs its traceback
+        _print_error(f"internal error: {type(error).__name__}: {error}", exitcodes.BUG)
+        raise
+
+
+def _print_error(message: str, exit_code: int) -> None:
+    print(json.dumps({"error": " ".join(message.split()), "exit_code": exit_code}, indent=2), flush=True)
+
+
+def _dispatch(args) -> int:
     from ...engine import git
 
     if args.older_than is not None and not args.prune:
         raise OutpostError("--older-than goes with --prune")
-    if args.older_than is not None and args.older_than < 0:
-        raise OutpostError(f"--older-than must be 0 or more days, not {args.older_than:g}")
+    if args.older_than is not None:
+        args.older_than = _days(args.older_than)
     if args.archive_unmerged and not args.delete_branches:
         raise OutpostError("--archive-unmerged goes with --delete-branches")
     root = git.repository_root(args.repository)  # not a repository: bad input

@@ -85,7 +85,11 @@ def prune(root, args) -> int:
         print(f"nothing to prune in {root}")
         return 0
     total = sum(s.attempt.size_bytes or 0 for s in removing)
-    if not _confirm(f"archive and remove {len(removing)} worktree(s), {human_bytes(total)}?", args):
+    question = f"archive and remove {len(removing)} worktree(s), {human_bytes(total)}?"
+    if not _confirm(question, args):
+        if args.json:  # stdout stays JSON on this exit too
+            refused = f"not confirmed ({question}): nothing was removed"
+            print(json.dumps({"error": refused, "exit_code": REFUSED}, indent=2))
         return REFUSED
     stop = _Stop()
     previous = signal.signal(signal.SIGINT, stop)

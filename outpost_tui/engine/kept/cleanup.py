@@ -15,6 +15,7 @@ until it is archived.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 from collections.abc import Callable
@@ -74,6 +75,9 @@ class PruneReport:
 
 def plan_prune(races: list[RetainedRace], *, older_than_days: float | None = None) -> list[PruneStep]:
     """What prune would do with each kept worktree, and why."""
+    if older_than_days is not None and not (math.isfinite(older_than_days) and older_than_days >= 0):
+        # nan is never reached by any age and inf by none: either would quietly prune nothing
+        raise OutpostError(f"older than {older_than_days!r} days: a finite number, 0 or more, is needed")
     steps = []
     for race in races:
         for row in race.attempts:
