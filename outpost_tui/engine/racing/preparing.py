@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 
 from .. import git
-from ..core.events import Log, SetupFinished, SetupStarted
+from ..core.events import Log, SetupFinished, SetupStarted, Warned
 from ..sandbox import Sandbox, SandboxError
 from ..sandbox.local import LocalProvider
 from ..verdict.grading import Prepare
@@ -81,27 +81,7 @@ class Preparing(Settling):
         )
         failure: tuple[str, str] | None = None
         if setup.command and self._cache_key is not None:
-            cache_key, built = self._cache_key, False
-            # Only a checkout of the baseline builds the cache: a checkout of a candidate's result
-            # runs its build files, which must never reach another candidate through the cache.
-            on_baseline = await anyio.to_thread.run_sync(git.head, directory) == self.baseline
-            # one checkout builds the cache on the baseline while the others wait, then copy it
-            async with self._cache_locks.setdefault(cache_key, anyio.Lock()):
-                if not setups.cache_entry(self._outpost_dir, cache_key).exists():
-                    built = True
-                    state.cache = "miss"
-                    failure = await self._setup_command(key, number, sandbox, state)
-                    if failure is None and on_baseline:
-                        stored = await anyio.to_thread.run_sync(
-                            setups.store_cache, self._outpost_dir, cache_key, directory, setup.cache
-                        )
-                        state.cache = "built" if stored else "miss"
-            if not built:
-                hit = await anyio.to_thread.run_sync(
-                    setups.restore_cache, self._outpost_dir, cache_key, directory
-                )
-                state.cache = "hit" if hit else "miss"
-                failure = await self._setup_command(key, number, sandbox, state)
+            failure = await self._cached_setup(key, number, directory, sandbox, state, self._cache_key)
         elif setup.command:
             failure = await self._setup_command(key, number, sandbox, state)
         state.duration = round(time.monotonic() - started, 3)
@@ -120,6 +100,44 @@ class Preparing(Settling):
             )
         )
         return failure
+
+    async def _cached_setup(
+        self,
+        key: str,
+        number: int,
+        directory: Path,
+        sandbox: Sandbox,
+        state: setups.SetupState,
+        cache_key: str,
+    ) -> tuple[str, str] | None:
+        """The setup command with the cache: built by one checkout of the baseline while the
+        others wait, then copied to each. An entry discarded as not what the engine built (a
+        candidate may have written it) is built again, once; then setup runs without it."""
+        assert self._outpost_dir is not None
+        # Only a checkout of the baseline builds the cache: a checkout of a candidate's result
+        # runs its build files, which must never reach another candidate through the cache.
+        on_baseline = await anyio.to_thread.run_sync(git.head, directory) == self.baseline
+        for _ in range(2):
+            async with self._cache_locks.setdefault(cache_key, anyio.Lock()):
+                if not setups.cache_entry(self._outpost_dir, cache_key).exists():
+                    state.cache = "miss"
+                    failure = await self._setup_command(key, number, sandbox, state)
+                    if failure is None and on_baseline:
+                        stored = await anyio.to_thread.run_sync(
+                            setups.store_cache, self._outpost_dir, cache_key, directory, self.spec.setup.cache
+                        )
+                        state.cache = "built" if stored else "miss"
+                    return failure
+            restored = await anyio.to_thread.run_sync(
+                setups.restore_cache, self._outpost_dir, cache_key, directory
+            )
+            if restored.hit:
+                state.cache = "hit"
+                return await self._setup_command(key, number, sandbox, state)
+            if restored.problem is not None:
+                self.bus.publish(Warned(key=key, attempt=number, message=restored.problem))
+        state.cache = "miss"
+        return await self._setup_command(key, number, sandbox, state)
 
     async def _setup_command(
         self, key: str, number: int, sandbox: Sandbox, state: setups.SetupState

@@ -10,10 +10,19 @@ Everything setup puts in the worktree is the setup's, never the candidate's: it 
 commits made on the candidate's behalf, a copied file the candidate commits itself is flagged in
 review, and when the attempt ends those files are removed again only if nothing in them changed
 (so a worktree holding nothing else can be removed; anything else keeps it).
+
+A cache entry lives under `.outpost/cache/`, which a candidate may be able to write (the fallback
+without bubblewrap, a container given too much), and what it plants there (a module in a cached
+venv) would run in the next attempt and in the grading checkouts. So the engine records each
+entry's digest (every path, kind, mode, link target and byte) when it builds it, sealed with its
+key (`records.seal`), and checks what it copied out against that record before anything runs: an
+entry without a valid seal, or whose copy differs, is discarded, the copy removed, and the setup
+rebuilt, with a warning naming the entry.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -33,6 +42,7 @@ from typing import Any
 from .. import git
 from ..core.spec import RaceSpec
 from ..paths import real_path
+from ..records import seal
 from ..records.flightlog import make_private_directory
 
 WORKTREEINCLUDE = ".worktreeinclude"
@@ -231,9 +241,23 @@ def cache_entry(outpost_dir: Path, key: str) -> Path:
     return outpost_dir / CACHE_DIRECTORY / key
 
 
+@dataclass(frozen=True)
+class Restored:
+    """What restoring a cache entry did: `hit` when its copy is in the checkout; `problem` (one
+    line naming the entry) when the entry was discarded as not what the engine built."""
+
+    hit: bool
+    problem: str | None = None
+
+
+def _manifest_text(key: str, source: str, digests: dict[str, str]) -> bytes:
+    return json.dumps({"key": key, "source": source, "digests": digests}, sort_keys=True).encode()
+
+
 def store_cache(outpost_dir: Path, key: str, directory: Path, paths: tuple[str, ...]) -> bool:
     """Keep what setup built in `directory` as the cache for key; False when another race stored
-    it first (the entry appears whole or not at all: built aside, then renamed)."""
+    it first, or when what was copied aside is not what `directory` holds (the entry appears whole
+    or not at all: built aside, digested and sealed, then renamed)."""
     root = outpost_dir / CACHE_DIRECTORY
     make_private_directory(root)
     entry = cache_entry(outpost_dir, key)
@@ -242,13 +266,17 @@ def store_cache(outpost_dir: Path, key: str, directory: Path, paths: tuple[str, 
     building = root / f".building-{key}-{secrets.token_hex(4)}"
     make_private_directory(building)
     try:
-        stored = []
+        digests: dict[str, str] = {}
         for path in paths:
             source = directory / path
             if os.path.lexists(source):
                 clone_tree(source, building / path)
-                stored.append(path)
-        (building / MANIFEST).write_text(json.dumps({"source": str(directory), "paths": stored}))
+                digests[path] = tree_digest(building / path)
+                if tree_digest(source) != digests[path]:
+                    return False  # changed while it was copied: stored, it would be sealed as built
+        value = seal.seal(seal.SETUP_CACHE, _manifest_text(key, str(directory), digests))
+        manifest = {"source": str(directory), "paths": list(digests), "digests": digests, "seal": value}
+        (building / MANIFEST).write_text(json.dumps(manifest))
         try:
             os.rename(building, entry)
         except OSError as error:
@@ -274,23 +302,105 @@ def _prune(root: Path, keep: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def restore_cache(outpost_dir: Path, key: str, directory: Path) -> bool:
-    """Copy the cache for key into the worktree; False on a miss."""
+def restore_cache(outpost_dir: Path, key: str, directory: Path) -> Restored:
+    """Copy the cache for key into the checkout, each copy checked against the entry's sealed
+    digests before it is used; an entry that fails is discarded and its copies removed."""
     entry = cache_entry(outpost_dir, key)
+    if not os.path.lexists(entry):
+        return Restored(False)
     try:
-        manifest = json.loads((entry / MANIFEST).read_text())
+        manifest = json.loads((entry / MANIFEST).read_bytes())
     except (OSError, ValueError):
-        return False
-    source = manifest.get("source", "")
-    for path in manifest.get("paths", []):
-        target = directory / path
-        if os.path.lexists(target) or not _inside(target, directory):
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        clone_tree(entry / path, target)
-        if source:
+        if not os.path.lexists(entry):
+            return Restored(False)  # discarded meanwhile by another checkout, which said so
+        manifest = None
+    digests = manifest.get("digests") if isinstance(manifest, dict) else None
+    source = manifest.get("source") if isinstance(manifest, dict) else None
+    if not (
+        isinstance(digests, dict)
+        and isinstance(source, str)
+        and all(isinstance(path, str) and isinstance(value, str) for path, value in digests.items())
+    ):
+        return _discard(outpost_dir, key, "has no sealed record of what the engine built")
+    assert isinstance(manifest, dict)
+    if not seal.verify(manifest.get("seal"), seal.SETUP_CACHE, _manifest_text(key, source, digests)):
+        return _discard(outpost_dir, key, "does not match its seal")
+    copied: list[Path] = []
+    try:
+        for path, expected in digests.items():
+            target = directory / path
+            if os.path.lexists(target) or not _inside(target, directory):
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            copied.append(target)
+            clone_tree(entry / path, target)
+            # the copy, not the entry, is what runs: checked after copying, nothing can change
+            # between the check and the use
+            if tree_digest(target) != expected:
+                _remove_copies(copied)
+                return _discard(outpost_dir, key, f"changed since it was built ({path})")
+    except OSError as error:
+        _remove_copies(copied)
+        return _discard(outpost_dir, key, f"cannot be copied ({_one_line(error)})")
+    if source:
+        for target in copied:
             _relocate_scripts(target, source, str(directory))
-    return True
+    return Restored(True)
+
+
+def _one_line(error: OSError) -> str:
+    return " ".join(str(error.strerror or error).split())[:200]
+
+
+def _remove_copies(copied: list[Path]) -> None:
+    # each was made by this restore, where the checkout had nothing
+    for target in copied:
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                target.unlink()
+
+
+def _discard(outpost_dir: Path, key: str, why: str) -> Restored:
+    """Put an entry the engine cannot vouch for out of use: renamed aside at once (a concurrent
+    restore then finds no entry, not half of one), then removed."""
+    entry = cache_entry(outpost_dir, key)
+    aside = entry.with_name(f".discarded-{key}-{secrets.token_hex(4)}")
+    try:
+        os.rename(entry, aside)
+    except FileNotFoundError:
+        # another checkout discarded it while this one copied (and said why): only a miss here
+        return Restored(False)
+    shutil.rmtree(aside, ignore_errors=True)
+    return Restored(False, f"setup cache entry {entry} {why}: discarded, setup runs without it")
+
+
+def tree_digest(path: Path) -> str:
+    """What a file or tree is, as one sha256: every path under it, its kind, a file's permission
+    bits and bytes, a link's target (never followed). Directories' own modes are left out."""
+    digest = hashlib.sha256()
+    stack = [b""]
+    root = os.fsencode(path)
+    while stack:
+        relative = stack.pop()
+        full = root + relative
+        info = os.lstat(full)
+        if stat.S_ISLNK(info.st_mode):
+            digest.update(b"L\0" + relative + b"\0" + os.readlink(full) + b"\0")
+        elif stat.S_ISDIR(info.st_mode):
+            digest.update(b"D\0" + relative + b"\0")
+            # reversed onto the stack: popped in name order
+            stack.extend(relative + b"/" + name for name in sorted(os.listdir(full), reverse=True))
+        elif stat.S_ISREG(info.st_mode):
+            fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            with os.fdopen(fd, "rb") as handle:
+                content = hashlib.file_digest(handle, "sha256").digest()
+            mode = stat.S_IMODE(info.st_mode).to_bytes(2, "big")
+            digest.update(b"F\0" + relative + b"\0" + mode + content)
+        else:
+            digest.update(b"?\0" + relative + b"\0" + stat.S_IFMT(info.st_mode).to_bytes(4, "big"))
+    return digest.hexdigest()
 
 
 def clone_tree(source: Path, target: Path) -> None:

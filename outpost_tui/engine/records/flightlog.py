@@ -268,7 +268,10 @@ def check_seal(directory: Path, *, contents: bool = False) -> SealCheck:
         try:
             size = os.fstat(fd).st_size
             if not isinstance(expected, dict) or size != expected.get("size"):
-                return SealCheck("tampered", f"{name} changed after the race wrote it ({size} bytes)")
+                wrote = expected.get("size") if isinstance(expected, dict) else "?"
+                return SealCheck(
+                    "tampered", f"{name} changed after the race wrote it ({size} bytes, it wrote {wrote})"
+                )
             if contents and _digest_of(fd)[0].hexdigest() != expected.get("sha256"):
                 return SealCheck("tampered", f"{name} changed after the race wrote it")
         finally:
