@@ -12,6 +12,7 @@ from textual.widgets._footer import FooterKey
 from textual.widgets._header import HeaderTitle
 
 from outpost_tui.engine import build_spec, run_race
+from outpost_tui.engine.records.flightlog import seal_path
 from outpost_tui.ui.app import OutpostApp
 from outpost_tui.ui.screens.confirm import ConfirmScreen
 from outpost_tui.ui.screens.diff import DiffScreen
@@ -155,6 +156,7 @@ async def test_home_h_lists_recorded_races_and_opens_one(repo, race_id, monkeypa
 
 
 async def test_an_unfinished_race_says_so(repo, race_id):
+    seal_path(race_id).unlink()  # as a coordinator killed before it sealed its log leaves it
     race_file = repo / ".outpost" / "runs" / race_id / "race.jsonl"
     race_file.write_text(
         "".join(line + "\n" for line in race_file.read_text().splitlines() if '"race-finished"' not in line)
