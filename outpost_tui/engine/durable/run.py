@@ -12,6 +12,7 @@ error (with its exit code) for the caller.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -258,11 +259,33 @@ class DurableRun:
                         attempt.directory = allocated
                         record.directory = str(allocated)
                 record.retained_directory = str(attempt.directory) if attempt.directory else None
+                if attempt.directory is not None:
+                    await self._remove_grading(attempt, attempt.directory)
                 record.finished_at = record.finished_at or time.time()
                 attempt.phase = Phase.SETTLED
                 race.accounting.usage = race.accounting.usage + Usage(complete=False)
                 self._supersede(attempt)
         await self.save()
+
+    async def _remove_grading(self, attempt: Attempt, directory: Path) -> None:
+        """The grading checkout an interrupted attempt left (made as its agent started, removed
+        only once its validation ended): its next attempt grades in a checkout of its own name, so
+        nothing else would ever remove this one. It holds a checkout of a commit, nobody's work."""
+        race = self.race
+        assert race.repository is not None, "set when the race starts"
+        repository, grading = race.repository, git.grading_directory(race.repository, directory.name)
+
+        def remove() -> None:
+            if os.path.lexists(grading):
+                git.remove_grading_checkout(repository, grading)
+
+        try:
+            await anyio.to_thread.run_sync(remove)
+        except (git.GitError, OSError) as error:  # best effort, as for the other leftovers
+            self.warnings.append(
+                f"could not remove the grading checkout {grading} of "
+                f"{attempt.key}#{attempt.number}: {_one_line(error)}"
+            )
 
     async def _sweep_containers(self) -> None:
         """Remove every container labelled with this race: one the crashed coordinator created but
