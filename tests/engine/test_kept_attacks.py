@@ -259,3 +259,22 @@ def test_plan_prune_refuses_an_age_no_worktree_can_reach(repo, days):
         c.plan_prune(retained(repo), older_than_days=days)
     # the control: an age every worktree has reached
     assert {s.action for s in c.plan_prune(retained(repo), older_than_days=0)} == {c.REMOVE}
+
+
+def test_a_worktree_added_inside_under_an_attempt_branch_name_is_archived_not_lost(repo):
+    # The candidate registers a worktree inside its own under a branch named like a later attempt
+    # of its own: both are listed as attempts; neither is removed without an archive holding it.
+    kept = kept_race(repo)
+    win = Path(kept["win"])
+    fake = a.Attempt(kept["race_id"], "win", 2)
+    git(win, "worktree", "add", "-q", "-b", fake.branch, str(win / "sub"))
+    (win / "sub" / "work.txt").write_text("uncommitted work\n")
+
+    report = prune_all(repo)
+
+    assert "holds a nested git repository" in dict(report.kept)[attempt(kept, "win").label]
+    assert str(win / "sub") in [removal.directory for removal in report.removed]
+    assert git(repo, "show", f"{fake.ref}:work.txt") == "uncommitted work"
+    again = prune_all(repo)  # the outer one holds nothing nested any more
+    assert [removal.directory for removal in again.removed] == [str(win)]
+    assert not win.exists() and a.archived_commit(repo, attempt(kept, "win"))
