@@ -10,8 +10,12 @@ import psutil
 import pytest
 
 from outpost_tui.engine import CandidateSpec
+from tests.fixtures import host_pids
 
 FAKE_AGENT = Path(__file__).parent / "fixtures" / "agents" / "fake_agent.py"
+# `$(python3 HOST_PID)` in a candidate's shell: the shell's pid as the tests see it (`$$` is its
+# pid namespace's)
+HOST_PID = Path(__file__).parent / "fixtures" / "host_pids.py"
 
 os.environ.setdefault("OUTPOST_DEMO_PACE", "0")
 
@@ -58,6 +62,19 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
         return
     with _turn(directory, alone=item.get_closest_marker("alone") is not None):
         yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def candidates_write_where_tests_look(tmp_path_factory):
+    """Isolated candidates may write this run's temporary directories (the markers, pid files and
+    signals tests give them), as an operator lets a shared cache through; the repository and
+    `.outpost/` inside them stay out of reach (tests/engine/test_isolation.py)."""
+    base = tmp_path_factory.getbasetemp()
+    os.environ.setdefault("OUTPOST_WRITABLE", str(base))
+    if host_pids.VARIABLE not in os.environ:
+        socket_path = base / "pids.sock"
+        host_pids.serve(socket_path)
+        os.environ[host_pids.VARIABLE] = str(socket_path)
 
 
 def git(cwd, *args: str) -> str:

@@ -26,7 +26,16 @@ from tests.conftest import git
 # environment emptied) that commits to the worktree's branch every few milliseconds, then
 # commits once itself and exits (or hangs with --hang).
 DAEMON_AGENT = textwrap.dedent("""\
-    import os, subprocess, sys, time
+    import os, socket, subprocess, sys, time
+    def host_pid():  # the pid the tests see (tests/fixtures/host_pids.py), in a pid namespace too
+        path = os.environ.get("OUTPOST_TEST_PIDS")
+        if not path:
+            return os.getpid()
+        with socket.socket(socket.AF_UNIX) as connection:
+            connection.connect(path)
+            connection.sendall(b"self")
+            connection.shutdown(socket.SHUT_WR)
+            return int(connection.recv(64))
     pidfile = sys.argv[1]
     hang = "--hang" in sys.argv and os.environ.get("OUTPOST_ATTEMPT") == "1"  # a replay finishes
     ready = sys.argv[sys.argv.index("--ready") + 1] if "--ready" in sys.argv else None
@@ -56,7 +65,7 @@ DAEMON_AGENT = textwrap.dedent("""\
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             if n == 1:  # committing: say so
                 with open(pidfile, "a") as handle:
-                    handle.write(f"{os.getpid()}\\n")
+                    handle.write(f"{host_pid()}\\n")
     os.wait()
     while not os.path.exists(pidfile):
         time.sleep(0.01)

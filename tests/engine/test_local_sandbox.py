@@ -14,6 +14,7 @@ import pytest
 
 from outpost_tui.engine.sandbox.base import SandboxContext, SandboxError
 from outpost_tui.engine.sandbox.local import DRAIN_GRACE, LocalSandbox
+from tests.conftest import HOST_PID
 
 pytestmark = pytest.mark.anyio
 
@@ -321,7 +322,7 @@ async def test_an_attempts_grading_checkout_runs_in_the_cgroup_its_agent_emptied
 
     agent = await provider.acquire(context_in(tmp_path, "alpha", 1, grading_follows=True))
     pids_file = tmp_path / "pids"
-    await agent.run(["sh", "-c", f"setsid sleep 300 & echo $! > {pids_file}"])
+    await agent.run(["sh", "-c", f"setsid sleep 300 & python3 {HOST_PID} --siblings > {pids_file}"])
     [daemon] = await wait_for_pids(pids_file, 1)
     used = await cgroup_of(agent)
     await agent.close()

@@ -24,7 +24,7 @@ from outpost_tui.engine import (
     run_race,
     run_race_async,
 )
-from outpost_tui.engine.core.spec import ValidateSpec
+from outpost_tui.engine.core.spec import SandboxSpec, ValidateSpec
 from tests.conftest import alive, cmd, git, pids
 
 
@@ -768,7 +768,8 @@ def test_a_candidate_cancelled_while_validating_says_so(repo, tmp_path):
     assert record.validation.status == "cancelled"
 
 
-def test_an_agent_that_rewrites_its_git_link_fails_and_runs_nothing_on_the_host(repo, tmp_path):
+@pytest.mark.parametrize("isolation", ["none", "bubblewrap"])
+def test_an_agent_that_rewrites_its_git_link_fails_and_runs_nothing_on_the_host(repo, tmp_path, isolation):
     marker = tmp_path / "ran-on-host"
     planted = tmp_path / "planted"
     subprocess.run(["git", "init", "-q", str(planted)], check=True)
@@ -781,13 +782,23 @@ def test_an_agent_that_rewrites_its_git_link_fails_and_runs_nothing_on_the_host(
         "do the task",
         command=("sh", "-c", f"echo 'gitdir: {planted}/.git' > .git; echo work > new.txt"),
     )
-    result = run_race(build_spec(repository=repo, candidates=[agent], validate=["true"]))
+    spec = build_spec(
+        repository=repo, candidates=[agent], validate=["true"], sandbox=SandboxSpec(isolation=isolation)
+    )
+    result = run_race(spec)
     record = result.candidates[0]
     assert result.status is RaceStatus.NO_WINNER
-    assert record.status is CandidateStatus.FAILED
-    assert "git link" in record.error
     assert record.retained_directory  # kept for the operator to look at, never cleaned blindly
     assert not marker.exists()
+    if isolation == "none":
+        # unisolated, the link is rewritten on the host: found, and git never runs there
+        assert record.status is CandidateStatus.FAILED
+        assert "git link" in record.error
+    else:
+        # isolated, the link it sees is a read-only copy: the host's never changes
+        assert record.status is CandidateStatus.REJECTED
+        link = Path(record.retained_directory, ".git").read_text()
+        assert link.startswith("gitdir: ") and str(planted) not in link
 
 
 @pytest.mark.parametrize("options", [{"select": "best", "score": ["echo", "1"]}, {"concurrency": 2}])

@@ -27,7 +27,7 @@ from outpost_tui.engine import (
 from outpost_tui.engine.agents.command import ProtocolDecoder
 from outpost_tui.engine.core.spec import ValidateSpec
 from outpost_tui.engine.racefile import load_race
-from tests.conftest import alive, cmd, git, pids
+from tests.conftest import HOST_PID, alive, cmd, git, pids
 
 DEADLINE = 30  # seconds a condition may take on a loaded machine before the test fails
 
@@ -213,7 +213,11 @@ env = {{ RACE_VAR = "from the race file" }}
 
 def test_cancelling_during_validation_leaves_no_validation_process(repo, tmp_path):
     pidfile = tmp_path / "validation.pid"
-    script = f"sleep 300 & echo $$ $! > {pidfile}.tmp && mv {pidfile}.tmp {pidfile}; wait"
+    # the shell and its sleep, as the tests see them (a pid namespace has its own numbers)
+    script = (
+        f"sleep 300 & {{ python3 {HOST_PID}; python3 {HOST_PID} --siblings; }} > {pidfile}.tmp"
+        f" && mv {pidfile}.tmp {pidfile}; wait"
+    )
 
     async def scenario():
         holder = {}

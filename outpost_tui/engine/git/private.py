@@ -43,21 +43,24 @@ def pointer_file(directory: Path | str) -> Path:
     return worktree_git_dir(directory) / POINTER
 
 
-def make_private(repo_root: Path | str, directory: Path | str) -> Path:
+def make_private(repo_root: Path | str, directory: Path | str, *, fresh: bool = False) -> Path:
     """The worktree's private repository, made from the worktree as it is now; one a replay of
-    the attempt finds is kept as it is (its refs may hold the candidate's commits)."""
+    the attempt finds is kept as it is (its refs may hold the candidate's commits), unless
+    `fresh` (a grading checkout's, made again for each commit it grades)."""
     root, target = Path(repo_root), Path(directory)
     own = worktree_git_dir(target)
     private = own / PRIVATE
     common = git_common_dir(root)
     pointer = own / POINTER
+    if fresh:
+        shutil.rmtree(private, ignore_errors=True)
     if (private / "HEAD").is_file():
         _write(pointer, f"gitdir: {private}\n")
         return private
+    # a candidate's worktree is on its branch; a grading checkout is detached at the graded commit
     branch = _read_small(own / "HEAD").removeprefix("ref:").strip()
-    if not branch.startswith("refs/heads/"):
-        raise GitError(f"{target} is not on a branch: cannot give its candidate a repository of its own")
     head = str(output("reading the worktree's HEAD", target, "rev-parse", "--verify", "HEAD")).strip()
+    detached = not branch.startswith("refs/heads/")
     refs = str(
         output(
             "listing branches and tags",
@@ -76,12 +79,13 @@ def make_private(repo_root: Path | str, directory: Path | str) -> Path:
         for part in ("objects/info", "refs/heads", "refs/tags", "info"):
             (staging / part).mkdir(parents=True, exist_ok=True)
         _write(staging / "objects" / "info" / "alternates", f"{common / 'objects'}\n")
-        _write(staging / "HEAD", f"ref: {branch}\n")
+        _write(staging / "HEAD", f"{head}\n" if detached else f"ref: {branch}\n")
         _write(
             staging / "packed-refs",
             "# pack-refs with: peeled sorted\n" + "".join(f"{line}\n" for line in packed),
         )
-        _write(staging / branch, f"{head}\n")
+        if not detached:
+            _write(staging / branch, f"{head}\n")
         _write(staging / "config", _config(root, common))
         for name in ("info/exclude", "shallow"):
             if (common / name).is_file():
@@ -179,7 +183,14 @@ def _copy_objects(root: Path, private: Path, result: str, known: str, where: str
     )
     if status != 0:
         raise refuse("cannot be read whole", err)
-    status, _, err = _run(root, "index-pack", "--stdin", "--strict", input=pack if isinstance(pack, bytes) else b"", timeout=None)
+    status, _, err = _run(
+        root,
+        "index-pack",
+        "--stdin",
+        "--strict",
+        input=pack if isinstance(pack, bytes) else b"",
+        timeout=None,
+    )
     if status != 0:
         raise refuse("failed the object check", err)
     status, _, err = _run(root, "rev-list", "--objects", "--quiet", result, "--not", known)

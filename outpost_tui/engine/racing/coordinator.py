@@ -108,6 +108,14 @@ class Race(BaselineValidation):
             commits = [git.Commit(c["oid"], c["subject"]) for c in attempt.record.commits]
         elif directory is not None and directory.exists():
             assert self.baseline is not None, "a started attempt's race has its baseline"
+            if self._provider is not None and self._provider.isolates_git:
+                # what it committed so far is in its own repository until its agent ends
+                try:
+                    await anyio.to_thread.run_sync(
+                        git.import_result, self.repository, directory, attempt.branch
+                    )
+                except git.GitError as error:
+                    return _one_line(error)
             commit, commits = await anyio.to_thread.run_sync(git.head_and_commits, directory, self.baseline)
         else:  # a clean worktree already removed: its branch and record still hold the work
             commit = attempt.record.commit

@@ -78,6 +78,20 @@ def choose(wanted: Isolation) -> tuple[str | None, str]:
     return None, UNISOLATED_WARNING.format(why=found.why)
 
 
+# Paths every isolated candidate of this machine may write, colon-separated (a shared build
+# cache, the directory a test suite's candidates signal each other through): the operator's, as
+# [sandbox] writable is the race file's.
+WRITABLE_VARIABLE = "OUTPOST_WRITABLE"
+
+
+def operator_writable() -> tuple[str, ...]:
+    return tuple(
+        path
+        for path in os.environ.get(WRITABLE_VARIABLE, "").split(":")
+        if path.startswith("/") and ".." not in path.split("/")
+    )
+
+
 def state_directory() -> Path:
     """The engine's own state outside any repository (the key records are sealed with)."""
     state = os.environ.get("XDG_STATE_HOME")
@@ -107,12 +121,16 @@ class Fence:
         # after the extra paths: none of them may open the repository or the records again
         repository = str(self.repository)
         launch += ["--ro-bind", repository, repository]
-        launch += ["--tmpfs", os.path.join(repository, ".outpost")]
-        # the rivals' git directories hold their indexes and their own repositories
-        launch += ["--tmpfs", os.path.join(self.common, "worktrees")]
-        state = state_directory()
-        if state.is_dir():
-            launch += ["--tmpfs", str(state)]
+        # the records, the rivals' worktrees and their git directories (their indexes, their own
+        # repositories), the engine's key: out of sight
+        hidden = (
+            os.path.join(repository, ".outpost"),
+            os.path.join(self.common, "worktrees"),
+            state_directory(),
+        )
+        for path in hidden:
+            if os.path.isdir(path):
+                launch += ["--tmpfs", str(path)]
         directory = str(self.directory)
         launch += ["--bind", directory, directory]
         if self.git_dir is not None:

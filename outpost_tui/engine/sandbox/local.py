@@ -112,10 +112,15 @@ class LocalSandbox(Sandbox):
         context = self.context
         if self._fence is None:
             tmp = Path(tempfile.mkdtemp(prefix=f"outpost-{context.key}-{context.attempt}-"))
-            # its own git directory, read-only: a checkout's git reads it, an agent its brief there
-            git_dir = git.worktree_git_dir(self.directory)
-            private = pointer = None
-            if context.role != "grading":
+            # its own git directory, read-only (an agent's brief is there), and a repository of
+            # its own that its git writes: the engine's for an agent (its result is brought in
+            # from there), one made here for a grading checkout (whatever a check commits there
+            # goes with the checkout)
+            git_dir = private = pointer = None
+            if (self.directory / ".git").is_file():
+                git_dir = git.worktree_git_dir(self.directory)
+                if context.role == "grading":
+                    git.make_private(context.repository, self.directory, fresh=True)
                 private = git.private_git_dir(self.directory)
                 pointer = git.pointer_file(self.directory)
                 if not private.is_dir():
@@ -457,7 +462,7 @@ class LocalProvider(SandboxProvider):
     def __init__(self, wanted: Isolation = "auto", writable: Sequence[str] = ()) -> None:
         """`wanted`: [sandbox] isolation; `writable`: [sandbox] writable."""
         self._wanted: Isolation = wanted
-        self.writable = tuple(writable)
+        self.writable = (*writable, *isolation.operator_writable())
         self.bwrap: str | None = None
         self._chosen = False
         self._warning = ""
