@@ -15,6 +15,7 @@ from pathlib import Path
 from . import __version__, exitcodes
 from .commands import MODULES
 from .engine.errors import OutpostError
+from .engine.statedir import state_directory
 
 DESCRIPTION = """\
 Race coding agents against each other on one task and keep the one whose work passes your tests.
@@ -114,9 +115,7 @@ def _one_line(error: BaseException) -> str:
 
 def bug_log() -> Path:
     """Where the tracebacks of unexpected errors go (the XDG state directory)."""
-    state = os.environ.get("XDG_STATE_HOME")
-    base = Path(state) if state and Path(state).is_absolute() else Path.home() / ".local" / "state"
-    return base / "outpost-tui" / "bugs.log"
+    return state_directory() / "bugs.log"
 
 
 def _report_bug(error: Exception) -> int:

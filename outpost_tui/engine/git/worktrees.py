@@ -218,15 +218,27 @@ def _add_worktree_again(
         output("git worktree prune", root, "worktree", "prune")
     if present():
         _move_aside(root, target)
-    exists = _run(root, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}")[0] == 0
+    status, found, _ = _run(root, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}")
     args: tuple[str, ...]
-    if exists:
+    if status == 0:
+        # An attempt starts at the baseline, never on a branch something else made or moved (a
+        # planted "next candidate's" branch would hand it a result it never wrote): only one at
+        # the baseline itself (an allocation a crash cut short) is taken; any other stays as it is.
+        if str(found) != _baseline_commit(root, baseline):
+            raise GitError(
+                f"branch {branch} already exists at {str(found)[:12]}, not at the baseline "
+                f"{baseline[:12]}: left untouched, and this attempt does not start on it"
+            )
         args = ("worktree", "add", "--quiet", str(target), branch)
     else:
         args = ("worktree", "add", "--quiet", "-b", branch, str(target), baseline)
     status, _, err = _run_in_group(root, *args, config=("branch.autoSetupMerge=false",), on_start=on_start)
     if status != 0:
         raise _failure(f"creating worktree {target} for {branch}", root, err or first_error)
+
+
+def _baseline_commit(root: Path, baseline: str) -> str:
+    return str(output("reading the baseline", root, "rev-parse", "--verify", f"{baseline}^{{commit}}"))
 
 
 def _move_aside(root: Path, target: Path) -> Path:

@@ -34,6 +34,7 @@ from typing import IO, Any, Literal
 from .. import git
 from ..core.events import Event, Log
 from ..files import write_atomically
+from ..statedir import state_directory
 from . import seal
 
 BUFFER = 256 * 1024
@@ -192,7 +193,7 @@ def _digest_of(fd: int) -> tuple[Any, int]:
 
 
 def seal_path(race_id: str) -> Path:
-    return seal.state_directory() / SEALS / f"{race_id}.json"
+    return state_directory() / SEALS / f"{race_id}.json"
 
 
 def _sealed_text(race_id: str, files: dict[str, Any], tampered: list[str]) -> bytes:

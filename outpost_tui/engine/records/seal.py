@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ... import exitcodes
 from ..errors import OutpostError
+from ..statedir import state_directory
 
 KEY_FILE = "seal.key"
 KEY_BYTES = 32
@@ -39,14 +40,6 @@ class SealError(OutpostError):
     """The seal key cannot be read or made; one line naming the file."""
 
     exit_code = exitcodes.STORAGE_UNWRITABLE
-
-
-def state_directory() -> Path:
-    """Where the engine keeps what must stay out of every candidate's reach."""
-    base = os.environ.get("XDG_STATE_HOME") or ""
-    if not os.path.isabs(base):  # the XDG rule: a relative value is ignored
-        base = os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "outpost-tui"
 
 
 def key_path() -> Path:

@@ -21,6 +21,7 @@ from functools import cache
 from pathlib import Path
 
 from ..core.spec import Isolation
+from ..statedir import state_directory
 from .base import SandboxError
 
 BUBBLEWRAP = "bubblewrap"
@@ -90,13 +91,6 @@ def operator_writable() -> tuple[str, ...]:
         for path in os.environ.get(WRITABLE_VARIABLE, "").split(":")
         if path.startswith("/") and ".." not in path.split("/")
     )
-
-
-def state_directory() -> Path:
-    """The engine's own state outside any repository (the key records are sealed with)."""
-    state = os.environ.get("XDG_STATE_HOME")
-    base = Path(state) if state and Path(state).is_absolute() else Path.home() / ".local" / "state"
-    return base / "outpost-tui"
 
 
 @dataclass(frozen=True)
