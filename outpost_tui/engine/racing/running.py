@@ -33,9 +33,11 @@ from ..core.events import (
 )
 from ..core.result import Validation
 from ..core.statuses import Phase
+from ..core.text import visible, visible_value
 from ..core.usage import Usage
 from ..sandbox import SandboxContext, SandboxError
 from ..sandbox.base import Completed, Stop
+from ..sandbox.lines import LOG_LIMIT, LOG_TAIL, LogBudget
 from ..sandbox.local import LocalProvider, resource_id_for
 from ..verdict import BaselineOutcome, Checkout, grade
 from ..verdict.validation import ValidationContext, score
@@ -230,15 +232,21 @@ class Running(Metering):
                     )
                 )
 
+        # What the agent prints is the agent's to decide and the engine's to bound: its text made
+        # safe for a terminal, and its log within LogBudget whatever it prints.
+        budget = _AttemptLog(self.bus.publish, candidate.key, attempt.number, program)
+
         def on_output(stream: str, lines: list[str]) -> None:
             nonlocal quota_reported, lines_after_term
             if stopping is not None:
                 lines_after_term += len(lines)
             for decoded in decoder.decode(lines, stream):
-                event = event_of(decoded.kind, candidate.key, attempt.number, decoded.data)
+                data = visible_value(decoded.data)
+                assert isinstance(data, dict)
+                event = event_of(decoded.kind, candidate.key, attempt.number, data)
                 quota_reported = quota_reported or isinstance(event, Quota)
                 reachability.observe(event)
-                self.bus.publish(event)
+                budget(event)
             if decoder.usage != attempt.usage_seen:
                 reachability.answered()
                 self._take_usage(attempt, decoder)
@@ -286,6 +294,7 @@ class Running(Metering):
         except OSError as error:
             raise SandboxError(f"cannot write {error.filename}: {error.strerror}") from error
         finally:
+            budget.release()
             with anyio.CancelScope(shield=True):
                 if launch.files:
                     await anyio.to_thread.run_sync(remove_agent_files, launch.files)
@@ -324,6 +333,12 @@ class Running(Metering):
             )
             return
         outcome = decoder.finish(done.exit_code, done.stderr_tail)
+        # the agent's last words and its stderr's, shown in the result and on the screen
+        outcome = replace(
+            outcome,
+            reason=visible(outcome.reason) if outcome.reason else outcome.reason,
+            result=visible(outcome.result, lines=True) if outcome.result else outcome.result,
+        )
         if done.timed_out or decoder.stop is not None:
             decoder.interrupted()
         self._take_usage(attempt, decoder, final=True)
@@ -396,7 +411,9 @@ class Running(Metering):
             return
 
         def on_check_output(stream: str, lines: list[str]) -> None:
-            self.bus.publish(Log(key=candidate.key, attempt=attempt.number, stream="validation", lines=lines))
+            # the candidate's code prints here too
+            shown = [visible(line) for line in lines]
+            budget(Log(key=candidate.key, attempt=attempt.number, stream="validation", lines=shown))
 
         self.bus.publish(
             ValidationStarted(
@@ -455,6 +472,7 @@ class Running(Metering):
                             Scored(key=candidate.key, attempt=attempt.number, score=record.score)
                         )
         finally:
+            budget.release()
             if checkout.cleanup_error is not None:
                 attempt.cleanup_failed = True
                 record.error = f"cleanup failed: {checkout.cleanup_error}"
@@ -498,3 +516,35 @@ def on_behalf_message(agent: str, key: str, brief: str, own: str | None, result:
     if result and result.strip() and result.strip() != subject:
         body += ["", result.strip()]
     return subject + "\n\n" + "\n".join(body)
+
+
+class _AttemptLog:
+    """The attempt's sink for log text: through its LogBudget to the bus, warning once when the
+    budget is spent (so a panel whose log stops says why), its tail handed on at `release`."""
+
+    def __init__(self, publish: Callable[[Any], None], key: str, attempt: int, program: str) -> None:
+        self.publish, self.key, self.attempt, self.program = publish, key, attempt, program
+        self.budget = LogBudget()
+        self.warned = False
+
+    def __call__(self, event: Any) -> None:
+        shown = self.budget.admit(event)
+        if shown is not None:
+            self.publish(shown)
+            return
+        if self.budget.over and not self.warned:
+            self.warned = True
+            self.publish(
+                Warned(
+                    key=self.key,
+                    attempt=self.attempt,
+                    message=(
+                        f"{self.program} printed more than {LOG_LIMIT >> 20} MiB of log: the rest is "
+                        f"cut from the middle, its last {LOG_TAIL >> 20} MiB kept"
+                    ),
+                )
+            )
+
+    def release(self) -> None:
+        for event in self.budget.release(self.key, self.attempt):
+            self.publish(event)
