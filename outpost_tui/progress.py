@@ -31,6 +31,7 @@ from .engine.core.events import (
     Warned,
 )
 from .engine.core.model import RaceModel
+from .engine.core.text import visible
 from .engine.core.usage import cost_text
 from .engine.verdict.record import describe_tests
 
@@ -60,7 +61,9 @@ class ProgressPrinter:
 
     def _say(self, text: str, at: float | None = None) -> None:
         stamp = time.strftime("%H:%M:%S", time.localtime(at or time.time()))
-        self.stream.write(f"[{stamp}] {text}\n")
+        # every line may carry a candidate's words (a reason, a message, a file name): shown as one
+        # line of plain text, never a command to the terminal
+        self.stream.write(f"[{stamp}] {visible(text)}\n")
         self.stream.flush()
 
     def __call__(self, event: Event) -> None:

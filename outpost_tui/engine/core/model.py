@@ -41,6 +41,7 @@ from .events import (
     WorktreeReady,
 )
 from .result import CandidateRecord
+from .text import visible
 from .usage import Usage
 
 LOG_RING = 2000
@@ -90,7 +91,8 @@ class CandidateModel:
     version: int = 0
 
     def add_log(self, *entries: str) -> None:
-        self.log.extend(entries)
+        # whatever made an entry, a candidate's words may be in it: a screen draws it, never obeys it
+        self.log.extend(visible(entry, lines=True) for entry in entries)
         self.log_count += len(entries)
 
     def new_log(self, seen: int) -> list[str]:
@@ -165,7 +167,7 @@ class RaceModel:
                 candidate.add_log(f"warning: {event.message}")
             case CommittedOnBehalf():
                 subject = str(event.message or "").split("\n", 1)[0]
-                candidate.committed_on_behalf = subject
+                candidate.committed_on_behalf = visible(subject)
                 candidate.add_log(
                     f"── committed on its behalf (it could not commit in its sandbox): "
                     f"{str(event.commit)[:12]} {subject}"
@@ -175,7 +177,7 @@ class RaceModel:
                 candidate.add_log("── accepted by the operator")
             case Retry():
                 cause = f"{event.cause}: " if event.cause else ""
-                candidate.retrying = cause + str(event.message or "retrying")
+                candidate.retrying = visible(cause + str(event.message or "retrying"))
             case Admitted():
                 candidate.state = "starting"
                 candidate.attempt = event.attempt or 0
@@ -234,12 +236,12 @@ class RaceModel:
             case Scored():
                 candidate.add_log(f"score: {event.score}")
             case Tampering():
-                lines = [change.get("description", "") for change in event.changes or []]
+                lines = [visible(str(change.get("description", ""))) for change in event.changes or []]
                 candidate.tampering += lines
                 candidate.add_log(*(f"⚠ changed your repository: {line}" for line in lines))
             case Settled():
                 candidate.state = str(event.status)
-                candidate.reason = event.reason
+                candidate.reason = visible(event.reason) if event.reason else event.reason
                 candidate.commit = event.commit
                 candidate.finished_at = event.at
                 # the last word in the log, so a zoomed panel tells the whole story on its own
@@ -264,10 +266,10 @@ class RaceModel:
         candidate.branch = record.branch
         candidate.directory = record.retained_directory or record.directory
         candidate.usage = record.usage
-        candidate.reason = record.error
+        candidate.reason = visible(record.error) if record.error else record.error
         candidate.quota = record.quota
         candidate.commit = record.commit
-        candidate.review = list(record.review or [])
+        candidate.review = [visible(str(flag)) for flag in record.review or []]
         candidate.started_at = record.started_at
         candidate.finished_at = record.finished_at
         candidate.add_log(
@@ -280,7 +282,7 @@ class RaceModel:
     def _tampering(self, event: Tampering) -> None:
         for change in event.changes or []:
             who = f"{event.key}#{event.attempt}" if event.key else "during the race"
-            self.tampering.append(f"{who}: {change.get('description', '')}")
+            self.tampering.append(visible(f"{who}: {change.get('description', '')}"))
 
     def _race_event(self, event: Event) -> None:
         match event:
@@ -292,7 +294,7 @@ class RaceModel:
             case BudgetExhausted():
                 self.budget_reason = event.reason
             case Warned():
-                self.warnings.append(str(event.message or ""))
+                self.warnings.append(visible(str(event.message or "")))
             case RaceFinished():
                 self.status = event.status
                 self.winner = event.winner
@@ -300,5 +302,5 @@ class RaceModel:
                 for record in (event.result or {}).get("candidates", []):
                     candidate = self.candidates.get(record.get("key"))
                     if candidate is not None and record.get("review"):
-                        candidate.review = list(record["review"])
+                        candidate.review = [visible(str(flag)) for flag in record["review"]]
                         candidate.add_log(*(f"⚑ review before merging: {flag}" for flag in candidate.review))

@@ -20,6 +20,7 @@ from textual.style import Style
 from textual.widget import Widget
 from textual.widgets import Static
 
+from ...engine.core.text import visible
 from ..css import widget_css
 from .panel_log import PanelLog
 
@@ -163,7 +164,7 @@ class CandidatePanel(Vertical, can_focus=True):
             why = f"⚑ review before merging: {flags}" + (f" · {why}" if why else "")
         if model.tampering:
             why = f"⚠ changed your repository: {'; '.join(model.tampering)}" + (f" · {why}" if why else "")
-        shown = Content(why[:300])
+        shown = Content(visible(why[:300]))
         if shown != self._shown_reason:  # up to three rows: its height may change
             self._shown_reason = shown
             reason.update(shown, layout=True)
