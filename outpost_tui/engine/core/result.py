@@ -155,6 +155,9 @@ class RaceResult:
     tampering: list[dict[str, Any]] = field(default_factory=list)
     # the baseline's own validation, which strict verdicts are measured against
     baseline_validation: dict[str, Any] | None = None
+    # how candidates were kept from the user's repository and from each other: {"mode":
+    # "bubblewrap" | "none" | "container", "warning": the line a race shows when unisolated}
+    isolation: dict[str, Any] | None = None
 
     @property
     def winner(self) -> CandidateRecord | None:
@@ -198,6 +201,7 @@ class RaceResult:
             "integration": self.integration,
             "host": self.host,
             "tampering": [dict(entry) for entry in self.tampering],
+            "isolation": self.isolation,
             "error": self.error,
             "quota": self.quota,
             "started_at": self.started_at,
@@ -232,4 +236,5 @@ def race_result_from_json(data: dict[str, Any]) -> RaceResult:
         finished_at=data.get("finished_at"),
         tampering=list(data.get("tampering") or []),
         baseline_validation=data.get("baseline_validation"),
+        isolation=data.get("isolation"),
     )

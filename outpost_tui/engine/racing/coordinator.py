@@ -186,6 +186,12 @@ class Race(BaselineValidation):
         spec = self.spec
         if self._provider is None:
             self._provider = provider_for(spec.sandbox)
+        # how candidates are kept from the user's repository and each other: in the result, and
+        # said out loud when they are not
+        mode, warning = await anyio.to_thread.run_sync(self._provider.isolation)
+        self.isolation = {"mode": mode, "warning": warning or None}
+        if warning:
+            self.bus.publish(Warned(message=warning))
         self._provider.warm_up()  # a container engine's connection, while the repository is read
         try:
             self.repository = repository = await anyio.to_thread.run_sync(

@@ -400,6 +400,7 @@ class Settling(Guarding):
             started_at=self._started_at,
             finished_at=time.time(),
             tampering=list(self.tampering),
+            isolation=self.isolation,
             baseline_validation=self.baseline_outcome.to_json() if self.baseline_outcome else None,
         )
         self._finished = True

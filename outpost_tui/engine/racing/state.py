@@ -63,6 +63,8 @@ class RaceState:
         self._refs_before: dict[str, str] | None = None  # every ref as the race found them
         self._record: git.GuardRecord | None = None  # the user's repository as the race found it
         self._record_lock = anyio.Lock()
+        # how candidates were isolated (result JSON "isolation"): {"mode", "warning"}
+        self.isolation: dict[str, Any] | None = None
         self.tampering: list[dict[str, Any]] = []  # what candidates changed in it (result JSON "tampering")
         self._started_at: float | None = None
         self._outpost_dir: Path | None = None
