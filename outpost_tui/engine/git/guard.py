@@ -39,6 +39,10 @@ TAMPERING = "tampering"  # .outpost/recovery/tampering/<race>/<who>/: what a can
 # Refs the engine itself creates while races run (other races' branches, archives): new ones are
 # not a candidate's doing; moving or deleting existing ones is.
 ENGINE_NAMESPACES = (f"refs/heads/{BRANCH_PREFIX}/", "refs/outpost/")
+# What one check reports at most, one entry each: a candidate that makes twenty thousand refs must
+# not bury the branch it moved. The rest are counted in one more entry, and every change with its
+# undo is listed in a file kept as evidence.
+MAX_REPORTED = 50
 
 
 @dataclass(frozen=True)
@@ -55,7 +59,7 @@ class Saved:
 class GuardChange:
     """One thing in the user's repository that is not as the race found it."""
 
-    kind: str  # ref | head | setting | working-tree
+    kind: str  # ref | head | setting | working-tree | more (the changes past MAX_REPORTED, counted)
     name: str  # the ref, "HEAD", the file (relative to the git directory), or "working tree"
     change: str  # moved | created | deleted | changed | added | removed
     before: str | None = None
@@ -70,6 +74,9 @@ class GuardChange:
         return (self.kind, self.name, self.after)
 
     def describe(self) -> str:
+        if self.kind == "more":
+            listed = f", each with its undo in {self.evidence}" if self.evidence else ""
+            return f"and {self.name}{listed}"
         if self.kind == "working-tree":
             text = "your working tree was written to"
         elif self.kind == "setting":
@@ -168,7 +175,51 @@ def guard_changes(record: GuardRecord, who: str) -> list[GuardChange]:
     found += _compare_checkout(record, found)
     fresh = [c for c in found if c.identity not in record.seen]
     record.seen.update(c.identity for c in fresh)
-    return fresh
+    return _capped(record, who, fresh)
+
+
+def _weight(change: GuardChange) -> tuple[int, int]:
+    """What an operator must see first: the checkout, then what existed and was changed (the
+    user's branches before their tags and other refs), then what was only added."""
+    if change.checkout:
+        return (0, 0)
+    if change.kind != "ref":
+        return (1, 0)
+    namespace = (
+        0 if change.name.startswith("refs/heads/") else 1 if change.name.startswith("refs/tags/") else 2
+    )
+    return (2 if change.change != "created" else 3, namespace)
+
+
+def _capped(record: GuardRecord, who: str, changes: list[GuardChange]) -> list[GuardChange]:
+    """At most MAX_REPORTED changes, the ones that matter first, the rest counted in one entry."""
+    if len(changes) <= MAX_REPORTED:
+        return changes
+    ordered = sorted(changes, key=_weight)  # stable: found order within a weight
+    shown, rest = ordered[: MAX_REPORTED - 1], ordered[MAX_REPORTED - 1 :]
+    counts: dict[str, int] = {}
+    for change in rest:
+        what = f"{change.kind}s {change.change}" if change.kind == "ref" else change.kind
+        counts[what] = counts.get(what, 0) + 1
+    detail = ", ".join(f"{n:,} {what}" for what, n in sorted(counts.items(), key=lambda item: -item[1]))
+    summary = GuardChange(
+        "more", f"{len(rest):,} more changes ({detail})", "more", evidence=_list_changes(record, who, ordered)
+    )
+    return [*shown, summary]
+
+
+def _list_changes(record: GuardRecord, who: str, changes: list[GuardChange]) -> str | None:
+    """Every change, one line each with its undo, in a file under .outpost/recovery/tampering/."""
+    target = record.root / OUTPOST_DIR / RECOVERY / TAMPERING / record.race_id / who
+    target = target / f"changes.{uuid.uuid4().hex[:8]}.txt"
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with open(target, "x", encoding="utf-8", errors="surrogateescape") as listing:
+            for change in changes:
+                listing.write(change.describe() + "\n")
+    except OSError:
+        return None
+    return str(target)
 
 
 # --- refs and HEADs -----------------------------------------------------------------------------
