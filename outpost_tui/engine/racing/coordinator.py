@@ -278,6 +278,8 @@ class Race(BaselineValidation):
                     await self._release_sandboxes()
             unsubscribe()
             flight_log.close()
+            if flight_log.write_problem is not None:
+                self.bus.publish(Warned(message=flight_log.write_problem))
             with anyio.CancelScope(shield=True):
                 # the git sessions its gradings and pins used go with the race
                 await anyio.to_thread.run_sync(git.close_sessions, str(repository))

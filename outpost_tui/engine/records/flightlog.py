@@ -92,6 +92,9 @@ class FlightLog:
             elif found is not None:
                 self._tampered = {"its previous seal"}
         self.seal_problem: str | None = None  # why close() could not seal the log
+        # Why the log could not be written (a full disk): said once, by the race, and the log is
+        # not written on or sealed, since its bytes are no longer what the writer hashed.
+        self.write_problem: str | None = None
 
     def _file(self, name: str) -> IO[bytes]:
         handle = self._files.get(name)
@@ -110,6 +113,19 @@ class FlightLog:
         return handle
 
     def __call__(self, event: Event) -> None:
+        if self.write_problem is not None:
+            return
+        try:
+            self._write(event)
+        except OSError as error:
+            self._failed(error)
+
+    def _failed(self, error: OSError) -> None:
+        if self.write_problem is None:
+            why = error.strerror or str(error)
+            self.write_problem = f"writing the flight log failed: {why} ({self.directory})"
+
+    def _write(self, event: Event) -> None:
         name = "race.jsonl" if event.key is None else f"{event.key}.{event.attempt}.jsonl"
         handle = self._file(name)
         data = (self._dumps(event.to_json()) + "\n").encode()
@@ -139,9 +155,10 @@ class FlightLog:
 
     def _on_timer(self) -> None:
         self._timer = None
-        # a full disk: the next write fails too and the event bus reports that
-        with contextlib.suppress(OSError):
+        try:
             self.flush_logs()
+        except OSError as error:
+            self._failed(error)
 
     def flush_logs(self) -> None:
         """Flush every file holding buffered log lines."""
@@ -162,9 +179,12 @@ class FlightLog:
         self._unflushed.clear()
         self._flush_due = None
         for handle in self._files.values():
-            handle.close()
+            try:
+                handle.close()
+            except OSError as error:
+                self._failed(error)
         self._files.clear()
-        if self._sealable and self._digests:
+        if self._sealable and self._digests and self.write_problem is None:
             files = {
                 **self._previous,
                 **{
