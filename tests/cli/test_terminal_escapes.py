@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.support import run_cli, write_race
+from outpost_tui.engine.core.text import visible
+from tests.cli.support import write_race
 
 SEQUENCES = [
     "\x1b]52;c;SGVsbG8=\x07",  # OSC 52: the clipboard
@@ -123,8 +124,6 @@ def test_control_the_agent_really_prints_them_raw(tmp_path):
 
 @pytest.mark.parametrize("text", SEQUENCES)
 def test_visible_leaves_no_control_and_keeps_tabs(text):
-    from outpost_tui.engine.core.text import visible
-
     shown = visible(f"a\t{text}")
     assert shown.startswith("a\t")
     assert raw_controls(shown.encode()) == []
