@@ -457,3 +457,38 @@ def test_gemini_auth_type_it_refuses_its_api_and_the_git_identity_are_checked(ma
     assert (
         checks["git identity"]["ok"] is True and checks["git identity"]["detail"] == "Ada <ada@example.com>"
     )
+
+
+def test_isolation_is_shown_and_an_unisolated_race_is_loud(machine):
+    tmp_path, _home, _bin_dir, env = machine
+    race = tmp_path / "race.toml"
+    race.write_text(RACE.format(extra=""))
+    checks = checks_of(doctor(env, str(race), "--json"))
+    assert checks["isolation"]["ok"] is True and "bubblewrap" in checks["isolation"]["detail"]
+
+    race.write_text(RACE.format(extra='[sandbox]\nisolation = "none"\n'))
+    unisolated = checks_of(doctor(env, str(race), "--json"))["isolation"]
+    assert unisolated["ok"] is False and unisolated["required"] is False
+    assert "candidates run unisolated" in unisolated["detail"]
+    assert 'isolation = "none"' in unisolated["detail"]
+
+
+def test_a_machine_refusing_user_namespaces_is_reported_and_fails_a_race_demanding_bubblewrap(machine):
+    tmp_path, _home, bin_dir, env = machine
+    # a bwrap that cannot make a sandbox, as on a kernel with unprivileged user namespaces off
+    refusing = bin_dir / "bwrap"
+    refusing.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    refusing.chmod(0o755)
+    race = tmp_path / "race.toml"
+    race.write_text(RACE.format(extra=""))
+    done = doctor(env, str(race), "--json")
+    auto = checks_of(done)["isolation"]
+    assert auto["ok"] is False and auto["required"] is False
+    assert "setting up uid map: Permission denied" in auto["detail"]
+    assert "install bubblewrap" in auto["detail"]
+
+    race.write_text(RACE.format(extra='[sandbox]\nisolation = "bubblewrap"\n'))
+    done = doctor({**env, "OPENAI_API_KEY": "k", "ANTHROPIC_API_KEY": "k"}, str(race), "--json")
+    demanded = checks_of(done)["isolation"]
+    assert demanded["ok"] is False and demanded["required"] is True
+    assert done.returncode == exitcodes.MISSING_REQUIREMENT

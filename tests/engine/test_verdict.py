@@ -23,6 +23,7 @@ from outpost_tui.engine import (
     run_race_async,
 )
 from outpost_tui.engine.core.events import EventKind
+from outpost_tui.engine.core.spec import SandboxSpec
 from outpost_tui.progress import finish_lines
 from tests.conftest import git
 
@@ -89,11 +90,12 @@ def agent(key: str, script: str) -> CandidateSpec:
     return CandidateSpec(key, "command", "Fix add() in calc.py. Commit.", command=("sh", "-c", script))
 
 
-def race(repo: Path, *candidates: CandidateSpec, validate=UNITTEST, **validate_options):
+def race(repo: Path, *candidates: CandidateSpec, validate=UNITTEST, sandbox=None, **validate_options):
     spec = build_spec(
         repository=repo,
         candidates=candidates,
         validate=ValidateSpec(command=tuple(validate), timeout=120, **validate_options),
+        **({} if sandbox is None else {"sandbox": sandbox}),
     )
     return run_race(spec)
 
@@ -175,9 +177,11 @@ def test_a_source_file_that_skips_every_test_fails_the_candidate(calc):
         assert record.error == "every test was skipped (2)"
 
 
-def test_a_commit_made_by_an_exit_hook_after_the_tests_ran_does_not_win(calc):
+@pytest.mark.parametrize("isolation", ["none", "bubblewrap"])
+def test_a_commit_made_by_an_exit_hook_after_the_tests_ran_does_not_win(calc, isolation):
     # The fix is real, but importing calc registers an exit hook that commits on top of the
-    # graded commit and moves the candidate's branch there.
+    # graded commit and moves the candidate's branch there: unisolated it reaches the user's
+    # branch (seen and flagged); isolated, only the grading checkout's own repository.
     hook = textwrap.dedent("""\
 
         import atexit, os, subprocess
@@ -192,7 +196,9 @@ def test_a_commit_made_by_an_exit_hook_after_the_tests_ran_does_not_win(calc):
         """)
     (calc.parent / "hook.py").write_text(hook)
     result = race(
-        calc, agent("sly", f"{FIX} && cat {calc.parent / 'hook.py'} >> calc.py && {COMMIT} 'fix add'")
+        calc,
+        agent("sly", f"{FIX} && cat {calc.parent / 'hook.py'} >> calc.py && {COMMIT} 'fix add'"),
+        sandbox=SandboxSpec(isolation=isolation),
     )
     record = result.candidates[0]
     assert record.status is CandidateStatus.WINNER
@@ -200,6 +206,10 @@ def test_a_commit_made_by_an_exit_hook_after_the_tests_ran_does_not_win(calc):
     assert record.commit == graded == result.winner.commit
     assert git(calc, "log", "-1", "--format=%s", graded) == "fix add"
     moved = git(calc, "rev-parse", record.branch)
+    if isolation == "bubblewrap":
+        assert moved == graded and record.verdict["branch_moved_to"] is None
+        assert not any("branch moved" in flag for flag in record.review)
+        return
     assert moved != graded and git(calc, "log", "-1", "--format=%s", moved) == "evil"
     assert record.verdict["branch_moved_to"] == moved
     assert any("branch moved after validation" in flag for flag in record.review)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..agents import adapter_for, known_agents
 from ..core.spec import RaceSpec
+from ..errors import OutpostError
 from .check import Check
 from .containers import container_checks
 
@@ -67,7 +68,24 @@ def run_checks(
     checks.append(identity_check(repository, required=False))
     checks.append(storage_check(repository, required=bool(spec and spec.durability.enabled)))
     checks.append(containment_check())
+    if not contained:
+        checks.append(isolation_check(spec))
     return checks
+
+
+def isolation_check(spec: RaceSpec | None) -> Check:
+    """Whether local candidates run isolated (bubblewrap) or as the user; required when the race
+    file asks for bubblewrap, loud (not ok) whenever they would run unisolated."""
+    from ..sandbox import isolation
+
+    wanted = spec.sandbox.isolation if spec is not None else "auto"
+    try:
+        program, warning = isolation.choose(wanted)
+    except OutpostError as error:
+        return Check("isolation", False, str(error), required=True)
+    if program is not None:
+        return Check("isolation", True, f"bubblewrap ({program}): each candidate writes only its worktree")
+    return Check("isolation", False, warning)
 
 
 def containment_check() -> Check:

@@ -109,6 +109,7 @@ class Race(BaselineValidation):
         elif directory is not None and directory.exists():
             assert self.baseline is not None, "a started attempt's race has its baseline"
             if self._provider is not None and self._provider.isolates_git:
+                assert self.repository is not None, "a started attempt's race has its repository"
                 # what it committed so far is in its own repository until its agent ends
                 try:
                     await anyio.to_thread.run_sync(

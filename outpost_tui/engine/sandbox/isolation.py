@@ -120,7 +120,7 @@ class Fence:
         hidden = (
             os.path.join(repository, ".outpost"),
             os.path.join(self.common, "worktrees"),
-            state_directory(),
+            str(state_directory()),
         )
         for path in hidden:
             if os.path.isdir(path):
