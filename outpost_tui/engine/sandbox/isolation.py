@@ -122,9 +122,9 @@ class Fence:
             os.path.join(self.common, "worktrees"),
             str(state_directory()),
         )
+        hidden = tuple(path for path in hidden if os.path.isdir(path))
         for path in hidden:
-            if os.path.isdir(path):
-                launch += ["--tmpfs", str(path)]
+            launch += ["--tmpfs", path]
         directory = str(self.directory)
         launch += ["--bind", directory, directory]
         if self.git_dir is not None:
@@ -132,5 +132,9 @@ class Fence:
         if self.private_git is not None and self.pointer is not None:
             launch += ["--bind", str(self.private_git), str(self.private_git)]
             launch += ["--ro-bind", str(self.pointer), os.path.join(directory, ".git")]
+        # read-only once the binds inside them are made: a write there fails as it would on the
+        # host's read-only repository, instead of landing in an empty tmpfs nobody reads
+        for path in hidden:
+            launch += ["--remount-ro", path]
         launch += ["--chdir", directory, "--", *argv]
         return launch

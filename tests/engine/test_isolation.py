@@ -1,0 +1,237 @@
+"""Isolation by construction, tried as an attacker would: each attack runs in a real race with
+isolation "bubblewrap" (it must fail, or change nothing the user owns) and, as its control, with
+isolation "none" (today's unisolated mode: the same attack reaches its target, so the test would
+see it if the fence let it through).
+
+The run's temporary directory stays writable for candidates elsewhere in the suite
+(OUTPOST_WRITABLE); here it is taken away, so that every path an attack aims at is one the fence
+alone decides about.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+from outpost_tui.engine import CandidateSpec, CandidateStatus, build_spec, run_race
+from outpost_tui.engine.core.spec import SandboxSpec
+from outpost_tui.engine.records import seal
+from outpost_tui.engine.sandbox import isolation
+from tests.conftest import HOST_PID, git, make_repo
+from tests.fixtures import host_pids
+
+pytestmark = pytest.mark.skipif(
+    isolation.probe().program is None, reason=f"bubblewrap cannot run here: {isolation.probe().why}"
+)
+MODES = ["bubblewrap", "none"]
+COMMIT = "git add -A && git -c user.name=c -c user.email=c@x commit -qm"
+
+
+@pytest.fixture(autouse=True)
+def nothing_writable_but_the_fence(monkeypatch):
+    monkeypatch.delenv(isolation.WRITABLE_VARIABLE, raising=False)
+
+
+@pytest.fixture
+def signals(tmp_path, monkeypatch) -> Path:
+    """A directory candidates signal each other through, and the socket that tells host pids."""
+    path = tmp_path / "signals"
+    path.mkdir()
+    monkeypatch.setenv(isolation.WRITABLE_VARIABLE, f"{path}:{os.environ[host_pids.VARIABLE]}")
+    return path
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    root = make_repo(tmp_path / "repo")
+    git(root, "branch", "other")
+    git(root, "tag", "v1")
+    return root
+
+
+def attacker(key: str, script: str, **options) -> CandidateSpec:
+    return CandidateSpec(key, "command", "win", command=("sh", "-c", script), **options)
+
+
+def race(repo: Path, mode: str, *candidates: CandidateSpec, **options):
+    spec = build_spec(
+        repository=repo,
+        candidates=list(candidates),
+        validate=["true"],
+        sandbox=SandboxSpec(isolation=mode),
+        **options,
+    )
+    return run_race(spec)
+
+
+def refs(repo: Path) -> dict[str, str]:
+    """The user's refs: everything but the engine's own (attempt branches, archives)."""
+    listed = git(repo, "for-each-ref", "--format=%(refname) %(objectname)")
+    engines = ("refs/heads/outpost/", "refs/outpost/validated/")
+    return dict(line.split(" ", 1) for line in listed.splitlines() if not line.startswith(engines))
+
+
+def tried(script: str) -> str:
+    """`script`, its exit status appended to the worktree's attack.log; the attack goes on."""
+    return f'( {script} ) >/dev/null 2>&1; echo "$?" >> attack.log'
+
+
+def committed(repo: Path, record, name: str) -> str:
+    """A file as the candidate committed it (what it saw, how its attacks ended)."""
+    assert record.commit, record.error
+    return git(repo, "show", f"{record.commit}:{name}")
+
+
+def statuses(repo: Path, record) -> list[int]:
+    return [int(line) for line in committed(repo, record, "attack.log").split()]
+
+
+# -- 1. a candidate's world is its worktree -------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_git_commands_never_reach_the_users_refs(repo, mode):
+    before = refs(repo)
+    script = " && ".join(
+        [
+            f"echo fix > fix.txt && {COMMIT} fix",
+            "git update-ref refs/heads/main HEAD",  # move the user's branch onto its commit
+            "git branch -f other HEAD",
+            "git branch planted HEAD",
+            "git tag -f v1 HEAD",
+            "git update-ref refs/outpost/archive/forged HEAD",
+            "git replace $(git rev-parse HEAD~1) HEAD",
+            "git update-ref refs/heads/outpost/elsewhere/rival/1 HEAD",
+        ]
+    )
+    result = race(repo, mode, attacker("sly", script))
+    record = result.candidates[0]
+    if mode == "bubblewrap":
+        assert refs(repo) == before  # never touched, nothing to undo
+        assert result.tampering == []
+        assert record.status is CandidateStatus.WINNER  # its own branch holds its honest commit
+        assert git(repo, "log", "-1", "--format=%s", record.branch) == "fix"
+        assert not git(repo, "for-each-ref", "refs/outpost/archive/forged", "refs/replace")
+    else:
+        # unisolated, every write lands in the user's repository: only the guard's report after
+        # the fact says so (and not all of it can be undone)
+        reported = " ".join(str(entry) for entry in result.tampering)
+        for name in ("refs/heads/main", "refs/heads/planted", "refs/tags/v1", "refs/replace/"):
+            assert name in reported
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_writes_into_the_users_git_directory_and_files_fail(repo, mode):
+    common = repo / ".git"
+    blob = git(repo, "rev-parse", "HEAD:base.txt")
+    targets = {
+        "ref file": common / "refs" / "heads" / "by-hand",
+        "hook": common / "hooks" / "post-checkout",
+        "config": common / "config",
+        "attributes": common / "info" / "attributes",
+        "object": common / "objects" / blob[:2] / blob[2:],
+        "user's file": repo / "base.txt",
+        "records": repo / ".outpost" / "forged.json",
+    }
+    contents = {name: path.read_bytes() if path.is_file() else None for name, path in targets.items()}
+    script = " ; ".join(
+        [
+            *(
+                tried(f"chmod u+w {shlex.quote(str(p))}; echo pwned >> {shlex.quote(str(p))}")
+                for p in targets.values()
+            ),
+            f"echo ok > ok.txt && {COMMIT} ok",
+        ]
+    )
+    result = race(repo, mode, attacker("sly", script))
+    record = result.candidates[0]
+    after = {name: path.read_bytes() if path.is_file() else None for name, path in targets.items()}
+    if mode == "bubblewrap":
+        ended = statuses(repo, record)
+        assert len(ended) == len(targets) and 0 not in ended  # every write refused (read-only or hidden)
+        assert after == contents
+    else:
+        assert statuses(repo, record) == [0] * len(targets)  # each write landed on the host
+        assert after["records"] == b"pwned\n"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_candidate_cannot_write_into_its_rivals_worktree(repo, signals, mode):
+    # the rival waits until the attacker is done: its worktree exists all the while
+    workspaces = repo / ".outpost" / "workspaces"
+    attack = (
+        f"until [ -e {signals}/rival-started ]; do sleep 0.05; done; "
+        f'for w in {workspaces}/*/; do [ "$w" = "$PWD/" ] || echo pwned > "$w/pwned.txt"; done; '
+        f"ls {workspaces} > seen.txt; touch {signals}/go; {COMMIT} attack --allow-empty"
+    )
+    rival = (
+        f"touch {signals}/rival-started; until [ -e {signals}/go ]; do sleep 0.05; done; "
+        f"echo real > real.txt && {COMMIT} real"
+    )
+    result = race(
+        repo,
+        mode,
+        attacker("sly", attack),
+        attacker("honest", rival),
+        concurrency=2,
+        select="best",
+        score=["echo", "1"],
+    )
+    honest = next(r for r in result.candidates if r.key == "honest")
+    files = git(repo, "ls-tree", "-r", "--name-only", honest.commit).split()
+    if mode == "bubblewrap":
+        assert files == ["base.txt", "real.txt"]
+        sly = next(r for r in result.candidates if r.key == "sly")
+        assert committed(repo, sly, "seen.txt").split() == [Path(sly.directory).name]  # its own alone
+    else:
+        assert "pwned.txt" in files
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_candidate_cannot_signal_a_rival(repo, signals, mode):
+    # the rival says its pid as the host sees it, then waits for a go that never comes if it is killed
+    rival = (
+        f"{sys.executable} {HOST_PID} > {signals}/rival.pid.new && "
+        f"mv {signals}/rival.pid.new {signals}/rival.pid; "
+        f"until [ -e {signals}/go ]; do sleep 0.05; done; echo real > real.txt && {COMMIT} real"
+    )
+    attack = (
+        f"until [ -e {signals}/rival.pid ]; do sleep 0.05; done; "
+        + tried(f"kill -9 $(cat {signals}/rival.pid)")
+        + f"; touch {signals}/go; {COMMIT} attack --allow-empty"
+    )
+    # the rival first: a tie goes to it, so that it wins unless it is killed
+    result = race(
+        repo,
+        mode,
+        attacker("honest", rival),
+        attacker("sly", attack),
+        concurrency=2,
+        select="best",
+        score=["echo", "1"],
+    )
+    honest = next(r for r in result.candidates if r.key == "honest")
+    sly = next(r for r in result.candidates if r.key == "sly")
+    if mode == "bubblewrap":
+        assert statuses(repo, sly) == [1]  # no such process in its pid namespace
+        assert honest.status is CandidateStatus.WINNER
+    else:
+        assert statuses(repo, sly) == [0]
+        assert honest.status is CandidateStatus.FAILED
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_engines_key_is_out_of_sight(repo, mode):
+    seal.seal("a race", b"")  # the key exists before the race, as on any machine that ran one
+    key = seal.key_path()
+    script = f"(cat {shlex.quote(str(key))} | od -An -tx1 | tr -d ' \\n'; echo) > stolen.txt; {COMMIT} look"
+    record = race(repo, mode, attacker("sly", script)).candidates[0]
+    stolen = committed(repo, record, "stolen.txt")
+    if mode == "bubblewrap":
+        assert stolen == ""  # the state directory is an empty tmpfs in its world
+    else:
+        assert stolen == key.read_bytes().hex()
