@@ -237,7 +237,7 @@ def test_add_worktree_recreates_a_worktree_whose_directory_vanished(repo):
     work = commit_file(directory, "work.txt", "work\n", "candidate work")
     # Simulate a directory deleted by hand: git still has the worktree registered.
     subprocess.run(["rm", "-rf", str(directory)], check=True)
-    g.add_worktree(repo, branch, directory, baseline)
+    g.add_worktree(repo, branch, directory, baseline, resumed=True)
     assert g.head(directory) == work  # the existing branch is checked out again, not reset
 
 
@@ -388,7 +388,7 @@ def test_an_empty_directory_made_for_a_worktree_is_never_taken_for_a_replays(rep
     work = commit_file(directory, "work.txt", "work\n", "candidate work")
     subprocess.run(["rm", "-rf", str(directory)], check=True)  # registered, its directory gone
     assert g.make_worktree_directory(repo, directory)
-    g.add_worktree(repo, branch, directory, baseline, made_empty=True)
+    g.add_worktree(repo, branch, directory, baseline, made_empty=True, resumed=True)
     assert g.head(directory) == work  # checked out again into the made directory, not reused empty
     assert (directory / "work.txt").read_text() == "work\n"
 
@@ -752,3 +752,24 @@ def test_drivers_of_the_users_own_configuration_still_apply(repo, tmp_path):
     run(repo, "commit", "-qm", "attributes")
     _, directory, _ = new_worktree(repo)
     assert (directory / "base.txt").read_text() == "BASE\n"
+
+
+def test_an_attempt_never_starts_on_a_branch_planted_ahead_of_the_baseline(repo):
+    baseline = g.resolve_commit(repo)
+    branch = g.branch_name("race1", "next", 1)
+    # what a candidate of the unisolated sandbox can do to the next fallback candidate
+    (repo / "planted.txt").write_text("a result nobody raced for\n")
+    run(repo, "add", "planted.txt")
+    run(repo, "commit", "-qm", "planted")
+    planted = run(repo, "rev-parse", "HEAD")
+    run(repo, "reset", "-q", "--hard", baseline)
+    run(repo, "branch", branch, planted)
+    directory = g.worktree_directory(repo, "next", branch)
+    with pytest.raises(g.GitError, match=f"already exists at {planted[:12]}, not at the baseline"):
+        g.add_worktree(repo, branch, directory, baseline)
+    assert run(repo, "rev-parse", branch) == planted  # left as found, for the operator to look at
+    assert not directory.exists()
+    # control: the same branch at the baseline (an allocation a crash cut short) is taken
+    run(repo, "branch", "-f", branch, baseline)
+    g.add_worktree(repo, branch, directory, baseline)
+    assert g.head(directory) == baseline

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from outpost_tui.engine import CandidateSpec, CandidateStatus, build_spec, run_race
+from outpost_tui.engine import CandidateSpec, CandidateStatus, RaceStatus, build_spec, run_race
 from outpost_tui.engine.core.spec import SandboxSpec
+from outpost_tui.engine.git import head_and_commits, merge_candidate
 from outpost_tui.engine.records import seal
 from outpost_tui.engine.sandbox import isolation
 from tests.conftest import HOST_PID, git, make_repo
@@ -235,3 +236,146 @@ def test_the_engines_key_is_out_of_sight(repo, mode):
         assert stolen == ""  # the state directory is an empty tmpfs in its world
     else:
         assert stolen == key.read_bytes().hex()
+
+
+# -- the result comes in verified -----------------------------------------------------------------
+
+BROKEN_RESULTS = {
+    # its HEAD a link to a file of the user's, in the hope the engine reads it as the result
+    "head link": 'ln -sf /etc/hostname "$(git rev-parse --git-dir)/HEAD"',
+    # its HEAD naming a commit that exists nowhere
+    "missing commit": 'echo 0123456789abcdef0123456789abcdef01234567 > "$(git rev-parse --git-dir)/HEAD"',
+    # its commit object overwritten with garbage after it was made
+    "corrupt object": (
+        'o=$(git rev-parse HEAD); f="$(git rev-parse --git-dir)/objects/${o%${o#??}}/${o#??}"; '
+        'chmod u+w "$f" && echo garbage > "$f"'
+    ),
+    # control: nothing broken, the commit comes in
+    "honest": "true",
+}
+
+
+@pytest.mark.parametrize("attack", list(BROKEN_RESULTS))
+def test_a_broken_private_repository_fails_the_attempt_and_leaves_its_branch_at_the_baseline(repo, attack):
+    baseline = git(repo, "rev-parse", "HEAD")
+    script = f"echo fix > fix.txt && {COMMIT} fix && {BROKEN_RESULTS[attack]}"
+    result = race(repo, "bubblewrap", attacker("sly", script))
+    record = result.candidates[0]
+    if attack == "honest":
+        assert record.status is CandidateStatus.WINNER
+        assert git(repo, "log", "-1", "--format=%s", record.branch) == "fix"
+        return
+    assert record.status is CandidateStatus.FAILED
+    assert record.error and "\n" not in record.error and "candidate" in record.error
+    assert git(repo, "rev-parse", record.branch) == baseline
+    assert git(repo, "fsck", "--no-dangling") == ""  # nothing half-imported in the user's objects
+
+
+# -- 2. the engine's git is not steerable by repository content -----------------------------------
+
+
+def test_replace_refs_and_grafts_never_change_what_the_engine_reads(repo):
+    first = git(repo, "rev-parse", "HEAD")
+    (repo / "base.txt").write_text("second\n")
+    git(repo, "commit", "-qam", "second")
+    second = git(repo, "rev-parse", "HEAD")
+    (repo / "base.txt").write_text("made up\n")
+    git(repo, "commit", "-qam", "made up")
+    made_up = git(repo, "rev-parse", "HEAD")
+    git(repo, "reset", "-q", "--hard", second)
+    git(repo, "replace", second, made_up)
+    (repo / ".git" / "info" / "grafts").write_text(f"{second}\n")  # `second` made a root
+    # control: plain git sees the history the repository makes up
+    assert git(repo, "log", "-1", "--format=%s", second) == "made up"
+    assert git(repo, "rev-list", "--count", second) == "1"
+    # the engine's reads: the commits as they are
+    head, commits = head_and_commits(repo, first)
+    assert head == second and [c.subject for c in commits] == ["second"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_replace_ref_cannot_swap_the_graded_tree(repo, mode):
+    # it commits a failing result, then points its commit at a passing one through a replace ref
+    script = (
+        f"echo bad > result.txt && {COMMIT} bad && bad=$(git rev-parse HEAD) && "
+        f"echo good > result.txt && {COMMIT} good && good=$(git rev-parse HEAD) && "
+        "git reset -q --hard $bad && git replace $bad $good && git show HEAD:result.txt > seen.txt"
+    )
+    spec = build_spec(
+        repository=repo,
+        candidates=[attacker("sly", script)],
+        validate=["sh", "-c", "grep -qx good result.txt"],
+        sandbox=SandboxSpec(isolation=mode),
+    )
+    result = run_race(spec)
+    record = result.candidates[0]
+    assert record.status is CandidateStatus.REJECTED  # graded on the tree its commit really has
+    assert git(repo, "--no-replace-objects", "show", f"{record.commit}:result.txt") == "bad"
+    if mode == "none":
+        # control: the replace ref reached the user's repository, where plain git is fooled
+        assert git(repo, "show", f"{record.commit}:result.txt") == "good"
+    else:
+        assert not git(repo, "for-each-ref", "refs/replace")
+
+
+def test_drivers_in_the_repository_config_never_run_in_the_apps_merge(repo, tmp_path):
+    marker = tmp_path / "driver-ran"
+    for kind, key in (("merge", "driver"), ("filter", "smudge"), ("filter", "clean"), ("diff", "textconv")):
+        git(repo, "config", f"{kind}.evil.{key}", f"touch {marker}; cat %A 2>/dev/null || cat")
+    lines = repo / "lines.txt"
+    lines.write_text("".join(f"line {n}\n" for n in range(1, 8)))
+    git(repo, "add", "lines.txt")
+    git(repo, "commit", "-qm", "lines")
+    git(repo, "checkout", "-q", "-b", "candidate")
+    # the candidate's commit names the drivers for every file; both sides change lines.txt apart,
+    # so that the merge is clean and merges the file's content (where a merge driver would run)
+    (repo / ".gitattributes").write_text("* merge=evil filter=evil diff=evil\n")
+    lines.write_text(lines.read_text().replace("line 7", "the candidate's line 7"))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "candidate")
+    candidate = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "-q", "main")
+    lines.write_text(lines.read_text().replace("line 1", "the user's line 1"))
+    git(repo, "commit", "-qam", "user")
+    user = git(repo, "rev-parse", "HEAD")
+    marker.unlink(missing_ok=True)
+    outcome = merge_candidate(repo, candidate)
+    assert outcome.done, outcome.message
+    assert (
+        lines.read_text().startswith("the user's line 1\n") and "the candidate's line 7" in lines.read_text()
+    )
+    assert not marker.exists()
+    # control: the user's own git merge runs the planted drivers
+    git(repo, "reset", "-q", "--hard", user)
+    marker.unlink(missing_ok=True)
+    git(repo, "merge", "-q", "--no-edit", candidate)
+    assert marker.exists()
+
+
+# -- 4. an attempt starts at the baseline ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_branch_planted_for_the_next_fallback_candidate_is_never_its_result(repo, mode):
+    plant = (
+        "echo planted > planted.txt && " + COMMIT + " planted && "
+        'git branch "outpost/speculation/$OUTPOST_RACE_ID/next/1" HEAD; exit 1'
+    )
+    spec = build_spec(
+        repository=repo,
+        mode="fallback",
+        candidates=[attacker("first", plant), attacker("next", f"echo real > real.txt && {COMMIT} real")],
+        validate=["true"],
+        sandbox=SandboxSpec(isolation=mode),
+    )
+    result = run_race(spec)
+    second = next(r for r in result.candidates if r.key == "next")
+    if mode == "bubblewrap":
+        assert second.status is CandidateStatus.WINNER  # the plant stayed in first's own repository
+        assert git(repo, "log", "-1", "--format=%s", second.branch) == "real"
+    else:
+        # unisolated, the plant is in the user's repository: refused, left as found, never graded
+        assert result.status is RaceStatus.NO_WINNER
+        assert second.status is CandidateStatus.FAILED
+        assert "already exists at" in second.error and "left untouched" in second.error
+        assert git(repo, "log", "-1", "--format=%s", second.branch) == "planted"

@@ -92,7 +92,9 @@ def _environment() -> dict[str, str]:
     return {
         **gitenv.scrubbed(),
         "GIT_NO_REPLACE_OBJECTS": "1",
-        "GIT_GRAFT_FILE": os.devnull,
+        # a path that cannot exist (ENOTDIR): git reads no grafts and, unlike for an empty file
+        # such as /dev/null, prints no deprecation hint where the engine reads git's first line
+        "GIT_GRAFT_FILE": os.path.join(os.devnull, "no-grafts"),
         "GIT_TERMINAL_PROMPT": "0",
         "LC_ALL": "C",
         "LANGUAGE": "C",

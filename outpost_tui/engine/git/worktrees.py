@@ -152,13 +152,16 @@ def add_worktree(
     on_start: Callable[[int], None] | None = None,
     *,
     made_empty: bool = False,
+    resumed: bool = False,
 ) -> None:
     """Create `branch` at `baseline`, checked out in `directory`; reuse it when a replay finds it.
 
     `on_start` gets the process group id of each `git worktree add` (which runs the user's
     post-checkout hook) as soon as it exists. `made_empty`: `make_worktree_directory` made the
     directory (a sandbox may have it mounted already): while it is still empty, git checks out
-    into it, and it is never taken for a replay's worktree or moved aside as a stray."""
+    into it, and it is never taken for a replay's worktree or moved aside as a stray. `resumed`:
+    the attempt's own checkpoint says it was allocated before (a replay), so a branch ahead of
+    the baseline is its own work; otherwise such a branch is refused."""
     root = Path(repo_root)
     target = Path(directory).absolute()
     _revision(branch, "branch name")
@@ -192,7 +195,7 @@ def add_worktree(
             return
         first_error = err
     with worktree_lock(root).exclusive():
-        _add_worktree_again(root, branch, target, baseline, on_start, present, first_error)
+        _add_worktree_again(root, branch, target, baseline, on_start, present, first_error, resumed)
 
 
 def _add_worktree_again(
@@ -203,6 +206,7 @@ def _add_worktree_again(
     on_start: Callable[[int], None] | None,
     present: Callable[[], bool],
     first_error: str,
+    resumed: bool,
 ) -> None:
     """A replay's worktree found, a stale record or a stray directory in the way, a branch that
     exists already: the rarer cases, alone among the repository's worktree commands."""
@@ -223,8 +227,9 @@ def _add_worktree_again(
     if status == 0:
         # An attempt starts at the baseline, never on a branch something else made or moved (a
         # planted "next candidate's" branch would hand it a result it never wrote): only one at
-        # the baseline itself (an allocation a crash cut short) is taken; any other stays as it is.
-        if str(found) != _baseline_commit(root, baseline):
+        # the baseline itself (an allocation a crash cut short) or a replay's own is taken; any
+        # other stays as it is.
+        if not resumed and str(found) != _baseline_commit(root, baseline):
             raise GitError(
                 f"branch {branch} already exists at {str(found)[:12]}, not at the baseline "
                 f"{baseline[:12]}: left untouched, and this attempt does not start on it"

@@ -39,8 +39,8 @@ from ..sandbox import SandboxContext, SandboxError
 from ..sandbox.base import Completed, Stop
 from ..sandbox.lines import LOG_LIMIT, LOG_TAIL, LogBudget
 from ..sandbox.local import LocalProvider, resource_id_for
-from ..verdict import BaselineOutcome, Checkout, grade
-from ..verdict.validation import ValidationContext, score
+from ..verdict import BaselineOutcome, Checkout, grade, sealed_score
+from ..verdict.validation import ValidationContext
 from . import setup as setups
 from .attempt import Attempt
 from .briefing import remove_agent_files, write_agent_files, write_brief
@@ -97,10 +97,18 @@ class Running(Metering):
             git.make_worktree_directory, self.repository, directory
         )
         started = self._start_sandbox(attempt, context) if made_empty else None
+        # the (sealed) checkpoint of a replayed attempt names its directory: its branch is its own
+        resumed = attempt.directory is not None
         try:
             await anyio.to_thread.run_sync(
                 lambda: git.add_worktree(
-                    repository, attempt.branch, directory, baseline, allocating, made_empty=made_empty
+                    repository,
+                    attempt.branch,
+                    directory,
+                    baseline,
+                    allocating,
+                    made_empty=made_empty,
+                    resumed=resumed,
                 )
             )
         finally:
@@ -443,6 +451,7 @@ class Running(Metering):
                     baseline=self.baseline,
                     wait_baseline=self._wait_baseline,
                     on_output=on_check_output,
+                    score=spec.score,
                 )
                 record.verdict = verdict.to_json()
                 accepted = verdict.accepted
@@ -463,7 +472,9 @@ class Running(Metering):
                 if accepted and spec.select == "best":
                     assert spec.score is not None
                     try:
-                        record.score = await score(spec.score, check_context, on_check_output)
+                        record.score = await sealed_score(
+                            spec.score, checkout, check_context, on_check_output
+                        )
                     except (ValueError, SandboxError) as error:
                         record.error = _one_line(error)
                         accepted = False
