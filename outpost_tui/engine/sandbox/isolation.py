@@ -110,6 +110,10 @@ class Fence:
         """`argv` run by bubblewrap inside the fence."""
         launch = [program, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         launch += ["--unshare-pid", "--unshare-ipc", "--bind", str(self.tmp), "/tmp"]
+        # what the command names under the host's /tmp (its program, a script it is given: a
+        # sample race made by `mktemp -d`) stays visible, read-only, beside the private /tmp
+        for path in _named_under_tmp(argv):
+            launch += ["--ro-bind", path, path]
         for path in self.writable:
             launch += ["--bind-try", path, path]
         # after the extra paths: none of them may open the repository or the records again
@@ -138,3 +142,11 @@ class Fence:
             launch += ["--remount-ro", path]
         launch += ["--chdir", directory, "--", *argv]
         return launch
+
+
+def _named_under_tmp(argv: Sequence[str]) -> list[str]:
+    named = []
+    for argument in argv:
+        if argument.startswith("/tmp/") and ".." not in argument.split("/") and os.path.exists(argument):
+            named.append(os.path.normpath(argument))
+    return named
