@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the checker sees every public name where it lives; the program imports it late
     from .gate import BaselineOutcome
-    from .grading import Checkout, grade, grade_baseline
+    from .grading import Checkout, grade, grade_baseline, sealed_score
     from .record import Verdict
 
 # Imported on first use (PEP 562): `check` reads verdict.reports without loading grading's sandboxes.
@@ -19,10 +19,11 @@ _PUBLIC = {
     "Checkout": "grading",
     "grade": "grading",
     "grade_baseline": "grading",
+    "sealed_score": "grading",
     "Verdict": "record",
 }
 
-__all__ = ["BaselineOutcome", "Checkout", "Verdict", "grade", "grade_baseline"]
+__all__ = ["BaselineOutcome", "Checkout", "Verdict", "grade", "grade_baseline", "sealed_score"]
 
 
 def __getattr__(name: str) -> object:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import anyio
@@ -18,7 +18,7 @@ import anyio.abc
 
 from .. import git
 from ..core.result import Validation
-from ..core.spec import ValidateSpec
+from ..core.spec import ScoreSpec, ValidateSpec
 from ..sandbox import Sandbox, SandboxContext, SandboxError, SandboxProvider
 from ..sandbox.base import LineSink
 from . import protect
@@ -36,7 +36,7 @@ from .reports import (
     read_summary,
     with_report,
 )
-from .validation import ValidationContext, validate
+from .validation import ValidationContext, score, validate
 
 # Gives a fresh grading checkout what the race's [setup] gives every worktree (files copied in,
 # the cache, the setup command), in its sandbox; returns why it failed, or None.
@@ -72,6 +72,7 @@ class Checkout:
         self._prepare = prepare
         self.setup_failure: str | None = None  # [setup] failed in this checkout: nothing is graded
         self._started: anyio.Event | None = None  # set once start_sandbox is over
+        self.seal: Seal | None = None  # what grading restored, for the score run after it
         self._start_error: BaseException | None = None
         self._entered = False
 
@@ -225,6 +226,55 @@ def _trees(repository: Path, baseline: str, commit: str) -> tuple[protect.Tree, 
     return entries(baseline), entries(commit)
 
 
+@dataclass
+class Seal:
+    """What grading puts into a checkout before a run: the protected paths the candidate changed
+    (restored from the baseline unless graded as written) and the files the commands name."""
+
+    plan: protect.Plan
+    baseline: protect.Tree
+    tree: protect.Tree
+    read: Callable[[str], bytes]
+    restore: bool  # protect_mode "restore": the baseline's versions
+    python: bool  # the commit has Python files (pytest has something to run)
+
+    def apply(self, directory: Path) -> None:
+        if self.restore:
+            protect.restore(self.plan, directory, self.baseline, self.tree, self.read)
+
+    def reapply(self, directory: Path, named: Sequence[str]) -> None:
+        """Again, after a run of the candidate's code in the checkout: what it wrote over a
+        protected or named file is not what the next command reads."""
+        self.apply(directory)
+        restored = {change.path for change in self.plan.changes} if self.restore else set()
+        protect.put([path for path in named if path not in restored], directory, self.tree, self.read)
+
+
+def steered(argv: Sequence[str], checkout: Checkout, python: bool) -> tuple[tuple[str, ...], str | None]:
+    """The command as it runs (pytest pinned to the checkout), and why it must not run: files above
+    the checkout that would steer it (a candidate can put them there without isolation)."""
+    run, contained = protect.pinned(argv, checkout.directory)
+    found = protect.outside_configuration(
+        checkout.directory, checkout.repository, contained=contained, python=python
+    )
+    if not found:
+        return run, None
+    return run, (
+        f"pytest would read files outside the grading checkout: {protect.names(found)} "
+        "(a commit is graded on its own files: remove them, or give the repository a pytest "
+        "configuration of its own)"
+    )
+
+
+async def _prepared(
+    spec: ValidateSpec, argv: Sequence[str] | None, checkout: Checkout, python: bool
+) -> tuple[tuple[str, ...] | None, str | None]:
+    """`steered` for the validation command (with its report option), when it has one."""
+    if not spec.command:
+        return None, None
+    return await anyio.to_thread.run_sync(steered, argv or spec.command, checkout, python)
+
+
 async def grade(
     spec: ValidateSpec,
     checkout: Checkout,
@@ -233,8 +283,12 @@ async def grade(
     baseline: str,
     wait_baseline: Callable[[], Awaitable[BaselineOutcome | None]],
     on_output: LineSink,
+    score: ScoreSpec | None = None,
 ) -> tuple[Validation, Verdict]:
-    """Grade the checkout's commit: protected paths, shadowing modules, the runs and the gate."""
+    """Grade the checkout's commit: protected paths, shadowing modules, the runs and the gate.
+
+    `score`: the race's [score], run afterwards in this checkout by `sealed_score`; the files its
+    command names are protected like the validation command's."""
     repository, commit = checkout.repository, checkout.commit
     assert commit is not None, "an entered checkout has its commit"
     strict = spec.gate == "strict" and spec.command is not None
@@ -245,7 +299,7 @@ async def grade(
 
     def planned() -> tuple[protect.Tree, protect.Tree, protect.Plan]:
         base_tree, tree = _trees(repository, baseline, commit)
-        found = protect.plan(base_tree, tree, spec.protect, spec.command)
+        found = protect.plan(base_tree, tree, spec.protect, spec.command, score.command if score else None)
         protect.settle_sections(found, base_tree, tree, read)
         return base_tree, tree, found
 
@@ -265,10 +319,13 @@ async def grade(
             f"new modules shadow the test runner or the standard library: {protect.names(verdict.shadows)}",
         )
 
+    sealed = checkout.seal = Seal(
+        plan, base_tree, tree, read, bool(verdict.restored), any(path.endswith(".py") for path in tree)
+    )
+
     async def seal() -> None:
         # after [setup], which runs the candidate's build files: the last word before the tests
-        if verdict.restored:
-            await anyio.to_thread.run_sync(protect.restore, plan, checkout.directory, base_tree, tree, read)
+        await anyio.to_thread.run_sync(sealed.apply, checkout.directory)
 
     assert checkout.sandbox is not None
     context = replace(context, directory=checkout.directory, sandbox=checkout.sandbox)
@@ -283,7 +340,13 @@ async def grade(
             verdict.accepted, verdict.reason = False, checkout.setup_failure
             break
         await seal()
-        validation, results = await _run_once(spec, context, on_output, report, argv)
+        run, steering = await _prepared(spec, argv, checkout, sealed.python)
+        if steering is None:
+            validation, results = await _run_once(spec, context, on_output, report, run)
+            # again after: a rival running unisolated may put them there meanwhile
+            steering = (await _prepared(spec, argv, checkout, sealed.python))[1]
+        if steering is not None:
+            return _refused(verdict, steering)
         runs.add(results)
         verdict.runs = number + 1
         verdict.source = results.source
@@ -318,6 +381,21 @@ async def grade(
     return validation, verdict
 
 
+async def sealed_score(
+    spec: ScoreSpec, checkout: Checkout, context: ValidationContext, on_output: LineSink
+) -> float:
+    """The [score] of a graded checkout, on the files grading sealed: the validation run that came
+    before executed the candidate's code, which may have rewritten the score's own script."""
+    if checkout.seal is not None and spec.command:
+        named = protect.command_files(spec.command, checkout.seal.baseline)
+        await anyio.to_thread.run_sync(checkout.seal.reapply, checkout.directory, named)
+        argv, steering = await anyio.to_thread.run_sync(steered, spec.command, checkout, checkout.seal.python)
+        if steering is not None:
+            raise ValueError(steering)
+        spec = replace(spec, command=argv)
+    return await score(spec, context, on_output)
+
+
 def _refused(verdict: Verdict, reason: str) -> tuple[Validation, Verdict]:
     verdict.accepted, verdict.reason = False, reason
     return Validation("failed", None, "", reason), verdict
@@ -331,6 +409,9 @@ async def grade_baseline(
     assert checkout.sandbox is not None
     context = replace(context, directory=checkout.directory, sandbox=checkout.sandbox)
     report, argv = _report(spec, checkout.directory)
+    assert checkout.commit is not None, "an entered checkout has its commit"
+    tree = await anyio.to_thread.run_sync(git.tree, checkout.repository, checkout.commit)
+    python = any(path.endswith(".py") for path in tree)
     runs = Runs()
     merged: dict[str, str] = {}
     last = TestResults("none")
@@ -340,7 +421,10 @@ async def grade_baseline(
             await checkout.reset()
         if checkout.setup_failure:
             return BaselineOutcome("error", reason=checkout.setup_failure, runs=number)
-        validation, results = await _run_once(spec, context, on_output, report, argv)
+        run, steering = await _prepared(spec, argv, checkout, python)
+        if steering is not None:
+            return BaselineOutcome("error", reason=steering, runs=number)
+        validation, results = await _run_once(spec, context, on_output, report, run)
         runs.add(results)
         last = results
         for name, status in (results.cases or {}).items():
