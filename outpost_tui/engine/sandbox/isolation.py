@@ -121,12 +121,15 @@ class Fence:
         launch += ["--ro-bind", repository, repository]
         # the records, the rivals' worktrees and their git directories (their indexes, their own
         # repositories), the engine's key: out of sight
-        hidden = (
-            os.path.join(repository, ".outpost"),
-            os.path.join(self.common, "worktrees"),
-            str(state_directory()),
-        )
-        hidden = tuple(path for path in hidden if os.path.isdir(path))
+        hidden = [
+            path
+            for path in (
+                os.path.join(repository, ".outpost"),
+                os.path.join(self.common, "worktrees"),
+                str(state_directory()),
+            )
+            if os.path.isdir(path)
+        ]
         for path in hidden:
             launch += ["--tmpfs", path]
         directory = str(self.directory)

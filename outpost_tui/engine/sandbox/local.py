@@ -50,17 +50,38 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
+def _signal_below(leader: int, sig: int) -> None:
+    """`sig` to the leader's descendants in its process group, not to the leader."""
+    try:
+        below = psutil.Process(leader).children(recursive=True)
+    except psutil.Error:
+        return
+    for child in below:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if os.getpgid(child.pid) == leader:
+                os.kill(child.pid, sig)
+
+
 async def stop_group(
-    process: Child, grace: float = TERM_GRACE, also: Callable[[], Awaitable[None]] | None = None
+    process: Child,
+    grace: float = TERM_GRACE,
+    also: Callable[[], Awaitable[None]] | None = None,
+    *,
+    spare_leader: bool = False,
 ) -> str:
     """TERM the process group (then run `also`: the rest of the stop that TERMs), KILL it after
     `grace`, and reap the leader; returns what ended the leader: "exited" (before the TERM),
-    "TERM" or "KILL"."""
+    "TERM" or "KILL". `spare_leader`: the leader is bubblewrap, which TERM ends at once (and
+    the fence with it, KILLing the agent in its grace): the TERM goes to what runs inside, and
+    bubblewrap ends when its command does."""
     pgid = process.pid
     if process.returncode is not None:
         _signal_group(pgid, signal.SIGKILL)
         return "exited"
-    _signal_group(pgid, signal.SIGTERM)
+    if spare_leader:
+        await anyio.to_thread.run_sync(_signal_below, pgid, signal.SIGTERM)
+    else:
+        _signal_group(pgid, signal.SIGTERM)
     deadline = time.monotonic() + grace
     if also is not None:
         await also()
@@ -199,7 +220,8 @@ class LocalSandbox(Sandbox):
         program = argv[0]
         _check_program(program, self.directory, full_env.get("PATH"))
         launch = list(argv)
-        if self.bwrap is not None:
+        fenced = self.bwrap is not None
+        if fenced:
             try:
                 launch = await anyio.to_thread.run_sync(self._fenced, argv, writable)
             except (OSError, git.GitError) as error:
@@ -301,7 +323,7 @@ class LocalSandbox(Sandbox):
                     containment.signal_strays, group, known, token, process.pid, signal.SIGTERM
                 )
 
-            report.ended_by = await stop_group(process, grace, term_strays)
+            report.ended_by = await stop_group(process, grace, term_strays, spare_leader=fenced)
             # what was TERMed outside the group has the same grace to end as the agent
             while strays and time.monotonic() - began < grace:
                 strays = [pid for pid in strays if containment.alive(pid)]
