@@ -1,8 +1,10 @@
 """The user's repository as the race found it: refs, HEAD, git settings, checkout.
 
-A candidate of the local sandbox shares the repository's .git directory: it can plant hooks, an
-fsmonitor or a filter in the shared config, move the user's checked-out branch or any other ref.
-Each test runs a real race through the CLI with a real candidate doing that in a real repository."""
+An unisolated candidate (`[sandbox] isolation = "none"`, or no bubblewrap) shares the repository's
+.git directory: it can plant hooks, an fsmonitor or a filter in the shared config, move the user's
+checked-out branch or any other ref. The guard is what then finds and undoes it; isolated, none of
+it reaches the repository (the last test here, and tests/engine/test_isolation.py). Each test
+runs a real race through the CLI with a real candidate doing that in a real repository."""
 
 from __future__ import annotations
 
@@ -13,6 +15,9 @@ from pathlib import Path
 
 from tests.cli.support import run_cli, write_race
 from tests.conftest import git
+
+VALIDATE = '[validate]\ncommand = ["sh", "-c", "test -f fix.txt"]\n'
+UNISOLATED = '[sandbox]\nisolation = "none"\n'
 
 
 def shell_candidate(key: str, script: str) -> str:
@@ -71,7 +76,7 @@ def test_a_candidate_that_plants_programs_and_moves_refs_is_reported_and_undone(
         repo,
         shell_candidate("vandal", vandal_script(marker)) + shell_candidate("honest", honest_script()),
         extra='mode = "fallback"',
-        sections='[validate]\ncommand = ["sh", "-c", "test -f fix.txt"]\n',
+        sections=VALIDATE + UNISOLATED,
     )
 
     done = run_cli("run", race, "--headless", "--json", cwd=repo)
@@ -119,6 +124,34 @@ def test_a_candidate_that_plants_programs_and_moves_refs_is_reported_and_undone(
     )
 
 
+def test_an_isolated_vandal_changes_nothing_and_the_guard_has_nothing_to_report(repo, tmp_path):
+    # the same vandal in bubblewrap: each write fails (its git writes its own repository, the
+    # user's .git is read-only), so there is nothing to undo, nothing to report, nothing ran
+    marker = tmp_path / "programs-ran"
+    refs = user_repository(repo)
+    config_before = (repo / ".git" / "config").read_bytes()
+    race = write_race(
+        tmp_path / "race.toml",
+        repo,
+        shell_candidate("vandal", vandal_script(marker)) + shell_candidate("honest", honest_script()),
+        extra='mode = "fallback"',
+        sections=VALIDATE + '[sandbox]\nisolation = "bubblewrap"\n',
+    )
+
+    done = run_cli("run", race, "--headless", "--json", cwd=repo)
+
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["winner"]["key"] == "honest"
+    assert result["tampering"] == [] and "CHANGED YOUR REPOSITORY" not in done.stderr
+    assert not marker.exists()
+    assert (repo / ".git" / "config").read_bytes() == config_before
+    assert not any((repo / ".git" / "hooks" / hook).exists() for hook in ("pre-commit", "post-checkout"))
+    for name, oid in refs.items():
+        assert git(repo, "rev-parse", name) == oid
+    assert result["integration"]["status"] == "clean"
+
+
 def test_a_winner_that_moved_the_checked_out_branch_does_not_report_integration_clean(repo, tmp_path):
     """Moving main to a commit with the same tree leaves the checkout clean: merge-tree alone
     would call the winner's branch clean against a HEAD the candidate chose."""
@@ -131,7 +164,7 @@ def test_a_winner_that_moved_the_checked_out_branch_does_not_report_integration_
         tmp_path / "race.toml",
         repo,
         shell_candidate("sneaky", script),
-        sections='[validate]\ncommand = ["sh", "-c", "test -f fix.txt"]\n',
+        sections=VALIDATE + UNISOLATED,
     )
 
     done = run_cli("run", race, "--headless", "--json", cwd=repo)
@@ -154,7 +187,7 @@ def test_a_candidate_writing_into_the_users_checkout_is_named(repo, tmp_path):
         tmp_path / "race.toml",
         repo,
         shell_candidate("messy", script),
-        sections='[validate]\ncommand = ["sh", "-c", "test -f fix.txt"]\n',
+        sections=VALIDATE + UNISOLATED,
     )
 
     done = run_cli("run", race, "--headless", "--json", cwd=repo)
@@ -193,7 +226,7 @@ def test_a_hook_planted_in_a_submodules_git_directory_is_put_back(repo, tmp_path
         f"printf '#!/bin/sh\\ntrue\\n' > {shlex.quote(str(hook))} && "
         f"chmod +x {shlex.quote(str(hook))} && exit 1"
     )
-    race = write_race(tmp_path / "race.toml", repo, shell_candidate("planter", script))
+    race = write_race(tmp_path / "race.toml", repo, shell_candidate("planter", script), sections=UNISOLATED)
 
     done = run_cli("run", race, "--headless", "--json", cwd=repo)
 

@@ -25,7 +25,7 @@ from outpost_tui.engine import (
     run_race_async,
 )
 from outpost_tui.engine.agents.command import ProtocolDecoder
-from outpost_tui.engine.core.spec import ValidateSpec
+from outpost_tui.engine.core.spec import SandboxSpec, ValidateSpec
 from outpost_tui.engine.racefile import load_race
 from tests.conftest import HOST_PID, alive, cmd, git, pids
 
@@ -432,15 +432,18 @@ def test_a_validation_program_missing_in_the_sandbox_is_not_called_an_agent(repo
     assert "agent program" not in record.validation.reason
 
 
-def test_a_validation_that_breaks_its_checkout_cannot_change_the_graded_result(repo, tmp_path):
-    """`a`'s validation rewrites the git link of the checkout it runs in. Its result was fixed
-    before grading, in a checkout of the engine's own: `a` still wins with the commit it was
-    graded on, its own worktree is intact, and the grading checkout is gone."""
-    breaks_it = 'if [ "$OUTPOST_CANDIDATE" = a ]; then echo "gitdir: /nonexistent" > .git; fi'
+@pytest.mark.parametrize("isolation", ["none", "bubblewrap"])
+def test_a_validation_that_breaks_its_checkout_cannot_change_the_graded_result(repo, tmp_path, isolation):
+    """`a`'s validation rewrites the git link of the checkout it runs in (unisolated; isolated,
+    the link is read-only and the write fails). Its result was fixed before grading, in a
+    checkout of the engine's own: `a` still wins with the commit it was graded on, its own
+    worktree is intact, and the grading checkout is gone."""
+    breaks_it = 'if [ "$OUTPOST_CANDIDATE" = a ]; then echo "gitdir: /nonexistent" > .git; fi; exit 0'
     spec = build_spec(
         repository=repo,
         candidates=[cmd("a", "--write", "a.txt", "--commit")],
         validate=["sh", "-c", breaks_it],
+        sandbox=SandboxSpec(isolation=isolation),
     )
     result = run_race(spec)
     a = result.candidates[0]
