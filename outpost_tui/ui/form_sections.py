@@ -96,6 +96,8 @@ _FORMS: dict[str, dict[str, str | tuple[str, str]]] = {
     },
     "sandbox": {
         "provider": "Provider",
+        "isolation": "Isolation (local)",
+        "writable": ("Writable paths", "none: a candidate writes its worktree alone"),
         "image": ("Image", "none (needed by docker and podman)"),
         "network": "Network",
         "endpoint": ("Engine endpoint", "DOCKER_HOST, the Docker context, the usual sockets"),
