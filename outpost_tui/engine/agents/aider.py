@@ -42,6 +42,7 @@ from .base import (
     as_argument,
     brief_fits_inline,
     parse_json_object,
+    state_paths,
 )
 from .prices import with_estimated_cost
 from .reachability import NETWORK, RATE_LIMITED, SERVER_ERROR
@@ -295,7 +296,8 @@ class AiderAgent(AgentAdapter):
         if candidate.model:
             argv += ["--model", candidate.model]
         argv += list(candidate.args)
-        return Launch(argv=tuple(argv), env={"TZ": "UTC", "COLUMNS": COLUMNS}, stdin=None)
+        state = state_paths(candidate, (None, ".aider"))
+        return Launch(argv=tuple(argv), env={"TZ": "UTC", "COLUMNS": COLUMNS}, stdin=None, state=state)
 
     def decoder(self, candidate: CandidateSpec, prices: Mapping[str, Price] | None = None) -> Decoder:
         return AiderDecoder(candidate, prices)

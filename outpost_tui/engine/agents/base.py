@@ -7,7 +7,9 @@ usage; the engine diffs successive totals for budgets, so adapters never have to
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -37,11 +39,44 @@ class Launch:
 @dataclass(frozen=True)
 class LaunchContext:
     directory: Path  # the worktree the agent runs in
-    git_common_dir: Path  # the repository's .git (some agents need it writable to commit)
+    # the git directory the agent's git writes (some agents need it writable to commit): the
+    # repository's .git, or the candidate's own repository when it is isolated
+    git_common_dir: Path
     race_file_dir: Path | None = None  # resolves relative paths given in the race file
     # Where the engine wrote the brief for this attempt (outside the worktree, visible inside a
     # container); None when a race file is only being checked.
     brief_file: Path | None = None
+
+
+def state_paths(
+    candidate: CandidateSpec, *places: tuple[str | None, str], files: tuple[str, ...] = ()
+) -> tuple[str, ...]:
+    """Where an agent keeps its state: its directories, made to exist (a sandbox binds only what
+    exists), and `files` under HOME it writes in place. Each place is (the variable that moves
+    it, or None; where it is otherwise, under HOME, `$XDG_...` standing for that XDG directory).
+    The agent's environment is the process's with the candidate's `env` over it."""
+    env = {**os.environ, **candidate.env}
+    home = env.get("HOME") or os.path.expanduser("~")
+    xdg = {
+        "$XDG_CONFIG_HOME": env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config"),
+        "$XDG_DATA_HOME": env.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share"),
+        "$XDG_STATE_HOME": env.get("XDG_STATE_HOME") or os.path.join(home, ".local", "state"),
+        "$XDG_CACHE_HOME": env.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"),
+    }
+    paths = []
+    for variable, default in places:
+        moved = env.get(variable) if variable else None
+        if moved and os.path.isabs(moved):
+            path = moved
+        else:
+            first, _, rest = default.partition("/")
+            path = os.path.join(xdg[first], rest) if first in xdg else os.path.join(home, default)
+        paths.append(os.path.normpath(path))
+    for path in paths:
+        # not made: not bound, and the agent says what it could not write
+        with contextlib.suppress(OSError):
+            os.makedirs(path, mode=0o700, exist_ok=True)
+    return (*paths, *(os.path.join(home, name) for name in files))
 
 
 # Briefs up to this size (UTF-8 bytes) are also passed inline (OUTPOST_BRIEF, an argv entry);

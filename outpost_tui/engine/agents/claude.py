@@ -29,7 +29,16 @@ from ..core.events import EventKind
 from ..core.spec import CandidateSpec, Price
 from ..core.usage import Usage
 from .agentcli import CliDecoder, as_dict, as_list, count, first_line, log, money, short
-from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext, as_argument, brief_fits_inline
+from .base import (
+    AgentAdapter,
+    AgentEvent,
+    Decoder,
+    Launch,
+    LaunchContext,
+    as_argument,
+    brief_fits_inline,
+    state_paths,
+)
 from .prices import cost_of, price_for, price_note, with_estimated_cost
 from .quota_time import from_epoch, iso_utc, parse_reset
 from .reachability import retry_cause
@@ -414,7 +423,8 @@ class ClaudeAgent(AgentAdapter):
         if candidate.model:
             argv += ["--model", candidate.model]
         argv += list(candidate.args)
-        return Launch(argv=tuple(argv), env={"TZ": "UTC"}, stdin=stdin)
+        state = state_paths(candidate, ("CLAUDE_CONFIG_DIR", ".claude"), files=(".claude.json",))
+        return Launch(argv=tuple(argv), env={"TZ": "UTC"}, stdin=stdin, state=state)
 
     def decoder(self, candidate: CandidateSpec, prices: Mapping[str, Price] | None = None) -> Decoder:
         return ClaudeDecoder(candidate, prices)

@@ -26,7 +26,7 @@ from ..core.events import EventKind
 from ..core.spec import CandidateSpec, Price
 from ..core.usage import Usage
 from .agentcli import CliDecoder, as_dict, as_list, count, first_line, log, short
-from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext
+from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext, state_paths
 from .prices import price_note, with_estimated_cost
 from .quota_time import after_minute, has_seconds, parse_reset
 from .reachability import OVERLOADED, retry_cause
@@ -267,7 +267,8 @@ class CodexAgent(AgentAdapter):
         argv += ["-m", codex_model(candidate)]
         argv += list(candidate.args)
         argv.append("-")  # read the prompt from stdin
-        return Launch(argv=tuple(argv), env={"TZ": "UTC"}, stdin=brief.encode())
+        state = state_paths(candidate, ("CODEX_HOME", ".codex"))
+        return Launch(argv=tuple(argv), env={"TZ": "UTC"}, stdin=brief.encode(), state=state)
 
     def decoder(self, candidate: CandidateSpec, prices: Mapping[str, Price] | None = None) -> Decoder:
         return CodexDecoder(candidate, prices)

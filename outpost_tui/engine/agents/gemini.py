@@ -34,7 +34,16 @@ from ..core.events import EventKind
 from ..core.spec import CandidateSpec, Price
 from ..core.usage import Usage
 from .agentcli import CliDecoder, as_dict, count, is_login_failure, log, plain, short
-from .base import AgentAdapter, AgentEvent, AgentOutcome, Decoder, Launch, LaunchContext, brief_argument
+from .base import (
+    AgentAdapter,
+    AgentEvent,
+    AgentOutcome,
+    Decoder,
+    Launch,
+    LaunchContext,
+    brief_argument,
+    state_paths,
+)
 from .prices import with_estimated_cost
 from .reachability import NETWORK, RATE_LIMITED, retry_cause
 
@@ -378,7 +387,8 @@ class GeminiAgent(AgentAdapter):
         argv += list(candidate.args)
         env = {"TZ": "UTC", "GEMINI_CLI_TRUST_WORKSPACE": "true"}
         env.update(_identity_env(context.directory, candidate.env))
-        return Launch(argv=tuple(argv), env=env, stdin=None, files=files)
+        state = state_paths(candidate, (None, ".gemini"))
+        return Launch(argv=tuple(argv), env=env, stdin=None, files=files, state=state)
 
     def decoder(self, candidate: CandidateSpec, prices: Mapping[str, Price] | None = None) -> Decoder:
         return GeminiDecoder(candidate, prices)

@@ -27,7 +27,7 @@ from ..core.events import EventKind
 from ..core.spec import CandidateSpec, Price
 from ..core.usage import Usage
 from .agentcli import CliDecoder, as_dict, count, log, money, short
-from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext, brief_argument
+from .base import AgentAdapter, AgentEvent, Decoder, Launch, LaunchContext, brief_argument, state_paths
 from .prices import price_for, with_estimated_cost
 from .quota_time import iso_utc, parse_reset
 from .reachability import NETWORK, RATE_LIMITED
@@ -224,7 +224,14 @@ class OpencodeAgent(AgentAdapter):
             *candidate.args,
             brief_argument(brief, context),
         ]
-        return Launch(argv=tuple(argv), env={"TZ": "UTC"}, stdin=None)
+        state = state_paths(
+            candidate,
+            (None, "$XDG_DATA_HOME/opencode"),
+            (None, "$XDG_CONFIG_HOME/opencode"),
+            (None, "$XDG_STATE_HOME/opencode"),
+            (None, "$XDG_CACHE_HOME/opencode"),
+        )
+        return Launch(argv=tuple(argv), env={"TZ": "UTC"}, stdin=None, state=state)
 
     def decoder(self, candidate: CandidateSpec, prices: Mapping[str, Price] | None = None) -> Decoder:
         return OpencodeDecoder(candidate, prices)

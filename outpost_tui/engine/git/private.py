@@ -59,7 +59,6 @@ def make_private(repo_root: Path | str, directory: Path | str, *, fresh: bool = 
         return private
     # a candidate's worktree is on its branch; a grading checkout is detached at the graded commit
     branch = _read_small(own / "HEAD").removeprefix("ref:").strip()
-    head = str(output("reading the worktree's HEAD", target, "rev-parse", "--verify", "HEAD")).strip()
     detached = not branch.startswith("refs/heads/")
     refs = str(
         output(
@@ -71,6 +70,11 @@ def make_private(repo_root: Path | str, directory: Path | str, *, fresh: bool = 
             "refs/tags",
         )
     )
+    # the worktree's HEAD as the engine left it: its branch's tip, or the graded commit itself
+    tips = {name: oid for oid, _, name in (line.partition(" ") for line in refs.splitlines())}
+    head = tips.get(branch, "") if not detached else branch
+    if not _OBJECT_ID.fullmatch(head):
+        raise GitError(f"cannot make the candidate's repository {private}: the worktree's HEAD is {branch!r}")
     # the user's branches and tags, to read (git log main); the engine's own are not the candidate's
     packed = [line for line in refs.splitlines() if " refs/heads/outpost/" not in line]
     staging = own / f"{PRIVATE}.new"
@@ -105,13 +109,14 @@ def make_private(repo_root: Path | str, directory: Path | str, *, fresh: bool = 
 def _config(root: Path, common: Path) -> str:
     """The private repository's config: the repository's format and the committer the user set
     for it; nothing that runs a program."""
-    version = _setting(root, "core.repositoryformatversion") or "0"
+    found = _settings(root)
+    version = found.get("core.repositoryformatversion") or "0"
     lines = ["[core]", f"\trepositoryformatversion = {version}", "\tbare = false"]
-    formats = [(key, _setting(root, f"extensions.{key}")) for key in ("objectformat", "refstorage")]
+    formats = [(key, found.get(f"extensions.{key}", "")) for key in ("objectformat", "refstorage")]
     formats = [(key, value) for key, value in formats if value]
     if formats:
         lines += ["[extensions]", *(f"\t{key} = {value}" for key, value in formats)]
-    identity = [(key, _setting(root, f"user.{key}")) for key in ("name", "email")]
+    identity = [(key, found.get(f"user.{key}", "")) for key in ("name", "email")]
     identity = [(key, value) for key, value in identity if value]
     if identity:
         lines += ["[user]", *(f"\t{key} = {_quoted(value)}" for key, value in identity)]
@@ -122,9 +127,20 @@ def _quoted(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
 
 
-def _setting(root: Path, key: str) -> str:
-    status, out, _ = _run(root, "config", "--get", key)
-    return str(out).strip() if status == 0 else ""
+_COPIED = r"^(core\.repositoryformatversion|extensions\.(objectformat|refstorage)|user\.(name|email))$"
+
+
+def _settings(root: Path) -> dict[str, str]:
+    """The settings the private repository copies, in one git call (the last value of each wins,
+    as git reads them)."""
+    status, out, _ = _run(root, "config", "-z", "--get-regexp", _COPIED)
+    found: dict[str, str] = {}
+    if status == 0:
+        for entry in str(out).split("\0"):
+            key, _, value = entry.partition("\n")
+            if key:
+                found[key.lower()] = value
+    return found
 
 
 def import_result(repo_root: Path | str, directory: Path | str, branch: str) -> str | None:

@@ -184,12 +184,16 @@ class Running(Metering):
         # removed with the worktree.
         brief_file = await anyio.to_thread.run_sync(write_brief, directory, candidate.brief)
         adapter = adapter_for(candidate.agent)
+        # the git directory its git writes: its own repository when isolated (the user's is
+        # read-only there, and an agent's own sandbox cannot make it writable again)
+        isolated = self._provider is not None and self._provider.isolates_git
+        writes_git = git.private_git_dir(directory) if isolated else self._git_common_dir
         launch = adapter.launch(
             candidate,
             candidate.brief,
             LaunchContext(
                 directory=directory,
-                git_common_dir=self._git_common_dir,
+                git_common_dir=writes_git,
                 race_file_dir=spec.path.parent if spec.path else None,
                 brief_file=brief_file,
             ),

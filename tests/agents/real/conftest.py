@@ -8,6 +8,7 @@ never pass by skipping them.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -86,10 +87,22 @@ def claude_env(server: ModelServer | str, home: Path) -> dict[str, str]:
     }
 
 
+# Codex refuses to make its sandbox's helper programs in a CODEX_HOME under the temporary
+# directory, and an isolated candidate's TMPDIR is /tmp, where pytest keeps HOME: its homes live
+# here instead, removed when the session ends (the engine lets the agent write its CODEX_HOME).
+CODEX_HOMES = Path(os.path.expanduser("~/.cache/outpost-tui/test-codex-homes")) / str(os.getpid())
+
+
+@pytest.fixture(autouse=True, scope="session")
+def codex_homes_removed():
+    yield
+    shutil.rmtree(CODEX_HOMES, ignore_errors=True)
+
+
 def codex_env(server_url: str, home: Path, *, retries: int = 0) -> dict[str, str]:
     """Codex with a custom provider (this version ignores OPENAI_BASE_URL) in a private CODEX_HOME."""
-    codex_home = home / ".codex"
-    codex_home.mkdir(exist_ok=True)
+    codex_home = CODEX_HOMES / hashlib.sha256(str(home).encode()).hexdigest()[:16]
+    codex_home.mkdir(parents=True, exist_ok=True)
     (codex_home / "config.toml").write_text(
         'model_provider = "stand-in"\n\n'
         "[model_providers.stand-in]\n"

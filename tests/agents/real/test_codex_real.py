@@ -58,7 +58,7 @@ def fix_and_commit() -> list[Step]:
     ]
 
 
-def race_file(tmp_path: Path, extra: str = "", candidate: str = "") -> Path:
+def race_file(tmp_path: Path, extra: str = "", candidate: str = "", sandbox: str = "") -> Path:
     path = tmp_path / "race.toml"
     path.write_text(
         textwrap.dedent(f"""\
@@ -70,6 +70,9 @@ def race_file(tmp_path: Path, extra: str = "", candidate: str = "") -> Path:
         [budget]
         candidate_timeout = 60
         {extra}
+
+        [sandbox]
+        {sandbox}
 
         [validate]
         command = ["python3", "-B", "-m", "unittest", "-q"]
@@ -101,18 +104,40 @@ def run(tmp_path: Path, race: Path, env: dict[str, str]) -> tuple[int, dict, str
         raise AssertionError(f"no JSON result (exit {done.returncode}): {done.stderr[-3000:]}") from None
 
 
+def test_codex_isolated_commits_in_its_own_repository_and_wins(tmp_path, model_server, agent_home):
+    # Isolated, the git directory Codex's sandbox may write is the candidate's own repository:
+    # its own `git commit` goes through, with its own message, and nothing is done on its behalf.
+    repo = project(tmp_path)
+    model_server.steps = fix_and_commit()
+    env = codex_env(model_server.url, agent_home)
+    code, result, stderr = run(tmp_path, race_file(tmp_path), env)
+
+    assert code == 0, stderr
+    codex = result["candidates"][0]
+    assert result["status"] == "winner" and codex["status"] == "winner", stderr
+    assert result["isolation"]["mode"] == "bubblewrap"
+    # its CODEX_HOME (outside every path the run lets candidates write) is the agent's state:
+    # writable, so its session was recorded there
+    assert list(Path(env["CODEX_HOME"], "sessions").rglob("*.jsonl"))
+    assert codex["committed_on_behalf"] is False
+    assert [c["subject"] for c in codex["commits"]] == ["Fix add()"]
+    assert "return a + b" in git(repo, "show", f"{codex['commit']}:calc.py")
+
+
 def test_codex_fixes_is_committed_for_and_wins_with_exactly_the_usage_the_server_reported(
     tmp_path, model_server, agent_home
 ):
     repo = project(tmp_path)
     model_server.steps = fix_and_commit()
-    code, result, stderr = run(tmp_path, race_file(tmp_path), codex_env(model_server.url, agent_home))
+    race = race_file(tmp_path, sandbox='isolation = "none"')
+    code, result, stderr = run(tmp_path, race, codex_env(model_server.url, agent_home))
 
     assert code == 0, stderr
     codex = result["candidates"][0]
     assert result["status"] == "winner" and codex["status"] == "winner", stderr
-    # Codex's sandbox keeps .git read-only in a linked worktree: its own commit is refused, so the
-    # engine commits on its behalf, with the full message, and says so where the user looks.
+    # Unisolated, Codex's sandbox keeps .git read-only in a linked worktree: its own commit is
+    # refused, so the engine commits on its behalf, with the full message, and says so where the
+    # user looks.
     assert codex["committed_on_behalf"] is True
     # The commit keeps Codex's own message when its refused `git commit` shows in the --json stream;
     # a nested call of Codex's code-mode `exec` tool does not show there, and then the subject is
