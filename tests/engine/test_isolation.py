@@ -379,3 +379,17 @@ def test_a_branch_planted_for_the_next_fallback_candidate_is_never_its_result(re
         assert second.status is CandidateStatus.FAILED
         assert "already exists at" in second.error and "left untouched" in second.error
         assert git(repo, "log", "-1", "--format=%s", second.branch) == "planted"
+
+
+@pytest.mark.parametrize("kind", ["blob", "tree"])
+def test_a_private_head_naming_a_blob_or_a_tree_is_not_brought_in(repo, kind):
+    script = (
+        f"echo fix > fix.txt && {COMMIT} fix && "
+        + ("o=$(git rev-parse HEAD:fix.txt)" if kind == "blob" else "o=$(git rev-parse HEAD^{tree})")
+        + ' && echo $o > "$(git rev-parse --git-dir)/HEAD"'
+    )
+    baseline = git(repo, "rev-parse", "HEAD")
+    record = race(repo, "bubblewrap", attacker("sly", script)).candidates[0]
+    assert record.status is CandidateStatus.FAILED
+    assert "is not a commit: its work was not brought in" in record.error
+    assert git(repo, "rev-parse", record.branch) == baseline
