@@ -25,11 +25,11 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from outpost_tui.engine import CandidateSpec, build_spec, run_race  # noqa: E402
-from outpost_tui.engine import git as g  # noqa: E402
-from outpost_tui.engine.core.spec import SandboxSpec  # noqa: E402
-from outpost_tui.engine.sandbox import isolation  # noqa: E402
-from tests.conftest import make_repo  # noqa: E402
+from outpost_tui.engine import CandidateSpec, build_spec, run_race
+from outpost_tui.engine import git as g
+from outpost_tui.engine.core.spec import SandboxSpec
+from outpost_tui.engine.sandbox import isolation
+from tests.conftest import make_repo
 
 CANDIDATES = 8
 COMMIT = "echo {key} > {key}.txt && git add -A && git -c user.name=c -c user.email=c@x commit -qm {key}"
