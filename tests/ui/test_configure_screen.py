@@ -128,6 +128,8 @@ SECTION_EDITS = {
         "unreachable_timeout": "30",
     },
     "sandbox": {
+        "isolation": "none",
+        "writable": "/var/cache/ccache '/srv/shared cache'",
         "network": "bridge",
         "memory": "2g",
         "cpus": "1.5",
@@ -159,6 +161,9 @@ async def test_every_section_is_edited_saved_in_place_and_checks(race_file):
             for row in range(7)
         }
         assert summary["Durability"] == "on · run id calc-1 · version 2"
+        assert summary["Sandbox"] == (
+            "local processes · unisolated (as you) · writable /var/cache/ccache, /srv/shared cache"
+        )
         assert summary["Setup"] == "sh -c 'touch ready' (timeout 30s); copy .env, local/*.cfg; 2 port(s) each"
         await save(pilot, app)
         assert saved(app), status(app)
@@ -203,6 +208,7 @@ async def test_every_section_is_edited_saved_in_place_and_checks(race_file):
         256,
         "unix:///nonexistent/engine.sock",
     )
+    assert (sandbox.isolation, sandbox.writable) == ("none", ("/var/cache/ccache", "/srv/shared cache"))
     assert spec.setup.command == ("sh", "-c", "touch ready") and spec.setup.copy == (".env", "local/*.cfg")
     assert (spec.setup.timeout, spec.setup.ports) == (30, 2)
     assert spec.durability.enabled and spec.run_id == "calc-1" and spec.durability.version == "2"
@@ -527,6 +533,13 @@ def test_the_forms_cover_every_key_a_race_file_holds():
             else:
                 declared.add((table, option.name))
     assert declared - in_forms == set()  # [prices] tables of models are kept as the file has them
+    fields = {field.key: field for field in SECTIONS["sandbox"].fields}
+    # the isolation modes offered as a choice (the spec's own), the writable paths as a list
+    assert (fields[("sandbox", "isolation")].kind, fields[("sandbox", "isolation")].choices) == (
+        "choice",
+        ("auto", "bubblewrap", "none"),
+    )
+    assert fields[("sandbox", "writable")].kind == "words"
     assert {option.name for option in schema.options(CandidateSpec)} == {
         field.key[0] for field in CANDIDATE_FIELDS
     }

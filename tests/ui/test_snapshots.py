@@ -281,3 +281,22 @@ def test_result(snap_compare, tmp_path, size):
         await pilot.pause(0.1)
 
     assert snap_compare(app_for(tmp_path), terminal_size=size, run_before=run_before)
+
+
+UNISOLATED = {
+    "mode": "none",
+    "warning": "candidates run unisolated, as you: they can write your repository's refs and .git, "
+    '.outpost/ and each other\'s worktrees ([sandbox] isolation = "none"); install bubblewrap '
+    "(Debian/Ubuntu: apt install bubblewrap) or use a container sandbox",
+}
+
+
+def test_result_of_an_unisolated_race(snap_compare, tmp_path):
+    """The warning's one line, between the headline and the leaderboard, cut at the terminal's edge."""
+    from outpost_tui.ui.screens.result import ResultScreen
+
+    async def run_before(pilot):
+        await pilot.app.push_screen(ResultScreen({**RESULT, "isolation": UNISOLATED}))
+        await pilot.pause(0.1)
+
+    assert snap_compare(app_for(tmp_path), terminal_size=(80, 24), run_before=run_before)

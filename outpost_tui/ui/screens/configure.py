@@ -73,7 +73,11 @@ def section_summary(name: str, spec: RaceSpec) -> str:
     if name == "sandbox":
         sandbox = spec.sandbox
         if sandbox.provider == "local":
-            return "local processes"
+            # how candidates are kept from the user's repository: the one setting not to miss here
+            mode = sandbox.isolation
+            isolated = "unisolated (as you)" if mode == "none" else f"isolation {mode}"
+            writable = f" · writable {', '.join(sandbox.writable)}" if sandbox.writable else ""
+            return f"local processes · {isolated}{writable}"
         limits = [
             f"{label} {value}"
             for label, value in (("memory", sandbox.memory), ("cpus", sandbox.cpus), ("pids", sandbox.pids))

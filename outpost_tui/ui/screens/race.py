@@ -35,7 +35,7 @@ from ..widgets.candidate_panel import CandidatePanel
 from ..widgets.candidate_table import CandidateTable
 from ..widgets.header import OutpostHeader
 from ..widgets.log_search import LogSearch
-from ..widgets.race_summary import RaceSummary, state_line, with_budget
+from ..widgets.race_summary import RaceSummary, state_line, with_budget, with_isolation
 
 if TYPE_CHECKING:
     from ...engine.core.model import CandidateModel
@@ -234,7 +234,7 @@ class RaceScreen(FooterOrder, RaceControls):
             return model.candidates[key].copy(0)
 
     def _summary(self) -> Text:
-        return with_budget(self.session, self._state_text())
+        return with_isolation(self.session, with_budget(self.session, self._state_text()))
 
     def _state_text(self) -> Text:
         return state_line(self.session, self.clock, self._recovery_note)

@@ -18,6 +18,7 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Static
 
 from ...engine import git
+from ...engine.core.text import visible
 from ...engine.records import report
 from ..footer_order import FooterOrder
 from ..outcome_style import OUTCOME_STYLE
@@ -54,6 +55,14 @@ class ResultScreen(FooterOrder):
     def compose(self) -> ComposeResult:
         yield OutpostHeader()
         yield Static(Text(report.headline(self.result)), id="headline")
+        # before the merge: the winner was made by a candidate that could reach the user's repository
+        warning = (self.result.get("isolation") or {}).get("warning")
+        if warning:
+            # one line (its end cut on a narrow terminal); the whole of it on hover
+            said = f"⚠ {visible(str(warning))}"
+            shown = Static(said, id="isolation", markup=False)
+            shown.tooltip = said
+            yield shown
         yield DataTable(id="leaderboard", cursor_type="row", zebra_stripes=True)
         yield Static("", id="detail", markup=False)
         yield Static("", id="outcome", markup=False)

@@ -1,5 +1,6 @@
 """The race at a glance, above its panels: where it stands and for how long, each limited budget as
-a bar (attempts, every limited token dimension, cost), and who leads.
+a bar (attempts, every limited token dimension, cost), who leads, and a warning line when its
+candidates run unisolated.
 
 The text is built from the session's model and spec (`state_line`, `budget_line`); the widget only
 repaints when the text changed, and lays the screen out again only when its number of lines did.
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from rich.text import Text
 from textual.widgets import Static
 
+from ...engine.core.text import visible
 from ...engine.core.usage import Usage
 from ..session import RaceSession
 from .candidate_panel import TOKEN_FIELDS, duration, fill_style, tokens
@@ -133,6 +135,28 @@ def with_budget(session: RaceSession, state: Text) -> Text:
     if model is not None and model.budget_reason:
         text.append(f"· {model.budget_reason}", style="bold yellow")
     return text
+
+
+def isolation_warning(session: RaceSession) -> str | None:
+    """Why candidates run unisolated, if they do: the result's word once the race ended, the
+    race's own from its start (a recorded race has only its result)."""
+    result = session.result
+    isolation = result.isolation if result is not None else None
+    if isolation is None:
+        race = getattr(session, "race", None)
+        isolation = race.isolation if race is not None else None
+    warning = (isolation or {}).get("warning")
+    return visible(str(warning)) if warning else None
+
+
+def with_isolation(session: RaceSession, summary: Text) -> Text:
+    """`summary`, then the unisolated race's warning on a line of its own: a notification goes
+    away, and this is what every candidate could do to the user's repository all race long."""
+    warning = isolation_warning(session)
+    if warning:
+        summary.append("\n")
+        summary.append(f"⚠ {warning}", style="bold yellow")
+    return summary
 
 
 class RaceSummary(Static):
