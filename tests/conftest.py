@@ -71,18 +71,13 @@ def candidates_write_where_tests_look(tmp_path_factory):
     `.outpost/` inside them stay out of reach (tests/engine/test_isolation.py)."""
     base = tmp_path_factory.getbasetemp()
     os.environ.setdefault("OUTPOST_WRITABLE", str(base))
+    # the engine's state (the seal key, flight logs' seals, the bug log) in this run's own
+    # directory, not the machine's: hidden from candidates all the same (the fence hides it)
+    os.environ["XDG_STATE_HOME"] = str(base / "state")
     if host_pids.VARIABLE not in os.environ:
         socket_path = base / "pids.sock"
         host_pids.serve(socket_path)
         os.environ[host_pids.VARIABLE] = str(socket_path)
-
-
-@pytest.fixture(autouse=True)
-def state_of_its_own(tmp_path, monkeypatch):
-    """The engine's state (the seal key, flight logs' seals, the bug log) in each test's own
-    directory, not the machine's: a seal another test left for the same race id would make a
-    test's flight log look tampered. Hidden from candidates all the same (the fence hides it)."""
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
 
 
 def git(cwd, *args: str) -> str:

@@ -17,6 +17,14 @@ def no_user_configuration(monkeypatch, tmp_path_factory):
     monkeypatch.delenv("OUTPOST_TUI_THEME", raising=False)
 
 
+@pytest.fixture(autouse=True)
+def state_of_its_own(tmp_path, monkeypatch):
+    """The engine's state (flight logs' seals above all) in each test's own directory: the
+    pictures' recorded races share one race id, and a seal another test left for it would make
+    this test's flight log look tampered."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+
+
 @pytest.fixture
 def snap_compare(snap_compare):
     """Every picture waits for the footer to show the screen's bindings as they are, after the
