@@ -274,7 +274,9 @@ def test_claude_against_codex_the_real_tests_choose_codex(tmp_path):
     common_dir = Path(git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir"))
     assert launched["program"] == "codex"
     assert launched["argv"][:5] == ["exec", "--json", "--sandbox", "workspace-write", "--add-dir"]
-    assert Path(launched["argv"][5]).resolve() == common_dir.resolve()
+    # isolated, the git directory its git writes is its own repository (the user's is read-only)
+    own = common_dir / "worktrees" / Path(codex["directory"]).name / "candidate.git"
+    assert Path(launched["argv"][5]).resolve() == own.resolve()
     assert launched["argv"][6:] == ["-m", "gpt-5-codex", "-"]
     assert launched["stdin"] == BRIEF and launched["tz"] == "UTC"
 
