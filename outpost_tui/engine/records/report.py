@@ -190,6 +190,11 @@ def markdown(result: dict[str, Any]) -> str:
         f"- **Repository:** {result.get('repository') or '?'}",
         f"- **Baseline:** `{str(result.get('baseline') or '?')[:12]}`",
     ]
+    isolation = result.get("isolation") or {}
+    if isolation.get("mode"):
+        lines.append(f"- **Isolation:** {isolation['mode']}")
+    if isolation.get("warning"):
+        lines.append(f"- **Warning:** {isolation['warning']}")
     winner = result.get("winner")
     if winner:
         lines.append(
