@@ -51,12 +51,18 @@ from outpost_tui.engine import (
     new_race,
     run_race,
 )
-from outpost_tui.engine.core.spec import DurabilitySpec, ValidateSpec
+from outpost_tui.engine.core.spec import DurabilitySpec, SandboxSpec, ValidateSpec
+from outpost_tui.engine.sandbox import isolation
 from tests.benchmarks import raw_work
 from tests.benchmarks.lock_waits import LOCKS, lock_waits
 from tests.conftest import FAKE_AGENT, make_repo
+from tests.fixtures import host_pids
 
 AGENT = (sys.executable, str(FAKE_AGENT))
+# The overhead benchmarks measure the engine's machinery against the same raw work, both as the
+# user: what the fence around a candidate adds (bubblewrap, its own repository, the result
+# brought in) is bench_isolation's, against this same unisolated engine in one run.
+UNFENCED = SandboxSpec(isolation="none")
 VALIDATION = ("git", "diff", "--quiet", "HEAD~1")  # exits 1 (a commit exists): every attempt is rejected
 
 
@@ -94,6 +100,7 @@ def overhead(candidates: int = 8, rounds: int = 3) -> dict:
                 for n in range(candidates)
             ],
             validate=ValidateSpec(command=VALIDATION),
+            sandbox=UNFENCED,
         )
         cpu = _cpu()
         started = time.perf_counter()
@@ -155,6 +162,7 @@ def overhead_sh(candidates: int = 8, rounds: int = 5) -> dict:
             ],
             validate=ValidateSpec(command=SH_VALIDATION),
             score=ScoreSpec(command=SH_SCORE),
+            sandbox=UNFENCED,
         )
         tally: dict[str, int] = {}
         with (
@@ -276,6 +284,33 @@ def _cancel_once(losers: int) -> float | None:
     """One race's cancellation latency in ms: the winner accepted to every loser's group gone."""
     repo = _repo()
     marks = Path(tempfile.mkdtemp(prefix="outpost-bench-marks-"))
+    with _candidates_may_write(marks):
+        return _cancel_in(repo, marks, losers)
+
+
+@contextlib.contextmanager
+def _candidates_may_write(marks: Path) -> Iterator[None]:
+    """Isolated candidates (the default where bubblewrap works) may write `marks`, where they
+    leave their pid files, and those pids are the ones this process sees: inside a pid
+    namespace a process's own number is that namespace's (tests/fixtures/host_pids.py; under
+    pytest the session serves it, run on its own this process does, once)."""
+    if host_pids.VARIABLE not in os.environ:
+        served = Path(tempfile.mkdtemp(prefix="outpost-bench-pids-"))
+        host_pids.serve(served / "pids.sock")
+        os.environ[host_pids.VARIABLE] = str(served / "pids.sock")
+    before = os.environ.get(isolation.WRITABLE_VARIABLE)
+    reachable = [before or "", str(marks), os.path.dirname(os.environ[host_pids.VARIABLE])]
+    os.environ[isolation.WRITABLE_VARIABLE] = ":".join(filter(None, reachable))
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(isolation.WRITABLE_VARIABLE, None)
+        else:
+            os.environ[isolation.WRITABLE_VARIABLE] = before
+
+
+def _cancel_in(repo: Path, marks: Path, losers: int) -> float | None:
     pidfiles = [marks / f"l{n}.pid" for n in range(losers)]
     # The winner commits only once every loser is running, so each run measures 7 cancellations.
     winner_flags = []
@@ -293,29 +328,33 @@ def _cancel_once(losers: int) -> float | None:
             )
         ],
         validate=ValidateSpec(command=("true",)),
+        sandbox=SandboxSpec(isolation=os.environ.get("BENCH_ISOLATION", "auto")),
     )
     accepted_at: list[float] = []
     gone_at: list[float] = []
-    groups: list[int] = []
+    members: list[int] = []
     done = threading.Event()
 
     def watch() -> None:
-        # Polls the process groups from another thread, so the measurement does not depend on
+        # Polls the losers' processes from another thread, so the measurement does not depend on
         # the event loop that does the cancelling.
         while not accepted_at and not done.is_set():
             time.sleep(0.0005)
-        # Watch until the groups are gone even if the race has already returned: a starved
+        # Watch until they are gone even if the race has already returned: a starved
         # watcher then reports a later time, an upper bound rather than a missing sample.
         deadline = time.perf_counter() + 30
         while accepted_at and time.perf_counter() < deadline:
-            if groups and not any(_group_alive(g) for g in groups):
+            if members and not any(_running(pid) for pid in members):
                 gone_at.append(time.perf_counter())
                 return
             time.sleep(0.0005)
 
     def on_event(event) -> None:
         if event.kind is EventKind.VALIDATION_FINISHED and event.key == "w" and event.status == "passed":
-            groups.extend(int(p.read_text().split()[0]) for p in pidfiles)
+            # every process of each loser's group: the agent leads its own, or (isolated)
+            # bubblewrap does, its pid namespace's init and the agent below it
+            for pidfile in pidfiles:
+                members.extend(_group_members(os.getpgid(int(pidfile.read_text().split()[0]))))
             accepted_at.append(time.perf_counter())
 
     watcher = threading.Thread(target=watch)
@@ -326,12 +365,22 @@ def _cancel_once(losers: int) -> float | None:
     return (gone_at[0] - accepted_at[0]) * 1000 if accepted_at and gone_at else None
 
 
-def _group_alive(pgid: int) -> bool:
+def _group_members(pgid: int) -> list[int]:
+    import psutil
+
+    leader = psutil.Process(pgid)
+    return [pgid, *(child.pid for child in leader.children(recursive=True))]
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` has not exited. A zombie has: bubblewrap's outer process exits without
+    waiting for its pid namespace's init, which the machine's init then reaps when it will
+    (up to two seconds after, on this kind of machine)."""
     try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rpartition(b")")[2].split()[0] != b"Z"
+    except (FileNotFoundError, ProcessLookupError):
         return False
-    return True
 
 
 def throughput(lines: int = 200_000, rounds: int = 3) -> dict:

@@ -316,19 +316,21 @@ async def test_an_attempts_grading_checkout_runs_in_the_cgroup_its_agent_emptied
     if containment.cgroup_root() is None:
         pytest.skip("no writable cgroup v2 hierarchy on this machine")
     provider = LocalProvider()
+    # keys of its own: the other tests' sandboxes ("alpha", race "r") have cgroups of that name
+    # while they run beside it
 
     async def cgroup_of(box) -> str:
         return _cgroup_of((await box.run(["cat", "/proc/self/cgroup"])).stdout_tail)
 
-    agent = await provider.acquire(context_in(tmp_path, "alpha", 1, grading_follows=True))
+    agent = await provider.acquire(context_in(tmp_path, "handed", 1, grading_follows=True))
     pids_file = tmp_path / "pids"
     await agent.run(["sh", "-c", f"setsid sleep 300 & python3 {HOST_PID} --siblings > {pids_file}"])
     [daemon] = await wait_for_pids(pids_file, 1)
     used = await cgroup_of(agent)
     await agent.close()
     assert not alive(daemon)
-    other = await provider.acquire(context_in(tmp_path, "beta", 1, role="grading"))  # another attempt's
-    grading = await provider.acquire(context_in(tmp_path, "alpha", 1, role="grading"))
+    other = await provider.acquire(context_in(tmp_path, "another", 1, role="grading"))  # another attempt's
+    grading = await provider.acquire(context_in(tmp_path, "handed", 1, role="grading"))
     try:
         assert await cgroup_of(other) != used
         assert await cgroup_of(grading) == used  # the same emptied cgroup, not a new one
@@ -337,12 +339,12 @@ async def test_an_attempts_grading_checkout_runs_in_the_cgroup_its_agent_emptied
         await other.close()
     root = containment.cgroup_root()
     assert root is not None
-    assert not list(root.glob("r.alpha.1.*"))  # removed with the grading checkout's sandbox
+    assert not list(root.glob("r.handed.1.*"))  # removed with the grading checkout's sandbox
     # an agent whose grading never comes: its cgroups are kept for it until the drain
-    lonely = await provider.acquire(context_in(tmp_path, "gamma", 1, grading_follows=True))
+    lonely = await provider.acquire(context_in(tmp_path, "lonely", 1, grading_follows=True))
     await cgroup_of(lonely)
     await lonely.close()
-    held = list(root.glob("r.gamma.1.*"))
+    held = list(root.glob("r.lonely.1.*"))
     assert len(held) == 1 and held[0].is_dir()
     assert await provider.drain(5.0) == {}
     assert not held[0].exists()

@@ -52,14 +52,10 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 def _signal_below(leader: int, sig: int) -> None:
     """`sig` to the leader's descendants in its process group, not to the leader."""
-    try:
-        below = psutil.Process(leader).children(recursive=True)
-    except psutil.Error:
-        return
-    for child in below:
+    for child in containment.below(leader):
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            if os.getpgid(child.pid) == leader:
-                os.kill(child.pid, sig)
+            if os.getpgid(child) == leader:
+                os.kill(child, sig)
 
 
 async def stop_group(
