@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from outpost_tui.engine import git as engine_git
 from outpost_tui.engine.core.spec import DEFAULT_IMAGE, SandboxSpec
 from outpost_tui.engine.sandbox.base import SandboxContext, SandboxError
 from outpost_tui.engine.sandbox.container import ContainerProvider
@@ -86,8 +87,11 @@ def provider(engine):
 
 
 def worktree(repo: Path, name: str = "wt") -> Path:
+    """A worktree as the engine makes one: its branch, and the private repository its container's
+    git writes (engine/git/private.py)."""
     directory = repo / ".outpost" / "workspaces" / name
     git(repo, "worktree", "add", "-q", "-b", f"outpost/test/{name}", str(directory), "HEAD")
+    engine_git.make_private(engine_git.private_template(repo, engine_git.listed_refs(repo)), directory)
     return directory
 
 

@@ -21,15 +21,13 @@ from .conftest import IMAGE
 
 pytestmark = pytest.mark.container
 
-# Hangs until the test drops `release` into the repository's git directory, which every container
-# mounts; says it is running by touching `ready-<key>` there.
+# Its first attempt says it is running by touching `ready-<key>` in its worktree, and hangs until
+# the coordinator is killed; the replay's attempt fixes the bug.
 CRASHY = """\
-import os, subprocess, sys, time
-common = subprocess.run(["git", "rev-parse", "--path-format=absolute", "--git-common-dir"],
-                        capture_output=True, text=True, check=True).stdout.strip()
+import os, subprocess, time
 key = os.environ["OUTPOST_CANDIDATE"]
-if not os.path.exists(os.path.join(common, "release")):
-    open(os.path.join(common, f"ready-{key}"), "w").close()
+if os.environ["OUTPOST_ATTEMPT"] == "1":
+    open(f"ready-{key}", "w").close()
     while True:
         time.sleep(1)
 with open("calc.py") as handle:
@@ -105,20 +103,19 @@ image = "{IMAGE}"
 enabled = true
 version = "1"
 {candidates}""")
-    common = calc_repo / ".git"
     try:
-        crash_and_replay(race_file, run_id, calc_repo, common)
+        crash_and_replay(race_file, run_id, calc_repo)
     finally:  # whatever failed, no container of this test may outlive it
         for container in list_containers(repository=calc_repo):
             remove_race_containers(container["race"])
 
 
-def crash_and_replay(race_file, run_id: str, calc_repo, common) -> None:
+def crash_and_replay(race_file, run_id: str, calc_repo) -> None:
     coordinator = outpost("run", str(race_file), "--headless", "--json")
     try:
         wait_for(
             lambda: (
-                all((common / f"ready-{k}").exists() for k in ("first", "second"))
+                all(any(calc_repo.glob(f".outpost/workspaces/*/ready-{k}")) for k in ("first", "second"))
                 or coordinator.poll() is not None
             ),
             120,
@@ -163,8 +160,6 @@ def crash_and_replay(race_file, run_id: str, calc_repo, common) -> None:
     assert sorted(n for n in run["containers"] if not n.endswith(("-baseline-0", "-grading"))) == sorted(
         c["name"] for c in left
     )
-
-    (common / "release").touch()
 
     # the documented recovery: stop (confirm the coordinator is gone), inspect, release, replay
     def recover(*args: str) -> subprocess.CompletedProcess:

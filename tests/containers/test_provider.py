@@ -11,6 +11,7 @@ from dataclasses import replace
 import anyio
 import pytest
 
+from outpost_tui.engine import git as engine_git
 from outpost_tui.engine.core.spec import SandboxSpec
 from outpost_tui.engine.sandbox.base import SandboxError
 from outpost_tui.engine.sandbox.container import ContainerProvider
@@ -77,15 +78,15 @@ async def test_container_is_isolated_as_the_race_file_says(provider, attempt, en
         assert host["Memory"] == 256 * 1024 * 1024
         assert host["NanoCpus"] == 1_500_000_000
         assert host["PidsLimit"] == 128
-        # exactly the worktree and the git directory, at their host paths, with the repository's
-        # configuration and hooks read-only; never a Docker socket
+        # exactly the worktree, its view in place of the repository's worktree git directories
+        # (its private repository) and the objects that repository borrows, read-only: no refs,
+        # config, hooks or rivals of the repository's; never a Docker socket
         mounts = {m["Destination"]: (m["Source"], m["RW"]) for m in attrs["Mounts"]}
         git_dir = str(attempt.git_common_dir)
         assert mounts == {
             str(attempt.directory): (str(attempt.directory), True),
-            git_dir: (git_dir, True),
-            f"{git_dir}/config": (f"{git_dir}/config", False),
-            f"{git_dir}/hooks": (f"{git_dir}/hooks", False),
+            f"{git_dir}/worktrees": (str(engine_git.candidate_view(attempt.directory)), True),
+            f"{git_dir}/objects": (f"{git_dir}/objects", False),
         }
         assert not any(m["Source"].endswith(".sock") for m in attrs["Mounts"])
         # and what the process inside actually gets
@@ -443,7 +444,7 @@ async def test_files_written_inside_belong_to_the_container_user(provider, attem
 
     # the mapping is real, not "root writes everything": another uid:gid owns what it writes
     os.chmod(attempt.directory, 0o777)
-    os.chmod(attempt.git_common_dir, 0o777)  # the path probe writes there (a commit would too)
+    os.chmod(engine_git.candidate_view(attempt.directory), 0o777)  # the path probe writes there
     other = ContainerProvider(SandboxSpec(provider="podman", image=IMAGE), user=(4321, 4322))
     sandbox = await other.acquire(replace(attempt, attempt=2))
     try:
@@ -458,7 +459,8 @@ async def test_files_written_inside_belong_to_the_container_user(provider, attem
 
 
 async def test_the_repository_configuration_and_hooks_are_out_of_reach(provider, attempt, leftovers):
-    """An agent inside can commit, but cannot plant a hook or a setting the host's git would run."""
+    """An agent inside can commit, in a repository of its own: a hook or a setting it plants is
+    that repository's, never one the host's git would run."""
     git_dir = attempt.git_common_dir
     config_before = (git_dir / "config").read_bytes()
     sandbox = await provider.acquire(attempt)
@@ -468,7 +470,7 @@ async def test_the_repository_configuration_and_hooks_are_out_of_reach(provider,
                 "sh",
                 "-c",
                 f"echo 'touch /tmp/pwned' > {git_dir}/hooks/post-checkout; "
-                f"git config core.fsmonitor 'touch /tmp/pwned'",
+                "git config core.fsmonitor 'touch /tmp/pwned' && git config --get core.fsmonitor",
             ]
         )
         committed = await sandbox.run(
@@ -481,8 +483,10 @@ async def test_the_repository_configuration_and_hooks_are_out_of_reach(provider,
         )
     finally:
         await close(sandbox)
-    assert planted.exit_code != 0
-    assert "Read-only file system" in planted.stderr_tail
+    # the hook's directory is not in the container; the setting went to its own repository
+    assert "post-checkout: Directory nonexistent" in planted.stderr_tail
+    assert planted.stdout_tail == "touch /tmp/pwned\n"
+    assert "fsmonitor" in (engine_git.private_git_dir(attempt.directory) / "config").read_text()
     assert not (git_dir / "hooks" / "post-checkout").exists()
     assert (git_dir / "config").read_bytes() == config_before
     assert (committed.exit_code, committed.stdout_tail) == (0, "inside\n")
@@ -503,7 +507,10 @@ async def test_git_works_inside_the_worktree(provider, attempt, leftovers):
     assert "?? feature.txt" in status.stdout_tail
     assert commit.exit_code == 0, commit.stderr_tail
     head = commit.stdout_tail.strip()
-    # the host sees the commit on the attempt's branch, and the worktree is clean
+    # the commit is in its own repository until the engine brings it in, then on the attempt's
+    # branch, the worktree clean
+    assert git(attempt.repository, "rev-parse", "outpost/test/wt") != head
+    assert engine_git.import_result(attempt.repository, attempt.directory, "outpost/test/wt") == head
     assert git(attempt.directory, "rev-parse", "HEAD") == head
     assert git(attempt.repository, "log", "-1", "--format=%s", "outpost/test/wt") == "inside"
     assert git(attempt.directory, "status", "--porcelain") == ""
@@ -636,21 +643,21 @@ def test_provider_for_picks_the_container_provider():
 async def test_a_repository_the_container_user_cannot_write_is_refused_before_any_command(attempt, leftovers):
     """The race's paths are checked before its first command: the keep-alive's marker was not
     written, so a probe command says why; nothing the command asked for ran, and no marker is
-    left in the git directory."""
-    os.chmod(attempt.git_common_dir, 0o755)
+    left beside its checkout."""
+    os.chmod(engine_git.candidate_view(attempt.directory), 0o755)
     stranger = ContainerProvider(SandboxSpec(provider="podman", image=IMAGE), user=(4321, 4322))
     sandbox = await stranger.acquire(attempt)
     try:
-        with pytest.raises(SandboxError, match="cannot write in the repository's git directory"):
+        with pytest.raises(SandboxError, match=r"container cannot write in .*repositories"):
             await sandbox.run(["sh", "-c", ": > ran"])
         # still unchecked: the next command is refused the same way
-        with pytest.raises(SandboxError, match="cannot write in the repository's git directory"):
+        with pytest.raises(SandboxError, match=r"container cannot write in .*repositories"):
             await sandbox.run(["sh", "-c", ": > ran"])
     finally:
         await close(sandbox)
     assert not (attempt.directory / "ran").exists()
     assert leftovers() == []
-    assert not list(attempt.git_common_dir.glob(".outpost-owner-*"))
+    assert not list(engine_git.candidate_view(attempt.directory).glob(".outpost-owner-*"))
 
 
 async def counting_execs(provider) -> list[list[str]]:
@@ -679,7 +686,8 @@ async def test_the_first_containers_keep_alive_checks_the_paths_without_a_probe_
     execs = await counting_execs(provider)
     sandbox = await provider.acquire(attempt)
     try:
-        assert sandbox.marker is not None and sandbox.marker.parent == attempt.git_common_dir.resolve()
+        view = engine_git.candidate_view(attempt.directory).resolve()
+        assert sandbox.marker is not None and sandbox.marker.parent == view
         with anyio.fail_after(30):  # the keep-alive writes it as the container starts
             while not sandbox.marker.exists():
                 await anyio.sleep(0.01)
@@ -691,7 +699,7 @@ async def test_the_first_containers_keep_alive_checks_the_paths_without_a_probe_
     assert done.exit_code == 0
     assert execs == [["sh", "-c", WRAPPER, "true"]], execs  # the command's only: no probe
     assert later.marker is None
-    assert not list(attempt.git_common_dir.glob(".outpost-owner-*"))
+    assert not list(engine_git.candidate_view(attempt.directory).glob(".outpost-owner-*"))
     assert leftovers() == []
 
 
@@ -755,7 +763,7 @@ async def test_a_marker_not_yet_written_falls_back_to_the_probe_and_none_is_left
         await close(sandbox)
     assert done.exit_code == 0
     assert len(execs) == 2 and execs[1] == ["sh", "-c", WRAPPER, "true"], execs  # the probe first
-    assert not list(attempt.git_common_dir.glob(".outpost-owner-*"))
+    assert not list(engine_git.candidate_view(attempt.directory).glob(".outpost-owner-*"))
     assert leftovers() == []
 
 

@@ -1,5 +1,6 @@
-"""The container sandbox: refs stay writable from inside (git commits through them), so the same
-record guards them; git's location variables never reach a container either."""
+"""The container sandbox from the command line: a candidate's git inside is a repository of its
+own, so refs it moves there are not the user's (nothing to report, nothing to undo); git's
+location variables never reach a container either."""
 
 from __future__ import annotations
 
@@ -19,15 +20,15 @@ from .conftest import IMAGE
 pytestmark = pytest.mark.container
 
 
-def test_refs_moved_from_inside_a_container_are_reported(engine, calc_repo, tmp_path):
+def test_refs_moved_from_inside_a_container_are_its_own(engine, calc_repo, tmp_path):
     main = git(calc_repo, "rev-parse", "refs/heads/main")
     agent = (
         "echo '# fixed' >> calc.py && git commit -qam fix && "
         # the user's checked-out branch, to a commit with the same tree: the checkout stays clean
         'git update-ref refs/heads/main "$(git commit-tree HEAD~1^{tree} -p HEAD~1 -m moved)" && '
         "git update-ref refs/tags/planted HEAD && "
-        # the settings are mounted read-only: this must fail, and the race goes on
-        "{ git config core.fsmonitor 'touch /tmp/pwned' 2>/dev/null; true; } && "
+        # its own repository's config: never one the host's git reads
+        "git config core.fsmonitor 'touch /tmp/pwned' && "
         "env > agent-env"
     )
     race_file = tmp_path / "race.toml"
@@ -58,13 +59,12 @@ command = ["sh", "-c", {json.dumps(agent)}]
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["winner"]["key"] == "boxed", done.stderr
-    found = {(t["kind"], t["name"], t["change"]): t for t in result["tampering"]}
-    moved = found[("ref", "refs/heads/main", "moved")]
-    assert (moved["candidate"], moved["before"], moved["checkout"]) == ("boxed", main, True)
-    assert ("ref", "refs/tags/planted", "created") in found
-    assert not any(kind == "setting" for kind, _, _ in found)  # read-only there: nothing to restore
-    assert result["integration"]["status"] == "blocked"
-    assert "boxed#1 CHANGED YOUR REPOSITORY: moved refs/heads/main" in done.stderr
+    assert result["tampering"] == []
+    assert git(calc_repo, "rev-parse", "refs/heads/main") == main
+    assert not git(calc_repo, "tag", "--list", "planted")
+    assert "fsmonitor" not in (calc_repo / ".git" / "config").read_text()
+    assert result["integration"]["status"] == "clean"
+    assert "CHANGED YOUR REPOSITORY" not in done.stderr
     seen = (Path(result["candidates"][0]["directory"]) / "agent-env").read_text()
     assert "GIT_DIR=" not in seen and "GIT_INDEX_FILE=" not in seen
     assert list_containers(result["id"]) == []

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,6 @@ from outpost_tui.engine.core.spec import SandboxSpec, SetupSpec, ValidateSpec
 from outpost_tui.engine.sandbox.container_engine import list_containers
 from tests.conftest import git
 from tests.engine.test_engines import write_context
-from tests.engine.test_setup import baseline_setup_outlived_by_the_race
 from tests.projects import python_project
 
 from .conftest import IMAGE
@@ -120,18 +120,44 @@ def test_setup_failure_in_a_container_fails_the_candidate_and_files_it_wrote_are
 
 def test_a_race_ending_during_the_baselines_setup_leaves_no_container(engine, tmp_path):
     # The baseline's grading checkout, cancelled during its setup, was never exited: its container
-    # ran on after the race (found under load, one race in three).
+    # ran on after the race (found under load, one race in three). Containers share no writable
+    # path: the baseline's setup says it runs in its own checkout, and this test tells the
+    # candidate's setup, in its worktree, to fail then.
     repo = container_project(tmp_path)
-    marker = Path(git(repo, "rev-parse", "--absolute-git-dir")) / "outpost-test-baseline-setting-up"
+    script = (
+        'if [ "$OUTPOST_BASELINE" = 1 ]; then : > setting-up; exec sleep 120; fi; '
+        "while [ ! -e go ]; do sleep 0.05; done; exit 4"
+    )
+    workspaces = repo / ".outpost" / "workspaces"
+    seen: list[Path] = []
+    done = threading.Event()
+
+    def relay() -> None:
+        while not done.is_set():
+            if not seen:
+                seen.extend(workspaces.glob("baseline-*.grading/setting-up"))
+            worktrees = [path for path in workspaces.glob("a-*") if path.is_dir()] if seen else []
+            for worktree in worktrees:
+                (worktree / "go").touch()
+            if worktrees:
+                return
+            done.wait(0.02)
+
+    relaying = threading.Thread(target=relay, daemon=True)
+    relaying.start()
     spec = build_spec(
         repository=repo,
         candidates=[CandidateSpec("a", "command", "go", command=("true",))],
         validate=["true"],
         sandbox=sandboxed(),
-        setup=baseline_setup_outlived_by_the_race(marker),
+        setup=SetupSpec(command=("sh", "-c", script)),
     )
-    result = run_race(spec)
-    assert marker.exists()  # the baseline's setup was running in its container when the race ended
+    try:
+        result = run_race(spec)
+    finally:
+        done.set()
+        relaying.join()
+    assert seen  # the baseline's setup was running in its container when the race ended
     assert result.candidates[0].error.startswith("setup failed (exit 4)")
     assert list_containers(result.id) == []
 

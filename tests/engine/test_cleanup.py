@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from outpost_tui.engine import git as g
 from outpost_tui.engine.kept import archive as a
 from outpost_tui.engine.kept import cleanup as c
 from outpost_tui.engine.kept import removal as r
@@ -45,7 +46,9 @@ def test_prune_archives_removes_and_reports_what_it_freed(repo):
     kept = kept_race(repo)
     directories = [Path(kept["lose"]), Path(kept["win"])]
     git_dirs = [r._worktree_git_dir(d) for d in directories]
-    expected = sum(du(d) for d in directories) + sum(du(g) for g in git_dirs)
+    # and what a fenced candidate's git wrote: its view, with its private repository
+    views = [g.candidate_view(d) for d in directories if g.candidate_view(d).is_dir()]
+    expected = sum(du(d) for d in directories) + sum(du(x) for x in git_dirs) + sum(du(v) for v in views)
     before = {d: sorted(p.name for p in d.iterdir()) for d in directories}
 
     steps = c.plan_prune(retained(repo))
@@ -53,7 +56,8 @@ def test_prune_archives_removes_and_reports_what_it_freed(repo):
     report = c.prune(repo, steps)
 
     assert not report.kept and not report.failed
-    assert not any(d.exists() for d in directories) and not any(g.exists() for g in git_dirs)
+    assert not any(d.exists() for d in directories) and not any(x.exists() for x in git_dirs)
+    assert not any(v.exists() for v in views)
     assert report.freed_bytes == expected
     for row_id, directory in zip(("lose", "win"), directories, strict=True):
         attempt = a.Attempt(kept["race_id"], row_id, 1)

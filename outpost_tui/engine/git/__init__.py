@@ -73,7 +73,17 @@ from .layout import (
 from .listing import included_files, tree_files, untracked_entries, untracked_files
 from .merge import CHERRY_PICK, MERGE, MergeOutcome, cherry_pick_candidate, merge_candidate
 from .objects import blob, tree
-from .private import import_result, make_private, pointer_file, private_git_dir
+from .private import (
+    REPOSITORIES,
+    PrivateTemplate,
+    candidate_view,
+    import_result,
+    make_private,
+    make_view,
+    private_git_dir,
+    private_template,
+    remove_view,
+)
 from .runner import GIT_TIMEOUT_STATUS, METADATA_RETRIES, PROGRAM_CONFIG, GitError, error_line, output, run
 from .sessions import close_sessions
 from .worktrees import (
@@ -108,6 +118,7 @@ __all__ = [
     "PROGRAM_CONFIG",
     "RACE_ID_PATTERN",
     "RECOVERY",
+    "REPOSITORIES",
     "SPECULATION_BRANCH",
     "VALIDATED_REFS",
     "WORKSPACES",
@@ -119,6 +130,7 @@ __all__ = [
     "HostSnapshot",
     "Integration",
     "MergeOutcome",
+    "PrivateTemplate",
     "WorktreeLock",
     "add_grading_checkout",
     "add_worktree",
@@ -127,6 +139,7 @@ __all__ = [
     "branch_name",
     "branch_tip",
     "branch_tips",
+    "candidate_view",
     "changes",
     "check_worktree_link",
     "cherry_pick_candidate",
@@ -155,13 +168,15 @@ __all__ = [
     "listed_refs",
     "make_grading_directory",
     "make_private",
+    "make_view",
     "make_worktree_directory",
     "merge_candidate",
     "output",
     "pin_validated",
-    "pointer_file",
     "private_git_dir",
+    "private_template",
     "remove_grading_checkout",
+    "remove_view",
     "remove_worktree",
     "repository_root",
     "reset_grading_checkout",

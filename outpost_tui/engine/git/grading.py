@@ -10,6 +10,7 @@ from pathlib import Path
 from . import sessions
 from .integration import _candidate
 from .layout import check_worktree_link, is_inside, workspaces_directory
+from .private import remove_view
 from .runner import GitError, _revision, _run, output
 from .worktrees import BRANCH_PREFIX, _empty_directory, branch_name, worktree_lock
 
@@ -83,6 +84,8 @@ def remove_grading_checkout(repo_root: Path | str, directory: Path | str) -> Non
 
 
 def _remove_grading(root: Path, target: Path) -> None:
+    # its view (the private repository a fenced sandbox gave it) first: nothing of it is kept
+    remove_view(target)
     # --force twice: validation leaves files behind, and a crashed grading may have left a lock
     with worktree_lock(root).shared():
         status, _, _err = _run(root, "worktree", "remove", "--force", "--force", str(target))

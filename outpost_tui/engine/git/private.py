@@ -1,15 +1,22 @@
 """A candidate's own git repository: what its `git` writes, instead of the user's.
 
-An isolated candidate's worktree `.git` leads to a repository of its own (`candidate.git`, in the
-worktree's git directory, so it goes with the worktree): the worktree's branch and index, the
-user's branches and tags as a snapshot, and the user's objects read through alternates, never
-written. Whatever the candidate does there (branches made, moved or deleted, replace refs, a
-config with hooks and drivers) stays there. When its agent is done the engine brings the one
-result commit into the user's repository itself: the candidate's files are read by hand, never
-with git in that repository (its config is the candidate's), the new objects are packed by the
-user's repository's git and indexed again with every object hashed and checked (`index-pack
---strict`), and only then does the engine move the attempt's own branch, from the commit it
-knew to the result.
+A fenced candidate (bubblewrap, a container) does not see the repository's worktree git
+directories (`<common>/worktrees`): in their place it sees its checkout's *view*, a directory of its
+own under `.outpost/repositories/` (named like the checkout, made before its sandbox starts, so a
+container can mount it while git is still checking out). Inside the view, under the name of the
+checkout's own git directory, is its private repository, so the checkout's `.git` file, untouched,
+leads its git there: the checkout's branch (or, for a grading checkout, its detached commit) and
+index, the user's branches and tags as a snapshot, the user's objects read through alternates and
+never written, a config with nothing that runs a program. Whatever the candidate does there
+(branches made, moved or deleted, replace refs, hooks and drivers in its config) stays there.
+
+Every private repository of a race starts from one template, read once as the race starts (its
+refs listing, one config read). When its agent is done, the engine brings the one result commit
+into the user's repository itself: the candidate's files are read by hand, never with git in that
+repository (its config is the candidate's); the new objects are packed by the user's repository's
+git reading the private objects beside its own and indexed again as they stream in, each hashed,
+checked and its links found (`index-pack --strict`); and only then is the attempt's own branch
+moved, from the commit it held to the result.
 """
 
 from __future__ import annotations
@@ -18,98 +25,146 @@ import os
 import re
 import shutil
 import stat
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
-from .layout import git_common_dir
-from .runner import GitError, _failure, _run, error_line, output
-from .worktrees import worktree_git_dir
+from . import sessions
+from .layout import OUTPOST_DIR, WORKSPACES, git_common_dir
+from .runner import GitError, _failure, _pipe, _run, error_line, output
+from .worktrees import BRANCH_PREFIX, worktree_git_dir
 
-PRIVATE = "candidate.git"
-POINTER = "candidate.gitfile"
+REPOSITORIES = "repositories"
 
 # Nothing the candidate wrote is read past this: a ref or HEAD is one short line.
 _MOST = 4096
 _OBJECT_ID = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _REF = re.compile(r"^refs/[A-Za-z0-9._/+-]{1,240}$")
+# The settings a private repository copies from the user's: the format, the committer.
+_COPIED = r"^(core\.repositoryformatversion|extensions\.(objectformat|refstorage)|user\.(name|email))$"
+
+
+@dataclass(frozen=True)
+class PrivateTemplate:
+    """What every private repository of one race starts from."""
+
+    common: Path  # the user's repository's git directory: the objects every one borrows
+    packed_refs: str  # the user's branches and tags as the race found them
+    config: str
+    copied: tuple[tuple[str, bytes], ...]  # info/exclude, shallow: as the user's
+
+
+def private_template(repo_root: Path | str, refs: Mapping[str, str]) -> PrivateTemplate:
+    """The race's template: `refs` as the race listed them (the engine's own branches left out),
+    and the repository's format and committer, in one git call."""
+    root = Path(repo_root)
+    common = git_common_dir(root)
+    own = f"refs/heads/{BRANCH_PREFIX.split('/')[0]}/"
+    listed = sorted(
+        (name, oid)
+        for name, oid in refs.items()
+        if name.startswith(("refs/heads/", "refs/tags/")) and not name.startswith(own)
+    )
+    copied = []
+    for name in ("info/exclude", "shallow"):
+        try:
+            copied.append((name, (common / name).read_bytes()))
+        except FileNotFoundError:
+            continue
+        except OSError as error:
+            raise GitError(f"cannot read {common / name}: {error.strerror or error}") from None
+    return PrivateTemplate(
+        common=common,
+        packed_refs="# pack-refs with: peeled sorted\n" + "".join(f"{oid} {name}\n" for name, oid in listed),
+        config=_config(_settings(root)),
+        copied=tuple(copied),
+    )
+
+
+def candidate_view(directory: Path | str) -> Path:
+    """What a fenced sandbox shows as `<common>/worktrees` to the checkout at `directory` (one
+    under `.outpost/workspaces/`): `.outpost/repositories/<its name>`, made or not."""
+    target = Path(directory).absolute()
+    if target.parent.name != WORKSPACES or target.parent.parent.name != OUTPOST_DIR:
+        raise GitError(f"{target} is not a checkout under {OUTPOST_DIR}/{WORKSPACES}")
+    return target.parent.parent / REPOSITORIES / target.name
+
+
+def make_view(directory: Path | str) -> Path:
+    """The checkout's view, made (empty) if it is not there: what a container mounts as it starts."""
+    view = candidate_view(directory)
+    try:
+        view.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as error:
+        raise GitError(f"cannot create {view}: {error.strerror or error}") from None
+    return view
 
 
 def private_git_dir(directory: Path | str) -> Path:
-    """Where the candidate repository of the worktree `directory` lives (made or not)."""
-    return worktree_git_dir(directory) / PRIVATE
+    """The private repository of the checkout at `directory` (made or not)."""
+    return candidate_view(directory) / worktree_git_dir(directory).name
 
 
-def pointer_file(directory: Path | str) -> Path:
-    """The `.git` file a sandbox puts over the worktree's own: `gitdir:` the private repository."""
-    return worktree_git_dir(directory) / POINTER
-
-
-def make_private(repo_root: Path | str, directory: Path | str, *, fresh: bool = False) -> Path:
-    """The worktree's private repository, made from the worktree as it is now; one a replay of
-    the attempt finds is kept as it is (its refs may hold the candidate's commits), unless
-    `fresh` (a grading checkout's, made again for each commit it grades)."""
-    root, target = Path(repo_root), Path(directory)
+def make_private(
+    template: PrivateTemplate, directory: Path | str, head: str | None = None, *, fresh: bool = False
+) -> Path:
+    """The checkout's private repository, made from the checkout as it is now: on its branch at
+    `head` (the branch's tip; read with git when not given), or detached at the commit its HEAD
+    names. One a replay of the attempt finds is kept as it is (its refs may hold the candidate's
+    commits), unless `fresh` (a grading checkout's, made again for each run it grades)."""
+    target = Path(directory)
     own = worktree_git_dir(target)
-    private = own / PRIVATE
-    common = git_common_dir(root)
-    pointer = own / POINTER
+    view = make_view(target)
+    private = view / own.name
     if fresh:
-        shutil.rmtree(private, ignore_errors=True)
+        _remove(private)
     if (private / "HEAD").is_file():
-        _write(pointer, f"gitdir: {private}\n")
         return private
-    # a candidate's worktree is on its branch; a grading checkout is detached at the graded commit
-    branch = _read_small(own / "HEAD").removeprefix("ref:").strip()
-    detached = not branch.startswith("refs/heads/")
-    refs = str(
-        output(
-            "listing branches and tags",
-            root,
-            "for-each-ref",
-            "--format=%(objectname) %(refname)",
-            "refs/heads",
-            "refs/tags",
-        )
-    )
-    # the worktree's HEAD as the engine left it: its branch's tip, or the graded commit itself
-    tips = {name: oid for oid, _, name in (line.partition(" ") for line in refs.splitlines())}
-    head = tips.get(branch, "") if not detached else branch
-    if not _OBJECT_ID.fullmatch(head):
-        raise GitError(f"cannot make the candidate's repository {private}: the worktree's HEAD is {branch!r}")
-    # the user's branches and tags, to read (git log main); the engine's own are not the candidate's
-    packed = [line for line in refs.splitlines() if " refs/heads/outpost/" not in line]
-    staging = own / f"{PRIVATE}.new"
-    shutil.rmtree(staging, ignore_errors=True)
+    line = _read_small(own / "HEAD")
+    branch = line.removeprefix("ref:").strip() if line.startswith("ref:") else ""
+    if branch and head is None:
+        head = str(output("reading the branch", target, "rev-parse", "--verify", f"{branch}^{{commit}}"))
+    tip = head if branch else line
+    if (branch and not branch.startswith("refs/heads/")) or not _OBJECT_ID.fullmatch(tip or ""):
+        raise GitError(f"cannot make the candidate's repository {private}: the checkout's HEAD is {line!r}")
+    staging = view / f".{own.name}.new"
+    _remove(staging)
     try:
         for part in ("objects/info", "refs/heads", "refs/tags", "info"):
             (staging / part).mkdir(parents=True, exist_ok=True)
-        _write(staging / "objects" / "info" / "alternates", f"{common / 'objects'}\n")
-        _write(staging / "HEAD", f"{head}\n" if detached else f"ref: {branch}\n")
-        _write(
-            staging / "packed-refs",
-            "# pack-refs with: peeled sorted\n" + "".join(f"{line}\n" for line in packed),
-        )
-        if not detached:
-            _write(staging / branch, f"{head}\n")
-        _write(staging / "config", _config(root, common))
-        for name in ("info/exclude", "shallow"):
-            if (common / name).is_file():
-                shutil.copyfile(common / name, staging / name)
+        _write(staging / "objects" / "info" / "alternates", f"{template.common / 'objects'}\n")
+        _write(staging / "HEAD", f"ref: {branch}\n" if branch else f"{tip}\n")
+        _write(staging / "packed-refs", template.packed_refs)
+        if branch:
+            _write(staging / branch, f"{tip}\n")
+        _write(staging / "config", template.config)
+        for name, content in template.copied:
+            (staging / name).write_bytes(content)
         if (own / "index").is_file():
             shutil.copyfile(own / "index", staging / "index")
         os.rename(staging, private)
     except OSError as error:
-        shutil.rmtree(staging, ignore_errors=True)
+        _remove(staging)
         raise GitError(
             f"cannot make the candidate's repository {private}: {error.strerror or error}"
         ) from None
-    _write(pointer, f"gitdir: {private}\n")
     return private
 
 
-def _config(root: Path, common: Path) -> str:
+def remove_view(directory: Path | str) -> None:
+    """The checkout's view and its private repository, once the checkout itself is gone (a
+    directory that is no checkout of the engine's, such as a worktree a candidate nested in its
+    own, has none)."""
+    try:
+        view = candidate_view(directory)
+    except GitError:
+        return
+    _remove(view)
+
+
+def _config(found: Mapping[str, str]) -> str:
     """The private repository's config: the repository's format and the committer the user set
     for it; nothing that runs a program."""
-    found = _settings(root)
     version = found.get("core.repositoryformatversion") or "0"
     lines = ["[core]", f"\trepositoryformatversion = {version}", "\tbare = false"]
     formats = [(key, found.get(f"extensions.{key}", "")) for key in ("objectformat", "refstorage")]
@@ -125,9 +180,6 @@ def _config(root: Path, common: Path) -> str:
 
 def _quoted(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
-
-
-_COPIED = r"^(core\.repositoryformatversion|extensions\.(objectformat|refstorage)|user\.(name|email))$"
 
 
 def _settings(root: Path) -> dict[str, str]:
@@ -157,17 +209,16 @@ def import_result(repo_root: Path | str, directory: Path | str, branch: str) -> 
     result = _private_head(private)
     if result is None:
         raise GitError(f"{where} has no HEAD commit the engine can read: its work was not brought in")
-    known = str(output("reading the attempt's branch", root, "rev-parse", "--verify", f"refs/heads/{branch}"))
-    known = known.strip()
-    if result != known:
-        _copy_objects(root, private, result, known, where)
-        status, _, err = _run(
-            root, "update-ref", "-m", "outpost: the candidate's result", f"refs/heads/{branch}", result, known
-        )
-        if status != 0 and "non-commit" in str(err):
-            raise GitError(f"{where}: its HEAD {result[:12]} is not a commit: its work was not brought in")
-        if status != 0:
-            raise _failure(f"moving {branch} to the candidate's result", root, err)
+    ref = f"refs/heads/{branch}"
+    known = _tip(root, ref)
+    if result == known:
+        return result  # nothing committed: the worktree's own index is still the branch's
+    _copy_objects(root, private, result, known, where)
+    try:
+        # the race's update-ref session, from the commit the branch held: no process of its own
+        sessions.update_ref(os.fspath(root), ref, result, known)
+    except sessions.SessionFailed:
+        _move(root, ref, result, known, where)
     # the worktree's own index, as git would write it for the commit: the candidate's is its own
     status, _, err = _run(target, "read-tree", "HEAD")
     if status != 0:
@@ -175,43 +226,48 @@ def import_result(repo_root: Path | str, directory: Path | str, branch: str) -> 
     return result
 
 
+def _move(root: Path, ref: str, result: str, known: str, where: str) -> None:
+    """`ref` from `known` to `result` with a process of its own, which says why not."""
+    status, _, err = _run(root, "update-ref", "-m", "outpost: the candidate's result", ref, result, known)
+    if status != 0 and "non-commit" in str(err):
+        raise GitError(f"{where}: its HEAD {result[:12]} is not a commit: its work was not brought in")
+    if status != 0:
+        raise _failure(f"moving {ref.removeprefix('refs/heads/')} to the candidate's result", root, err)
+
+
+def _tip(root: Path, ref: str) -> str:
+    """The commit `ref` names, through the race's `cat-file` session (a process where it fails)."""
+    try:
+        [(oid, kind, _)] = sessions.read_objects(os.fspath(root), [ref])
+        if kind == "commit":
+            return oid
+    except sessions.SessionFailed:
+        pass
+    return str(output("reading the attempt's branch", root, "rev-parse", "--verify", f"{ref}^{{commit}}"))
+
+
 def _copy_objects(root: Path, private: Path, result: str, known: str, where: str) -> None:
     """The objects of `result` the repository lacks, packed by its git reading the private
-    objects beside its own, then indexed again: every object hashed, checked and connected."""
-    borrow = private / "objects"
+    objects beside its own, and indexed again as the pack streams in (never held in memory):
+    every object hashed and checked, and every object it links to found, in the pack or in the
+    repository, so the commit arrives whole or not at all."""
 
     def refuse(what: str, err: str = "") -> GitError:
         said = f" ({error_line(err)})" if err else ""
         return GitError(f"{where}: its commit {result[:12]} {what}{said}: its work was not brought in")
 
     # whether it is a commit at all is update-ref's to refuse: one git call fewer per attempt
-    revisions = f"{result}\n^{known}\n".encode()
-    status, pack, err = _run(
+    packed, indexed = _pipe(
         root,
-        "pack-objects",
-        "--revs",
-        "--stdout",
-        "-q",
-        input=revisions,
-        binary=True,
-        timeout=None,
-        borrow=borrow,
+        ("pack-objects", "--revs", "--stdout", "-q"),
+        ("index-pack", "--stdin", "--strict"),
+        input=f"{result}\n^{known}\n".encode(),
+        borrow=private / "objects",
     )
-    if status != 0:
-        raise refuse("cannot be read whole", err)
-    status, _, err = _run(
-        root,
-        "index-pack",
-        "--stdin",
-        "--strict",
-        input=pack if isinstance(pack, bytes) else b"",
-        timeout=None,
-    )
-    if status != 0:
-        raise refuse("failed the object check", err)
-    status, _, err = _run(root, "rev-list", "--objects", "--quiet", result, "--not", known)
-    if status != 0:
-        raise refuse("is not complete", err)
+    if packed[0] != 0:
+        raise refuse("cannot be read whole", packed[1])
+    if indexed[0] != 0:
+        raise refuse("failed the object check", indexed[1])
 
 
 def _private_head(private: Path) -> str | None:
@@ -264,3 +320,11 @@ def _read_limited(path: Path, most: int) -> str:
 def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
+
+
+def _remove(path: Path) -> None:
+    """Remove what the candidate had (its links are removed, never followed)."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal, overload
+from typing import IO, Any, Literal, overload
 
 from .. import gitenv
 from ..errors import OutpostError
@@ -328,13 +328,20 @@ def _execute_once(
 
 
 def _popen(
-    command: list[str], env: dict[str, str], where: str, *, piped: bool, new_group: bool = False
+    command: list[str],
+    env: dict[str, str],
+    where: str,
+    *,
+    piped: bool,
+    new_group: bool = False,
+    stdin: IO[bytes] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Every git process the engine starts, started here (its stdin a raw pipe when `piped`)."""
+    """Every git process the engine starts, started here (its stdin a raw pipe when `piped`, or
+    `stdin`: another git's output)."""
     try:
         return subprocess.Popen(
             command,
-            stdin=subprocess.PIPE if piped else subprocess.DEVNULL,
+            stdin=stdin if stdin is not None else subprocess.PIPE if piped else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=env,
@@ -346,6 +353,68 @@ def _popen(
         raise GitError(f"git is not installed or not on PATH (needed for {where})") from error
     except OSError as error:
         raise GitError(f"cannot run git in {where}: {error.strerror or error}") from error
+
+
+def _pipe(
+    directory: Path | str,
+    first: Sequence[str],
+    second: Sequence[str],
+    *,
+    input: bytes,
+    borrow: Path | None = None,
+    timeout: float | None = None,
+) -> tuple[tuple[int, str], tuple[int, str]]:
+    """`git <first> | git <second>` in `directory`, the first given `input` and `borrow`: what one
+    writes, the other reads as it comes (a pack as big as a candidate made it is never held
+    here). (status, stderr) of each; both end with a timeout."""
+    directory = os.path.abspath(directory)
+    env = {**_environment(), **_config_environment(_settings(directory, (), False))}
+    reading = dict(env)
+    if borrow is not None:
+        reading["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = str(borrow)
+    writer = _popen(_command(directory, first), reading, directory, piped=True)
+    try:
+        assert writer.stdout is not None and writer.stdin is not None
+        reader = _popen(_command(directory, second), env, directory, piped=False, stdin=writer.stdout)
+        writer.stdout.close()  # the reader's now: the writer sees it go if the reader ends first
+        failed: list[tuple[int, str]] = []
+        errors: dict[int, bytes] = {}
+
+        def drain(process: subprocess.Popen[bytes]) -> None:
+            assert process.stderr is not None
+            errors[process.pid] = process.stderr.read()
+            process.stderr.close()
+            if process is reader and reader.stdout is not None:
+                reader.stdout.close()  # index-pack's one line: the pack's name
+
+        readers = [threading.Thread(target=drain, args=(p,), daemon=True) for p in (writer, reader)]
+        for thread in readers:
+            thread.start()
+        with contextlib.suppress(BrokenPipeError):
+            writer.stdin.write(input)
+        writer.stdin.close()
+        try:
+            for process in (writer, reader):
+                process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            failed = [(GIT_TIMEOUT_STATUS, f"Timeout: git did not finish within {timeout:g} s")] * 2
+        finally:
+            for process in (writer, reader):
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+        for thread in readers:
+            thread.join()
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+            writer.wait()
+    if failed:
+        return failed[0], failed[1]
+    return (
+        (writer.returncode, errors.get(writer.pid, b"").decode(errors="replace")),
+        (reader.returncode, errors.get(reader.pid, b"").decode(errors="replace")),
+    )
 
 
 def _spawn(directory: str, args: Sequence[str]) -> subprocess.Popen[bytes]:

@@ -228,12 +228,17 @@ def _answer(found: Session, name: str) -> tuple[str, str, bytes]:
     return header[0], header[1], content[:-1]
 
 
-def update_ref(root: str, ref: str, new: str) -> None:
-    """Point `ref` at `new` in one transaction of the repository's `update-ref --stdin`."""
+def update_ref(root: str, ref: str, new: str, old: str = "") -> None:
+    """Point `ref` at `new` in one transaction of the repository's `update-ref --stdin`; only
+    from `old` when given (a ref that holds anything else is left as it is: the session fails)."""
+    for value in (ref, new, old):
+        if value and (not _NAME.fullmatch(value) or ".." in value):
+            raise SessionFailed(f"not a name to give update-ref: {value!r}")
     found = session(root, ("update-ref", "--stdin"))
     with found.lock:
         try:
-            found.exchange(f"start\nupdate {ref} {new}\ncommit\n".encode())
+            update = " ".join(filter(None, ("update", ref, new, old)))
+            found.exchange(f"start\n{update}\ncommit\n".encode())
             for expected in (b"start: ok", b"commit: ok"):
                 answer = found.line()
                 if answer != expected:

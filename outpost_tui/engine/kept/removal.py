@@ -92,7 +92,8 @@ def archive_and_remove(
         raise Occupied(top, found)
     left_out = archive.verify(root, top, archived)
     git_dir = _worktree_git_dir(top)
-    freed = disk_usage(top) + (disk_usage(git_dir) if git_dir else 0)
+    view = git.candidate_view(top) if top.parent == workspaces.absolute() else None
+    freed = disk_usage(top) + sum(disk_usage(path) for path in (git_dir, view) if path and path.is_dir())
     aside = root / git.OUTPOST_DIR / git.RECOVERY / f"{REMOVING}-{top.name}-{uuid.uuid4().hex[:8]}"
     aside.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     with git.worktree_lock(root).exclusive():
@@ -116,6 +117,9 @@ def archive_and_remove(
     with git.worktree_lock(root).exclusive():
         git.output("git worktree prune", root, "worktree", "prune")
     shutil.rmtree(aside)
+    # the private repository a fenced candidate committed in: its result is on its branch, its
+    # files in the archive; branches it made only for itself go with it
+    git.remove_view(top)
     return Removal(str(top), archived, freed)
 
 

@@ -91,8 +91,12 @@ async def _run(
     )
     provider = provider_for(sandbox)
     try:
+        if await anyio.to_thread.run_sync(lambda: provider.isolates_git):  # (may probe bubblewrap)
+            # a fenced check's git is the worktree's private repository: the race's, or (a
+            # worktree kept from an unfenced race) one made now
+            await anyio.to_thread.run_sync(_make_private, root, directory)
         box = await provider.acquire(context)
-    except SandboxError as error:
+    except (SandboxError, git.GitError) as error:
         return Validation("error", None, "", f"validation could not start: {error}")
     try:
         checked = ValidationContext(
@@ -102,3 +106,8 @@ async def _run(
     finally:
         await box.close()
         await provider.drain()  # its container is removed before this returns
+
+
+def _make_private(root: Path, directory: Path) -> None:
+    if not git.private_git_dir(directory).is_dir():
+        git.make_private(git.private_template(root, git.listed_refs(root)), directory)

@@ -62,6 +62,7 @@ class BaselineValidation(Running):
                 context,
                 self.spec.cleanup_timeout,
                 self._grading_setup("baseline", 0, ports),
+                self._private,
             )
 
             def decided(outcome: BaselineOutcome) -> None:

@@ -5,27 +5,47 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from .. import git
 
 
-def write_brief(directory: Path, brief: str) -> Path:
+@dataclass(frozen=True)
+class GitPlace:
+    """The worktree's own git directory as its agent sees it (`seen`: what it is told), and where
+    the engine puts what the agent finds there (`kept`): the same directory, unless the agent is
+    fenced, whose sandbox shows its private repository at that path."""
+
+    seen: Path
+    kept: Path
+
+    @classmethod
+    def of(cls, directory: Path, fenced: bool) -> GitPlace:
+        seen = git.worktree_git_dir(directory)
+        return cls(seen, git.private_git_dir(directory) if fenced else seen)
+
+    def kept_path(self, path: str) -> Path:
+        """Where the engine writes the file the agent finds at `path`."""
+        relative = os.path.relpath(path, self.seen)
+        inside = relative != os.pardir and not relative.startswith(os.pardir + os.sep)
+        return self.kept / relative if inside else Path(path)
+
+
+def write_brief(place: GitPlace, brief: str) -> Path:
     """The brief in the worktree's own git directory: outside its tree, mounted in a container,
-    and removed with the worktree."""
-    path = git.worktree_git_dir(directory) / "outpost-brief.md"
-    path.write_text(brief, "utf-8")
-    return path
+    and removed with the worktree; the path the agent finds it at."""
+    (place.kept / "outpost-brief.md").write_text(brief, "utf-8")
+    return place.seen / "outpost-brief.md"
 
 
-def write_agent_files(files: Mapping[str, str]) -> None:
+def write_agent_files(place: GitPlace, files: Mapping[str, str]) -> None:
     for name, text in files.items():
-        path = Path(name)
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        descriptor = os.open(place.kept_path(name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
             handle.write(text)
 
 
-def remove_agent_files(files: Iterable[str]) -> None:
+def remove_agent_files(place: GitPlace, files: Iterable[str]) -> None:
     for name in files:
-        Path(name).unlink(missing_ok=True)
+        place.kept_path(name).unlink(missing_ok=True)

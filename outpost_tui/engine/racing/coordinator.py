@@ -108,7 +108,7 @@ class Race(BaselineValidation):
             commits = [git.Commit(c["oid"], c["subject"]) for c in attempt.record.commits]
         elif directory is not None and directory.exists():
             assert self.baseline is not None, "a started attempt's race has its baseline"
-            if self._provider is not None and self._provider.isolates_git:
+            if self._private is not None:
                 assert self.repository is not None, "a started attempt's race has its repository"
                 # what it committed so far is in its own repository until its agent ends
                 try:
@@ -234,9 +234,13 @@ class Race(BaselineValidation):
             # (a durable run reads them again: resuming one, the crashed run's leftovers were
             # stopped meanwhile, and its record starts from what they left)
             refs = self._refs_before if self._durable is None else None
-            self._record = await anyio.to_thread.run_sync(
-                git.guard_record, repository, race_id, self._host_before, refs
-            )
+            fenced = self._provider is not None and self._provider.isolates_git
+
+            def record() -> tuple[git.GuardRecord, git.PrivateTemplate | None]:
+                found = git.guard_record(repository, race_id, self._host_before, refs)
+                return found, git.private_template(repository, found.refs) if fenced else None
+
+            self._record, self._private = await anyio.to_thread.run_sync(record)
         except git.GitError as error:
             raise RaceError(_one_line(error)) from None
         flight_log = FlightLog(runs_directory(outpost_dir) / race_id)

@@ -43,7 +43,7 @@ from ..verdict import BaselineOutcome, Checkout, grade, sealed_score
 from ..verdict.validation import ValidationContext
 from . import setup as setups
 from .attempt import Attempt
-from .briefing import remove_agent_files, write_agent_files, write_brief
+from .briefing import GitPlace, remove_agent_files, write_agent_files, write_brief
 from .metering import Metering
 from .state import _one_line
 
@@ -118,6 +118,12 @@ class Running(Metering):
         attempt.directory = directory
         record.directory = str(directory)
         await self._save()
+        if self._private is not None:
+            # A fenced candidate's git writes a repository of its own, never the user's: made
+            # before anything runs in its sandbox, its result brought in once its agent is done.
+            # Its branch starts at the baseline (a replay's may be ahead: read again then).
+            head = None if resumed else baseline
+            await anyio.to_thread.run_sync(git.make_private, self._private, directory, head)
         self.bus.publish(WorktreeReady(key=candidate.key, attempt=attempt.number, directory=str(directory)))
         if started is None:
             attempt.sandbox = await provider.acquire(context)
@@ -133,6 +139,7 @@ class Running(Metering):
             replace(context, register_resource=register, role="grading", grading_follows=False),
             spec.cleanup_timeout,
             self._grading_setup(candidate.key, attempt.number, attempt.setup.ports if attempt.setup else []),
+            self._private,
         )
         if ahead:
             checkout.start_sandbox(self._background)
@@ -171,29 +178,24 @@ class Running(Metering):
         )
         assert attempt.sandbox is not None, "acquired before the work"
         assert self._provider is not None, "set when the race starts"
-        # An isolated candidate's git writes a repository of its own, never the user's: made
-        # before anything runs in the sandbox, its result brought in once the agent is done.
-        private = self._provider.isolates_git
-        if private:
-            await anyio.to_thread.run_sync(git.make_private, self.repository, directory)
+        private = self._private is not None  # made with the worktree, brought in below
         if attempt.setup is not None and not await self._set_up(attempt, directory):
             return
 
         # The brief by file too (OUTPOST_BRIEF_FILE): a large one fits no argv or environment.
         # In the worktree's own git directory: outside its tree, mounted in a container, and
         # removed with the worktree.
-        brief_file = await anyio.to_thread.run_sync(write_brief, directory, candidate.brief)
+        place = await anyio.to_thread.run_sync(GitPlace.of, directory, private)
+        brief_file = await anyio.to_thread.run_sync(write_brief, place, candidate.brief)
         adapter = adapter_for(candidate.agent)
-        # the git directory its git writes: its own repository when isolated (the user's is
-        # read-only there, and an agent's own sandbox cannot make it writable again)
-        isolated = self._provider is not None and self._provider.isolates_git
-        writes_git = git.private_git_dir(directory) if isolated else self._git_common_dir
         launch = adapter.launch(
             candidate,
             candidate.brief,
             LaunchContext(
                 directory=directory,
-                git_common_dir=writes_git,
+                # the git directory its git writes: its own repository when fenced (the user's
+                # is not there, and an agent's own sandbox cannot make it writable again)
+                git_common_dir=place.seen if private else self._git_common_dir,
                 race_file_dir=spec.path.parent if spec.path else None,
                 brief_file=brief_file,
             ),
@@ -278,7 +280,7 @@ class Running(Metering):
 
         try:
             if launch.files:  # (a plain command has none: no trip to a worker thread)
-                await anyio.to_thread.run_sync(write_agent_files, launch.files)
+                await anyio.to_thread.run_sync(write_agent_files, place, launch.files)
             async with anyio.create_task_group() as group:
                 running = group.cancel_scope
                 group.start_soon(watch_reachability, group.cancel_scope)
@@ -309,7 +311,7 @@ class Running(Metering):
             budget.release()
             with anyio.CancelScope(shield=True):
                 if launch.files:
-                    await anyio.to_thread.run_sync(remove_agent_files, launch.files)
+                    await anyio.to_thread.run_sync(remove_agent_files, place, launch.files)
                 if private:
                     # on every way out, cancelled too: the branch holds what the candidate committed
                     not_brought = await self._bring_in(attempt, directory)

@@ -204,7 +204,10 @@ class Settling(Guarding):
 
             def clear_and_remove() -> bool:
                 self._clear_setup(attempt, directory)
-                return git.remove_worktree(repository, directory)
+                if not git.remove_worktree(repository, directory):
+                    return False
+                git.remove_view(directory)  # its private repository: its branch holds its result
+                return True
 
             try:
                 removed = await anyio.to_thread.run_sync(clear_and_remove)

@@ -62,6 +62,8 @@ class RaceState:
         self._host_before: git.HostSnapshot | None = None
         self._refs_before: dict[str, str] | None = None  # every ref as the race found them
         self._record: git.GuardRecord | None = None  # the user's repository as the race found it
+        # what candidates' private repositories start from, when the sandboxes fence their git
+        self._private: git.PrivateTemplate | None = None
         self._record_lock = anyio.Lock()
         # how candidates were isolated (result JSON "isolation"): {"mode", "warning"}
         self.isolation: dict[str, Any] | None = None

@@ -1,10 +1,12 @@
 """Sandboxes in containers, through the Docker API of Docker or Podman.
 
-One container per attempt. The host worktree and the repository's git directory are mounted at
-their host paths, so the worktree's `.git` file (which holds an absolute host path) still resolves
-and git works inside. The container runs as the host user (files it writes belong to that user),
-with no network unless the race file asks, every capability dropped, no-new-privileges, an init
-process, and the race file's memory, CPU and pids limits. The host's Docker socket is never mounted.
+One container per attempt. The host worktree is mounted at its host path, and so is what its
+`.git` file (which holds an absolute host path) leads to: the checkout's view in place of the
+repository's worktree git directories, holding its private repository, and the repository's
+objects that repository borrows, read-only; git works inside and writes only that repository. The
+container runs as the host user (files it writes belong to that user), with no network unless the
+race file asks, every capability dropped, no-new-privileges, an init process, and the race file's
+memory, CPU and pids limits. The host's Docker socket is never mounted.
 
 Commands run through exec with their output streamed back frame by frame. Each command is started by
 a small POSIX-sh wrapper (argv is passed as arguments, never interpolated). Cancellation and
@@ -54,7 +56,7 @@ from .container_engine import (
     container_name,
     describe_endpoint,
     engine_kind,
-    read_only_git_mounts,
+    git_binds,
     user_mapping,
 )
 from .container_sandbox import ContainerSandbox
@@ -132,6 +134,7 @@ class ContainerProvider(SandboxProvider):
         self.endpoint: str | None = None
         self._pumps: anyio.CapacityLimiter | None = None
         self._paths_checked = False
+        self._repository_sign = ""  # a path of the repository a container must see (check_paths)
         self._checking: anyio.Lock | None = None
         self._connecting: anyio.Lock | None = None
         self._mapping: dict[str, Any] = {"user": f"{self.user[0]}:{self.user[1]}"}
@@ -219,6 +222,10 @@ class ContainerProvider(SandboxProvider):
             self._pumps = anyio.CapacityLimiter(512)
         return self._pumps
 
+    @property
+    def isolates_git(self) -> bool:
+        return True  # a container mounts no writable part of the user's .git: see git_binds
+
     def owns(self, resource_id: str) -> bool:
         return resource_id.startswith(RESOURCE_PREFIX)
 
@@ -228,13 +235,14 @@ class ContainerProvider(SandboxProvider):
         name = container_name(context.race_id, context.key, context.attempt, context.role)
         if context.register_resource is not None:
             await context.register_resource(RESOURCE_PREFIX + name)
-        # resolving reads the filesystem: off the event loop
+        # resolving reads the filesystem, the view is made: off the event loop
         directory, git_dir, repository = await anyio.to_thread.run_sync(
             lambda: tuple(
                 str(Path(path).resolve())
                 for path in (context.directory, context.git_common_dir, context.repository)
             )
         )
+        binds, writes_in = await anyio.to_thread.run_sync(git_binds, directory, git_dir)
         labels = {
             LABEL_RACE: context.race_id,
             LABEL_KEY: context.key,
@@ -253,11 +261,6 @@ class ContainerProvider(SandboxProvider):
         if self.spec.pids:
             limits["pids_limit"] = int(self.spec.pids)
         api = client.api
-        binds = {
-            directory: {"bind": directory, "mode": "rw"},
-            git_dir: {"bind": git_dir, "mode": "rw"},
-            **read_only_git_mounts(git_dir),
-        }
         host_config = api.create_host_config(
             init=True,
             cap_drop=["ALL"],
@@ -266,13 +269,19 @@ class ContainerProvider(SandboxProvider):
             binds=binds,
             **limits,
         )
-        # The race's first containers write a marker in the git directory as they start (no exec of
-        # their own): that the engine sees the repository at its host path, and that what a
-        # container writes there belongs to the user, are then read on the host before the first
-        # command (`check_paths`)
-        marker = None if self._paths_checked else Path(git_dir) / f".outpost-owner-{uuid.uuid4().hex[:8]}"
+        # The race's first containers write a marker where they may write beside their checkout
+        # (its view) as they start (no exec of their own): that the engine sees the repository at
+        # its host path, and that what a container writes there belongs to the user, are then
+        # read on the host before the first command (`check_paths`)
+        marked = f".outpost-owner-{uuid.uuid4().hex[:8]}"
+        marker = None if self._paths_checked else Path(writes_in[0]) / marked
+        # what git made in the repository, there in a container only if the engine mounts the
+        # host's paths (a remote engine makes a missing bind source, empty)
+        self._repository_sign = os.path.join(git_dir, "objects", "pack")
         main = (
-            list(KEEP_ALIVE) if marker is None else ["sh", "-c", MARKING, "outpost-keep-alive", str(marker)]
+            list(KEEP_ALIVE)
+            if marker is None
+            else ["sh", "-c", MARKING, "outpost-keep-alive", os.path.join(writes_in[1], marked)]
         )
         options: dict[str, Any] = dict(
             name=name,
@@ -345,7 +354,7 @@ class ContainerProvider(SandboxProvider):
             raise SandboxError(
                 f"container engine at {describe_endpoint(self.endpoint)} failed: {_first_line(error)}"
             ) from None
-        return ContainerSandbox(self, container, Path(directory), name, timings, marker)
+        return ContainerSandbox(self, container, Path(directory), name, timings, marker, writes_in[1])
 
     @contextlib.asynccontextmanager
     async def _turn(self, context: SandboxContext) -> AsyncIterator[None]:
@@ -384,7 +393,7 @@ class ContainerProvider(SandboxProvider):
             assert sandbox.marker is not None, "a sandbox of an unchecked provider has its marker"
             owner = await anyio.to_thread.run_sync(_owner_and_remove, sandbox.marker)
             if owner is None:  # not written (yet): a command says
-                owner = await self._probe(sandbox, str(sandbox.marker.parent))
+                owner = await self._probe(sandbox, str(sandbox.marker.parent), sandbox.marker_inside)
             if owner != self.user:
                 raise SandboxError(
                     f"files written in the container belong to {owner[0]}:{owner[1]} on the host, "
@@ -393,29 +402,31 @@ class ContainerProvider(SandboxProvider):
                 )
             self._paths_checked = True
 
-    async def _probe(self, sandbox: ContainerSandbox, git_dir: str) -> tuple[int, int]:
-        """The owner of a file a command writes in the git directory."""
+    async def _probe(self, sandbox: ContainerSandbox, writes_in: str, inside: str) -> tuple[int, int]:
+        """The owner of a file a command writes beside its checkout (`writes_in` on the host,
+        `inside` in the container)."""
         # A remote engine (tcp, ssh, or a unix socket forwarded from another machine) mounts
         # *its* paths: the repository must exist there at the same path. Once per race: every
-        # worktree lives in the same repository. The same probe writes a file there, to see
-        # that what the container writes belongs to the user on the host. In the git directory,
-        # not the worktree: a container is started while git checks the worktree out (into a
+        # worktree lives in the same repository. The same probe writes a file beside the
+        # checkout, to see that what the container writes belongs to the user on the host. Not
+        # in the worktree: a container is started while git checks the worktree out (into a
         # directory that must stay empty until it does).
         marker = f".outpost-owner-{uuid.uuid4().hex[:8]}"
+        sign = self._repository_sign
         probe = await sandbox.execute(
-            ["sh", "-c", 'test -f "$1/HEAD" || exit 3; : > "$1/$2"', "sh", git_dir, marker], timeout=30
+            ["sh", "-c", 'test -d "$1" || exit 3; : > "$2/$3"', "sh", sign, inside, marker], timeout=30
         )
-        owner = await anyio.to_thread.run_sync(_owner_and_remove, Path(git_dir) / marker)
+        owner = await anyio.to_thread.run_sync(_owner_and_remove, Path(writes_in) / marker)
         if probe.exit_code == 3:
             raise SandboxError(
-                f"the repository's git directory {git_dir} is not visible to the engine at "
-                f"{self.endpoint}: a remote engine needs the repository at the same path (e.g. a "
-                "shared filesystem)"
+                f"the repository's git directory {os.path.dirname(os.path.dirname(sign))} is not "
+                f"visible to the engine at {self.endpoint}: a remote engine needs the repository "
+                "at the same path (e.g. a shared filesystem)"
             )
         if probe.exit_code != 0 or owner is None:
             raise SandboxError(
-                f"a container cannot write in the repository's git directory {git_dir} "
-                f"({self.mapping_note}): {probe.stderr_tail.strip()[:200]}"
+                f"a container cannot write in {writes_in} ({self.mapping_note}): "
+                f"{probe.stderr_tail.strip()[:200]}"
             )
         return owner
 

@@ -1,6 +1,6 @@
 """The container engine's API as the sandbox uses it: finding and connecting to the engine (Docker or
-Podman, negotiated once), what kind of engine it is, what a container mounts read-only of the
-repository's git directory, and the containers a race left behind, found by their labels, listed and
+Podman, negotiated once), what kind of engine it is, what a container mounts of its checkout and
+the repository, and the containers a race left behind, found by their labels, listed and
 removed."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from .. import git
 from .base import SandboxError
 from .engines import ContextError, Endpoint, discover, searched
 
@@ -221,19 +222,45 @@ def container_name(race_id: str, key: str, attempt: int, role: str = "") -> str:
     return name
 
 
-def read_only_git_mounts(git_dir: str) -> dict[str, dict[str, str]]:
-    """Mounts that keep the repository's configuration and hooks out of a contained agent's reach.
+def git_binds(directory: str, git_dir: str) -> tuple[dict[str, dict[str, str]], tuple[str, str]]:
+    """What a container mounts of its checkout and of the repository, and a directory beside the
+    checkout it may write in (where the race's first container leaves its marker): its path on
+    the host and in the container.
 
-    Commits need the git directory writable (objects, refs, the worktree's index), but the host's
-    git reads `config` and runs `hooks/*` as the operator: written from inside, they would run
-    the agent's programs outside the container."""
-    hooks = Path(git_dir) / "hooks"
-    hooks.mkdir(exist_ok=True)  # a bind mount needs its source; git creates it anyway
-    mounts = {str(hooks): {"bind": str(hooks), "mode": "ro"}}
-    config = Path(git_dir) / "config"
-    if config.is_file():
-        mounts[str(config)] = {"bind": str(config), "mode": "ro"}
-    return mounts
+    The checkout, writable. In place of the repository's worktree git directories, the
+    checkout's view: its private repository (engine/git/private.py), writable, which its `.git`
+    file leads to. The repository's objects, which that repository borrows, read-only (and the
+    object directories they borrow in turn). Nothing else of the repository's `.git`: its refs,
+    config, hooks and the rivals' git directories are not in the container. A directory that is
+    not a checkout of the engine's sees the repository's `.git` read-only."""
+    binds = {directory: {"bind": directory, "mode": "rw"}}
+    try:
+        view = str(git.make_view(directory))
+    except git.GitError:
+        binds[git_dir] = {"bind": git_dir, "mode": "ro"}
+        return binds, (directory, directory)
+    inside = os.path.join(git_dir, "worktrees")
+    binds[view] = {"bind": inside, "mode": "rw"}
+    for objects in _object_directories(os.path.join(git_dir, "objects")):
+        binds[objects] = {"bind": objects, "mode": "ro"}
+    return binds, (view, inside)
+
+
+def _object_directories(objects: str, depth: int = 5) -> list[str]:
+    """`objects` and the object directories its alternates name, as git follows them."""
+    found = [objects]
+    try:
+        with open(os.path.join(objects, "info", "alternates"), encoding="utf-8") as listed:
+            lines = listed.read().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return found
+    for line in lines:
+        line = line.strip()
+        if depth and line and not line.startswith("#"):
+            path = os.path.realpath(os.path.join(objects, line))
+            if os.path.isdir(path):
+                found += _object_directories(path, depth - 1)
+    return list(dict.fromkeys(found))
 
 
 def _tar(files: Mapping[str, bytes], uid: int, gid: int) -> bytes:

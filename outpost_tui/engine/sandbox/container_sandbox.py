@@ -129,6 +129,7 @@ class ContainerSandbox(Sandbox):
         name: str,
         timings: dict[str, float],
         marker: Path | None = None,
+        marker_inside: str = "",
     ) -> None:
         self.provider = provider
         self.container = container
@@ -137,9 +138,11 @@ class ContainerSandbox(Sandbox):
         self.resource_id = RESOURCE_PREFIX + name
         # create, start, first_exec, halt, remove (seconds): the per-attempt overhead of a container
         self.timings = timings
-        # the file its keep-alive writes in the git directory as it starts, for the provider's
-        # check of the race's paths (None: checked before it was made); removed on close
+        # the file its keep-alive writes beside its checkout as it starts, for the provider's
+        # check of the race's paths (None: checked before it was made); removed on close. Its
+        # directory in the container: `marker_inside`.
         self.marker = marker
+        self.marker_inside = marker_inside
         self._closed = False
         self._fresh = True  # no command has run in it yet
         self._gone: EngineGone | None = None  # set once a call finds the engine gone
@@ -155,6 +158,10 @@ class ContainerSandbox(Sandbox):
         """The Sandbox contract's run (its options as `execute` takes them), once the provider has
         checked the race's paths."""
         await self.provider.check_paths(self)
+        if self._fresh and self.marker is not None:
+            # checked, by this marker or another's: not left in what its git shows it (close
+            # removes one written late)
+            await anyio.to_thread.run_sync(_unlink, self.marker)
         return await self.execute(argv, **options)
 
     async def execute(

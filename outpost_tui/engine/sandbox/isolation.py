@@ -97,48 +97,47 @@ def operator_writable() -> tuple[str, ...]:
 class Fence:
     """What one command of an isolated sandbox can write and see."""
 
-    repository: Path  # hidden under it: .outpost/ (the records, the rivals' worktrees)
-    common: Path  # the repository's .git: read-only, its worktrees' git directories hidden
+    repository: Path  # read-only; hidden under it: .outpost/ (the records, the rivals' worktrees)
+    common: Path  # the repository's .git: read-only
     directory: Path  # the worktree (or grading checkout): writable
     tmp: Path  # the host directory that is the command's /tmp
-    private_git: Path | None = None  # the candidate's own repository, writable
-    pointer: Path | None = None  # put over the worktree's .git: `gitdir:` the private repository
+    # shown as <common>/worktrees, writable: the checkout's private repository under its git
+    # directory's name (engine/git/private.py); without one, the worktrees' git directories hidden
+    view: Path | None = None
     writable: Sequence[str] = ()  # the race file's and the agent's own, writable when present
-    git_dir: Path | None = None  # the worktree's own git directory (the brief's), read-only
 
-    def wrap(self, program: str, argv: Sequence[str]) -> list[str]:
-        """`argv` run by bubblewrap inside the fence."""
+    def wrap(self, program: str, argv: Sequence[str], search: str = "") -> list[str]:
+        """`argv` run by bubblewrap inside the fence; `search`: the PATH it runs with."""
         launch = [program, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         launch += ["--unshare-pid", "--unshare-ipc", "--bind", str(self.tmp), "/tmp"]
-        # what the command names under the host's /tmp (its program, a script it is given: a
-        # sample race made by `mktemp -d`) stays visible, read-only, beside the private /tmp
-        for path in _named_under_tmp(argv):
+        # what the command is run with from under the host's /tmp (its program, a script it is
+        # given: a sample race made by `mktemp -d`; a virtualenv on its PATH) stays visible,
+        # read-only, beside the private /tmp
+        for path in _named_under_tmp(argv, search):
             launch += ["--ro-bind", path, path]
         for path in self.writable:
             launch += ["--bind-try", path, path]
         # after the extra paths: none of them may open the repository or the records again
         repository = str(self.repository)
         launch += ["--ro-bind", repository, repository]
-        # the records, the rivals' worktrees and their git directories (their indexes, their own
-        # repositories), the engine's key: out of sight
-        hidden = [
-            path
-            for path in (
-                os.path.join(repository, ".outpost"),
-                os.path.join(self.common, "worktrees"),
-                str(state_directory()),
-            )
-            if os.path.isdir(path)
-        ]
+        # the records, the rivals' worktrees, their views and their git directories (their
+        # indexes), the engine's key: out of sight
+        worktrees = os.path.join(self.common, "worktrees")
+        hidden = [os.path.join(repository, ".outpost"), str(state_directory())]
+        if self.view is None:
+            hidden.append(worktrees)
+        hidden = [path for path in hidden if os.path.isdir(path)]
         for path in hidden:
             launch += ["--tmpfs", path]
+        if self.view is not None:
+            launch += ["--bind", str(self.view), worktrees]
         directory = str(self.directory)
         launch += ["--bind", directory, directory]
-        if self.git_dir is not None:
-            launch += ["--ro-bind", str(self.git_dir), str(self.git_dir)]
-        if self.private_git is not None and self.pointer is not None:
-            launch += ["--bind", str(self.private_git), str(self.private_git)]
-            launch += ["--ro-bind", str(self.pointer), os.path.join(directory, ".git")]
+        link = os.path.join(directory, ".git")
+        if os.path.isfile(link) and not os.path.islink(link):
+            # the link git follows to its repository (the view's, there), as the engine made it:
+            # one the candidate rewrote would only make the engine refuse its worktree
+            launch += ["--ro-bind", link, link]
         # read-only once the binds inside them are made: a write there fails as it would on the
         # host's read-only repository, instead of landing in an empty tmpfs nobody reads
         for path in hidden:
@@ -147,9 +146,15 @@ class Fence:
         return launch
 
 
-def _named_under_tmp(argv: Sequence[str]) -> list[str]:
-    named = []
-    for argument in argv:
-        if argument.startswith("/tmp/") and ".." not in argument.split("/") and os.path.exists(argument):
-            named.append(os.path.normpath(argument))
-    return named
+def _named_under_tmp(argv: Sequence[str], search: str) -> list[str]:
+    named = [argument for argument in argv if argument.startswith("/tmp/")]
+    for entry in search.split(os.pathsep):
+        if entry.startswith("/tmp/"):
+            # a virtualenv's bin: the whole environment (its interpreter finds its library there)
+            parent = os.path.dirname(os.path.normpath(entry))
+            named.append(parent if os.path.isfile(os.path.join(parent, "pyvenv.cfg")) else entry)
+    found = []
+    for path in named:
+        if ".." not in path.split("/") and os.path.exists(path):
+            found.append(os.path.normpath(path))
+    return list(dict.fromkeys(found))

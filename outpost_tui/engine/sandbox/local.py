@@ -121,7 +121,7 @@ class LocalSandbox(Sandbox):
     def bwrap(self) -> str | None:
         return None if self._provider is None else self._provider.bwrap
 
-    def _fenced(self, argv: Sequence[str], writable: Sequence[str]) -> list[str]:
+    def _fenced(self, argv: Sequence[str], writable: Sequence[str], search: str) -> list[str]:
         """`argv` inside the attempt's fence: its worktree (or checkout), its own git repository,
         its private /tmp; made once, at the sandbox's first command."""
         program = self.bwrap
@@ -129,33 +129,18 @@ class LocalSandbox(Sandbox):
         context = self.context
         if self._fence is None:
             tmp = Path(tempfile.mkdtemp(prefix=f"outpost-{context.key}-{context.attempt}-"))
-            # its own git directory, read-only (an agent's brief is there), and a repository of
-            # its own that its git writes: the engine's for an agent (its result is brought in
-            # from there), one made here for a grading checkout (whatever a check commits there
-            # goes with the checkout)
-            git_dir = private = pointer = None
-            if (self.directory / ".git").is_file():
-                git_dir = git.worktree_git_dir(self.directory)
-                if context.role == "grading":
-                    git.make_private(context.repository, self.directory, fresh=True)
-                private = git.private_git_dir(self.directory)
-                pointer = git.pointer_file(self.directory)
-                if not private.is_dir():
-                    private = pointer = None
             self._fence = isolation.Fence(
                 repository=context.repository,
                 common=context.git_common_dir,
                 directory=self.directory,
                 tmp=tmp,
-                private_git=private,
-                pointer=pointer,
+                view=_view(self.directory),
                 writable=tuple(self._provider.writable if self._provider else ()),
-                git_dir=git_dir,
             )
         fence = self._fence
         if writable:
             fence = replace(fence, writable=(*fence.writable, *writable))
-        return fence.wrap(program, argv)
+        return fence.wrap(program, argv, search)
 
     def _environment(self) -> dict[str, str]:
         """The process's environment with the context's over it, scrubbed: read once (a copy and
@@ -219,7 +204,9 @@ class LocalSandbox(Sandbox):
         fenced = self.bwrap is not None
         if fenced:
             try:
-                launch = await anyio.to_thread.run_sync(self._fenced, argv, writable)
+                launch = await anyio.to_thread.run_sync(
+                    self._fenced, argv, writable, full_env.get("PATH", "")
+                )
             except (OSError, git.GitError) as error:
                 raise SandboxError(f"cannot isolate {program!r}: {error}") from None
             full_env["TMPDIR"] = "/tmp"
@@ -414,6 +401,16 @@ class LocalSandbox(Sandbox):
                     await anyio.to_thread.run_sync(containment.end_cgroup, group)
                 except containment.ContainmentError as error:
                     raise SandboxError(str(error)) from None
+
+
+def _view(directory: Path) -> Path | None:
+    """The checkout's view, when the engine made its private repository: what the fence shows
+    as the repository's worktree git directories (its git then writes that repository)."""
+    try:
+        view = git.candidate_view(directory)
+    except git.GitError:
+        return None  # not a checkout of the engine's
+    return view if view.is_dir() else None
 
 
 def _check_program(program: str, directory: Path, path: str | None) -> None:

@@ -60,8 +60,12 @@ class Checkout:
         context: SandboxContext,
         cleanup_timeout: float,
         prepare: Prepare | None = None,
+        private: git.PrivateTemplate | None = None,
     ) -> None:
+        """`private`: the race's template of private repositories, when its sandboxes fence
+        what runs in them (the checkout's git is then one of its own, made fresh for each run)."""
         self.repository = repository
+        self._private = private
         self.commit = commit
         self.directory = git.grading_directory(repository, name)
         self._provider = provider
@@ -135,6 +139,13 @@ class Checkout:
     def _add(self) -> None:
         assert self.commit is not None
         git.add_grading_checkout(self.repository, self.directory, self.commit, made_empty=True)
+        self._make_private()
+
+    def _make_private(self) -> None:
+        # what a check commits or breaks in its git is its checkout's own, and the next run's
+        # starts again from the graded commit
+        if self._private is not None:
+            git.make_private(self._private, self.directory, fresh=True)
 
     async def discard(self) -> None:
         """Close and remove what `start_sandbox` made when the checkout is not entered after all."""
@@ -176,7 +187,13 @@ class Checkout:
     async def reset(self) -> None:
         """Back to a fresh checkout of the commit (set up again), for another run."""
         assert self.commit is not None, "an entered checkout has its commit"
-        await anyio.to_thread.run_sync(git.reset_grading_checkout, self.directory, self.commit)
+        commit = self.commit
+
+        def reset() -> None:
+            git.reset_grading_checkout(self.directory, commit)
+            self._make_private()
+
+        await anyio.to_thread.run_sync(reset)
         await self._set_up()
 
 
