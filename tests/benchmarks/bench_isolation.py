@@ -6,8 +6,10 @@ Run on its own:  python -m tests.benchmarks.bench_isolation  (from the repositor
 The same race (8 `sh` candidates each committing one file, validated by `true`, two at a time)
 runs with `[sandbox] isolation = "none"` and `"bubblewrap"`, alternately, `rounds` times each;
 the figure is the difference of the medians, per attempt. Its parts are timed directly beside it:
-bubblewrap around `true` against `true` alone (an attempt runs two fenced commands: its agent and
-its validation), making a candidate's private repository, and bringing its commit in.
+bubblewrap around `true` against `true` alone (an attempt here runs three fenced commands: its
+agent, its validation and its score), a race's template of private repositories (once per race),
+making a checkout's private repository from it (two per attempt: its worktree's and its grading
+checkout's), and bringing its commit in.
 """
 
 from __future__ import annotations
@@ -64,16 +66,20 @@ def _spawn_ms(argv: list[str], rounds: int) -> float:
     return statistics.median(times) * 1000
 
 
-def _private_ms(root: Path, rounds: int) -> tuple[float, float]:
-    """Median ms of make_private and of import_result, on a worktree with one new commit."""
-    made, imported = [], []
+def _private_ms(root: Path, rounds: int) -> tuple[float, float, float]:
+    """Median ms of a race's private_template, of make_private and of import_result, on a
+    worktree with one new commit."""
+    templated, made, imported = [], [], []
     baseline = g.resolve_commit(root)
     for n in range(rounds):
+        started = time.perf_counter()
+        template = g.private_template(root, g.listed_refs(root))
+        templated.append(time.perf_counter() - started)
         branch = g.branch_name("bench", "p", n + 1)
         directory = g.worktree_directory(root, "p", branch)
         g.add_worktree(root, branch, directory, baseline)
         started = time.perf_counter()
-        private = g.make_private(root, directory)
+        private = g.make_private(template, directory, baseline)
         made.append(time.perf_counter() - started)
         env = {**os.environ, "GIT_DIR": str(private), "GIT_WORK_TREE": str(directory)}
         (directory / "new.txt").write_text(f"{n}\n")
@@ -82,7 +88,8 @@ def _private_ms(root: Path, rounds: int) -> tuple[float, float]:
         started = time.perf_counter()
         g.import_result(root, directory, branch)
         imported.append(time.perf_counter() - started)
-    return statistics.median(made) * 1000, statistics.median(imported) * 1000
+    g.close_sessions(str(root))
+    return tuple(statistics.median(times) * 1000 for times in (templated, made, imported))  # type: ignore[return-value]
 
 
 def isolation_cost(rounds: int = 5) -> dict[str, object]:
@@ -106,13 +113,14 @@ def isolation_cost(rounds: int = 5) -> dict[str, object]:
         fence += ["--unshare-ipc", "--tmpfs", "/tmp", "true"]
         raw_spawn = _spawn_ms(["true"], rounds * 6)
         fenced_spawn = _spawn_ms(fence, rounds * 6)
-        make_ms, import_ms = _private_ms(make_repo(base / "parts"), rounds * 2)
+        template_ms, make_ms, import_ms = _private_ms(make_repo(base / "parts"), rounds * 2)
     return {
         "attempt_ms_none": round(none_ms, 1),
         "attempt_ms_bubblewrap": round(fenced_ms, 1),
         "added_ms_per_attempt": round(fenced_ms - none_ms, 1),
         "ratio": round(fenced_ms / none_ms, 3),
         "bwrap_spawn_added_ms": round(fenced_spawn - raw_spawn, 2),
+        "private_template_ms_per_race": round(template_ms, 2),
         "make_private_ms": round(make_ms, 2),
         "import_result_ms": round(import_ms, 2),
         "rounds": rounds,

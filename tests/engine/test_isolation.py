@@ -271,6 +271,76 @@ def test_a_broken_private_repository_fails_the_attempt_and_leaves_its_branch_at_
     assert git(repo, "fsck", "--no-dangling") == ""  # nothing half-imported in the user's objects
 
 
+CLAIMED_RESULTS = {
+    # the user's other branch, which holds the fix: a commit it read, not one it made
+    "a commit of the user's": "git reset -q --hard other",
+    # its repository swapped for a link into the user's, where HEAD names a commit it never made
+    "a linked repository": 'd=$(git rev-parse --absolute-git-dir); mv "$d" "$d.gone"; ln -s {common} "$d"',
+    # control: its own commit of the same fix
+    "honest": f"echo fix > fix.txt && {COMMIT} fix",
+}
+
+
+@pytest.mark.parametrize("attack", list(CLAIMED_RESULTS))
+def test_a_result_that_is_not_the_candidates_own_commit_is_refused(repo, attack):
+    git(repo, "checkout", "-q", "other")
+    (repo / "fix.txt").write_text("fix\n")
+    git(repo, "add", "fix.txt")
+    git(repo, "commit", "-qm", "the user's own fix, on a branch of theirs")
+    git(repo, "checkout", "-q", "main")
+    baseline = git(repo, "rev-parse", "HEAD")
+    script = CLAIMED_RESULTS[attack].format(common=repo / ".git")
+    spec = build_spec(
+        repository=repo,
+        candidates=[attacker("sly", script)],
+        validate=["sh", "-c", "grep -qx fix fix.txt"],
+        sandbox=SandboxSpec(isolation="bubblewrap"),
+    )
+    record = run_race(spec).candidates[0]
+    if attack == "honest":
+        assert record.status is CandidateStatus.WINNER
+        return
+    assert record.status is CandidateStatus.FAILED
+    assert record.error and "\n" not in record.error and "its work was not brought in" in record.error
+    assert git(repo, "rev-parse", record.branch) == baseline
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("attack", ["copied", "built on", "honest"])
+def test_a_candidate_cannot_pass_a_rivals_result_off_as_its_own(repo, attack, mode):
+    # It waits until the rival's result is on the rival's branch (read-only in its world when
+    # fenced), then takes that commit as its own, or commits on top of it; the control does its
+    # own work. Fenced, a commit it did not make is not brought in; either way, a result holding a
+    # rival's commit is not graded.
+    rival = "outpost/speculation/$OUTPOST_RACE_ID/honest/1"
+    read = f"git --git-dir={repo / '.git'} rev-parse"
+    wait = f'base=$({read} main); until [ "$({read} {rival})" != "$base" ]; do sleep 0.05; done'
+    taken = {
+        "copied": f"git reset -q --hard $({read} {rival})",
+        "built on": f"git reset -q --hard $({read} {rival}) && echo more >> fix.txt && {COMMIT} more",
+        "honest": f"echo mine > fix.txt && {COMMIT} mine",
+    }[attack]
+    result = race(
+        repo,
+        mode,
+        attacker("honest", f"echo fix > fix.txt && {COMMIT} fix"),
+        attacker("sly", f"{wait}; {taken}"),
+        concurrency=2,
+        select="best",
+        score=["echo", "1"],
+    )
+    honest = next(r for r in result.candidates if r.key == "honest")
+    sly = next(r for r in result.candidates if r.key == "sly")
+    assert honest.status is CandidateStatus.WINNER
+    if attack == "honest":
+        assert sly.status is CandidateStatus.REJECTED and sly.score == 1, sly.to_json()
+        return
+    assert sly.status is CandidateStatus.FAILED and sly.score is None
+    fenced_copy = attack == "copied" and mode == "bubblewrap"
+    said = "already in your repository" if fenced_copy else f"holds honest#1's commit {honest.commit[:12]}"
+    assert said in sly.error
+
+
 # -- 2. the engine's git is not steerable by repository content -----------------------------------
 
 

@@ -21,6 +21,7 @@ moved, from the commit it held to the result.
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 import shutil
@@ -49,9 +50,17 @@ class PrivateTemplate:
     """What every private repository of one race starts from."""
 
     common: Path  # the user's repository's git directory: the objects every one borrows
-    packed_refs: str  # the user's branches and tags as the race found them
+    refs: tuple[tuple[str, str], ...]  # the user's branches and tags as the race found them, sorted
     config: str
     copied: tuple[tuple[str, bytes], ...]  # info/exclude, shallow: as the user's
+
+    def packed_refs(self, branch: str = "", tip: str = "") -> str:
+        """The refs, with the checkout's branch among them (where git looks for it first)."""
+        listed = list(self.refs)
+        if branch:
+            listed = [entry for entry in listed if entry[0] != branch]
+            bisect.insort(listed, (branch, tip))
+        return "# pack-refs with: peeled sorted\n" + "".join(f"{oid} {name}\n" for name, oid in listed)
 
 
 def private_template(repo_root: Path | str, refs: Mapping[str, str]) -> PrivateTemplate:
@@ -74,10 +83,7 @@ def private_template(repo_root: Path | str, refs: Mapping[str, str]) -> PrivateT
         except OSError as error:
             raise GitError(f"cannot read {common / name}: {error.strerror or error}") from None
     return PrivateTemplate(
-        common=common,
-        packed_refs="# pack-refs with: peeled sorted\n" + "".join(f"{oid} {name}\n" for name, oid in listed),
-        config=_config(_settings(root)),
-        copied=tuple(copied),
+        common=common, refs=tuple(listed), config=_config(_settings(root)), copied=tuple(copied)
     )
 
 
@@ -94,7 +100,12 @@ def make_view(directory: Path | str) -> Path:
     """The checkout's view, made (empty) if it is not there: what a container mounts as it starts."""
     view = candidate_view(directory)
     try:
-        view.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            os.mkdir(view, 0o700)
+        except FileNotFoundError:  # the race's first: .outpost/repositories/ too
+            view.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except FileExistsError:
+        pass
     except OSError as error:
         raise GitError(f"cannot create {view}: {error.strerror or error}") from None
     return view
@@ -120,26 +131,31 @@ def make_private(
         _remove(private)
     if (private / "HEAD").is_file():
         return private
-    line = _read_small(own / "HEAD")
+    line = _head_line(own)
     branch = line.removeprefix("ref:").strip() if line.startswith("ref:") else ""
     if branch and head is None:
         head = str(output("reading the branch", target, "rev-parse", "--verify", f"{branch}^{{commit}}"))
-    tip = head if branch else line
-    if (branch and not branch.startswith("refs/heads/")) or not _OBJECT_ID.fullmatch(tip or ""):
+    tip = (head if branch else line) or ""
+    if (branch and not branch.startswith("refs/heads/")) or not _OBJECT_ID.fullmatch(tip):
         raise GitError(f"cannot make the candidate's repository {private}: the checkout's HEAD is {line!r}")
     staging = view / f".{own.name}.new"
     _remove(staging)
+    # as few files and directories as git needs (each costs a write on a slow disk): the branch
+    # in packed-refs, no empty refs/heads or refs/tags
+    files = {
+        "HEAD": f"ref: {branch}\n" if branch else f"{tip}\n",
+        "config": template.config,
+        "packed-refs": template.packed_refs(branch, tip),
+        "objects/info/alternates": f"{template.common / 'objects'}\n",
+    }
     try:
-        for part in ("objects/info", "refs/heads", "refs/tags", "info"):
-            (staging / part).mkdir(parents=True, exist_ok=True)
-        _write(staging / "objects" / "info" / "alternates", f"{template.common / 'objects'}\n")
-        _write(staging / "HEAD", f"ref: {branch}\n" if branch else f"{tip}\n")
-        _write(staging / "packed-refs", template.packed_refs)
-        if branch:
-            _write(staging / branch, f"{tip}\n")
-        _write(staging / "config", template.config)
+        copied_info = any(name.startswith("info/") for name, _ in template.copied)
+        for part in ("", "objects", "objects/info", "refs", *(["info"] if copied_info else [])):
+            os.mkdir(staging / part)
+        for name, text in files.items():
+            _write(staging / name, text.encode())
         for name, content in template.copied:
-            (staging / name).write_bytes(content)
+            _write(staging / name, content)
         if (own / "index").is_file():
             shutil.copyfile(own / "index", staging / "index")
         os.rename(staging, private)
@@ -166,7 +182,10 @@ def _config(found: Mapping[str, str]) -> str:
     """The private repository's config: the repository's format and the committer the user set
     for it; nothing that runs a program."""
     version = found.get("core.repositoryformatversion") or "0"
+    # no reflogs: nothing reads them, and every file the candidate's git writes is one more to
+    # remove with the checkout
     lines = ["[core]", f"\trepositoryformatversion = {version}", "\tbare = false"]
+    lines.append("\tlogAllRefUpdates = false")
     formats = [(key, found.get(f"extensions.{key}", "")) for key in ("objectformat", "refstorage")]
     formats = [(key, value) for key, value in formats if value]
     if formats:
@@ -203,7 +222,7 @@ def import_result(repo_root: Path | str, directory: Path | str, branch: str) -> 
     object is intact; the attempt's branch is then where the engine left it."""
     root, target = Path(repo_root), Path(directory)
     private = private_git_dir(target)
-    if not private.is_dir():
+    if not os.path.lexists(private):
         return None
     where = f"the candidate's repository {private}"
     result = _private_head(private)
@@ -213,6 +232,13 @@ def import_result(repo_root: Path | str, directory: Path | str, branch: str) -> 
     known = _tip(root, ref)
     if result == known:
         return result  # nothing committed: the worktree's own index is still the branch's
+    if _present(root, result):
+        # it can read the repository's objects and refs (a rival's result, once brought in; a
+        # branch of the user's), not make them: its result is a commit it made
+        raise GitError(
+            f"{where}: its HEAD {result[:12]} names a commit that was already in your repository, "
+            "not one it made: its work was not brought in"
+        )
     _copy_objects(root, private, result, known, where)
     try:
         # the race's update-ref session, from the commit the branch held: no process of its own
@@ -233,6 +259,15 @@ def _move(root: Path, ref: str, result: str, known: str, where: str) -> None:
         raise GitError(f"{where}: its HEAD {result[:12]} is not a commit: its work was not brought in")
     if status != 0:
         raise _failure(f"moving {ref.removeprefix('refs/heads/')} to the candidate's result", root, err)
+
+
+def _present(root: Path, oid: str) -> bool:
+    """Whether the repository has the object `oid` (its cat-file session; a process where it fails)."""
+    try:
+        [(_, kind, _)] = sessions.read_objects(os.fspath(root), [oid])
+        return kind != "missing"
+    except sessions.SessionFailed:
+        return _run(root, "cat-file", "-e", oid)[0] == 0
 
 
 def _tip(root: Path, ref: str) -> str:
@@ -271,25 +306,34 @@ def _copy_objects(root: Path, private: Path, result: str, known: str, where: str
 
 
 def _private_head(private: Path) -> str | None:
-    """HEAD of the private repository, read as files (git would read the candidate's config)."""
-    head = _read_small(private / "HEAD")
-    for _ in range(5):  # a symbolic ref to a symbolic ref, no further
-        if _OBJECT_ID.match(head):
-            return head
-        name = head.removeprefix("ref:").strip()
-        if not head.startswith("ref:") or not _REF.match(name) or ".." in name:
-            return None
-        loose = _read_small(private / name)
-        if loose:
-            head = loose
-            continue
-        return _packed(private, name)
-    return None
-
-
-def _packed(private: Path, name: str) -> str | None:
+    """HEAD of the private repository, read as files (git would read the candidate's config),
+    none of them through a symbolic link: the candidate's links would lead the engine to refs it
+    cannot see (a rival's git directory, the user's refs) and name them as its own."""
     try:
-        text = _read_limited(private / "packed-refs", 64 * 1024 * 1024)
+        top = os.open(private, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        head = _read_small(top, "HEAD")
+        for _ in range(5):  # a symbolic ref to a symbolic ref, no further
+            if _OBJECT_ID.match(head):
+                return head
+            name = head.removeprefix("ref:").strip()
+            if not head.startswith("ref:") or not _REF.match(name) or ".." in name.split("/"):
+                return None
+            loose = _read_small(top, name)
+            if loose:
+                head = loose
+                continue
+            return _packed(top, name)
+        return None
+    finally:
+        os.close(top)
+
+
+def _packed(top: int, name: str) -> str | None:
+    try:
+        text = _read_limited(top, "packed-refs", 64 * 1024 * 1024)
     except OSError:
         return None
     for line in text.splitlines():
@@ -299,27 +343,55 @@ def _packed(private: Path, name: str) -> str | None:
     return None
 
 
-def _read_small(path: Path) -> str:
+def _head_line(git_dir: Path) -> str:
+    """The first line of a git directory's HEAD (the engine's own worktree git directory)."""
     try:
-        return _read_limited(path, _MOST).strip()
+        top = os.open(git_dir, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return ""
+    try:
+        return _read_small(top, "HEAD")
+    finally:
+        os.close(top)
+
+
+def _read_small(top: int, name: str) -> str:
+    try:
+        return _read_limited(top, name, _MOST).strip()
     except OSError:
         return ""
 
 
-def _read_limited(path: Path, most: int) -> str:
-    # a regular file only, never followed through a link: the candidate wrote it
-    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+def _read_limited(top: int, name: str, most: int) -> str:
+    """`name` (a relative path) under the directory `top`, a regular file reached without
+    following any link; at most `most` bytes."""
+    *parents, last = name.split("/")
+    opened: list[int] = []
+    try:
+        at = top
+        for part in parents:
+            at = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=at)
+            opened.append(at)
+        descriptor = os.open(last, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=at)
+    finally:
+        for fd in opened:
+            os.close(fd)
     try:
         if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            raise OSError(f"{path} is not a regular file")
+            raise OSError(f"{name} is not a regular file")
         return os.read(descriptor, most).decode("utf-8", errors="replace")
     finally:
         os.close(descriptor)
 
 
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+def _write(path: Path, content: bytes) -> None:
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        view = memoryview(content)
+        while view:
+            view = view[os.write(descriptor, view) :]
+    finally:
+        os.close(descriptor)
 
 
 def _remove(path: Path) -> None:

@@ -23,7 +23,7 @@ class GitPlace:
     @classmethod
     def of(cls, directory: Path, fenced: bool) -> GitPlace:
         seen = git.worktree_git_dir(directory)
-        return cls(seen, git.private_git_dir(directory) if fenced else seen)
+        return cls(seen, git.candidate_view(directory) / seen.name if fenced else seen)
 
     def kept_path(self, path: str) -> Path:
         """Where the engine writes the file the agent finds at `path`."""

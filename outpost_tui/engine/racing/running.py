@@ -420,6 +420,11 @@ class Running(Metering):
         attempt.result_fixed = True
         if not_pinned is not None:
             raise not_pinned
+        copied = self._copied(attempt, commits)
+        if copied is not None:
+            record.error = copied
+            self.bus.publish(Warned(key=candidate.key, attempt=attempt.number, message=copied))
+            return
         # Nothing the agent left running may touch the grading: its sandbox goes first.
         if not await self._close_sandbox(attempt):
             return
@@ -498,6 +503,23 @@ class Running(Metering):
         await self._save()
         if accepted and spec.select == "first":
             await self._claim_victory(attempt)
+
+    def _copied(self, attempt: Attempt, commits: list[git.Commit]) -> str | None:
+        """Why the result is not the candidate's own work: it holds a rival's commit (one it read
+        from the objects every candidate shares, or from a branch an unisolated one can see)."""
+        rivals = {
+            commit["oid"]: f"{other.candidate.key}#{other.number}"
+            for other in (*self.previous, *self.attempts.values())
+            if other.candidate.key != attempt.candidate.key
+            for commit in other.record.commits
+        }
+        for commit in commits:
+            if commit.oid in rivals:
+                return (
+                    f"its result holds {rivals[commit.oid]}'s commit {commit.oid[:12]}, not work of its "
+                    "own: not graded"
+                )
+        return None
 
     async def _bring_in(self, attempt: Attempt, directory: Path) -> str | None:
         """The candidate's result commit onto its branch, from its own repository; why not (one
