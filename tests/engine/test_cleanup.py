@@ -175,3 +175,20 @@ def test_verdict_counts_and_a_running_container_in_the_review(repo):
     steps = {s.attempt.key: s for s in c.plan_prune(retained(repo, containers=containers))}
     assert steps["win"].action == c.KEEP and steps["win"].why == "its container outpost-win is running"
     assert steps["lose"].action == c.REMOVE
+
+
+def test_prune_sweeps_the_views_of_checkouts_that_are_gone_and_keeps_the_others(repo):
+    # A fenced race's kept worktrees each have a view (their private repository); the loser's
+    # worktree is then removed by hand, leaving its view with nothing to bring in any more.
+    kept = kept_race(repo)
+    lose, win = Path(kept["lose"]), Path(kept["win"])
+    views = {d: g.candidate_view(d) for d in (lose, win)}
+    if not all(view.is_dir() for view in views.values()):
+        pytest.skip("candidates ran unisolated here (no bubblewrap): no views")
+    git(repo, "worktree", "remove", "--force", str(lose))
+
+    report = c.prune(repo, [])  # nothing planned: only what is left over
+
+    assert not views[lose].exists()
+    assert views[win].is_dir() and win.is_dir()  # its checkout is there: its view stays
+    assert report.leftovers_freed > 0 and report.freed_bytes == report.leftovers_freed

@@ -184,14 +184,19 @@ def _worktree_git_dir(top: Path) -> Path | None:
 
 
 def leftovers(root: Path | str) -> list[Path]:
-    """Directories a removal renamed aside and did not finish deleting (interrupted)."""
-    recovery = Path(root) / git.OUTPOST_DIR / git.RECOVERY
-    try:
-        # a link there is nothing a removal made: never followed (its target is someone's files)
-        return sorted(
-            p
-            for p in recovery.iterdir()
-            if p.name.startswith(REMOVING + "-") and p.is_dir() and not p.is_symlink()
-        )
-    except FileNotFoundError:
-        return []
+    """Directories a removal renamed aside and did not finish deleting (interrupted), and views
+    whose checkout is gone (removed by hand, or moved away by a candidate): a private repository
+    with nothing to bring in any more."""
+    outpost = Path(root) / git.OUTPOST_DIR
+    workspaces = git.workspaces_directory(root)
+    found = []
+    for directory, belongs in (
+        (outpost / git.RECOVERY, lambda p: p.name.startswith(REMOVING + "-")),
+        (outpost / git.REPOSITORIES, lambda p: not os.path.lexists(workspaces / p.name)),
+    ):
+        try:
+            # a link there is nothing the engine made: never followed (its target is someone's files)
+            found += [p for p in directory.iterdir() if belongs(p) and p.is_dir() and not p.is_symlink()]
+        except FileNotFoundError:
+            continue
+    return sorted(found)
