@@ -60,7 +60,9 @@ async def test_containers_are_halted_before_what_follows_and_gone_when_the_race_
     bus.subscribe(on_event)
     result = await Race(spec, bus=bus, provider=provider).run()
 
-    assert {c.key: c.status.value for c in result.candidates} == {"a": "rejected", "b": "rejected"}
+    assert {c.key: c.status.value for c in result.candidates} == {"a": "rejected", "b": "rejected"}, [
+        c.error for c in result.candidates
+    ]
     assert set(seen) == {("a", "agent"), ("b", "agent"), ("a", "grading"), ("b", "grading")}
     # (Docker says "removing" of a paused container whose removal is under way)
     assert set(seen.values()) <= {"paused", "removing", "removed"}, seen

@@ -310,8 +310,8 @@ def test_a_result_that_is_not_the_candidates_own_commit_is_refused(repo, attack)
 def test_a_candidate_cannot_pass_a_rivals_result_off_as_its_own(repo, attack, mode):
     # It waits until the rival's result is on the rival's branch (read-only in its world when
     # fenced), then takes that commit as its own, or commits on top of it; the control does its
-    # own work. Fenced, a commit it did not make is not brought in; either way, a result holding a
-    # rival's commit is not graded.
+    # own work. Fenced, a commit it did not write is not brought in; either way, a result built
+    # on a rival's commits is not graded.
     rival = "outpost/speculation/$OUTPOST_RACE_ID/honest/1"
     read = f"git --git-dir={repo / '.git'} rev-parse"
     wait = f'base=$({read} main); until [ "$({read} {rival})" != "$base" ]; do sleep 0.05; done'
@@ -332,12 +332,17 @@ def test_a_candidate_cannot_pass_a_rivals_result_off_as_its_own(repo, attack, mo
     honest = next(r for r in result.candidates if r.key == "honest")
     sly = next(r for r in result.candidates if r.key == "sly")
     assert honest.status is CandidateStatus.WINNER
-    if attack == "honest":
+    if attack == "honest" or (attack == "copied" and mode == "none"):
+        # unisolated, the very commit it took is its rival's, byte for byte: nothing tells it
+        # from the same work done twice (docs/threat-model.md), and the tie goes to the rival
         assert sly.status is CandidateStatus.REJECTED and sly.score == 1, sly.to_json()
         return
     assert sly.status is CandidateStatus.FAILED and sly.score is None
-    fenced_copy = attack == "copied" and mode == "bubblewrap"
-    said = "already in your repository" if fenced_copy else f"holds honest#1's commit {honest.commit[:12]}"
+    said = (
+        "already in your repository"
+        if attack == "copied"
+        else f"built on honest#1's commit {honest.commit[:12]}"
+    )
     assert said in sly.error
 
 

@@ -232,9 +232,10 @@ def import_result(repo_root: Path | str, directory: Path | str, branch: str) -> 
     known = _tip(root, ref)
     if result == known:
         return result  # nothing committed: the worktree's own index is still the branch's
-    if _present(root, result):
+    if _present(root, result) and not _made_here(private, result):
         # it can read the repository's objects and refs (a rival's result, once brought in; a
-        # branch of the user's), not make them: its result is a commit it made
+        # branch of the user's), not make them: its result is a commit it wrote (the same commit
+        # a rival wrote too, byte for byte, is its own all the same)
         raise GitError(
             f"{where}: its HEAD {result[:12]} names a commit that was already in your repository, "
             "not one it made: its work was not brought in"
@@ -268,6 +269,22 @@ def _present(root: Path, oid: str) -> bool:
         return kind != "missing"
     except sessions.SessionFailed:
         return _run(root, "cat-file", "-e", oid)[0] == 0
+
+
+def _made_here(private: Path, oid: str) -> bool:
+    """Whether the private repository holds the commit `oid` as a loose object of its own (what
+    git writes for a commit), reached without following a link."""
+    try:
+        top = os.open(private, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        os.stat(f"objects/{oid[:2]}/{oid[2:]}", dir_fd=top, follow_symlinks=False)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(top)
 
 
 def _tip(root: Path, ref: str) -> str:

@@ -505,19 +505,21 @@ class Running(Metering):
             await self._claim_victory(attempt)
 
     def _copied(self, attempt: Attempt, commits: list[git.Commit]) -> str | None:
-        """Why the result is not the candidate's own work: it holds a rival's commit (one it read
-        from the objects every candidate shares, or from a branch an unisolated one can see)."""
-        rivals = {
-            commit["oid"]: f"{other.candidate.key}#{other.number}"
-            for other in (*self.previous, *self.attempts.values())
-            if other.candidate.key != attempt.candidate.key
-            for commit in other.record.commits
-        }
-        for commit in commits:
-            if commit.oid in rivals:
+        """Why the result is not the candidate's own work: it is built on a rival's commits (read
+        from the objects every candidate shares, or from a branch an unisolated one can see). The
+        very same commits as a rival's are not: two programs that do the same work in the same
+        second write the same commit, byte for byte."""
+        own = {commit.oid for commit in commits}
+        for other in (*self.previous, *self.attempts.values()):
+            if other.candidate.key == attempt.candidate.key:
+                continue
+            theirs = {commit["oid"] for commit in other.record.commits}
+            taken = own & theirs
+            if taken and own != theirs:
+                oid = next(commit.oid for commit in commits if commit.oid in taken)
                 return (
-                    f"its result holds {rivals[commit.oid]}'s commit {commit.oid[:12]}, not work of its "
-                    "own: not graded"
+                    f"its result is built on {other.candidate.key}#{other.number}'s commit {oid[:12]}, "
+                    "not work of its own: not graded"
                 )
         return None
 
