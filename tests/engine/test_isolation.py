@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import sys
 from pathlib import Path
 
@@ -468,3 +469,38 @@ def test_a_private_head_naming_a_blob_or_a_tree_is_not_brought_in(repo, kind):
     assert record.status is CandidateStatus.FAILED
     assert "is not a commit: its work was not brought in" in record.error
     assert git(repo, "rev-parse", record.branch) == baseline
+
+
+# -- what a replay finds of an earlier run -----------------------------------------------------------
+
+
+def test_links_a_candidate_left_in_its_repository_are_never_followed_on_a_replay(repo, tmp_path):
+    """A replayed attempt keeps its private repository (its refs may hold its commits) and gets
+    its brief there again: a link the candidate left in place of either leads the engine nowhere."""
+    from outpost_tui.engine import git as g
+    from outpost_tui.engine.racing.briefing import GitPlace, write_brief
+
+    users = tmp_path / "users-file"
+    users.write_text("the user's\n")
+    baseline = git(repo, "rev-parse", "HEAD")
+    branch = g.branch_name("replayed", "sly", 1)
+    directory = g.worktree_directory(repo, "sly", branch)
+    g.add_worktree(repo, branch, directory, baseline)
+    template = g.private_template(repo, g.listed_refs(repo))
+    private = g.make_private(template, directory, baseline)
+    # its brief swapped for a link to a file of the user's
+    (private / "outpost-brief.md").symlink_to(users)
+    write_brief(GitPlace.of(directory, fenced=True), "the brief")
+    assert users.read_text() == "the user's\n"
+    assert (private / "outpost-brief.md").read_text() == "the brief"
+    # control: written through as a plain write would, the link reaches the user's file
+    (private / "control.md").symlink_to(users)
+    (private / "control.md").write_text("the brief")
+    assert users.read_text() == "the brief"
+    users.write_text("the user's\n")
+    # its whole repository swapped for a link to the user's git directory
+    shutil.rmtree(private)
+    private.symlink_to(repo / ".git")
+    again = g.make_private(template, directory, baseline)
+    assert again == private and private.is_dir() and not private.is_symlink()
+    assert (repo / ".git" / "HEAD").read_text() == "ref: refs/heads/main\n"

@@ -127,9 +127,9 @@ def make_private(
     own = worktree_git_dir(target)
     view = make_view(target)
     private = view / own.name
-    if fresh:
-        _remove(private)
-    if (private / "HEAD").is_file():
+    if fresh or os.path.islink(private):
+        _remove(private)  # (a link a candidate left in its place is never kept, nor followed)
+    if os.path.isfile(private / "HEAD"):
         return private
     line = _head_line(own)
     branch = line.removeprefix("ref:").strip() if line.startswith("ref:") else ""

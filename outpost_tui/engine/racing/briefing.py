@@ -35,15 +35,22 @@ class GitPlace:
 def write_brief(place: GitPlace, brief: str) -> Path:
     """The brief in the worktree's own git directory: outside its tree, mounted in a container,
     and removed with the worktree; the path the agent finds it at."""
-    (place.kept / "outpost-brief.md").write_text(brief, "utf-8")
+    _write_new(place.kept / "outpost-brief.md", brief)
     return place.seen / "outpost-brief.md"
 
 
 def write_agent_files(place: GitPlace, files: Mapping[str, str]) -> None:
     for name, text in files.items():
-        descriptor = os.open(place.kept_path(name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        _write_new(place.kept_path(name), text)
+
+
+def _write_new(path: Path, text: str) -> None:
+    """`text` in a file of its own at `path`: what is there is replaced, never written through (a
+    link a candidate left there on an earlier run, to a file of the user's, stays untouched)."""
+    path.unlink(missing_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(text)
 
 
 def remove_agent_files(place: GitPlace, files: Iterable[str]) -> None:
