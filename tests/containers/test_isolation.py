@@ -199,3 +199,19 @@ def test_what_validation_does_to_git_in_its_container_stays_in_its_checkout(engi
         assert result.tampering == []
     else:
         assert refs(repo) != before  # control: the grading checkout's git is the user's
+
+
+def test_a_repository_that_borrows_its_objects_works_in_a_container(engine, tmp_path):
+    # `git clone --shared`: the repository's commits live in another's object directory, which
+    # its objects/info/alternates names; a container sees that directory too, read-only
+    origin = make_repo(tmp_path / "origin")
+    repo = tmp_path / "shared"
+    git(tmp_path, "clone", "-q", "--shared", str(origin), str(repo))
+    git(repo, "config", "user.name", "Test")
+    git(repo, "config", "user.email", "test@example.invalid")
+    assert (repo / ".git" / "objects" / "info" / "alternates").is_file()
+    reads = attacker("honest", f"git log -1 --format=%s > seen.txt && {COMMIT} mine")
+    result = race(repo, "container", reads)
+    record = result.candidates[0]
+    assert record.status is CandidateStatus.WINNER, record.error
+    assert git(repo, "show", f"{record.commit}:seen.txt") == "initial"  # its git read the borrowed history
