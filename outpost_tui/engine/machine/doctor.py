@@ -84,7 +84,8 @@ def isolation_check(spec: RaceSpec | None) -> Check:
     except OutpostError as error:
         return Check("isolation", False, str(error), required=True)
     if program is not None:
-        return Check("isolation", True, f"bubblewrap ({program}): each candidate writes only its worktree")
+        own = "each candidate writes only its worktree and a git repository of its own"
+        return Check("isolation", True, f"bubblewrap ({program}): {own}")
     return Check("isolation", False, warning)
 
 
