@@ -272,6 +272,17 @@ def test_a_broken_private_repository_fails_the_attempt_and_leaves_its_branch_at_
     assert git(repo, "fsck", "--no-dangling") == ""  # nothing half-imported in the user's objects
 
 
+def test_a_fenced_candidates_change_to_a_tracked_file_comes_in_and_leaves_nothing_to_commit(repo):
+    # the worktree's own index still holds the baseline's stat data for the file it changed: the
+    # index is brought to its commit whatever those say, and nothing is committed on its behalf
+    result = race(repo, "bubblewrap", attacker("honest", f"echo changed > base.txt && {COMMIT} change"))
+    record = result.candidates[0]
+    assert record.status is CandidateStatus.WINNER, record.error
+    assert record.committed_on_behalf is False
+    assert git(repo, "show", f"{record.commit}:base.txt") == "changed"
+    assert git(repo, "log", "-1", "--format=%s", record.branch) == "change"
+
+
 CLAIMED_RESULTS = {
     # the user's other branch, which holds the fix: a commit it read, not one it made
     "a commit of the user's": "git reset -q --hard other",

@@ -247,9 +247,10 @@ def import_result(repo_root: Path | str, directory: Path | str, branch: str) -> 
     except sessions.SessionFailed:
         _move(root, ref, result, known, where)
     # the worktree's own index, as git would write it for the commit: the candidate's is its own.
-    # A one-tree merge keeps the stat data of every file the commit did not change, so the
-    # status that follows hashes only what it did, not the whole checkout again.
-    status, _, err = _run(target, "read-tree", "-m", "HEAD")
+    # --reset keeps the stat data of every file the commit did not change, so the status that
+    # follows hashes only what it did, not the whole checkout again (and, unlike -m, takes the
+    # commit's version of a file the candidate changed, whatever its stat data says).
+    status, _, err = _run(target, "read-tree", "--reset", "HEAD")
     if status != 0:
         raise _failure(f"resetting the index of {target}", target, err)
     return result
