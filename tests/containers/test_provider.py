@@ -13,6 +13,7 @@ import pytest
 
 from outpost_tui.engine import git as engine_git
 from outpost_tui.engine.core.spec import SandboxSpec
+from outpost_tui.engine.sandbox import container_sandbox
 from outpost_tui.engine.sandbox.base import SandboxError
 from outpost_tui.engine.sandbox.container import ContainerProvider
 from outpost_tui.engine.sandbox.container_engine import (
@@ -640,10 +641,13 @@ def test_provider_for_picks_the_container_provider():
         assert isinstance(provider, ContainerProvider) and provider.name == name
 
 
-async def test_a_repository_the_container_user_cannot_write_is_refused_before_any_command(attempt, leftovers):
+async def test_a_repository_the_container_user_cannot_write_is_refused_before_any_command(
+    attempt, leftovers, monkeypatch
+):
     """The race's paths are checked before its first command: the keep-alive's marker was not
     written, so a probe command says why; nothing the command asked for ran, and no marker is
     left beside its checkout."""
+    monkeypatch.setattr(container_sandbox, "MARKER_WAIT", 0.5)  # it never comes
     os.chmod(engine_git.candidate_view(attempt.directory), 0o755)
     stranger = ContainerProvider(SandboxSpec(provider="podman", image=IMAGE), user=(4321, 4322))
     sandbox = await stranger.acquire(attempt)
@@ -747,11 +751,45 @@ async def test_agents_containers_start_before_grading_and_baseline_ones(provider
     assert leftovers() == []
 
 
-async def test_a_marker_not_yet_written_falls_back_to_the_probe_and_none_is_left(
+async def test_a_marker_written_late_is_waited_for_and_not_seen_by_the_first_command(
     provider, attempt, leftovers
 ):
-    """A keep-alive slower than the first command (a loaded machine): the probe command checks
-    the paths instead, and the marker written afterwards goes with the sandbox's close."""
+    """A keep-alive slower than the first command (a loaded machine): the command waits for its
+    marker, which the checkout's git then never shows it (no probe either)."""
+    execs = await counting_execs(provider)
+    sandbox = await provider.acquire(attempt)
+    marker = sandbox.marker
+    assert marker is not None
+    aside = marker.with_name("aside")
+    try:
+        with anyio.fail_after(30):
+            while not marker.exists():
+                await anyio.sleep(0.01)
+        marker.rename(aside)  # as if not written yet
+        done: list = []
+
+        async def first() -> None:
+            done.append(await sandbox.run(["sh", "-c", 'ls -A "$0"', sandbox.marker_inside]))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(first)
+            await anyio.wait_all_tasks_blocked()
+            assert execs == []  # waiting for the marker
+            aside.rename(marker)  # written now
+    finally:
+        await close(sandbox)
+    assert done[0].exit_code == 0
+    assert "outpost-owner" not in done[0].stdout_tail and "aside" not in done[0].stdout_tail
+    assert execs == [["sh", "-c", WRAPPER, "sh", "-c", 'ls -A "$0"', sandbox.marker_inside]], execs
+    assert leftovers() == []
+
+
+async def test_a_marker_never_written_falls_back_to_the_probe_and_none_is_left(
+    provider, attempt, leftovers, monkeypatch
+):
+    """A keep-alive that did not write its marker in time: the probe command checks the paths
+    instead, and the marker written afterwards goes with the sandbox's close."""
+    monkeypatch.setattr(container_sandbox, "MARKER_WAIT", 0.05)
     execs = await counting_execs(provider)
     sandbox = await provider.acquire(attempt)
     assert sandbox.marker is not None

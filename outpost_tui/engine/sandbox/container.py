@@ -59,7 +59,7 @@ from .container_engine import (
     git_binds,
     user_mapping,
 )
-from .container_sandbox import ContainerSandbox
+from .container_sandbox import ContainerSandbox, owner_and_remove
 from .container_scripts import STOPPER
 from .images import KEEP_ALIVE
 
@@ -108,15 +108,6 @@ def _memory(value: str | None) -> str | None:
 
 
 # -- the provider -------------------------------------------------------------------------------
-
-
-def _owner_and_remove(path: Path) -> tuple[int, int] | None:
-    try:
-        info = os.lstat(path)
-    except OSError:
-        return None
-    path.unlink()
-    return info.st_uid, info.st_gid
 
 
 class ContainerProvider(SandboxProvider):
@@ -348,7 +339,7 @@ class ContainerProvider(SandboxProvider):
                 # created, then the engine failed us: nobody else would remove it
                 await anyio.to_thread.run_sync(_remove_quietly, made[0])
             if marker is not None:  # removed with its container: nothing writes it any more
-                await anyio.to_thread.run_sync(_owner_and_remove, marker)
+                await anyio.to_thread.run_sync(owner_and_remove, marker)
             if isinstance(error, SandboxError):
                 raise
             raise SandboxError(
@@ -391,8 +382,8 @@ class ContainerProvider(SandboxProvider):
                 return
             # acquired while the paths were unchecked, so it has a marker
             assert sandbox.marker is not None, "a sandbox of an unchecked provider has its marker"
-            owner = await anyio.to_thread.run_sync(_owner_and_remove, sandbox.marker)
-            if owner is None:  # not written (yet): a command says
+            owner = await sandbox.take_marker()
+            if owner is None:  # not written: a command says why
                 owner = await self._probe(sandbox, str(sandbox.marker.parent), sandbox.marker_inside)
             if owner != self.user:
                 raise SandboxError(
@@ -416,7 +407,7 @@ class ContainerProvider(SandboxProvider):
         probe = await sandbox.execute(
             ["sh", "-c", 'test -d "$1" || exit 3; : > "$2/$3"', "sh", sign, inside, marker], timeout=30
         )
-        owner = await anyio.to_thread.run_sync(_owner_and_remove, Path(writes_in) / marker)
+        owner = await anyio.to_thread.run_sync(owner_and_remove, Path(writes_in) / marker)
         if probe.exit_code == 3:
             raise SandboxError(
                 f"the repository's git directory {os.path.dirname(os.path.dirname(sign))} is not "

@@ -43,6 +43,10 @@ from .lines import LineSplitter, Tail
 if TYPE_CHECKING:
     from docker import APIClient
 
+# How long a first command waits for its container's keep-alive to write the marker (it does
+# as the container starts: milliseconds, unless it cannot write at all; the probe then says why)
+MARKER_WAIT = 5.0
+
 
 @dataclass
 class _Stream:
@@ -103,6 +107,16 @@ def _unlink(path: Path) -> None:
         path.unlink()
 
 
+def owner_and_remove(path: Path) -> tuple[int, int] | None:
+    """The owner of the file at `path` (None: there is none), which is then removed."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    _unlink(path)
+    return info.st_uid, info.st_gid
+
+
 class ContainerHost(Protocol):
     """What a sandbox needs of the provider that made it (`container.ContainerProvider`)."""
 
@@ -143,6 +157,7 @@ class ContainerSandbox(Sandbox):
         # directory in the container: `marker_inside`.
         self.marker = marker
         self.marker_inside = marker_inside
+        self._marker_taken = marker is None
         self._closed = False
         self._fresh = True  # no command has run in it yet
         self._gone: EngineGone | None = None  # set once a call finds the engine gone
@@ -158,11 +173,24 @@ class ContainerSandbox(Sandbox):
         """The Sandbox contract's run (its options as `execute` takes them), once the provider has
         checked the race's paths."""
         await self.provider.check_paths(self)
-        if self._fresh and self.marker is not None:
-            # checked, by this marker or another's: not left in what its git shows it (close
-            # removes one written late)
-            await anyio.to_thread.run_sync(_unlink, self.marker)
+        # checked, by this marker or another's: not left in what its git shows it
+        await self.take_marker()
         return await self.execute(argv, **options)
+
+    async def take_marker(self) -> tuple[int, int] | None:
+        """The owner of the marker its keep-alive writes as it starts, once written (None: not
+        within `MARKER_WAIT`, or taken already); removed. Waited for: a keep-alive slower than
+        the first command (a loaded machine) would leave it in the view the command sees."""
+        if self._marker_taken or self.marker is None:
+            return None
+        self._marker_taken = True
+        deadline = time.monotonic() + MARKER_WAIT
+        while True:
+            # one lstat a round: cheaper in the loop than a worker thread's hand-off
+            owner = owner_and_remove(self.marker)
+            if owner is not None or time.monotonic() >= deadline:
+                return owner
+            await anyio.sleep(0.01)
 
     async def execute(
         self,
