@@ -9,7 +9,8 @@ the figure is the difference of the medians, per attempt. Its parts are timed di
 bubblewrap around `true` against `true` alone (an attempt here runs three fenced commands: its
 agent, its validation and its score), a race's template of private repositories (once per race),
 making a checkout's private repository from it (two per attempt: its worktree's and its grading
-checkout's), and bringing its commit in.
+checkout's) against `git init`, and bringing its commit in against the same processes run
+directly.
 """
 
 from __future__ import annotations
@@ -66,30 +67,75 @@ def _spawn_ms(argv: list[str], rounds: int) -> float:
     return statistics.median(times) * 1000
 
 
-def _private_ms(root: Path, rounds: int) -> tuple[float, float, float]:
+def _private_ms(root: Path, rounds: int) -> dict[str, float]:
     """Median ms of a race's private_template, of make_private and of import_result, on a
-    worktree with one new commit."""
-    templated, made, imported = [], [], []
+    worktree with one new commit; and, as ratios round by round, the same two against the raw
+    work beside them: `git init` (the cheapest way git makes a repository) and the processes an
+    import runs, run directly (pack-objects into index-pack --strict, read-tree, update-ref)."""
+    templated, made, imported, made_vs_init, imported_vs_raw = [], [], [], [], []
     baseline = g.resolve_commit(root)
-    for n in range(rounds):
-        started = time.perf_counter()
-        template = g.private_template(root, g.listed_refs(root))
-        templated.append(time.perf_counter() - started)
-        branch = g.branch_name("bench", "p", n + 1)
-        directory = g.worktree_directory(root, "p", branch)
-        g.add_worktree(root, branch, directory, baseline)
-        started = time.perf_counter()
-        private = g.make_private(template, directory, baseline)
-        made.append(time.perf_counter() - started)
+
+    def committed(n: int, private: Path, directory: Path) -> None:
         env = {**os.environ, "GIT_DIR": str(private), "GIT_WORK_TREE": str(directory)}
         (directory / "new.txt").write_text(f"{n}\n")
         for argv in (["add", "new.txt"], ["-c", "user.name=c", "-c", "user.email=c@x", "commit", "-qm", "n"]):
             subprocess.run(["git", *argv], cwd=directory, env=env, check=True)
+
+    for n in range(rounds):
         started = time.perf_counter()
-        g.import_result(root, directory, branch)
+        template = g.private_template(root, g.listed_refs(root))
+        templated.append(time.perf_counter() - started)
+        ours, raw = (g.branch_name("bench", key, n + 1) for key in ("p", "r"))
+        directories = {branch: g.worktree_directory(root, key, branch) for key, branch in (("p", ours), ("r", raw))}
+        privates = {}
+        for branch, directory in directories.items():
+            g.add_worktree(root, branch, directory, baseline)
+            started = time.perf_counter()
+            privates[branch] = g.make_private(template, directory, baseline)
+            if branch == ours:
+                made.append(time.perf_counter() - started)
+            committed(n, privates[branch], directory)
+        started = time.perf_counter()
+        subprocess.run(["git", "init", "-q", "--bare", str(root / ".git" / f"bench-init-{n}")], check=True)
+        made_vs_init.append(made[-1] / (time.perf_counter() - started))
+
+        started = time.perf_counter()
+        g.import_result(root, directories[ours], ours)
         imported.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        _raw_import(root, privates[raw], directories[raw], raw, baseline)
+        imported_vs_raw.append(imported[-1] / (time.perf_counter() - started))
     g.close_sessions(str(root))
-    return tuple(statistics.median(times) * 1000 for times in (templated, made, imported))  # type: ignore[return-value]
+    return {
+        "private_template_ms_per_race": statistics.median(templated) * 1000,
+        "make_private_ms": statistics.median(made) * 1000,
+        "make_private_vs_git_init": statistics.median(made_vs_init),
+        "import_result_ms": statistics.median(imported) * 1000,
+        "import_vs_raw_processes": statistics.median(imported_vs_raw),
+    }
+
+
+def _raw_import(root: Path, private: Path, directory: Path, branch: str, baseline: str) -> None:
+    """What import_result runs, run directly: the private repository's new objects packed into
+    the repository (verified), the checkout's index read from its commit, the branch moved."""
+    tip = subprocess.run(
+        ["git", "--git-dir", str(private), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    packer = subprocess.Popen(
+        ["git", "--git-dir", str(private), "pack-objects", "--revs", "--stdout", "-q"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    indexer = subprocess.Popen(
+        ["git", "-C", str(root), "index-pack", "--strict", "--stdin"], stdin=packer.stdout, stdout=subprocess.DEVNULL
+    )
+    assert packer.stdin is not None and packer.stdout is not None
+    packer.stdout.close()
+    packer.stdin.write(f"{tip}\n^{baseline}\n".encode())
+    packer.stdin.close()
+    assert packer.wait() == 0 and indexer.wait() == 0
+    subprocess.run(["git", "update-ref", f"refs/heads/{branch}", tip, baseline], cwd=root, check=True)
+    subprocess.run(["git", "read-tree", "--reset", "HEAD"], cwd=directory, check=True)
 
 
 def isolation_cost(rounds: int = 5) -> dict[str, object]:
@@ -113,16 +159,14 @@ def isolation_cost(rounds: int = 5) -> dict[str, object]:
         fence += ["--unshare-ipc", "--tmpfs", "/tmp", "true"]
         raw_spawn = _spawn_ms(["true"], rounds * 6)
         fenced_spawn = _spawn_ms(fence, rounds * 6)
-        template_ms, make_ms, import_ms = _private_ms(make_repo(base / "parts"), rounds * 2)
+        parts = _private_ms(make_repo(base / "parts"), rounds * 2)
     return {
         "attempt_ms_none": round(none_ms, 1),
         "attempt_ms_bubblewrap": round(fenced_ms, 1),
         "added_ms_per_attempt": round(fenced_ms - none_ms, 1),
         "ratio": round(fenced_ms / none_ms, 3),
         "bwrap_spawn_added_ms": round(fenced_spawn - raw_spawn, 2),
-        "private_template_ms_per_race": round(template_ms, 2),
-        "make_private_ms": round(make_ms, 2),
-        "import_result_ms": round(import_ms, 2),
+        **{name: round(value, 2) for name, value in parts.items()},
         "rounds": rounds,
         "load": round(os.getloadavg()[0], 2),
     }

@@ -79,11 +79,12 @@ def test_cancel_latency_median_under_100ms():
 def test_log_throughput_and_bounded_memory():
     figures = bench_engine.throughput(rounds=5)
     print(figures)
-    # The engine takes ~250,000 lines a second (its own figure steady from run to run), against a
-    # plain read loop of 450,000-590,000 on this 2-core machine: 0.44-0.56x measured in one
-    # session (with and without the fence: the same), the loop's own spread being most of it.
-    # Medians of five rounds; a bound below that spread.
-    assert figures["engine_vs_plain"] >= 0.4, figures
+    # The engine takes 220,000-250,000 lines a second, against a plain read loop of
+    # 450,000-610,000 on this 2-core machine: 0.36-0.56x measured (with and without the fence:
+    # the same), the loop's own spread being most of it. The median of five rounds' ratios, each
+    # round's two runs back to back; a bound below that spread (a line handled twice over, or an
+    # event per line, halves it).
+    assert figures["engine_vs_plain"] >= 0.3, figures
     # Four times the lines must not mean more memory: logs go to a bounded ring and to disk.
     assert figures["peak_mib_200k"] <= figures["peak_mib_50k"] * 1.25 + 0.5, figures
 
@@ -199,19 +200,22 @@ def test_isolation_cost_per_attempt_against_the_unisolated_sandbox():
     print(figures)
     if "skipped" in figures:
         pytest.skip(f"bubblewrap cannot run here: {figures['skipped']}")
-    # Target: under 20 ms added per attempt. Not reached on this 2-core machine: 37-57 ms of a
+    # Target: under 20 ms added per attempt. Not reached on this 2-core machine: 32-38 ms of a
     # race's wall time per attempt (8 attempts, two at a time, each running three fenced commands:
-    # its agent, its validation, its score; 75-81 ms unisolated, 112-136 ms isolated) measured in
-    # one session at load 1.7-2, against 53-99 ms before the work that follows. Its parts, timed
-    # beside it: bubblewrap around a command 5-7 ms (new mount and pid namespaces, /dev and /proc:
-    # the kernel's work, little of it this process's); a private repository 2-4 ms, two per
-    # attempt (files only: one template per race holds the refs and settings, read once in 5-6 ms;
-    # 7-17 ms each before, with two git calls); bringing the result in 13-15 ms (pack-objects
-    # streamed into index-pack --strict 9 ms, read-tree 4 ms, the branch moved through the race's
-    # update-ref session 1 ms; 18-31 ms before, five git calls). Bounds above that noise, so that
-    # a regression is caught while the target is not met.
+    # its agent, its validation, its score; 57-61 ms unisolated, 89-98 ms isolated) at load
+    # 0.5-1, 37-59 ms in full runs of the suite, against 53-99 ms before the work that follows.
+    # Its parts, timed beside it: bubblewrap around a command 3.5-7 ms (new mount and pid
+    # namespaces, /dev and /proc: the kernel's work, little of it this process's); a private
+    # repository 2-6 ms, two per attempt (files only: one template per race holds the refs and
+    # settings, read once in 4-6 ms; 7-17 ms each before, with two git calls); bringing the
+    # result in 9.5-15 ms (pack-objects streamed into index-pack --strict, read-tree, the branch
+    # moved through the race's update-ref session; 18-31 ms before, five git calls).
+    # What a loaded disk or machine cannot inflate is asserted against raw work timed beside it,
+    # round by round: a private repository costs 0.38x a `git init` (measured in three runs;
+    # one git process more would be over 1x), the import 0.88-0.90x the same processes run
+    # directly (its branch moves through a session: one process more would be ~1.1x).
     assert figures["bwrap_spawn_added_ms"] <= 15, figures
-    assert figures["make_private_ms"] <= 12, figures
-    assert figures["import_result_ms"] <= 40, figures
+    assert figures["make_private_vs_git_init"] <= 0.75, figures
+    assert figures["import_vs_raw_processes"] <= 1.25, figures
     if _loaded() is None:
         assert figures["added_ms_per_attempt"] <= 120, figures
