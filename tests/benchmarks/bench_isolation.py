@@ -86,7 +86,9 @@ def _private_ms(root: Path, rounds: int) -> dict[str, float]:
         template = g.private_template(root, g.listed_refs(root))
         templated.append(time.perf_counter() - started)
         ours, raw = (g.branch_name("bench", key, n + 1) for key in ("p", "r"))
-        directories = {branch: g.worktree_directory(root, key, branch) for key, branch in (("p", ours), ("r", raw))}
+        directories = {
+            branch: g.worktree_directory(root, key, branch) for key, branch in (("p", ours), ("r", raw))
+        }
         privates = {}
         for branch, directory in directories.items():
             g.add_worktree(root, branch, directory, baseline)
@@ -127,7 +129,9 @@ def _raw_import(root: Path, private: Path, directory: Path, branch: str, baselin
         stdout=subprocess.PIPE,
     )
     indexer = subprocess.Popen(
-        ["git", "-C", str(root), "index-pack", "--strict", "--stdin"], stdin=packer.stdout, stdout=subprocess.DEVNULL
+        ["git", "-C", str(root), "index-pack", "--strict", "--stdin"],
+        stdin=packer.stdout,
+        stdout=subprocess.DEVNULL,
     )
     assert packer.stdin is not None and packer.stdout is not None
     packer.stdout.close()
