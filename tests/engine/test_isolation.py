@@ -358,6 +358,31 @@ def test_a_candidate_cannot_pass_a_rivals_result_off_as_its_own(repo, attack, mo
     assert said in sly.error
 
 
+def test_the_same_commit_written_by_two_fenced_candidates_is_each_ones_own(repo):
+    # Two deterministic programs (the same file, author and date on the same baseline) write the
+    # same first commit; the second writes it once the first's result is on its branch, then adds
+    # its own. What its own repository wrote is its own work: graded (the control, a commit it
+    # took from its rival instead, is refused above).
+    rival = "outpost/speculation/$OUTPOST_RACE_ID/first/1"
+    read = f"git --git-dir={repo / '.git'} rev-parse"
+    wait = f'base=$({read} main); until [ "$({read} {rival})" != "$base" ]; do sleep 0.05; done'
+    fixed = "GIT_AUTHOR_DATE='2026-01-01T00:00:00Z' GIT_COMMITTER_DATE='2026-01-01T00:00:00Z'"
+    same = f"echo fix > fix.txt && {fixed} {COMMIT} fix"
+    result = race(
+        repo,
+        "bubblewrap",
+        attacker("first", same),
+        attacker("second", f"{wait}; {same} && echo more > more.txt && {COMMIT} more"),
+        concurrency=2,
+        select="best",
+        score=["echo", "1"],
+    )
+    first, second = (next(r for r in result.candidates if r.key == key) for key in ("first", "second"))
+    assert first.commits[0]["oid"] == second.commits[0]["oid"]  # the very same commit, written twice
+    assert second.score == 1 and "built on" not in (second.error or ""), second.to_json()
+    assert {first.status, second.status} == {CandidateStatus.WINNER, CandidateStatus.REJECTED}
+
+
 # -- 2. the engine's git is not steerable by repository content -----------------------------------
 
 

@@ -83,6 +83,7 @@ from .private import (
     private_git_dir,
     private_template,
     remove_view,
+    wrote,
 )
 from .runner import GIT_TIMEOUT_STATUS, METADATA_RETRIES, PROGRAM_CONFIG, GitError, error_line, output, run
 from .sessions import close_sessions
@@ -190,4 +191,5 @@ __all__ = [
     "worktree_directory",
     "worktree_git_dir",
     "worktree_lock",
+    "wrote",
 ]

@@ -274,6 +274,16 @@ def _present(root: Path, oid: str) -> bool:
         return _run(root, "cat-file", "-e", oid)[0] == 0
 
 
+def wrote(directory: Path | str, oid: str) -> bool:
+    """Whether the private repository of the checkout at `directory` wrote the commit `oid`
+    itself: a deterministic program writes the very commit a rival wrote in the same second
+    (same files, same parent, same author), and that commit is its own all the same."""
+    try:
+        return _made_here(private_git_dir(directory), oid)
+    except (GitError, OSError, UnicodeDecodeError):  # no checkout of the engine's, or no link
+        return False
+
+
 def _made_here(private: Path, oid: str) -> bool:
     """Whether the private repository holds the commit `oid` as a loose object of its own (what
     git writes for a commit), reached without following a link."""

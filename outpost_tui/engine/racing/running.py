@@ -506,15 +506,18 @@ class Running(Metering):
 
     def _copied(self, attempt: Attempt, commits: list[git.Commit]) -> str | None:
         """Why the result is not the candidate's own work: it is built on a rival's commits (read
-        from the objects every candidate shares, or from a branch an unisolated one can see). The
-        very same commits as a rival's are not: two programs that do the same work in the same
-        second write the same commit, byte for byte."""
+        from the objects every candidate shares, or from a branch an unisolated one can see). Not
+        when two programs did the same work in the same second and wrote the same commit, byte for
+        byte: the very same commits as a rival's, or (fenced) ones its own repository wrote."""
         own = {commit.oid for commit in commits}
         for other in (*self.previous, *self.attempts.values()):
             if other.candidate.key == attempt.candidate.key:
                 continue
             theirs = {commit["oid"] for commit in other.record.commits}
             taken = own & theirs
+            if taken and self._private is not None and attempt.directory is not None:
+                directory = attempt.directory
+                taken = {oid for oid in taken if not git.wrote(directory, oid)}
             if taken and own != theirs:
                 oid = next(commit.oid for commit in commits if commit.oid in taken)
                 return (
