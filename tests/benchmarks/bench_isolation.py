@@ -119,10 +119,10 @@ def _private_ms(root: Path, rounds: int) -> dict[str, float]:
 
 def _raw_import(root: Path, private: Path, directory: Path, branch: str, baseline: str) -> None:
     """What import_result runs, run directly: the private repository's new objects packed into
-    the repository (verified), the checkout's index read from its commit, the branch moved."""
-    tip = subprocess.run(
-        ["git", "--git-dir", str(private), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
-    ).stdout.strip()
+    the repository (verified), the checkout's index read from its commit, the branch moved. Its
+    tip read from the file the commit wrote, as the engine reads it (no process)."""
+    head = (private / "HEAD").read_text().removeprefix("ref:").strip()
+    tip = (private / head).read_text().strip()
     packer = subprocess.Popen(
         ["git", "--git-dir", str(private), "pack-objects", "--revs", "--stdout", "-q"],
         stdin=subprocess.PIPE,

@@ -211,11 +211,13 @@ def test_isolation_cost_per_attempt_against_the_unisolated_sandbox():
     # result in 9.5-15 ms (pack-objects streamed into index-pack --strict, read-tree, the branch
     # moved through the race's update-ref session; 18-31 ms before, five git calls).
     # What a loaded disk or machine cannot inflate is asserted against raw work timed beside it,
-    # round by round: a private repository costs 0.38x a `git init` (measured in three runs;
-    # one git process more would be over 1x), the import 0.88-0.90x the same processes run
-    # directly (its branch moves through a session: one process more would be ~1.1x).
+    # round by round: a private repository costs 0.37-0.40x a `git init` (six runs, load 0.5-2;
+    # one git process more would be over 1x), the import 1.01-1.16x its own processes run
+    # directly (pack-objects into index-pack, read-tree, update-ref; its tip read from the file
+    # the commit wrote, as the engine reads it): two processes more, or a pack held in memory,
+    # would be over 1.5x.
     assert figures["bwrap_spawn_added_ms"] <= 15, figures
     assert figures["make_private_vs_git_init"] <= 0.75, figures
-    assert figures["import_vs_raw_processes"] <= 1.25, figures
+    assert figures["import_vs_raw_processes"] <= 1.5, figures
     if _loaded() is None:
         assert figures["added_ms_per_attempt"] <= 120, figures

@@ -366,8 +366,8 @@ def test_the_same_commit_written_by_two_fenced_candidates_is_each_ones_own(repo)
     rival = "outpost/speculation/$OUTPOST_RACE_ID/first/1"
     read = f"git --git-dir={repo / '.git'} rev-parse"
     wait = f'base=$({read} main); until [ "$({read} {rival})" != "$base" ]; do sleep 0.05; done'
-    fixed = "GIT_AUTHOR_DATE='2026-01-01T00:00:00Z' GIT_COMMITTER_DATE='2026-01-01T00:00:00Z'"
-    same = f"echo fix > fix.txt && {fixed} {COMMIT} fix"
+    fixed = "export GIT_AUTHOR_DATE=2026-01-01T00:00:00Z GIT_COMMITTER_DATE=2026-01-01T00:00:00Z"
+    same = f"{fixed} && echo fix > fix.txt && {COMMIT} fix"
     result = race(
         repo,
         "bubblewrap",
