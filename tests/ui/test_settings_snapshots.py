@@ -150,7 +150,8 @@ async def recovery_list(pilot) -> None:
     screen = pilot.app.screen
     await until(pilot, lambda: screen.summaries and not screen.busy, "the saved runs")
     runs = screen.query_one("#runs", DataTable)
-    # a table sizes its columns to the rows added when it is next idle: the picture waits for it
+    # its columns as wide as its rows from the moment they are shown (a table's own sizing waits
+    # for the app to be idle, and a header drawn before then was kept at the old widths)
     await until(pilot, lambda: sized(runs), "the run list's columns sized to its rows")
     await pilot.pause()
 
@@ -158,7 +159,8 @@ async def recovery_list(pilot) -> None:
 def sized(table: DataTable) -> bool:
     columns = list(table.columns.values())
     return table.row_count > 0 and all(
-        column.content_width >= cell_len(str(table.get_cell_at(Coordinate(row, index))))
+        (column.content_width if column.auto_width else column.width)
+        >= cell_len(str(table.get_cell_at(Coordinate(row, index))))
         for row in range(table.row_count)
         for index, column in enumerate(columns)
     )

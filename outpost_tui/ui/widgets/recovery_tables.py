@@ -4,44 +4,72 @@ their checkpoint's key), and the attempts of the run it read, with their phase a
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
+from rich.cells import cell_len
 from textual.widgets import DataTable
 
 from ...engine.durable import recovery
 from ...engine.durable.checkpoint import RunSummary
 
 
-class RunsTable(DataTable[str]):
+class _Table(DataTable[str]):
+    """A table whose columns are as wide as their widest cell from the moment its rows are shown.
+    Sized when the app is next idle instead (a table's own way), its header could be drawn, and
+    kept, at the widths the columns had before their rows came."""
+
+    LABELS: tuple[str, ...] = ()
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
-        self.add_columns("run id", "status", "owner", "updated")
+        self.add_columns(*self.LABELS)
+
+    def _fill(self, rows: Sequence[tuple[tuple[str, ...], str | None]]) -> None:
+        """`rows`: each row's cells and key."""
+        widths = [cell_len(label) for label in self.LABELS]
+        for cells, _ in rows:
+            widths = [max(width, cell_len(cell)) for width, cell in zip(widths, cells, strict=True)]
+        self.clear(columns=True)
+        for label, width in zip(self.LABELS, widths, strict=True):
+            self.add_column(label, width=width)
+        for cells, key in rows:
+            self.add_row(*cells, key=key)
+
+
+class RunsTable(_Table):
+    LABELS = ("run id", "status", "owner", "updated")
 
     def show(self, summaries: list[RunSummary]) -> None:
-        self.clear()
+        rows = []
         for summary in summaries:
             owner = f"pid {summary.owner.pid} on {summary.owner.host}" if summary.owner else "—"
             updated = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(summary.updated_at))
             run_id = summary.run_id or f"(unreadable {summary.key})"
-            self.add_row(run_id, summary.status, owner, updated, key=summary.key)
+            rows.append(((run_id, summary.status, owner, updated), summary.key))
+        self._fill(rows)
 
 
-class AttemptsTable(DataTable[str]):
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
-        self.add_columns("attempt", "phase", "status", "cleanup", "resources", "worktree")
+class AttemptsTable(_Table):
+    LABELS = ("attempt", "phase", "status", "cleanup", "resources", "worktree")
 
     def show(self, view: recovery.RunView | None, repository: Path) -> None:
-        self.clear()
-        for attempt in view.attempts if view else []:
-            self.add_row(
-                f"{attempt['key']}#{attempt['attempt']}",
-                attempt["phase"],
-                attempt["status"] or "—",
-                attempt["cleanup"] or "—",
-                ", ".join(attempt["resources"]) or "none",
-                _short(attempt["directory"], repository),
-            )
+        self._fill(
+            [
+                (
+                    (
+                        f"{attempt['key']}#{attempt['attempt']}",
+                        attempt["phase"],
+                        attempt["status"] or "—",
+                        attempt["cleanup"] or "—",
+                        ", ".join(attempt["resources"]) or "none",
+                        _short(attempt["directory"], repository),
+                    ),
+                    None,
+                )
+                for attempt in (view.attempts if view else [])
+            ]
+        )
 
 
 def _short(directory: str | None, repository: Path) -> str:
