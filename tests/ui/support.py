@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from textual.app import App
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Static
 
@@ -16,11 +17,19 @@ async def until(
     pilot, condition: Callable[[], Any], what: str = "the condition", timeout: float = 60.0
 ) -> None:
     """Let the app run until condition() holds (workers, threads and timers move it on); fail naming
-    `what` after `timeout` seconds, generous for a loaded machine."""
+    `what` after `timeout` seconds, generous for a loaded machine. A widget the condition reads
+    that is not there yet (a screen still composing on a loaded machine) is not there yet."""
     deadline = time.monotonic() + timeout
-    while not condition():
+    while not _holds(condition):
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         await pilot.pause(0.05)
+
+
+def _holds(condition: Callable[[], Any]) -> Any:
+    try:
+        return condition()
+    except NoMatches:
+        return False
 
 
 def text(screen, selector: str) -> str:
