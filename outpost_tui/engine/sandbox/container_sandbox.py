@@ -157,7 +157,7 @@ class ContainerSandbox(Sandbox):
         # directory in the container: `marker_inside`.
         self.marker = marker
         self.marker_inside = marker_inside
-        self._marker_taken = marker is None
+        self._marker_taken = False
         self._closed = False
         self._fresh = True  # no command has run in it yet
         self._gone: EngineGone | None = None  # set once a call finds the engine gone

@@ -54,22 +54,18 @@ class AttemptsTable(_Table):
     LABELS = ("attempt", "phase", "status", "cleanup", "resources", "worktree")
 
     def show(self, view: recovery.RunView | None, repository: Path) -> None:
-        self._fill(
-            [
-                (
-                    (
-                        f"{attempt['key']}#{attempt['attempt']}",
-                        attempt["phase"],
-                        attempt["status"] or "—",
-                        attempt["cleanup"] or "—",
-                        ", ".join(attempt["resources"]) or "none",
-                        _short(attempt["directory"], repository),
-                    ),
-                    None,
-                )
-                for attempt in (view.attempts if view else [])
-            ]
-        )
+        rows = []
+        for attempt in view.attempts if view else []:
+            cells = (
+                f"{attempt['key']}#{attempt['attempt']}",
+                attempt["phase"],
+                attempt["status"] or "—",
+                attempt["cleanup"] or "—",
+                ", ".join(attempt["resources"]) or "none",
+                _short(attempt["directory"], repository),
+            )
+            rows.append((cells, None))
+        self._fill(rows)
 
 
 def _short(directory: str | None, repository: Path) -> str:
