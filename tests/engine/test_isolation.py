@@ -310,7 +310,7 @@ def test_a_result_that_is_not_the_candidates_own_commit_is_refused(repo, attack)
     )
     record = run_race(spec).candidates[0]
     if attack == "honest":
-        assert record.status is CandidateStatus.WINNER
+        assert record.status is CandidateStatus.WINNER, (record.error, record.validation)
         return
     assert record.status is CandidateStatus.FAILED
     assert record.error and "\n" not in record.error and "its work was not brought in" in record.error
