@@ -190,6 +190,8 @@ def test_candidate_env_and_tz_reach_the_agent_and_validation(repo, tmp_path, mon
         "subprocess.run(['git', '-c', 'user.name=t', '-c', 'user.email=t@e.invalid', 'commit', "
         "'-qm', 'a'], check=True)\n"
     )
+    # the candidate's validation writes what it saw; the baseline's, run alongside, does not
+    check = f'test -n "$OUTPOST_CANDIDATE" || exit 0; printf "%s|%s" "$RACE_VAR" "$TZ" > {validation_seen}'
     race_file = tmp_path / "race.toml"
     race_file.write_text(f"""
 [race]
@@ -197,7 +199,7 @@ repository = {json.dumps(str(repo))}
 brief = "go"
 
 [validate]
-command = ["sh", "-c", 'printf "%s|%s" "$RACE_VAR" "$TZ" > {validation_seen}']
+command = {json.dumps(["sh", "-c", check])}
 
 [[candidates]]
 key = "a"
