@@ -44,9 +44,13 @@ def test_a_durable_race_runs_to_its_end_and_is_saved_when_stdout_is_closed(repo,
 
 
 # Delivers a real SIGINT to the CLI while it imports a subcommand's modules (anyio, by the run
-# command), the moment a user's Ctrl-C lands in the first fraction of a second.
+# command), the moment a user's Ctrl-C lands in the first fraction of a second. SIGINT is first
+# given back its default, as at a terminal: a suite started in the background (`cmd &` in a
+# script) inherits it ignored, and then no Ctrl-C arrives at all.
 CTRL_C_DURING_IMPORTS = textwrap.dedent("""\
     import os, signal, sys
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     class CtrlC:
         def find_spec(self, name, path=None, target=None):

@@ -221,16 +221,19 @@ def test_the_grading_container_starts_while_the_agent_works_and_runs_nothing_bef
                 deadline = time.monotonic() + 120
                 try:
                     while time.monotonic() < deadline:
-                        # ignore_removed: another test's container may go between list and inspect
-                        grading = [
-                            c
-                            for c in client.containers.list(
-                                all=True,
-                                filters={"label": f"outpost.race={race_id[0]}"},
-                                ignore_removed=True,
-                            )
-                            if c.labels.get("outpost.role") == "grading"
-                        ]
+                        # The fixer's grading container only: the baseline's is removed once the
+                        # baseline is graded, and one listed and gone before its inspect is a 500
+                        # from Podman (not the 404 that ignore_removed forgives).
+                        grading = client.containers.list(
+                            all=True,
+                            filters={
+                                "label": [
+                                    f"outpost.race={race_id[0]}",
+                                    "outpost.key=fixer",
+                                    "outpost.role=grading",
+                                ]
+                            },
+                        )
                         if grading and grading[0].status == "running":
                             grading[0].reload()
                             seen.append({"name": grading[0].name, "execs": grading[0].attrs.get("ExecIDs")})
