@@ -162,6 +162,39 @@ def test_writes_into_the_users_git_directory_and_files_fail(repo, mode):
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_a_candidate_has_no_capability_to_take_its_fence_down(repo, mode):
+    """Run by root (as in CI), a fence that kept root's capabilities could be unmounted and
+    remounted from inside: the tmpfs over .outpost/ gone, the repository's read-only bind made
+    writable, and every write below would land."""
+    common, records = repo / ".git", repo / ".outpost"
+    targets = {"ref file": common / "refs" / "heads" / "by-hand", "records": records / "forged.json"}
+    root = shlex.quote(str(repo))
+    script = " ; ".join(
+        [
+            "grep '^CapEff:' /proc/self/status > caps.txt",
+            "here=$(pwd)",
+            # on the host, unisolated, neither is a mount point: both fail and change nothing
+            tried(f"umount -l {shlex.quote(str(records))}"),
+            tried(f"mount -o remount,bind,rw {root}"),
+            # (its worktree, found again by its path, if the unmount took it away)
+            'cd "$here"',
+            *(tried(f"echo pwned > {shlex.quote(str(p))}") for p in targets.values()),
+            f"{COMMIT} caps",
+        ]
+    )
+    result = race(repo, mode, attacker("sly", script))
+    record = result.candidates[0]
+    ended = statuses(repo, record)
+    if mode == "bubblewrap":
+        assert [name for name, path in targets.items() if path.exists()] == []
+        assert 0 not in ended, ended
+        assert committed(repo, record, "caps.txt").split() == ["CapEff:", "0" * 16]
+    else:
+        assert ended[2:] == [0, 0]  # nothing but the fence stands between it and these files
+        assert (records / "forged.json").read_text() == "pwned\n"
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_a_candidate_cannot_write_into_its_rivals_worktree(repo, signals, mode):
     # the rival waits until the attacker is done: its worktree exists all the while
     workspaces = repo / ".outpost" / "workspaces"

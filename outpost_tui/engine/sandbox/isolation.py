@@ -34,6 +34,13 @@ UNISOLATED_WARNING = (
 )
 
 
+# The fence's frame: the machine read-only, its own /dev, a pid namespace of its own, and no
+# capabilities. bubblewrap started by root keeps all of them unless told otherwise, and with them
+# a candidate unmounts what hides .outpost/, remounts the repository writable and is root again
+# (its no-new-privileges flag keeps a setuid program from giving them back).
+_ISOLATE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--cap-drop", "ALL")
+
+
 @dataclass(frozen=True)
 class Probe:
     """Whether bubblewrap works here: its program, or why not."""
@@ -50,7 +57,7 @@ def _probe_once(path: str | None) -> Probe:
     program = shutil.which("bwrap", path=path)
     if program is None:
         return Probe(None, "bwrap is not installed")
-    trial = [program, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "true"]
+    trial = [program, *_ISOLATE, "true"]
     try:
         done = subprocess.run(trial, capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as error:
@@ -108,8 +115,7 @@ class Fence:
 
     def wrap(self, program: str, argv: Sequence[str], search: str = "") -> list[str]:
         """`argv` run by bubblewrap inside the fence; `search`: the PATH it runs with."""
-        launch = [program, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        launch += ["--unshare-pid", "--unshare-ipc", "--bind", str(self.tmp), "/tmp"]
+        launch = [program, *_ISOLATE, "--unshare-ipc", "--bind", str(self.tmp), "/tmp"]
         # what the command is run with from under the host's /tmp (its program, a script it is
         # given: a sample race made by `mktemp -d`; a virtualenv on its PATH) stays visible,
         # read-only, beside the private /tmp
