@@ -152,11 +152,16 @@ def test_a_validation_script_rewritten_to_exit_0_is_restored(calc):
     assert record.verdict["tests"]["failed"] == 1
 
 
-def test_a_package_that_shadows_the_runner_fails_the_candidate(calc):
+@pytest.mark.parametrize("form", ["directory", "link"])
+def test_a_package_that_shadows_the_runner_fails_the_candidate(calc, form):
+    # a link to a package directory is imported as that package, under the link's name
+    package = "unittest" if form == "directory" else "helpers"
     fake = (
-        "mkdir unittest && printf 'import sys\\nsys.exit(0)\\n' > unittest/__main__.py && "
-        "touch unittest/__init__.py"
+        f"mkdir {package} && printf 'import sys\\nsys.exit(0)\\n' > {package}/__main__.py && "
+        f"touch {package}/__init__.py"
     )
+    if form == "link":
+        fake += " && ln -s helpers unittest"
     result = race(calc, agent("sly", f"{fake} && {COMMIT} 'helpers'"))
     record = result.candidates[0]
     assert record.status is CandidateStatus.REJECTED

@@ -301,9 +301,12 @@ def test_new_modules_named_like_the_stdlib_or_runner_are_shadows_old_ones_are_no
     ):
         (repo / path).parent.mkdir(parents=True, exist_ok=True)
         (repo / path).write_text("\n")
+    # links are imported as what they lead to, under their own name (a package directory here)
+    (repo / "tests" / "logging").symlink_to("../helpers")
+    (repo / "readme-link").symlink_to("calc_utils.py")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "more")
     base, tree = trees(repo, before, "HEAD")
     # json.py was the project's already; helpers/ is not where tests import from; a new test/
     # directory holds tests, it is not the standard library's regression suite
-    assert protect.shadows(base, tree) == ["pytest", "src/typing", "tests/random"]
+    assert protect.shadows(base, tree) == ["pytest", "src/typing", "tests/logging", "tests/random"]

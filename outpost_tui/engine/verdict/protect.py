@@ -151,6 +151,8 @@ class Entry:
 
 Tree = dict[str, Entry]  # path -> Entry
 
+SYMLINK = "120000"
+
 
 @dataclass(frozen=True)
 class ProtectedChange:
@@ -321,7 +323,7 @@ def _put(target: Path, entry: Entry | None, read: ReadBlob) -> None:
     if entry is None:
         return
     content = read(entry.oid)
-    if entry.mode == "120000":
+    if entry.mode == SYMLINK:
         os.symlink(os.fsdecode(content), target)
     else:
         target.write_bytes(content)
@@ -701,7 +703,8 @@ def _modules(tree: Tree, root: str) -> set[str]:
         if slash:
             if rest.endswith(".py") or "/" not in rest[len(first) + 1 :]:
                 names.add(first)
-        elif first.endswith((".py", ".pyc", ".so", ".pyd")):
+        elif first.endswith((".py", ".pyc", ".so", ".pyd")) or tree[path].mode == SYMLINK:
+            # a link is imported as what it leads to: a package directory, under its own name
             names.add(first.split(".", 1)[0])
     return names
 
