@@ -304,9 +304,13 @@ def test_new_modules_named_like_the_stdlib_or_runner_are_shadows_old_ones_are_no
     # links are imported as what they lead to, under their own name (a package directory here)
     (repo / "tests" / "logging").symlink_to("../helpers")
     (repo / "readme-link").symlink_to("calc_utils.py")
+    (tmp_path / "outside.txt").write_text("\n")
+    (repo / "secrets").symlink_to(tmp_path / "outside.txt")  # a file: `import secrets` never finds it
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "more")
     base, tree = trees(repo, before, "HEAD")
     # json.py was the project's already; helpers/ is not where tests import from; a new test/
     # directory holds tests, it is not the standard library's regression suite
-    assert protect.shadows(base, tree) == ["pytest", "src/typing", "tests/logging", "tests/random"]
+    assert protect.shadows(base, tree, repo) == ["pytest", "src/typing", "tests/logging", "tests/random"]
+    # without the checkout to look in, every link counts
+    assert "secrets" in protect.shadows(base, tree)

@@ -321,7 +321,7 @@ async def grade(
         return base_tree, tree, found
 
     base_tree, tree, plan = await anyio.to_thread.run_sync(planned)
-    verdict.shadows = protect.shadows(base_tree, tree)
+    verdict.shadows = protect.shadows(base_tree, tree, checkout.directory)
     if plan.changes:
         if spec.protect_mode == "reject":
             verdict.rejected = plan.paths

@@ -673,11 +673,14 @@ def outside_configuration(
 _TEST_FILE = re.compile(r"(^|/)(test_[^/]*\.py|[^/]*_test\.py|conftest\.py)$")
 
 
-def shadows(baseline: Tree, candidate: Tree) -> list[str]:
-    """New modules where tests import from that take a runner's or the standard library's name."""
+def shadows(baseline: Tree, candidate: Tree, checkout: Path | None = None) -> list[str]:
+    """New modules where tests import from that take a runner's or the standard library's name.
+
+    A link is imported as a package when it leads to a directory: in `checkout` (the candidate's
+    tree checked out), one that does not is no module; without it, every link counts."""
     found = []
     for root in sorted(_import_roots(candidate)):
-        new = _modules(candidate, root) - _modules(baseline, root)
+        new = _modules(candidate, root, checkout) - _modules(baseline, root, checkout)
         for name in sorted(new):
             if name in RUNNER_MODULES or name in sys.stdlib_module_names:
                 found.append(posixpath.join(root, name) if root else name)
@@ -692,7 +695,7 @@ def _import_roots(tree: Tree) -> set[str]:
     return roots
 
 
-def _modules(tree: Tree, root: str) -> set[str]:
+def _modules(tree: Tree, root: str, checkout: Path | None = None) -> set[str]:
     prefix = f"{root}/" if root else ""
     names = set()
     for path in tree:
@@ -703,7 +706,9 @@ def _modules(tree: Tree, root: str) -> set[str]:
         if slash:
             if rest.endswith(".py") or "/" not in rest[len(first) + 1 :]:
                 names.add(first)
-        elif first.endswith((".py", ".pyc", ".so", ".pyd")) or tree[path].mode == SYMLINK:
+        elif first.endswith((".py", ".pyc", ".so", ".pyd")) or (
+            tree[path].mode == SYMLINK and (checkout is None or os.path.isdir(checkout / path))
+        ):
             # a link is imported as what it leads to: a package directory, under its own name
             names.add(first.split(".", 1)[0])
     return names
