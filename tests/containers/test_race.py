@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+import docker.errors
 import pytest
 
 from outpost_tui.engine import CandidateSpec, EventKind, build_spec, run_race
@@ -221,10 +222,10 @@ def test_the_grading_container_starts_while_the_agent_works_and_runs_nothing_bef
                 deadline = time.monotonic() + 120
                 try:
                     while time.monotonic() < deadline:
-                        # The fixer's grading container only: the baseline's is removed once the
-                        # baseline is graded, and one listed and gone before its inspect is a 500
-                        # from Podman (not the 404 that ignore_removed forgives).
-                        grading = client.containers.list(
+                        # The engine's summaries, in one request (the SDK's list inspects each
+                        # container after it: one gone meanwhile is a 404 on Docker, a 500 on
+                        # Podman), and the running one inspected, again next time if it went.
+                        grading = client.api.containers(
                             all=True,
                             filters={
                                 "label": [
@@ -234,10 +235,17 @@ def test_the_grading_container_starts_while_the_agent_works_and_runs_nothing_bef
                                 ]
                             },
                         )
-                        if grading and grading[0].status == "running":
-                            grading[0].reload()
-                            seen.append({"name": grading[0].name, "execs": grading[0].attrs.get("ExecIDs")})
-                            break
+                        running = [summary for summary in grading if summary.get("State") == "running"]
+                        if running:
+                            try:
+                                attrs = client.api.inspect_container(running[0]["Id"])
+                            except docker.errors.APIError:
+                                attrs = None
+                            if attrs is not None:
+                                seen.append(
+                                    {"name": attrs["Name"].lstrip("/"), "execs": attrs.get("ExecIDs")}
+                                )
+                                break
                         time.sleep(0.05)
                 finally:
                     # the agent waits for the gate: whatever happened here, let it finish
