@@ -195,6 +195,19 @@ def test_a_candidate_has_no_capability_to_take_its_fence_down(repo, mode):
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_a_candidate_cannot_write_the_kernels_settings(repo, mode):
+    """Root without capabilities may still write /proc/sys: core_pattern names a program the kernel
+    runs as root outside every namespace when a process dumps core. Asked without writing (is it
+    writable?), so the control changes nothing either."""
+    if mode == "none" and os.geteuid() != 0:
+        pytest.skip("only root can write the kernel's settings: nothing to control here")
+    script = f"{tried('test -w /proc/sys/kernel/core_pattern')} ; {COMMIT} asked"
+    result = race(repo, mode, attacker("sly", script))
+    [ended] = statuses(repo, result.candidates[0])
+    assert (ended == 0) is (mode == "none")
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_a_candidate_cannot_write_into_its_rivals_worktree(repo, signals, mode):
     # the rival waits until the attacker is done: its worktree exists all the while
     workspaces = repo / ".outpost" / "workspaces"

@@ -5,8 +5,9 @@ and a private /tmp (and what the race file and its agent's state add), nothing e
 The rest of the machine is visible read-only (its programs, the user's files, the repository's
 objects the candidate's git borrows), the network is the host's (an agent talks to its model), and
 processes live in a pid namespace of their own, without capabilities (root's too): a candidate
-cannot signal a rival or the coordinator, nor undo its fence. Without bubblewrap (not installed, or user namespaces refused) the local sandbox runs
-as before, as the user, and every race says so (docs/threat-model.md).
+cannot signal a rival or the coordinator, nor undo its fence. Without bubblewrap (not installed,
+or user namespaces refused) the local sandbox runs as before, as the user, and every race says so
+(docs/threat-model.md).
 """
 
 from __future__ import annotations
@@ -37,8 +38,23 @@ UNISOLATED_WARNING = (
 # The fence's frame: the machine read-only, its own /dev, a pid namespace of its own, and no
 # capabilities. bubblewrap started by root keeps all of them unless told otherwise, and with them
 # a candidate unmounts what hides .outpost/, remounts the repository writable and is root again
-# (its no-new-privileges flag keeps a setuid program from giving them back).
-_ISOLATE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--cap-drop", "ALL")
+# (its no-new-privileges flag keeps a setuid program from giving them back). Without any, root
+# may still write the kernel's settings under its new /proc (core_pattern names a program the
+# kernel runs as root, outside every namespace): those are read-only, as a container has them.
+_KERNEL_SETTINGS = ("/proc/sys", "/proc/sysrq-trigger", "/proc/fs", "/proc/irq", "/proc/bus")
+FRAME = (
+    "--ro-bind",
+    "/",
+    "/",
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+    *(argument for path in _KERNEL_SETTINGS for argument in ("--ro-bind-try", path, path)),
+    "--unshare-pid",
+    "--cap-drop",
+    "ALL",
+)
 
 
 @dataclass(frozen=True)
@@ -57,7 +73,7 @@ def _probe_once(path: str | None) -> Probe:
     program = shutil.which("bwrap", path=path)
     if program is None:
         return Probe(None, "bwrap is not installed")
-    trial = [program, *_ISOLATE, "true"]
+    trial = [program, *FRAME, "true"]
     try:
         done = subprocess.run(trial, capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as error:
@@ -115,7 +131,7 @@ class Fence:
 
     def wrap(self, program: str, argv: Sequence[str], search: str = "") -> list[str]:
         """`argv` run by bubblewrap inside the fence; `search`: the PATH it runs with."""
-        launch = [program, *_ISOLATE, "--unshare-ipc", "--bind", str(self.tmp), "/tmp"]
+        launch = [program, *FRAME, "--unshare-ipc", "--bind", str(self.tmp), "/tmp"]
         # what the command is run with from under the host's /tmp (its program, a script it is
         # given: a sample race made by `mktemp -d`; a virtualenv on its PATH) stays visible,
         # read-only, beside the private /tmp
