@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -52,6 +53,14 @@ def test_command_line_reads_the_brief_from_stdin_and_adds_the_git_dir():
     assert launch.stdin == b"resume the work on add()"
     assert launch.env == {"TZ": "UTC"}
     assert adapter.commits_on_behalf is True
+
+
+def test_fenced_its_own_sandbox_is_off_and_the_fence_is_its_sandbox():
+    # nested in the engine's fence, Codex's bubblewrap cannot start and every edit would fail
+    launch = adapter_for("codex").launch(candidate("codex"), "fix it", replace(CONTEXT, fenced=True))
+    assert launch.argv[:4] == ("codex", "exec", "--json", "--sandbox")
+    assert launch.argv[4] == "danger-full-access"
+    assert "--add-dir" not in launch.argv and "workspace-write" not in launch.argv
 
 
 def test_options_codex_does_not_have_are_refused_clearly():

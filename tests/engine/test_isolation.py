@@ -13,7 +13,9 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import socket
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -205,6 +207,51 @@ def test_a_candidate_cannot_write_the_kernels_settings(repo, mode):
     result = race(repo, mode, attacker("sly", script))
     [ended] = statuses(repo, result.candidates[0])
     assert (ended == 0) is (mode == "none")
+
+
+@pytest.fixture
+def daemon_socket():
+    """A listening unix socket under /run, where daemons keep theirs (a container engine's, the
+    system bus): its path, and the listening socket (a connection waits in its backlog)."""
+    run = os.environ.get("XDG_RUNTIME_DIR", "") if not os.access("/run", os.W_OK) else "/run"
+    if not run.startswith("/run") or not os.access(run, os.W_OK):
+        pytest.skip("no directory under /run to listen in")
+    directory = Path(tempfile.mkdtemp(prefix="outpost-test-", dir=run))
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        server.bind(str(directory / "daemon.sock"))
+        server.listen(4)
+        server.setblocking(False)
+        yield directory / "daemon.sock", server
+    finally:
+        server.close()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_candidate_cannot_reach_a_daemons_socket_under_run(repo, daemon_socket, mode):
+    """A socket opens what no read-only mount closes: a container engine's would start a
+    container that mounts the machine, the system bus a unit outside every fence."""
+    path, server = daemon_socket
+    connect = (
+        "import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
+        "s.sendall(b'run this')"
+    )
+    script = f"{tried(f'python3 -c {shlex.quote(connect)} {shlex.quote(str(path))}')} ; {COMMIT} asked"
+    result = race(repo, mode, attacker("sly", script))
+    [ended] = statuses(repo, result.candidates[0])
+    try:
+        connection, _ = server.accept()
+    except BlockingIOError:
+        heard = None
+    else:
+        with connection:
+            connection.settimeout(10)
+            heard = connection.recv(64)
+    if mode == "bubblewrap":
+        assert ended != 0 and heard is None
+    else:
+        assert ended == 0 and heard == b"run this"
 
 
 @pytest.mark.parametrize("mode", MODES)

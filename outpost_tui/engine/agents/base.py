@@ -46,6 +46,10 @@ class LaunchContext:
     # Where the engine wrote the brief for this attempt (outside the worktree, visible inside a
     # container); None when a race file is only being checked.
     brief_file: Path | None = None
+    # The engine's fence (bubblewrap, a container) confines the agent: a sandbox of the agent's
+    # own would be nested in it, where it cannot start (no capabilities, no fresh /proc), and
+    # guards nothing the fence does not.
+    fenced: bool = False
 
 
 def state_paths(

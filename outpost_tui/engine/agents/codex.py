@@ -2,10 +2,12 @@
 
 Launch: the brief goes on stdin with `-` as the prompt argument, then stdin is closed. That keeps a
 brief that starts with '-' or reads like a subcommand ("resume …") from being parsed as one, and
-has no argv length limit. `--sandbox workspace-write` lets it edit the worktree; the repository's
-git dir is added as a writable root (`--add-dir`) so its own `git commit` can write a linked
-worktree's index and objects. Some versions still refuse, so the engine also commits leftover
-edits after it exits, recorded as done on its behalf (`commits_on_behalf`).
+has no argv length limit. Unfenced, `--sandbox workspace-write` lets it edit the worktree; the
+repository's git dir is added as a writable root (`--add-dir`) so its own `git commit` can write a
+linked worktree's index and objects. Some versions still refuse, so the engine also commits
+leftover edits after it exits, recorded as done on its behalf (`commits_on_behalf`). Inside the
+engine's fence its own sandbox (bubblewrap, nested) cannot start, and every file edit fails: it
+runs with `--sandbox danger-full-access`, and the fence is its sandbox.
 
 Usage: `turn.completed` carries the thread's cumulative total, so the latest replaces the previous
 one; Codex counts cached tokens inside `input_tokens`, so uncached = input - cached. Codex reports
@@ -254,15 +256,11 @@ class CodexAgent(AgentAdapter):
                 f"candidate {candidate.key!r}: codex has no tool allow-list (its --sandbox "
                 f"decides); remove allowed_tools"
             )
-        argv = [
-            self.program,
-            "exec",
-            "--json",
-            "--sandbox",
-            "workspace-write",
-            "--add-dir",
-            str(context.git_common_dir),
-        ]
+        argv = [self.program, "exec", "--json", "--sandbox"]
+        if context.fenced:
+            argv.append("danger-full-access")
+        else:
+            argv += ["workspace-write", "--add-dir", str(context.git_common_dir)]
         # Always named: `--json` never says which model ran, and its price depends on it.
         argv += ["-m", codex_model(candidate)]
         argv += list(candidate.args)

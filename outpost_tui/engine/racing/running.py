@@ -198,6 +198,7 @@ class Running(Metering):
                 git_common_dir=place.seen if private else self._git_common_dir,
                 race_file_dir=spec.path.parent if spec.path else None,
                 brief_file=brief_file,
+                fenced=private,
             ),
         )
         decoder = adapter.decoder(candidate, spec.prices)

@@ -132,6 +132,12 @@ class Fence:
     def wrap(self, program: str, argv: Sequence[str], search: str = "") -> list[str]:
         """`argv` run by bubblewrap inside the fence; `search`: the PATH it runs with."""
         launch = [program, *FRAME, "--unshare-ipc", "--bind", str(self.tmp), "/tmp"]
+        hidden_run = _hidden_run()
+        if hidden_run is not None:
+            launch += ["--tmpfs", hidden_run]
+            resolver = _resolver_directory()
+            if resolver is not None:
+                launch += ["--ro-bind", resolver, resolver]
         # what the command is run with from under the host's /tmp (its program, a script it is
         # given: a sample race made by `mktemp -d`; a virtualenv on its PATH) stays visible,
         # read-only, beside the private /tmp
@@ -162,10 +168,30 @@ class Fence:
             launch += ["--ro-bind", link, link]
         # read-only once the binds inside them are made: a write there fails as it would on the
         # host's read-only repository, instead of landing in an empty tmpfs nobody reads
-        for path in hidden:
+        for path in [*hidden, *([hidden_run] if hidden_run is not None else [])]:
             launch += ["--remount-ro", path]
         launch += ["--chdir", directory, "--", *argv]
         return launch
+
+
+# Daemons listen under /run, and a socket opens what no mount closes: a container engine's (a
+# container that mounts / is the machine), the system bus and systemd's (a unit started outside
+# every fence), the user's own under /run/user (session bus, rootless engines). A fenced command
+# sees /run empty and read-only, but for the directory /etc/resolv.conf leads to there (name
+# resolution, as with systemd-resolved). The paths the race asks for are bound after it.
+@cache
+def _hidden_run() -> str | None:
+    run = os.path.realpath("/run")
+    return run if os.path.isdir(run) else None
+
+
+@cache
+def _resolver_directory() -> str | None:
+    run = _hidden_run()
+    directory = os.path.dirname(os.path.realpath("/etc/resolv.conf"))
+    if run is None or not directory.startswith(run + "/") or not os.path.isdir(directory):
+        return None
+    return directory
 
 
 def _named_under_tmp(argv: Sequence[str], search: str) -> list[str]:
