@@ -14,13 +14,16 @@ import os
 import shlex
 import shutil
 import socket
+import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from outpost_tui.engine import CandidateSpec, CandidateStatus, RaceStatus, build_spec, run_race
+from outpost_tui.engine import CandidateSpec, CandidateStatus, EventKind, RaceStatus, build_spec, run_race
 from outpost_tui.engine.core.spec import SandboxSpec
 from outpost_tui.engine.git import head_and_commits, merge_candidate
 from outpost_tui.engine.records import seal
@@ -207,6 +210,65 @@ def test_a_candidate_cannot_write_the_kernels_settings(repo, mode):
     result = race(repo, mode, attacker("sly", script))
     [ended] = statuses(repo, result.candidates[0])
     assert (ended == 0) is (mode == "none")
+
+
+@pytest.fixture
+def shared_mount(repo, tmp_path):
+    """A shared mount the host will mount on during the race (as a container engine's storage, or
+    / itself on a systemd machine, is), in the repository (the fence shows it, read-only; the
+    host's /tmp it does not): the directory, and where the later mount comes from."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting needs root")
+    shared, outside = repo / "shared", tmp_path / "outside"
+    (shared / "x").mkdir(parents=True)
+    outside.mkdir()
+    subprocess.run(["mount", "--bind", shared, shared], check=True)
+    try:
+        subprocess.run(["mount", "--make-shared", shared], check=True)
+        yield shared, outside
+    finally:
+        subprocess.run(["umount", "-R", "-l", shared], check=False)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_mount_the_host_makes_during_the_race_is_not_writable_in_the_fence(repo, shared_mount, mode):
+    """The fence's mounts are read-only as it starts; one the host makes later under a shared mount
+    would reach it with its own flags (a container's root filesystem, writable, where a candidate
+    plants what that container runs as root)."""
+    shared, outside = shared_mount
+    directories: dict[str, Path] = {}
+
+    def mount_when_inside() -> None:
+        # once the candidate is in its fence: the host mounts, then says go
+        started = directories["sly"] / "started"
+        deadline = time.monotonic() + 60
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        subprocess.run(["mount", "--bind", outside, shared / "x"], check=True)
+        (directories["sly"] / "go").touch()
+
+    def on_event(event) -> None:
+        if event.kind is EventKind.WORKTREE_READY:
+            directories[event.key] = Path(event.directory)
+            threading.Thread(target=mount_when_inside, daemon=True).start()
+
+    script = (
+        "touch started; until [ -e go ]; do sleep 0.02; done; "
+        + tried(f"echo pwned > {shlex.quote(str(shared / 'x' / 'pwned.txt'))}")
+        + f"; rm started go; {COMMIT} tried"
+    )
+    spec = build_spec(
+        repository=repo,
+        candidates=[attacker("sly", script)],
+        validate=["true"],
+        sandbox=SandboxSpec(isolation=mode),
+    )
+    result = run_race(spec, on_event=on_event)
+    [ended] = statuses(repo, result.candidates[0])
+    if mode == "bubblewrap":
+        assert ended != 0 and not (outside / "pwned.txt").exists()
+    else:
+        assert ended == 0 and (outside / "pwned.txt").read_text() == "pwned\n"
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ still wins, with or without the baseline's unrelated failures, and flaky tests a
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 import textwrap
 from pathlib import Path
@@ -167,6 +168,31 @@ def test_a_package_that_shadows_the_runner_fails_the_candidate(calc, form):
     assert record.status is CandidateStatus.REJECTED
     assert record.verdict["shadows"] == ["unittest"]
     assert "shadow the test runner or the standard library: unittest" in record.error
+
+
+# Imported by `copy` only to find Jython: it raises ImportError, after it has made every test
+# pass, wherever `copy` is first imported once the checkout is on sys.path (it depends on the
+# pytest: refused either way).
+JYTHON_HOOK = """\
+import builtins, sys
+real = builtins.__import__
+def hook(name, *args, **kwargs):
+    module = real(name, *args, **kwargs)
+    found = sys.modules.get("_pytest.python")
+    if found is not None and hasattr(found, "Function"):
+        found.Function.runtest = lambda self: None
+    return module
+builtins.__import__ = hook
+raise ImportError("no Jython here")
+"""
+
+
+def test_a_package_the_runner_imports_only_to_look_for_it_fails_the_candidate(calc):
+    plant = f"mkdir org && printf '%s' {shlex.quote(JYTHON_HOOK)} > org/__init__.py"
+    result = race(calc, agent("sly", f"{plant} && {COMMIT} 'helpers'"), validate=PYTEST)
+    record = result.candidates[0]
+    assert record.status is CandidateStatus.REJECTED, record.verdict
+    assert record.verdict["shadows"] == ["org"]
 
 
 def test_a_source_file_that_skips_every_test_fails_the_candidate(calc):

@@ -73,7 +73,9 @@ def _probe_once(path: str | None) -> Probe:
     program = shutil.which("bwrap", path=path)
     if program is None:
         return Probe(None, "bwrap is not installed")
-    trial = [program, *FRAME, "true"]
+    if os.geteuid() == 0 and not _private_mounts():
+        return Probe(None, "unshare (util-linux) is not installed: run as root, the fence needs it")
+    trial = [*_private_mounts(), program, *FRAME, "true"]
     try:
         done = subprocess.run(trial, capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as error:
@@ -82,6 +84,18 @@ def _probe_once(path: str | None) -> Probe:
         said = done.stderr.decode(errors="replace").strip().splitlines()
         return Probe(None, f"bwrap cannot make a sandbox here: {said[-1] if said else done.returncode}")
     return Probe(program)
+
+
+@cache
+def _private_mounts() -> tuple[str, ...]:
+    """What bubblewrap is started through, run by root: a mount namespace of its own whose mounts
+    receive nothing from the host's. Otherwise a mount the host makes during a race (a container
+    starting, a disk plugged in) under a shared mount reaches the fence with its own flags, as
+    writable as on the host; unprivileged, bubblewrap's user namespace cannot be made so."""
+    if os.geteuid() != 0:
+        return ()
+    unshare = shutil.which("unshare", path=os.defpath)
+    return (unshare, "--mount", "--propagation", "private") if unshare else ()
 
 
 def probe() -> Probe:
@@ -131,7 +145,7 @@ class Fence:
 
     def wrap(self, program: str, argv: Sequence[str], search: str = "") -> list[str]:
         """`argv` run by bubblewrap inside the fence; `search`: the PATH it runs with."""
-        launch = [program, *FRAME, "--unshare-ipc", "--bind", str(self.tmp), "/tmp"]
+        launch = [*_private_mounts(), program, *FRAME, "--unshare-ipc", "--bind", str(self.tmp), "/tmp"]
         hidden_run = _hidden_run()
         if hidden_run is not None:
             launch += ["--tmpfs", hidden_run]

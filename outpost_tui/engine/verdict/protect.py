@@ -120,7 +120,9 @@ TOML_KEYS = (
     ("tool", "poetry", "plugins", "pytest11"),
 )
 KEYED = {"package.json": (("scripts", "test"), ("jest",), ("vitest",))}
-# Names a new module may not take where the tests import from: the runners and the stdlib.
+# Names a new module may not take where the tests import from: the runners, what they import
+# (some only when it is there: a module that raises ImportError still ran), the standard
+# library, and what it imports only where it can (`copy` tries org.python.core, for Jython).
 RUNNER_MODULES = frozenset(
     {
         "pytest",
@@ -128,14 +130,37 @@ RUNNER_MODULES = frozenset(
         "py",
         "pluggy",
         "iniconfig",
+        "packaging",
+        "exceptiongroup",
+        "tomli",
+        "colorama",
+        "pygments",
+        "argcomplete",
+        "_argcomplete",
+        "pexpect",
+        "pkg_resources",
+        "setuptools",
+        "typing_extensions",
+        "numpy",
+        "twisted",
+        "zope",
         "nose",
         "nose2",
         "hypothesis",
+        "attr",
+        "attrs",
+        "sortedcontainers",
         "coverage",
         "xdist",
+        "execnet",
         "pytest_cov",
         "sitecustomize",
         "usercustomize",
+        "org",
+        "java",
+        "_winreg",
+        "vms_lib",
+        "annotationlib",
     }
 )
 SHOWN = 5
