@@ -79,7 +79,13 @@ def wait_for(condition, what: str, process: subprocess.Popen | None = None, time
     while not condition():
         if process is not None and process.poll() is not None:
             raise AssertionError(f"coordinator ended before {what}: {process.stderr.read()}")
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        if time.monotonic() >= deadline:
+            # what the coordinator said (its progress lines name the phase it was stuck in)
+            said = ""
+            if process is not None:
+                process.kill()
+                said = process.communicate(timeout=30)[1][-3000:]
+            raise AssertionError(f"timed out waiting for {what}: {said}")
         time.sleep(0.02)
 
 
