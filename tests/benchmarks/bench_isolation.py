@@ -159,7 +159,7 @@ def isolation_cost(rounds: int = 5) -> dict[str, object]:
                 times[mode].append(_race(repo, mode))
         none_ms = statistics.median(times["none"]) * 1000 / CANDIDATES
         fenced_ms = statistics.median(times["bubblewrap"]) * 1000 / CANDIDATES
-        fence = [program, *isolation.FRAME, "--unshare-ipc", "--tmpfs", "/tmp", "true"]
+        fence = [*isolation.launcher(program), "--unshare-ipc", "--tmpfs", "/tmp", "true"]
         raw_spawn = _spawn_ms(["true"], rounds * 6)
         fenced_spawn = _spawn_ms(fence, rounds * 6)
         parts = _private_ms(make_repo(base / "parts"), rounds * 2)

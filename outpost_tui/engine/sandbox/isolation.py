@@ -42,7 +42,7 @@ UNISOLATED_WARNING = (
 # may still write the kernel's settings under its new /proc (core_pattern names a program the
 # kernel runs as root, outside every namespace): those are read-only, as a container has them.
 _KERNEL_SETTINGS = ("/proc/sys", "/proc/sysrq-trigger", "/proc/fs", "/proc/irq", "/proc/bus")
-FRAME = (
+_FRAME = (
     "--ro-bind",
     "/",
     "/",
@@ -75,7 +75,7 @@ def _probe_once(path: str | None) -> Probe:
         return Probe(None, "bwrap is not installed")
     if os.geteuid() == 0 and not _private_mounts():
         return Probe(None, "unshare (util-linux) is not installed: run as root, the fence needs it")
-    trial = [*_private_mounts(), program, *FRAME, "true"]
+    trial = [*launcher(program), "true"]
     try:
         done = subprocess.run(trial, capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as error:
@@ -96,6 +96,11 @@ def _private_mounts() -> tuple[str, ...]:
         return ()
     unshare = shutil.which("unshare", path=os.defpath)
     return (unshare, "--mount", "--propagation", "private") if unshare else ()
+
+
+def launcher(program: str) -> list[str]:
+    """The start of every fenced command: bubblewrap (`program`) with the fence's frame."""
+    return [*_private_mounts(), program, *_FRAME]
 
 
 def probe() -> Probe:
@@ -145,10 +150,10 @@ class Fence:
 
     def wrap(self, program: str, argv: Sequence[str], search: str = "") -> list[str]:
         """`argv` run by bubblewrap inside the fence; `search`: the PATH it runs with."""
-        launch = [*_private_mounts(), program, *FRAME, "--unshare-ipc", "--bind", str(self.tmp), "/tmp"]
-        hidden_run = _hidden_run()
-        if hidden_run is not None:
-            launch += ["--tmpfs", hidden_run]
+        launch = [*launcher(program), "--unshare-ipc", "--bind", str(self.tmp), "/tmp"]
+        run = _hidden_run()
+        if run is not None:
+            launch += ["--tmpfs", run]
             resolver = _resolver_directory()
             if resolver is not None:
                 launch += ["--ro-bind", resolver, resolver]
@@ -182,7 +187,7 @@ class Fence:
             launch += ["--ro-bind", link, link]
         # read-only once the binds inside them are made: a write there fails as it would on the
         # host's read-only repository, instead of landing in an empty tmpfs nobody reads
-        for path in [*hidden, *([hidden_run] if hidden_run is not None else [])]:
+        for path in hidden if run is None else [*hidden, run]:
             launch += ["--remount-ro", path]
         launch += ["--chdir", directory, "--", *argv]
         return launch
