@@ -130,3 +130,16 @@ def alive(pid: int) -> bool:
 def pids(path: Path) -> list[int]:
     """The pids a fake agent wrote to its --pidfile."""
     return [int(p) for p in path.read_text().split()]
+
+
+@pytest.fixture
+def step_clock(monkeypatch):
+    """Steps the wall clock forward as psutil sees it (NTP setting a fresh machine's clock): psutil
+    takes the boot time from it, so every process's epoch start time moves by the step."""
+    from psutil import _pslinux
+
+    def step(seconds: float) -> None:
+        booted = _pslinux.boot_time()
+        monkeypatch.setattr(_pslinux, "boot_time", lambda: booted + seconds)
+
+    return step

@@ -38,7 +38,7 @@ from outpost_tui.engine.durable.checkpoint import (
     sealed_envelope,
 )
 from outpost_tui.engine.durable.local_transport import LocalTransport
-from outpost_tui.engine.durable.ownership import this_host
+from outpost_tui.engine.pids import this_host
 
 RUN = "parser-race"
 IDENTITY = "identity-1"

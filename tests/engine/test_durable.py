@@ -19,6 +19,7 @@ from outpost_tui.engine.core.spec import DurabilitySpec
 from outpost_tui.engine.durable import run as durable
 from outpost_tui.engine.durable.checkpoint import checkpoint_key, read_saved, sealed_envelope
 from outpost_tui.engine.durable.local_transport import LocalTransport
+from outpost_tui.engine.sandbox.local import resource_id_for
 from tests.conftest import FAKE_AGENT, flags, git
 
 CLI = [sys.executable, "-m", "outpost_tui.cli"]
@@ -718,7 +719,7 @@ def test_a_finished_run_with_cleanup_pending_is_cleaned_when_called_again(repo, 
     assert first.returncode == 0, first.stderr
     leftover = subprocess.Popen(["sleep", "300"], start_new_session=True)
     try:
-        resource = f"pgid:{leftover.pid}:{psutil.Process(leftover.pid).create_time():.3f}"
+        resource = resource_id_for(leftover.pid)
 
         def cleanup_left_pending(state: dict) -> None:
             [a] = state["attempts"]

@@ -63,7 +63,9 @@ def finished_race(repo: Path) -> tuple[object, list[Event]]:
         ],
     )
     result = run_race(spec, on_event=seen.append)
-    assert result.winner.key == "good"
+    assert result.winner is not None and result.winner.key == "good", json.dumps(
+        [c.to_json() for c in result.candidates], indent=1, default=str
+    )
     return result, seen
 
 

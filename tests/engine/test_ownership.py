@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import subprocess
 import sys
@@ -15,10 +16,9 @@ from outpost_tui.engine.durable.ownership import (
     Owner,
     StopRefused,
     coordinator_status,
-    process_start,
     stop_coordinator,
-    this_host,
 )
+from outpost_tui.engine.pids import process_start, this_boot, this_host
 
 IGNORES_TERM = (
     "import signal, sys, time\n"
@@ -47,6 +47,7 @@ def owner_of(
         process_start(pid) if start is None else start,
         now - 60,
         now - heartbeat_age,
+        this_boot(),
     )
 
 
@@ -117,3 +118,32 @@ def test_stopping_a_coordinator_that_is_already_gone(child: subprocess.Popen) ->
     child.kill()
     child.wait()
     assert stop_coordinator(owner) is True
+
+
+def test_a_clock_step_leaves_a_live_coordinator_alive(child: subprocess.Popen, step_clock) -> None:
+    owner = owner_of(child.pid)
+    epoch_start = psutil.Process(child.pid).create_time()
+    step_clock(30)
+    # the control: the epoch start time, which ownership once compared, moved with the clock
+    assert psutil.Process(child.pid).create_time() - epoch_start == pytest.approx(30, abs=0.01)
+    assert coordinator_status(owner).alive is True
+    assert stop_coordinator(owner, timeout=10) is True
+    assert child.wait(timeout=5) == -signal.SIGTERM
+
+
+def test_a_coordinator_of_an_earlier_boot_is_gone_and_nothing_is_signalled(child: subprocess.Popen) -> None:
+    owner = dataclasses.replace(owner_of(child.pid), boot="an-earlier-boot")
+    status = coordinator_status(owner)
+    assert status.alive is False and "restarted" in status.reason
+    assert stop_coordinator(owner) is True
+    assert child.poll() is None
+
+
+def test_a_record_of_an_older_version_still_names_its_live_coordinator(child: subprocess.Popen) -> None:
+    record = owner_of(child.pid).to_json()
+    del record["boot"]
+    record["process_start"] = psutil.Process(child.pid).create_time()  # as it was written: epoch time
+    owner = Owner.from_json(record)
+    assert owner.process_start == pytest.approx(process_start(child.pid), abs=0.01)
+    assert coordinator_status(owner).alive is True
+    assert Owner.from_json(owner.to_json()) == owner

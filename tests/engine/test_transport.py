@@ -17,7 +17,6 @@ import pytest
 
 from outpost_tui import exitcodes
 from outpost_tui.engine.durable.local_transport import HEADER_SIZE, LocalTransport
-from outpost_tui.engine.durable.ownership import process_start, this_host
 from outpost_tui.engine.durable.transport import (
     CorruptObject,
     InvalidKey,
@@ -26,6 +25,7 @@ from outpost_tui.engine.durable.transport import (
     TransportConflict,
     TransportError,
 )
+from outpost_tui.engine.pids import process_start, this_boot, this_host
 
 KEY = "speculations/abc.json"
 
@@ -37,6 +37,11 @@ def storage(tmp_path: Path) -> LocalTransport:
 
 def lock_path(storage: LocalTransport) -> Path:
     return storage.directory / "locks" / (hashlib.sha256(KEY.encode()).hexdigest()[:40] + ".lock")
+
+
+def holder(pid: int) -> dict:
+    """A lock file's content, as the process `pid` writes it."""
+    return {"pid": pid, "host": this_host(), "boot": this_boot(), "start": process_start(pid), "key": KEY}
 
 
 def mode(path: Path) -> int:
@@ -219,11 +224,11 @@ def test_list_by_prefix(storage: LocalTransport) -> None:
 
 def test_stale_lock_of_a_dead_process_is_broken(storage: LocalTransport) -> None:
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    start = process_start(dead.pid)
+    held = holder(dead.pid)
     dead.wait()
     storage.write("warm/up", b"x", if_revision=None)  # creates the locks directory
     lock = lock_path(storage)
-    lock.write_text(json.dumps({"pid": dead.pid, "host": this_host(), "start": start}))
+    lock.write_text(json.dumps(held))
     began = time.monotonic()
     storage.write(KEY, b"x", if_revision=None)
     assert time.monotonic() - began < 5
@@ -234,9 +239,7 @@ def test_a_live_lock_holder_is_waited_for_then_times_out(tmp_path: Path) -> None
     storage = LocalTransport(tmp_path / "storage", lock_timeout=0.3)
     storage.write("warm/up", b"x", if_revision=None)
     lock = lock_path(storage)
-    lock.write_text(
-        json.dumps({"pid": os.getpid(), "host": this_host(), "start": process_start(os.getpid())})
-    )
+    lock.write_text(json.dumps(holder(os.getpid())))
     with pytest.raises(TransportError, match=f"timed out .*held by pid {os.getpid()}"):
         storage.write(KEY, b"x", if_revision=None)
     assert lock.exists() and storage.read(KEY) is None
@@ -249,6 +252,25 @@ def test_a_live_lock_holder_is_waited_for_then_times_out(tmp_path: Path) -> None
     finally:
         timer.join()
     assert storage.read(KEY).data == b"after"
+
+
+def test_a_clock_step_does_not_make_a_live_holder_look_dead(tmp_path: Path, step_clock) -> None:
+    """A fresh machine's clock set by NTP mid-run would make every live lock look stale: a waiter
+    broke a holder's lock, then unlinked one already released (ENOENT), and two writers could race."""
+    storage = LocalTransport(tmp_path / "storage", lock_timeout=0.3)
+    storage.write("warm/up", b"x", if_revision=None)
+    lock = lock_path(storage)
+    lock.write_text(json.dumps(holder(os.getpid())))
+    step_clock(30)
+    with pytest.raises(TransportError, match=f"timed out .*held by pid {os.getpid()}"):
+        storage.write(KEY, b"x", if_revision=None)
+    assert lock.exists() and storage.read(KEY) is None
+    # the control: a holder from another boot, or one that exited, is broken at once
+    revision = None
+    for other in ({**holder(os.getpid()), "boot": "an-earlier-boot"}, {**holder(os.getpid()), "start": 0.0}):
+        lock.write_text(json.dumps(other))
+        revision = storage.write(KEY, b"x", if_revision=revision)
+        assert not lock.exists()
 
 
 def test_unwritable_storage_is_one_clear_line(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Literal, overload
 
 from ..files import write_atomically
-from .ownership import process_start, same_process, this_host
+from ..pids import process_start, same_process, this_boot, this_host
 from .transport import (
     CorruptObject,
     Entry,
@@ -378,7 +378,7 @@ class LocalTransport(Transport):
         name = hashlib.sha256(key.encode()).hexdigest()[:40] + ".lock"
         path = self.directory / "locks" / name
         holder = json.dumps(
-            {"pid": os.getpid(), "host": this_host(), "start": _own_start(), "key": key}
+            {"pid": os.getpid(), "host": this_host(), "boot": this_boot(), "start": _own_start(), "key": key}
         ).encode()
         try:
             deadline = time.monotonic() + self.lock_timeout
@@ -432,6 +432,7 @@ class LocalTransport(Transport):
                 and isinstance(holder.get("pid"), int)
                 and isinstance(holder.get("start"), (int, float))
                 and isinstance(holder.get("host"), str)
+                and isinstance(holder.get("boot"), str)
             ):
                 holder = None
         except ValueError:
@@ -463,7 +464,9 @@ class LocalTransport(Transport):
                 stale = time.time() - mtime > UNREADABLE_LOCK_AGE
             else:
                 # A holder on another host (shared storage) cannot be checked: never break it.
-                stale = holder["host"] == this_host() and not same_process(holder["pid"], holder["start"])
+                stale = holder["host"] == this_host() and not same_process(
+                    holder["pid"], holder["start"], holder["boot"]
+                )
             if stale:
                 os.unlink(name, dir_fd=locks_fd)
             return stale

@@ -1,8 +1,7 @@
 """Is a durable run's coordinator still alive, and stopping it: the recovery "stop" step.
 
-A process is identified by (host, pid, start time), never by the pid alone: pids are reused, and a
-pid on another host cannot be looked up from here at all. So "gone" is only ever claimed for a
-process on this host, after checking that the pid is absent or now belongs to a different process.
+The coordinator is found again by its host, boot, pid and start time (processes.py), never by the pid
+alone.
 """
 
 from __future__ import annotations
@@ -10,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
-import socket
 import time
 import uuid
 from dataclasses import dataclass
@@ -20,36 +18,9 @@ import psutil
 
 from ... import exitcodes
 from ..errors import OutpostError
+from ..pids import START_TOLERANCE, process_start, started, this_boot, this_host
 
-# create_time() is derived from boot time and clock ticks; allow for rounding between readings.
-START_TOLERANCE = 1.0
 _POLL = 0.02
-
-
-def this_host() -> str:
-    return socket.gethostname()
-
-
-def process_start(pid: int) -> float:
-    """Start time (epoch seconds) of `pid`; raises psutil.NoSuchProcess when there is none."""
-    return psutil.Process(pid).create_time()
-
-
-def same_process(pid: int, start: float) -> bool:
-    """True while `pid` is a running (non-zombie) process started at `start`.
-
-    A process we may not inspect counts as running: callers use this to decide whether it is safe to
-    take something over, and assuming "alive" is the safe side.
-    """
-    try:
-        process = psutil.Process(pid)
-        if process.status() == psutil.STATUS_ZOMBIE:
-            return False
-        return abs(process.create_time() - start) <= START_TOLERANCE
-    except psutil.NoSuchProcess:
-        return False
-    except psutil.AccessDenied:
-        return True
 
 
 def describe_age(seconds: float) -> str:
@@ -82,15 +53,16 @@ class Owner:
     id: str
     pid: int
     host: str
-    process_start: float
+    process_start: float  # seconds after this host's boot
     started_at: float
     heartbeat_at: float
+    boot: str = ""  # the boot it ran in; "" when unknown (a record of an older version)
 
     @classmethod
     def current(cls) -> Owner:
         now = time.time()
         pid = os.getpid()
-        return cls(uuid.uuid4().hex, pid, this_host(), process_start(pid), now, now)
+        return cls(uuid.uuid4().hex, pid, this_host(), process_start(pid), now, now, this_boot())
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -112,13 +84,22 @@ class Owner:
             value = data.get(name)
             if not isinstance(value, kind) or isinstance(value, bool):
                 raise ValueError(f"owner.{name} is missing or not a {getattr(kind, '__name__', 'number')}")
+        boot = data.get("boot", "")
+        if not isinstance(boot, str):
+            raise ValueError("owner.boot is not a string")
+        start = float(data["process_start"])
+        if "boot" not in data:
+            # Written before start times counted from the boot: an epoch time, taken back to one as
+            # that version compared it.
+            start -= psutil.boot_time()
         return cls(
             data["id"],
             data["pid"],
             data["host"],
-            float(data["process_start"]),
+            start,
             float(data["started_at"]),
             float(data["heartbeat_at"]),
+            boot or this_boot(),
         )
 
 
@@ -138,9 +119,13 @@ def coordinator_status(owner: Owner, *, now: float | None = None) -> Coordinator
                 f"cannot be checked from here, and a missing pid on this host proves nothing; {heartbeat}"
             ),
         )
+    if owner.boot != this_boot():
+        return CoordinatorStatus(
+            False, f"{host} has restarted since the coordinator (pid {owner.pid}) ran; {heartbeat}"
+        )
     try:
         process = psutil.Process(owner.pid)
-        started = process.create_time()
+        began = started(process)
         zombie = process.status() == psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return CoordinatorStatus(False, f"pid {owner.pid} no longer exists on {host}; {heartbeat}")
@@ -148,12 +133,12 @@ def coordinator_status(owner: Owner, *, now: float | None = None) -> Coordinator
         return CoordinatorStatus(
             None, f"pid {owner.pid} on {host} exists but cannot be inspected (permission denied); {heartbeat}"
         )
-    if abs(started - owner.process_start) > START_TOLERANCE:
+    if abs(began - owner.process_start) > START_TOLERANCE:
         return CoordinatorStatus(
             False,
             (
                 f"pid {owner.pid} on {host} is now another process "
-                f"(started {started - owner.process_start:+.0f} s "
+                f"(started {began - owner.process_start:+.0f} s "
                 f"after the coordinator): the coordinator has exited; {heartbeat}"
             ),
         )
@@ -202,14 +187,16 @@ def stop_coordinator(owner: Owner, *, timeout: float = 10.0, kill_timeout: float
         )
     if owner.pid == os.getpid():
         raise StopRefused(f"pid {owner.pid} is this process: refusing to stop itself")
+    if owner.boot != this_boot():
+        return True  # it ran before this host restarted
     try:
         process = psutil.Process(owner.pid)
-        started = process.create_time()
+        began = started(process)
     except psutil.NoSuchProcess:
         return True
     except psutil.AccessDenied:
         raise StopRefused(f"no permission to inspect the coordinator (pid {owner.pid})") from None
-    if abs(started - owner.process_start) > START_TOLERANCE:
+    if abs(began - owner.process_start) > START_TOLERANCE:
         raise StopRefused(
             f"pid {owner.pid} is now another process, not the coordinator (which has "
             f"exited): refusing to signal it"

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import psutil
 
+from .. import pids
 from ..errors import OutpostError
 
 PREFERENCE = "OUTPOST_PROCESS_TRACKING"  # auto (default) | tree
@@ -259,13 +260,6 @@ def valid_cgroup(path: str) -> Path | None:
 # -- the process tree ------------------------------------------------------------------------------
 
 
-def _start_time(pid: int) -> float | None:
-    try:
-        return psutil.Process(pid).create_time()
-    except psutil.Error:
-        return None
-
-
 def below(pid: int) -> list[int]:
     """Every descendant of `pid`, from the kernel's list of each task's children: a few reads
     of the tree itself, where psutil reads every process of the machine (10-20 ms each, and an
@@ -299,7 +293,7 @@ def descendants(pid: int) -> dict[int, float]:
     found = {}
     for child in children:
         try:
-            found[child.pid] = child.create_time()
+            found[child.pid] = pids.started(child)
         except psutil.Error:
             continue
     return found
@@ -315,7 +309,7 @@ def marked(token: str) -> dict[int, float]:
         try:
             with open(f"/proc/{name}/environ", "rb") as handle:
                 if needle in handle.read().split(b"\0"):
-                    started = _start_time(int(name))
+                    started = pids.start_of(int(name))
                     if started is not None:
                         found[int(name)] = started
         except OSError:
@@ -334,7 +328,7 @@ def signal_strays(
     if group is not None:
         pids = set(_members(group))
     else:
-        targets = {pid: started for pid, started in known.items() if _start_time(pid) == started}
+        targets = {pid: started for pid, started in known.items() if pids.start_of(pid) == started}
         if token is not None:
             targets.update(marked(token))
         for pid in list(targets):
@@ -359,7 +353,7 @@ def kill_tree(known: dict[int, float], token: str | None) -> list[tuple[int, str
     # as long as a cgroup's: on a loaded machine a killed process can take a while to be gone
     deadline = time.monotonic() + CONFIRM_WITHIN
     while time.monotonic() < deadline:
-        targets = {pid: started for pid, started in known.items() if _start_time(pid) == started}
+        targets = {pid: started for pid, started in known.items() if pids.start_of(pid) == started}
         if token is not None:
             targets.update(marked(token))
         for pid in list(targets):
@@ -377,7 +371,7 @@ def kill_tree(known: dict[int, float], token: str | None) -> list[tuple[int, str
                 killed.append(member)
         known.update(targets)
         time.sleep(0.02)  # KILL lands asynchronously; look again once it has
-    still = [pid for pid in known if alive(pid) and _start_time(pid) == known[pid]]
+    still = [pid for pid in known if alive(pid) and pids.start_of(pid) == known[pid]]
     if still:
         raise ContainmentError(f"processes {still} are still alive after KILL")
     return killed

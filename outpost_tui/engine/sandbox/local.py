@@ -22,7 +22,7 @@ from pathlib import Path
 import anyio
 import psutil
 
-from .. import git, gitenv
+from .. import git, gitenv, pids
 from ..core.spec import Isolation
 from . import containment, isolation
 from .base import Completed, LineSink, Sandbox, SandboxContext, SandboxError, SandboxProvider, Stop, StopSink
@@ -33,6 +33,9 @@ TERM_GRACE = 2.0
 # Seconds the output may stay open once the command's group is gone; longer means a process that
 # left the group (a daemon started in its own session) still holds it.
 DRAIN_GRACE = 2.0
+# A process group's start time recorded by an older version is an epoch time; one counted from the
+# boot stays below this (three years of uptime).
+_EPOCH_STARTS = 1e8
 
 
 def _group_alive(pgid: int) -> bool:
@@ -532,8 +535,8 @@ class LocalProvider(SandboxProvider):
     async def recover(self, resource_id: str) -> bool:
         """Kill what a crashed coordinator left: an attempt's cgroup (`cgroup:<path>`), the
         processes carrying a command's marker (`marker:<token>`), a process group
-        (`pgid:<pid>:<create_time>`: the leader's start time guards against a reused pid killing
-        an unrelated group)."""
+        (`pgid:<pid>:<start>`: the leader's start time guards against a reused pid killing an
+        unrelated group)."""
         if resource_id.startswith(containment.RESOURCE_CGROUP):
             group = containment.valid_cgroup(resource_id[len(containment.RESOURCE_CGROUP) :])
             if group is None or not group.is_dir():
@@ -548,15 +551,17 @@ class LocalProvider(SandboxProvider):
             pgid, started = int(pid_text), float(started_text)
         except ValueError:
             return False
+        if started > _EPOCH_STARTS:
+            started -= psutil.boot_time()  # an older version's record: an epoch time
         members = [p for p in psutil.process_iter() if _pgid(p.pid) == pgid]
         if not members:
             return False
         leader = next((p for p in members if p.pid == pgid), None)
         try:
             if leader is not None:
-                if abs(leader.create_time() - started) > 1.0:
+                if abs(pids.started(leader) - started) > pids.START_TOLERANCE:
                     return False  # the pid was reused by an unrelated group
-            elif any(p.create_time() < started - 1.0 for p in members):
+            elif any(pids.started(p) < started - pids.START_TOLERANCE for p in members):
                 return False  # older than the recorded leader: not its children
         except psutil.Error:
             return False
@@ -577,8 +582,7 @@ def _pgid(pid: int) -> int | None:
 
 
 def resource_id_for(pid: int) -> str:
-    try:
-        started = psutil.Process(pid).create_time()
-    except psutil.Error:
-        started = time.time()
+    started = pids.start_of(pid)
+    if started is None:  # gone already: any group under its pid is younger
+        started = time.clock_gettime(time.CLOCK_BOOTTIME)
     return f"pgid:{pid}:{started:.3f}"
