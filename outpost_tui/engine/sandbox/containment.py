@@ -39,8 +39,8 @@ from pathlib import Path
 
 import psutil
 
-from .. import pids
 from ..errors import OutpostError
+from ..pids import start_of, started
 
 PREFERENCE = "OUTPOST_PROCESS_TRACKING"  # auto (default) | tree
 MARKER = "OUTPOST_CONTAINMENT"
@@ -293,7 +293,7 @@ def descendants(pid: int) -> dict[int, float]:
     found = {}
     for child in children:
         try:
-            found[child.pid] = pids.started(child)
+            found[child.pid] = started(child)
         except psutil.Error:
             continue
     return found
@@ -309,9 +309,9 @@ def marked(token: str) -> dict[int, float]:
         try:
             with open(f"/proc/{name}/environ", "rb") as handle:
                 if needle in handle.read().split(b"\0"):
-                    started = pids.start_of(int(name))
-                    if started is not None:
-                        found[int(name)] = started
+                    began = start_of(int(name))
+                    if began is not None:
+                        found[int(name)] = began
         except OSError:
             continue
     return found
@@ -326,16 +326,16 @@ def signal_strays(
     grace. The cgroup's members, else the tracked tree, the marker's holders and their
     descendants (a reused pid is told apart by its start time). Returns the pids signalled."""
     if group is not None:
-        pids = set(_members(group))
+        members = set(_members(group))
     else:
-        targets = {pid: started for pid, started in known.items() if pids.start_of(pid) == started}
+        targets = {pid: began for pid, began in known.items() if start_of(pid) == began}
         if token is not None:
             targets.update(marked(token))
         for pid in list(targets):
             targets.update(descendants(pid))
-        pids = set(targets)
+        members = set(targets)
     sent = []
-    for pid in sorted(pids - {os.getpid()}):
+    for pid in sorted(members - {os.getpid()}):
         try:
             if os.getpgid(pid) == pgid:
                 continue
@@ -353,7 +353,7 @@ def kill_tree(known: dict[int, float], token: str | None) -> list[tuple[int, str
     # as long as a cgroup's: on a loaded machine a killed process can take a while to be gone
     deadline = time.monotonic() + CONFIRM_WITHIN
     while time.monotonic() < deadline:
-        targets = {pid: started for pid, started in known.items() if pids.start_of(pid) == started}
+        targets = {pid: began for pid, began in known.items() if start_of(pid) == began}
         if token is not None:
             targets.update(marked(token))
         for pid in list(targets):
@@ -371,7 +371,7 @@ def kill_tree(known: dict[int, float], token: str | None) -> list[tuple[int, str
                 killed.append(member)
         known.update(targets)
         time.sleep(0.02)  # KILL lands asynchronously; look again once it has
-    still = [pid for pid in known if alive(pid) and pids.start_of(pid) == known[pid]]
+    still = [pid for pid in known if alive(pid) and start_of(pid) == known[pid]]
     if still:
         raise ContainmentError(f"processes {still} are still alive after KILL")
     return killed
