@@ -40,8 +40,9 @@ def this_boot() -> str:
 def started(process: psutil.Process) -> float:
     """Seconds from this machine's boot to `process`'s start."""
     # create_time() is the kernel's ticks since boot plus psutil.boot_time(), both read now: taking
-    # the boot time back off leaves what no clock step moves.
-    return process.create_time() - psutil.boot_time()
+    # the boot time back off leaves what no clock step moves. Rounded to the millisecond (ticks are
+    # 10 ms) so the sum's float rounding, which differs with the boot time, never tells two equal.
+    return round(process.create_time() - psutil.boot_time(), 3)
 
 
 def process_start(pid: int) -> float:

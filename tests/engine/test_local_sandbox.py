@@ -4,6 +4,7 @@ keeps its run waiting."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -12,6 +13,8 @@ import anyio
 import psutil
 import pytest
 
+from outpost_tui.engine import pids
+from outpost_tui.engine.sandbox import containment
 from outpost_tui.engine.sandbox.base import SandboxContext, SandboxError
 from outpost_tui.engine.sandbox.local import DRAIN_GRACE, LocalSandbox
 from tests.conftest import HOST_PID
@@ -164,7 +167,6 @@ async def test_a_daemon_left_by_a_command_that_exits_at_once_is_found_too(sandbo
 def test_stale_empty_cgroups_of_killed_coordinators_are_swept_and_live_ones_kept():
     """A coordinator killed mid-race leaves its (emptied) attempt cgroup: the next probe removes
     it; a populated or recent one is left alone."""
-    from outpost_tui.engine.sandbox import containment
 
     base = containment.cgroup_root()
     if base is None:
@@ -191,7 +193,6 @@ async def test_commands_one_after_another_share_one_emptied_cgroup(sandbox, regi
     """An attempt's commands run one after another in one command cgroup, emptied and confirmed
     so between them: a daemon the first leaves is killed before the second starts, and the
     cgroup is recorded (for a crashed coordinator's successor) once."""
-    from outpost_tui.engine.sandbox import containment
 
     if containment.cgroup_root() is None:
         pytest.skip("no writable cgroup v2 hierarchy on this machine")
@@ -217,7 +218,6 @@ async def test_commands_one_after_another_share_one_emptied_cgroup(sandbox, regi
 async def test_a_cgroup_a_command_made_inside_its_own_keeps_the_next_command_out_of_it(sandbox):
     """A command that makes a cgroup inside its own (it could tune it to refuse new members)
     leaves that cgroup to the attempt's removal; the next command gets a new one and runs."""
-    from outpost_tui.engine.sandbox import containment
 
     if containment.cgroup_root() is None:
         pytest.skip("no writable cgroup v2 hierarchy on this machine")
@@ -310,7 +310,6 @@ async def test_an_attempts_grading_checkout_runs_in_the_cgroup_its_agent_emptied
     another attempt's, nor to one that is not a grading checkout); what nobody takes goes with the
     provider's drain at the race's end."""
 
-    from outpost_tui.engine.sandbox import containment
     from outpost_tui.engine.sandbox.local import LocalProvider
 
     if containment.cgroup_root() is None:
@@ -353,7 +352,6 @@ async def test_an_attempts_grading_checkout_runs_in_the_cgroup_its_agent_emptied
 async def test_processes_that_cannot_be_confirmed_gone_fail_the_command_in_one_line(tmp_path, monkeypatch):
     """Tracked by the process tree (no cgroup), a command whose processes do not go after KILL
     fails with the sandbox's own error: one line, never an exception group from inside."""
-    from outpost_tui.engine.sandbox import containment
 
     monkeypatch.setenv(containment.PREFERENCE, "tree")
 
@@ -370,3 +368,21 @@ async def test_processes_that_cannot_be_confirmed_gone_fail_the_command_in_one_l
         )
     finally:
         await sandbox.close()
+
+
+def test_a_process_the_tree_tracks_is_killed_after_a_clock_step(step_clock):
+    """Without a cgroup, a command's processes are found again by pid and start time: a start time
+    the clock moved would call a live one another process, and leave it running."""
+    stray = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        known = {stray.pid: pids.process_start(stray.pid)}
+        epoch = psutil.Process(stray.pid).create_time()
+        step_clock(30)
+        # the control: the epoch start time moved with the clock
+        assert psutil.Process(stray.pid).create_time() - epoch == pytest.approx(30, abs=0.01)
+        killed = containment.kill_tree(known, None)
+        assert [pid for pid, _name, _group in killed] == [stray.pid]
+        assert stray.wait(timeout=10) == -9
+    finally:
+        stray.kill()
+        stray.wait()

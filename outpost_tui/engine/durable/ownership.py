@@ -1,6 +1,6 @@
 """Is a durable run's coordinator still alive, and stopping it: the recovery "stop" step.
 
-The coordinator is found again by its host, boot, pid and start time (processes.py), never by the pid
+The coordinator is found again by its host, boot, pid and start time (pids.py), never by the pid
 alone.
 """
 
