@@ -41,6 +41,13 @@ DAEMON_AGENT = textwrap.dedent("""\
     ready = sys.argv[sys.argv.index("--ready") + 1] if "--ready" in sys.argv else None
     git = ["git", "-c", "user.name=d", "-c", "user.email=d@example.invalid"]
     mine = f"agent-{os.getpid()}.txt"
+    def said():  # the pids daemons have written whole (the file is there before its line is)
+        try:
+            with open(pidfile) as handle:
+                return handle.read().count("\\n")
+        except FileNotFoundError:
+            return 0
+    before = said()  # a replay's daemon adds its line to the first one's
     if "--validating" not in sys.argv:  # (a killed daemon's git may have left an index.lock)
         with open(mine, "w") as handle:
             handle.write("agent\\n")
@@ -67,7 +74,7 @@ DAEMON_AGENT = textwrap.dedent("""\
                 with open(pidfile, "a") as handle:
                     handle.write(f"{host_pid()}\\n")
     os.wait()
-    while not os.path.exists(pidfile):
+    while said() == before:
         time.sleep(0.01)
     if ready:
         open(ready, "w").close()
