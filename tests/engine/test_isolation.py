@@ -10,7 +10,9 @@ alone decides about.
 
 from __future__ import annotations
 
+import errno
 import os
+import platform
 import shlex
 import shutil
 import socket
@@ -314,6 +316,76 @@ def test_a_candidate_cannot_reach_a_daemons_socket_under_run(repo, daemon_socket
         assert ended != 0 and heard is None
     else:
         assert ended == 0 and heard == b"run this"
+
+
+# The kernel's keyrings through their system calls (no program for them is installed here), on the
+# user's keyring: `read NAME` prints a key's content, `plant NAME TEXT` adds one and prints its
+# serial, `drop NAME` invalidates it; a refused call prints its -errno.
+KEYRINGS = """
+import ctypes, platform, sys
+ADD_KEY, KEYCTL = {"x86_64": (248, 250), "aarch64": (217, 219)}[platform.machine()]
+SEARCH, READ, INVALIDATE, USER_KEYRING = 10, 11, 21, -4
+libc = ctypes.CDLL(None, use_errno=True)
+def call(number, *args):
+    result = libc.syscall(number, *args)
+    return result if result >= 0 else -ctypes.get_errno()
+verb, name = sys.argv[1], sys.argv[2].encode()
+if verb == "plant":
+    print(call(ADD_KEY, b"user", name, sys.argv[3].encode(), len(sys.argv[3]), USER_KEYRING))
+    sys.exit()
+key = call(KEYCTL, SEARCH, USER_KEYRING, b"user", name, 0)
+if key < 0:
+    print(key)
+elif verb == "drop":
+    print(call(KEYCTL, INVALIDATE, key))
+else:
+    found = ctypes.create_string_buffer(64)
+    size = call(KEYCTL, READ, key, found, 64)
+    print(found.raw[:size].decode() if size >= 0 else size)
+"""
+
+
+def keyrings(*args: str) -> str:
+    return subprocess.run(
+        [sys.executable, "-c", KEYRINGS, *args], capture_output=True, text=True
+    ).stdout.strip()
+
+
+@pytest.fixture
+def users_key():
+    """A secret in the user's keyring, as a tool keeps a token or a ticket there: its name and
+    content. It, and the key a candidate adds beside it, are invalidated afterwards."""
+    if platform.machine() not in ("x86_64", "aarch64"):
+        pytest.skip("the keyring calls are numbered here for x86_64 and aarch64 only")
+    name = f"outpost-test-{os.getpid()}-{time.monotonic_ns()}"
+    if int(keyrings("plant", name, "hunter2") or -1) < 0:
+        pytest.skip("the kernel's keyrings refuse this user")
+    try:
+        yield name, "hunter2"
+    finally:
+        keyrings("drop", name)
+        keyrings("drop", f"{name}-planted")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_candidate_cannot_read_or_add_keys_in_its_users_keyring(repo, users_key, mode):
+    """Keyrings are the kernel's, per user, not per mount or pid namespace: a ticket or a token
+    kept there would be the candidate's to read, and a key it adds outlives the race."""
+    name, secret = users_key
+    program = shlex.quote(KEYRINGS)
+    script = (
+        f"python3 -c {program} read {name} > read.txt; "
+        f"python3 -c {program} plant {name}-planted x > added.txt; {COMMIT} tried"
+    )
+    result = race(repo, mode, attacker("sly", script))
+    [record] = result.candidates
+    read, added = committed(repo, record, "read.txt").strip(), committed(repo, record, "added.txt").strip()
+    if mode == "bubblewrap":
+        assert (read, added) == (str(-errno.EPERM), str(-errno.EPERM))
+        assert keyrings("read", f"{name}-planted") == str(-errno.ENOKEY)
+    else:
+        assert read == secret and int(added) > 0
+        assert keyrings("read", f"{name}-planted") == "x"
 
 
 @pytest.mark.parametrize("mode", MODES)

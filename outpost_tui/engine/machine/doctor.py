@@ -85,7 +85,9 @@ def isolation_check(spec: RaceSpec | None) -> Check:
         return Check("isolation", False, str(error), required=True)
     if program is not None:
         own = "each candidate writes only its worktree and a git repository of its own"
-        return Check("isolation", True, f"bubblewrap ({program}): {own}")
+        unfiltered = isolation.probe().unfiltered
+        keys = f"; the kernel's keyrings stay open to it ({unfiltered})" if unfiltered else ""
+        return Check("isolation", True, f"bubblewrap ({program}): {own}{keys}")
     return Check("isolation", False, warning)
 
 

@@ -63,8 +63,10 @@ class Child:
         cwd: Path,
         env: Mapping[str, str],
         on_data: DataSink,
+        pass_fds: Sequence[int] = (),
     ) -> Child:
-        """Start `argv` in a session of its own (its own process group); OSError as Popen raises it."""
+        """Start `argv` in a session of its own (its own process group); OSError as Popen raises it.
+        `pass_fds`: files the command inherits, under the same numbers."""
         process = subprocess.Popen(
             list(argv),
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
@@ -74,6 +76,7 @@ class Child:
             env=env,
             start_new_session=True,
             bufsize=0,
+            pass_fds=pass_fds,
         )
         try:
             return cls(process, on_data, stdin)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ..core.spec import Isolation
 from ..statedir import state_directory
+from . import syscalls
 from .base import SandboxError
 
 BUBBLEWRAP = "bubblewrap"
@@ -59,10 +60,16 @@ _FRAME = (
 
 @dataclass(frozen=True)
 class Probe:
-    """Whether bubblewrap works here: its program, or why not."""
+    """Whether bubblewrap works here: its program, or why not; and whether it loads the fence's
+    system-call filter (syscalls.py), or why not."""
 
     program: str | None
     why: str = ""
+    unfiltered: str = ""  # why fenced commands may use the kernel's keyrings ("" when they may not)
+
+    @property
+    def filtered(self) -> bool:
+        return self.program is not None and not self.unfiltered
 
 
 _probe_lock = threading.Lock()
@@ -81,9 +88,30 @@ def _probe_once(path: str | None) -> Probe:
     except (OSError, subprocess.TimeoutExpired) as error:
         return Probe(None, f"bwrap cannot run: {error}")
     if done.returncode != 0:
-        said = done.stderr.decode(errors="replace").strip().splitlines()
-        return Probe(None, f"bwrap cannot make a sandbox here: {said[-1] if said else done.returncode}")
-    return Probe(program)
+        return Probe(None, f"bwrap cannot make a sandbox here: {_last_line(done)}")
+    return Probe(program, unfiltered=_filter_refused(program))
+
+
+def _filter_refused(program: str) -> str:
+    """Why bubblewrap cannot load the system-call filter here ("" when it can)."""
+    seccomp = syscalls.program_fd()
+    if seccomp is None:
+        return syscalls.unavailable()
+    try:
+        trial = [*launcher(program), "--seccomp", str(seccomp), "true"]
+        done = subprocess.run(
+            trial, capture_output=True, timeout=30, stdin=subprocess.DEVNULL, pass_fds=(seccomp,)
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"bwrap cannot load a seccomp filter: {error}"
+    finally:
+        os.close(seccomp)
+    return "" if done.returncode == 0 else f"bwrap cannot load a seccomp filter: {_last_line(done)}"
+
+
+def _last_line(done: subprocess.CompletedProcess[bytes]) -> str:
+    said = done.stderr.decode(errors="replace").strip().splitlines()
+    return said[-1] if said else str(done.returncode)
 
 
 @cache
@@ -148,9 +176,14 @@ class Fence:
     view: Path | None = None
     writable: Sequence[str] = ()  # the race file's and the agent's own, writable when present
 
-    def wrap(self, program: str, argv: Sequence[str], search: str = "") -> list[str]:
-        """`argv` run by bubblewrap inside the fence; `search`: the PATH it runs with."""
+    def wrap(
+        self, program: str, argv: Sequence[str], search: str = "", seccomp: int | None = None
+    ) -> list[str]:
+        """`argv` run by bubblewrap inside the fence; `search`: the PATH it runs with; `seccomp`:
+        the file (inherited by bubblewrap) holding the system-call filter it loads."""
         launch = [*launcher(program), "--unshare-ipc", "--bind", str(self.tmp), "/tmp"]
+        if seccomp is not None:
+            launch += ["--seccomp", str(seccomp)]
         run = _hidden_run()
         if run is not None:
             launch += ["--tmpfs", run]

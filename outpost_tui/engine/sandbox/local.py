@@ -24,7 +24,7 @@ import psutil
 
 from .. import git, gitenv, pids
 from ..core.spec import Isolation
-from . import containment, isolation
+from . import containment, isolation, syscalls
 from .base import Completed, LineSink, Sandbox, SandboxContext, SandboxError, SandboxProvider, Stop, StopSink
 from .child import Child
 from .lines import LineSplitter, Tail
@@ -124,9 +124,12 @@ class LocalSandbox(Sandbox):
     def bwrap(self) -> str | None:
         return None if self._provider is None else self._provider.bwrap
 
-    def _fenced(self, argv: Sequence[str], writable: Sequence[str], search: str) -> list[str]:
+    def _fenced(
+        self, argv: Sequence[str], writable: Sequence[str], search: str, seccomp: int | None
+    ) -> list[str]:
         """`argv` inside the attempt's fence: its worktree (or checkout), its own git repository,
-        its private /tmp; made once, at the sandbox's first command."""
+        its private /tmp; made once, at the sandbox's first command. `seccomp`: the file bubblewrap
+        reads the fence's system-call filter from."""
         program = self.bwrap
         assert program is not None, "only an isolated sandbox fences its commands"
         context = self.context
@@ -143,7 +146,7 @@ class LocalSandbox(Sandbox):
         fence = self._fence
         if writable:
             fence = replace(fence, writable=(*fence.writable, *writable))
-        return fence.wrap(program, argv, search)
+        return fence.wrap(program, argv, search, seccomp)
 
     def _environment(self) -> dict[str, str]:
         """The process's environment with the context's over it, scrubbed: read once (a copy and
@@ -205,50 +208,59 @@ class LocalSandbox(Sandbox):
         _check_program(program, self.directory, full_env.get("PATH"))
         launch = list(argv)
         fenced = self.bwrap is not None
-        if fenced:
+        # the fence's seccomp program (syscalls.py): a file of this command's own until it starts
+        seccomp = syscalls.program_fd() if fenced and isolation.probe().filtered else None
+        try:
+            if fenced:
+                try:
+                    launch = await anyio.to_thread.run_sync(
+                        self._fenced, argv, writable, full_env.get("PATH", ""), seccomp
+                    )
+                except (OSError, git.GitError) as error:
+                    raise SandboxError(f"cannot isolate {program!r}: {error}") from None
+                full_env["TMPDIR"] = "/tmp"
+            # Every process the command starts is contained: in a cgroup of its own, or else marked
+            # and watched (see containment).
+            group: Path | None = None
+            token: str | None = None
+            root = containment.cgroup_root()
             try:
-                launch = await anyio.to_thread.run_sync(
-                    self._fenced, argv, writable, full_env.get("PATH", "")
+                if root is not None:
+                    group = await self._command_cgroup(root)
+                    launch = ["/bin/sh", "-c", containment.SHIM, str(group / "cgroup.procs"), *launch]
+            except OSError as error:
+                raise SandboxError(
+                    f"cannot create a cgroup for {program!r}: {error.strerror or error}"
+                ) from None
+            if group is None:
+                token = uuid.uuid4().hex
+                full_env[containment.MARKER] = token
+                if self.context.register_resource is not None:
+                    with anyio.CancelScope(shield=True):
+                        await self.context.register_resource(containment.RESOURCE_MARKER + token)
+            known: dict[int, float] = {}
+            started = time.monotonic()
+            outputs = {name: _Output(name, Tail(tail_bytes), on_output) for name in ("stdout", "stderr")}
+            try:
+                process = Child.start(
+                    launch,
+                    stdin=stdin,
+                    cwd=self.directory,
+                    env=full_env,
+                    on_data=lambda name, chunk: outputs[name].take(chunk),
+                    pass_fds=() if seccomp is None else (seccomp,),
                 )
-            except (OSError, git.GitError) as error:
-                raise SandboxError(f"cannot isolate {program!r}: {error}") from None
-            full_env["TMPDIR"] = "/tmp"
-        # Every process the command starts is contained: in a cgroup of its own, or else marked
-        # and watched (see containment).
-        group: Path | None = None
-        token: str | None = None
-        root = containment.cgroup_root()
-        try:
-            if root is not None:
-                group = await self._command_cgroup(root)
-                launch = ["/bin/sh", "-c", containment.SHIM, str(group / "cgroup.procs"), *launch]
-        except OSError as error:
-            raise SandboxError(f"cannot create a cgroup for {program!r}: {error.strerror or error}") from None
-        if group is None:
-            token = uuid.uuid4().hex
-            full_env[containment.MARKER] = token
-            if self.context.register_resource is not None:
-                with anyio.CancelScope(shield=True):
-                    await self.context.register_resource(containment.RESOURCE_MARKER + token)
-        known: dict[int, float] = {}
-        started = time.monotonic()
-        outputs = {name: _Output(name, Tail(tail_bytes), on_output) for name in ("stdout", "stderr")}
-        try:
-            process = Child.start(
-                launch,
-                stdin=stdin,
-                cwd=self.directory,
-                env=full_env,
-                on_data=lambda name, chunk: outputs[name].take(chunk),
-            )
-        except (FileNotFoundError, NotADirectoryError):
-            if group is not None:
-                await anyio.to_thread.run_sync(containment.end_cgroup, group)
-            raise SandboxError(f"program {program!r} not found") from None
-        except PermissionError:
-            if group is not None:
-                await anyio.to_thread.run_sync(containment.end_cgroup, group)
-            raise SandboxError(f"program {program!r} is not executable (permission denied)") from None
+            except (FileNotFoundError, NotADirectoryError):
+                if group is not None:
+                    await anyio.to_thread.run_sync(containment.end_cgroup, group)
+                raise SandboxError(f"program {program!r} not found") from None
+            except PermissionError:
+                if group is not None:
+                    await anyio.to_thread.run_sync(containment.end_cgroup, group)
+                raise SandboxError(f"program {program!r} is not executable (permission denied)") from None
+        finally:
+            if seccomp is not None:
+                os.close(seccomp)
         self._running.add(process)
         pipes = process.pipe_ids
         timed_out = False
