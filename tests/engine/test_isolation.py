@@ -388,6 +388,34 @@ def test_a_candidate_cannot_read_or_add_keys_in_its_users_keyring(repo, users_ke
         assert keyrings("read", f"{name}-planted") == "x"
 
 
+def test_without_libseccomp_the_fence_runs_unfiltered_and_doctor_says_so(repo, users_key, monkeypatch):
+    """Where libseccomp is not installed, the rest of the fence still holds: its commands run
+    without the keyring filter (the one thing it gives), and doctor says why."""
+    import ctypes.util
+
+    from outpost_tui.engine.machine.doctor import isolation_check
+    from outpost_tui.engine.sandbox import syscalls
+
+    name, secret = users_key
+    found = ctypes.util.find_library
+    monkeypatch.setattr(ctypes.util, "find_library", lambda lib: None if lib == "seccomp" else found(lib))
+    monkeypatch.delitem(sys.modules, "pyseccomp", raising=False)
+    syscalls._built.cache_clear()
+    isolation._probe_once.cache_clear()
+    try:
+        assert isolation.probe().program is not None
+        assert "libseccomp cannot be loaded" in isolation.probe().unfiltered
+        check = isolation_check(None)
+        assert check.ok and "keyrings stay open to it (libseccomp cannot be loaded" in check.detail
+        script = f"python3 -c {shlex.quote(KEYRINGS)} read {name} > read.txt; {COMMIT} tried"
+        result = race(repo, "bubblewrap", attacker("sly", script))
+        assert result.isolation["mode"] == "bubblewrap"
+        assert committed(repo, result.candidates[0], "read.txt").strip() == secret
+    finally:
+        syscalls._built.cache_clear()
+        isolation._probe_once.cache_clear()
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_a_candidate_cannot_write_into_its_rivals_worktree(repo, signals, mode):
     # the rival waits until the attacker is done: its worktree exists all the while

@@ -25,7 +25,7 @@ def _built() -> tuple[bytes | None, str]:
     try:
         # imported here: loading it looks for libseccomp (ldconfig), which no other command needs
         import pyseccomp as seccomp  # type: ignore[import-untyped]
-    except (ImportError, OSError, AttributeError) as error:
+    except (ImportError, OSError, AttributeError, RuntimeError) as error:  # RuntimeError: not installed
         return None, f"libseccomp cannot be loaded: {error}"
     try:
         program = seccomp.SyscallFilter(seccomp.ALLOW)
