@@ -11,12 +11,16 @@ runs, so a call made the 32-bit way is refused as well.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import platform
 from functools import cache
 
 REFUSED = ("add_key", "keyctl", "request_key")
+# The 32-bit ABIs a 64-bit kernel also takes calls through; any other is killed by libseccomp's
+# default for a foreign architecture.
+_ALSO = {"x86_64": ("X86", "X32"), "aarch64": ("ARM",)}
 
 
 @cache
@@ -30,7 +34,9 @@ def _built() -> tuple[bytes | None, str]:
     try:
         program = seccomp.SyscallFilter(seccomp.ALLOW)
         for arch in _ALSO.get(platform.machine(), ()):
-            program.add_arch(getattr(seccomp.Arch, arch))
+            # one this libseccomp does not know stays out: its calls are then killed, not allowed
+            with contextlib.suppress(OSError, AttributeError):
+                program.add_arch(getattr(seccomp.Arch, arch))
         for name in REFUSED:
             program.add_rule(seccomp.ERRNO(errno.EPERM), name)
         memory = os.memfd_create("outpost-seccomp", os.MFD_CLOEXEC)
@@ -42,11 +48,6 @@ def _built() -> tuple[bytes | None, str]:
             os.close(memory)
     except (OSError, ValueError, RuntimeError) as error:
         return None, f"libseccomp cannot build the filter: {error}"
-
-
-# The 32-bit ABIs a 64-bit kernel also takes calls through; any other is killed by libseccomp's
-# default for a foreign architecture.
-_ALSO = {"x86_64": ("X86", "X32"), "aarch64": ("ARM",)}
 
 
 def unavailable() -> str:
