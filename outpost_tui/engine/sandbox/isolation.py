@@ -4,8 +4,9 @@ and a private /tmp (and what the race file and its agent's state add), nothing e
 
 The rest of the machine is visible read-only (its programs, the user's files, the repository's
 objects the candidate's git borrows), the network is the host's (an agent talks to its model), and
-processes live in a pid namespace of their own, without capabilities (root's too): a candidate
-cannot signal a rival or the coordinator, nor undo its fence. Without bubblewrap (not installed,
+processes live in a pid namespace of their own, without capabilities (root's too) and without the
+kernel's keyrings (syscalls.py): a candidate cannot signal a rival or the coordinator, nor undo its
+fence. Without bubblewrap (not installed,
 or user namespaces refused) the local sandbox runs as before, as the user, and every race says so
 (docs/threat-model.md).
 """
