@@ -6,9 +6,8 @@ The rest of the machine is visible read-only (its programs, the user's files, th
 objects the candidate's git borrows), the network is the host's (an agent talks to its model), and
 processes live in a pid namespace of their own, without capabilities (root's too) and without the
 kernel's keyrings (syscalls.py): a candidate cannot signal a rival or the coordinator, nor undo its
-fence. Without bubblewrap (not installed,
-or user namespaces refused) the local sandbox runs as before, as the user, and every race says so
-(docs/threat-model.md).
+fence. Without bubblewrap (not installed, or user namespaces refused) the local sandbox runs as
+before, as the user, and every race says so (docs/threat-model.md).
 """
 
 from __future__ import annotations
