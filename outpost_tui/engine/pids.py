@@ -45,6 +45,12 @@ def started(process: psutil.Process) -> float:
     return round(process.create_time() - psutil.boot_time(), 3)
 
 
+def from_epoch(start: float) -> float:
+    """An epoch start time (what earlier versions recorded) as seconds after this boot, as they
+    compared it."""
+    return start - psutil.boot_time()
+
+
 def process_start(pid: int) -> float:
     """Seconds from this machine's boot to `pid`'s start; raises psutil.NoSuchProcess when there is none."""
     return started(psutil.Process(pid))

@@ -18,7 +18,7 @@ import psutil
 
 from ... import exitcodes
 from ..errors import OutpostError
-from ..pids import START_TOLERANCE, process_start, started, this_boot, this_host
+from ..pids import START_TOLERANCE, from_epoch, process_start, started, this_boot, this_host
 
 _POLL = 0.02
 
@@ -91,7 +91,7 @@ class Owner:
         if "boot" not in data:
             # Written before start times counted from the boot: an epoch time, taken back to one as
             # that version compared it.
-            start -= psutil.boot_time()
+            start = from_epoch(start)
         return cls(
             data["id"],
             data["pid"],

@@ -564,7 +564,7 @@ class LocalProvider(SandboxProvider):
         except ValueError:
             return False
         if started > _EPOCH_STARTS:
-            started -= psutil.boot_time()  # an older version's record: an epoch time
+            started = pids.from_epoch(started)  # an older version's record
         members = [p for p in psutil.process_iter() if _pgid(p.pid) == pgid]
         if not members:
             return False
