@@ -82,31 +82,37 @@ def _probe_once(path: str | None) -> Probe:
         return Probe(None, "bwrap is not installed")
     if os.geteuid() == 0 and not _private_mounts():
         return Probe(None, "unshare (util-linux) is not installed: run as root, the fence needs it")
-    trial = [*launcher(program), "true"]
-    try:
-        done = subprocess.run(trial, capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        return Probe(None, f"bwrap cannot run: {error}")
-    if done.returncode != 0:
-        return Probe(None, f"bwrap cannot make a sandbox here: {_last_line(done)}")
-    return Probe(program, unfiltered=_filter_refused(program))
+    # with the filter first: where it loads, one trial answers both questions
+    filtered = _trial(program, with_filter=True)
+    if not filtered:
+        return Probe(program)
+    unfiltered = _trial(program, with_filter=False)
+    if unfiltered:
+        return Probe(None, unfiltered)
+    return Probe(program, unfiltered=filtered)
 
 
-def _filter_refused(program: str) -> str:
-    """Why bubblewrap cannot load the system-call filter here ("" when it can)."""
-    seccomp = syscalls.program_fd()
-    if seccomp is None:
+def _trial(program: str, *, with_filter: bool) -> str:
+    """A trial sandbox running `true`: "" when it ran, else why not (one line)."""
+    seccomp = syscalls.program_fd() if with_filter else None
+    if with_filter and seccomp is None:
         return syscalls.unavailable()
+    extra = [] if seccomp is None else ["--seccomp", str(seccomp)]
+    what = "load a seccomp filter" if with_filter else "make a sandbox here"
     try:
-        trial = [*launcher(program), "--seccomp", str(seccomp), "true"]
         done = subprocess.run(
-            trial, capture_output=True, timeout=30, stdin=subprocess.DEVNULL, pass_fds=(seccomp,)
+            [*launcher(program), *extra, "true"],
+            capture_output=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
+            pass_fds=() if seccomp is None else (seccomp,),
         )
     except (OSError, subprocess.TimeoutExpired) as error:
-        return f"bwrap cannot load a seccomp filter: {error}"
+        return f"bwrap cannot run: {error}"
     finally:
-        os.close(seccomp)
-    return "" if done.returncode == 0 else f"bwrap cannot load a seccomp filter: {_last_line(done)}"
+        if seccomp is not None:
+            os.close(seccomp)
+    return "" if done.returncode == 0 else f"bwrap cannot {what}: {_last_line(done)}"
 
 
 def _last_line(done: subprocess.CompletedProcess[bytes]) -> str:

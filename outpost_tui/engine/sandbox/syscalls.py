@@ -15,6 +15,7 @@ import contextlib
 import errno
 import os
 import platform
+import tempfile
 from functools import cache
 
 REFUSED = ("add_key", "keyctl", "request_key")
@@ -39,13 +40,10 @@ def _built() -> tuple[bytes | None, str]:
                 program.add_arch(getattr(seccomp.Arch, arch))
         for name in REFUSED:
             program.add_rule(seccomp.ERRNO(errno.EPERM), name)
-        memory = os.memfd_create("outpost-seccomp", os.MFD_CLOEXEC)
-        try:
-            with os.fdopen(os.dup(memory), "wb") as handle:
-                program.export_bpf(handle)
-            return os.pread(memory, os.fstat(memory).st_size, 0), ""
-        finally:
-            os.close(memory)
+        with tempfile.TemporaryFile() as handle:
+            program.export_bpf(handle)  # written to its fd, not through the file's buffer
+            handle.seek(0)
+            return handle.read(), ""
     except (OSError, ValueError, RuntimeError) as error:
         return None, f"libseccomp cannot build the filter: {error}"
 
